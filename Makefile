@@ -1,0 +1,52 @@
+# Every set-up step lives here so a fresh clone needs nothing installed by hand.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup demo test test-fast lint bench cluster-up cluster-down cluster-status smoke stress clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+## Replay the bundled dev-box scenario through the placement decision.
+demo: setup
+	$(BIN)/openrl-place simulate examples/devbox.yaml
+
+## Lint, type-check the core, then every test (the e2e tests bring up the local control plane).
+test: lint
+	$(BIN)/pytest
+
+## The suite without the control plane.
+test-fast: lint
+	$(BIN)/pytest -m "not e2e"
+
+lint: setup
+	$(BIN)/ruff check placement cli controller tests bench
+	$(BIN)/mypy placement
+
+bench: setup
+	$(BIN)/python bench/simulate_bench.py
+
+cluster-up: setup
+	hack/cluster.sh up
+
+cluster-down:
+	hack/cluster.sh down
+
+cluster-status:
+	hack/cluster.sh status
+
+smoke: setup
+	hack/smoke.sh
+
+stress: setup
+	hack/stress.sh
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
