@@ -1,0 +1,230 @@
+"""The decision: where one worker goes, or why it waits.
+
+The policy, in the order it is applied:
+
+1. Spread while a free pool exists. A pool is a node that accepts the
+   worker's role and has the devices the worker needs free. If any exists,
+   cut a new claim there; a lone worker parks nothing, so host memory is not
+   at stake. Ranked by:
+   a. fewest devices needed,
+   b. smallest device memory (the tightest fit),
+   c. fewest free devices left after placing (pack, keeping whole nodes free
+      for wide workers),
+   d. node name.
+2. Share only under contention, i.e. only when no pool is free. A worker may
+   join a claim when all of these hold:
+   a. the claim is allocated (nothing about a claim without a node can be
+      checked against anything real, so an unallocated claim is never joined);
+   b. the claim's node accepts the role;
+   c. the worker fits the claim's devices by itself (its per-device share is
+      at most the node's device memory): estimates are never summed, because
+      exactly one worker of a claim is resident at a time;
+   d. the claim has fewer workers than its node's max-workers-per-claim;
+   e. the node's host memory holds the parked load after the join.
+   Ranked by fewest workers, then claim name.
+3. Otherwise wait, with a reason that tells "never" (``NoCapacity``) from
+   "not yet" (``WaitingForCapacity``) and names what blocks the worker.
+
+A new claim's shape: width = devices needed on the chosen node; per-device
+floor = the worker's per-device share; ceiling = the node's device memory (the
+size it was priced against), so DRA cannot substitute a bigger device.
+
+``decide`` is a pure function of the request and the fleet: the request's name
+and owner never influence it, and ties are broken by names, never by the order
+in which anything was added.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from placement.fleet import Fleet, PoolGroup
+from placement.model import Request, devices_needed, format_gib, per_device_share
+
+__all__ = [
+    "Decision",
+    "JoinClaim",
+    "NewClaim",
+    "Reason",
+    "Wait",
+    "WaitKind",
+    "decide",
+    "explain",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class NewClaim:
+    """Cut a claim of ``devices`` devices on ``node``, bounded to [floor, ceiling] per device."""
+
+    node: str
+    devices: int
+    memory_floor: int
+    memory_ceiling: int
+
+
+@dataclass(frozen=True, slots=True)
+class JoinClaim:
+    """Take a seat on an allocated claim; ``memory_per_device`` is the joiner's share."""
+
+    claim: str
+    node: str
+    devices: int
+    memory_per_device: int
+
+
+class WaitKind(enum.StrEnum):
+    NO_CAPACITY = "NoCapacity"
+    WAITING_FOR_CAPACITY = "WaitingForCapacity"
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    kind: WaitKind
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.detail}"
+
+    @property
+    def never(self) -> bool:
+        """True when no accepting hardware could ever hold the worker."""
+        return self.kind is WaitKind.NO_CAPACITY
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    reason: Reason
+
+
+Decision = NewClaim | JoinClaim | Wait
+
+
+def decide(request: Request, fleet: Fleet) -> Decision:
+    spread = _best_pool(request, fleet)
+    if spread is not None:
+        return spread
+    join = _best_seat(request, fleet)
+    if join is not None:
+        return join
+    return Wait(explain(request, fleet))
+
+
+def _best_pool(request: Request, fleet: Fleet) -> NewClaim | None:
+    best: tuple[int, int, int, str] | None = None
+    for group, by_free in fleet.pool_groups(request.role):
+        needed = devices_needed(request.memory, group.device_memory)
+        tightest = min((free for free, names in by_free.items() if free >= needed and names),
+                       default=None)
+        if tightest is None:
+            continue
+        candidate = (needed, group.device_memory, tightest - needed, by_free[tightest][0])
+        if best is None or candidate < best:
+            best = candidate
+    if best is None:
+        return None
+    needed, device_memory, _, node = best
+    return NewClaim(
+        node=node,
+        devices=needed,
+        memory_floor=per_device_share(request.memory, needed),
+        memory_ceiling=device_memory,
+    )
+
+
+def _best_seat(request: Request, fleet: Fleet) -> JoinClaim | None:
+    best: tuple[int, str, int] | None = None  # (workers, claim, devices)
+    for group, by_workers in fleet.seat_groups(request.role):
+        if per_device_share(request.memory, group.devices) > group.device_memory:
+            continue
+        for workers in sorted(n for n, claims in by_workers.items()
+                              if n < group.max_workers and claims):
+            if best is not None and workers > best[0]:
+                break
+            found = next(
+                (claim for claim in by_workers[workers]
+                 if fleet.join_fits_host(claim, request.memory)),
+                None,
+            )
+            if found is not None:
+                best = min(best or (workers, found, group.devices), (workers, found, group.devices))
+                break
+    if best is None:
+        return None
+    _, claim, devices = best
+    return JoinClaim(
+        claim=claim,
+        node=fleet.claim_node(claim),
+        devices=devices,
+        memory_per_device=per_device_share(request.memory, devices),
+    )
+
+
+def explain(request: Request, fleet: Fleet) -> Reason:
+    """Why ``request`` cannot be placed right now (meaningful when ``decide`` says wait)."""
+    role = request.role
+    memory = request.memory
+    shapes = list(fleet.shapes(role))
+    if not shapes:
+        return Reason(WaitKind.NO_CAPACITY, f"no enabled node accepts {role} workers")
+
+    fitting = [
+        (group, devices, unallocated)
+        for group, devices, _nodes, unallocated in shapes
+        if devices_needed(memory, group.device_memory) <= devices
+    ]
+    if not fitting:
+        largest_group, largest_devices = max(
+            ((group, devices) for group, devices, _n, _u in shapes),
+            key=lambda shape: (shape[0].device_memory * shape[1], shape[0].device_memory),
+        )
+        return Reason(
+            WaitKind.NO_CAPACITY,
+            f"needs {format_gib(memory)} of accelerator memory on one node; the largest "
+            f"{role} pool offers {largest_devices} x {format_gib(largest_group.device_memory)}",
+        )
+
+    blockers = [_free_devices_blocker(memory, fitting)]
+    full_at: set[int] = set()
+    host_blocked = 0
+    for group, by_workers in fleet.seat_groups(role):
+        if per_device_share(memory, group.devices) > group.device_memory:
+            continue
+        for workers, claims in by_workers.items():
+            if not claims:
+                continue
+            if workers >= group.max_workers:
+                full_at.add(group.max_workers)
+            else:
+                host_blocked += len(claims)
+    if full_at:
+        limits = "/".join(str(n) for n in sorted(full_at))
+        blockers.append(f"claims it fits are full at {limits} worker{_s(max(full_at))}")
+    if host_blocked:
+        blockers.append(
+            f"host memory: parking it on {host_blocked} claim{_s(host_blocked)} with a free seat "
+            "would exceed the node's host memory"
+        )
+    unallocated = sum(count for _group, _devices, count in fitting)
+    if unallocated:
+        blockers.append(f"{unallocated} claim{_s(unallocated)} not yet allocated")
+    if not full_at and not host_blocked and not unallocated:
+        blockers.append("no allocated claim it fits")
+    return Reason(WaitKind.WAITING_FOR_CAPACITY, "; ".join(blockers))
+
+
+def _free_devices_blocker(memory: int, fitting: list[tuple[PoolGroup, int, int]]) -> str:
+    # Name the narrowest pool it would take: that is what a departure must free.
+    needed, device_memory = min(
+        (devices_needed(memory, group.device_memory), group.device_memory)
+        for group, _devices, _unallocated in fitting
+    )
+    return (
+        f"no node has {needed} free device{_s(needed)} of {format_gib(device_memory)}"
+        f" for {format_gib(memory)}"
+    )
+
+
+def _s(count: int) -> str:
+    return "" if count == 1 else "s"

@@ -1,0 +1,206 @@
+"""An offline world: arrivals and departures replayed through ``decide``.
+
+The rules the simulator adds on top of the decision (the controller follows
+the same ones against a real cluster):
+
+* DRA is played here. With ``instant`` allocation a new claim is allocated at
+  once on the node it was sized against; with ``deferred`` it stays
+  unallocated, reserving that pool, until ``allocate`` is called.
+* A claim is named after the worker that cut it, ``claim-<worker>``; while
+  that name is taken, ``-2``, ``-3``, ... is appended. It keeps its name after
+  its first worker leaves. When its last worker leaves it is released and its
+  devices return at once.
+* Placed workers stay put: nothing migrates, nothing is rebalanced.
+* After any capacity change (a departure, a claim allocated, a node added, a
+  new claim cut) the oldest pending worker that can now be placed is placed,
+  again and again until none can. The decision reads only a worker's role and
+  memory, so pending workers are kept in classes of equal (role, memory): when
+  the oldest of a class cannot be placed, none of that class can, and a retry
+  costs one decision per class rather than one per waiting worker.
+* An arrival that changes nothing is decided alone: the pending workers were
+  already tried against the same fleet.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from placement.decide import JoinClaim, NewClaim, Reason, Wait, decide, explain
+from placement.fleet import Fleet
+from placement.model import Booking, Claim, Node, PlacementError, Request, Role, per_device_share
+
+__all__ = ["Phase", "Placement", "Simulation", "WorkerState"]
+
+
+class Phase(enum.StrEnum):
+    PLACED = "Placed"  # on an allocated claim
+    PLACING = "Placing"  # on a claim DRA has not allocated yet
+    PENDING = "Pending"  # no claim
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """A worker that got a seat during one step."""
+
+    worker: str
+    claim: str
+    node: str
+    devices: int
+    new_claim: bool
+    allocated: bool
+    retried: bool  # placed from the pending queue rather than on arrival
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerState:
+    name: str
+    role: Role
+    memory: int
+    owner: str
+    phase: Phase
+    claim: str | None
+    node: str | None  # only once the claim is allocated
+    devices: int | None
+    memory_per_device: int | None
+    reason: Reason | None
+
+
+_PendingClass = tuple[Role, int]
+
+
+class Simulation:
+    def __init__(self, nodes: tuple[Node, ...] = (), *, deferred_allocation: bool = False) -> None:
+        self.fleet = Fleet(nodes)
+        self.deferred_allocation = deferred_allocation
+        self._requests: dict[str, Request] = {}
+        self._arrival: dict[str, int] = {}
+        self._next_arrival = 0
+        self._pending: dict[_PendingClass, deque[str]] = {}
+
+    # ----------------------------------------------------------------- events
+
+    def arrive(self, request: Request) -> list[Placement]:
+        if request.name in self._requests:
+            raise PlacementError(f"worker {request.name} is already here")
+        self._requests[request.name] = request
+        self._arrival[request.name] = self._next_arrival
+        self._next_arrival += 1
+        placed = self._try_place(request, retried=False)
+        if placed is None:
+            self._pending.setdefault(_class_of(request), deque()).append(request.name)
+            return []
+        return [placed, *self._retry_pending()]
+
+    def leave(self, worker: str) -> list[Placement]:
+        request = self._requests.pop(worker, None)
+        if request is None:
+            raise PlacementError(f"worker {worker} is not here")
+        del self._arrival[worker]
+        claim = self.fleet.claim_of(worker)
+        if claim is None:
+            queue = self._pending[_class_of(request)]
+            queue.remove(worker)
+            if not queue:
+                del self._pending[_class_of(request)]
+            return []
+        self.fleet.release(worker)
+        if self.fleet.workers_on(claim) == 0:
+            self.fleet.drop_claim(claim)
+        return self._retry_pending()
+
+    def allocate(self, worker: str) -> tuple[str, list[Placement]]:
+        """Allocate the claim ``worker`` is on; return the claim's name and who got placed."""
+        if worker not in self._requests:
+            raise PlacementError(f"worker {worker} is not here")
+        claim = self.fleet.claim_of(worker)
+        if claim is None:
+            raise PlacementError(f"worker {worker} is pending: it has no claim to allocate")
+        self.fleet.allocate(claim)
+        return claim, self._retry_pending()
+
+    def add_node(self, node: Node) -> list[Placement]:
+        self.fleet.add_node(node)
+        return self._retry_pending()
+
+    # ---------------------------------------------------------------- reading
+
+    def __contains__(self, worker: object) -> bool:
+        return worker in self._requests
+
+    def workers(self) -> Iterator[str]:
+        """Present workers, in arrival order."""
+        return iter(sorted(self._requests, key=self._arrival.__getitem__))
+
+    def pending_count(self) -> int:
+        return sum(len(queue) for queue in self._pending.values())
+
+    def state(self, worker: str) -> WorkerState:
+        request = self._requests.get(worker)
+        if request is None:
+            raise PlacementError(f"worker {worker} is not here")
+        claim_name = self.fleet.claim_of(worker)
+        if claim_name is None:
+            return WorkerState(
+                name=worker, role=request.role, memory=request.memory, owner=request.owner,
+                phase=Phase.PENDING, claim=None, node=None, devices=None,
+                memory_per_device=None, reason=explain(request, self.fleet),
+            )
+        claim = self.fleet.claim(claim_name)
+        assert claim is not None
+        return WorkerState(
+            name=worker, role=request.role, memory=request.memory, owner=request.owner,
+            phase=Phase.PLACED if claim.allocated else Phase.PLACING,
+            claim=claim.name, node=claim.node if claim.allocated else None,
+            devices=claim.devices,
+            memory_per_device=per_device_share(request.memory, claim.devices),
+            reason=None,
+        )
+
+    # --------------------------------------------------------------- internal
+
+    def _try_place(self, request: Request, *, retried: bool) -> Placement | None:
+        decision = decide(request, self.fleet)
+        if isinstance(decision, Wait):
+            return None
+        booking = Booking(request.name, request.owner, request.memory)
+        if isinstance(decision, NewClaim):
+            name = self._claim_name(request.name)
+            allocated = not self.deferred_allocation
+            self.fleet.add_claim(Claim(name, decision.node, decision.devices, allocated, (booking,)))
+            return Placement(request.name, name, decision.node, decision.devices,
+                             new_claim=True, allocated=allocated, retried=retried)
+        assert isinstance(decision, JoinClaim)
+        self.fleet.book(decision.claim, request)
+        return Placement(request.name, decision.claim, decision.node, decision.devices,
+                         new_claim=False, allocated=True, retried=retried)
+
+    def _retry_pending(self) -> list[Placement]:
+        placed: list[Placement] = []
+        while self._pending:
+            for key in sorted(self._pending, key=lambda k: self._arrival[self._pending[k][0]]):
+                queue = self._pending[key]
+                outcome = self._try_place(self._requests[queue[0]], retried=True)
+                if outcome is not None:
+                    queue.popleft()
+                    if not queue:
+                        del self._pending[key]
+                    placed.append(outcome)
+                    break  # the fleet changed: start again from the oldest
+            else:
+                break
+        return placed
+
+    def _claim_name(self, worker: str) -> str:
+        base = f"claim-{worker}"
+        name, suffix = base, 1
+        while self.fleet.has_claim(name):
+            suffix += 1
+            name = f"{base}-{suffix}"
+        return name
+
+
+def _class_of(request: Request) -> _PendingClass:
+    return request.role, request.memory
