@@ -19,9 +19,9 @@ from placement.decide import (
 )
 from placement.fleet import Fleet
 from placement.model import (
-    GiB,
     Booking,
     Claim,
+    GiB,
     Node,
     PlacementError,
     Request,

@@ -30,9 +30,9 @@ import enum
 from dataclasses import dataclass, field
 
 __all__ = [
-    "GiB",
     "Booking",
     "Claim",
+    "GiB",
     "Node",
     "PlacementError",
     "Request",

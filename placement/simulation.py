@@ -169,7 +169,8 @@ class Simulation:
         if isinstance(decision, NewClaim):
             name = self._claim_name(request.name)
             allocated = not self.deferred_allocation
-            self.fleet.add_claim(Claim(name, decision.node, decision.devices, allocated, (booking,)))
+            claim = Claim(name, decision.node, decision.devices, allocated, (booking,))
+            self.fleet.add_claim(claim)
             return Placement(request.name, name, decision.node, decision.devices,
                              new_claim=True, allocated=allocated, retried=retried)
         assert isinstance(decision, JoinClaim)
