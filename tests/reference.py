@@ -1,0 +1,160 @@
+"""The placement rules transcribed as plainly as possible, to check the fast ones against.
+
+Nothing here is indexed or clever: every question is answered by looking at
+every node and every claim. If this file and ``placement`` disagree, read
+this file first: it is meant to be obviously right.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from placement import JoinClaim, NewClaim, Node, Request
+
+
+@dataclass
+class RefClaim:
+    name: str
+    node: str
+    devices: int
+    allocated: bool
+    workers: dict[str, int] = field(default_factory=dict)  # worker -> memory
+
+
+def needed(memory: int, device_memory: int) -> int:
+    return max(1, math.ceil(memory / device_memory))
+
+
+def accepts(node: Node, role: str) -> bool:
+    return not node.roles or role in node.roles
+
+
+def free_devices(node: Node, claims: list[RefClaim]) -> int:
+    return node.devices - sum(c.devices for c in claims if c.node == node.name)
+
+
+def parked_load(node: Node, claims: list[RefClaim]) -> int:
+    return sum(
+        sum(c.workers.values())
+        for c in claims
+        if c.node == node.name and c.allocated and len(c.workers) >= 2
+    )
+
+
+def reference_decide(
+    request: Request, nodes: list[Node], claims: list[RefClaim]
+) -> NewClaim | JoinClaim | None:
+    pools = []
+    for node in nodes:
+        if not accepts(node, request.role):
+            continue
+        n = needed(request.memory, node.device_memory)
+        free = free_devices(node, claims)
+        if free >= n:
+            pools.append(((n, node.device_memory, free - n, node.name), node, n))
+    if pools:
+        _, node, n = min(pools, key=lambda p: p[0])
+        return NewClaim(node.name, n, math.ceil(request.memory / n), node.device_memory)
+
+    by_name = {node.name: node for node in nodes}
+    seats = []
+    for claim in claims:
+        node = by_name.get(claim.node)
+        if node is None or not claim.allocated or not accepts(node, request.role):
+            continue
+        if math.ceil(request.memory / claim.devices) > node.device_memory:
+            continue
+        if len(claim.workers) >= node.max_workers_per_claim:
+            continue
+        if node.host_memory is not None:
+            after = dict(claim.workers, **{request.name: request.memory})
+            others = parked_load(node, [c for c in claims if c is not claim])
+            mine = sum(after.values()) if len(after) >= 2 else 0
+            if others + mine > node.host_memory:
+                continue
+        seats.append(((len(claim.workers), claim.name), claim, node))
+    if seats:
+        _, claim, node = min(seats, key=lambda s: s[0])
+        return JoinClaim(claim.name, node.name, claim.devices,
+                         math.ceil(request.memory / claim.devices))
+    return None
+
+
+class ReferenceSimulation:
+    """The simulator's rules with a plain pending list, retried by full scans."""
+
+    def __init__(self, nodes: list[Node], deferred: bool = False) -> None:
+        self.nodes = list(nodes)
+        self.deferred = deferred
+        self.claims: list[RefClaim] = []
+        self.requests: dict[str, Request] = {}
+        self.pending: list[str] = []  # oldest first
+
+    def claim_of(self, worker: str) -> RefClaim | None:
+        return next((c for c in self.claims if worker in c.workers), None)
+
+    def _place(self, request: Request) -> bool:
+        decision = reference_decide(request, self.nodes, self.claims)
+        if decision is None:
+            return False
+        if isinstance(decision, NewClaim):
+            base = f"claim-{request.name}"
+            name, k = base, 1
+            while any(c.name == name for c in self.claims):
+                k += 1
+                name = f"{base}-{k}"
+            self.claims.append(RefClaim(name, decision.node, decision.devices,
+                                        not self.deferred, {request.name: request.memory}))
+        else:
+            claim = next(c for c in self.claims if c.name == decision.claim)
+            claim.workers[request.name] = request.memory
+        return True
+
+    def _retry(self) -> None:
+        progress = True
+        while progress:
+            progress = False
+            for worker in list(self.pending):
+                if self._place(self.requests[worker]):
+                    self.pending.remove(worker)
+                    progress = True
+                    break
+
+    def arrive(self, request: Request) -> None:
+        self.requests[request.name] = request
+        if self._place(request):
+            self._retry()
+        else:
+            self.pending.append(request.name)
+
+    def leave(self, worker: str) -> None:
+        del self.requests[worker]
+        if worker in self.pending:
+            self.pending.remove(worker)
+            return
+        claim = self.claim_of(worker)
+        assert claim is not None
+        del claim.workers[worker]
+        if not claim.workers:
+            self.claims.remove(claim)
+        self._retry()
+
+    def allocate(self, worker: str) -> None:
+        claim = self.claim_of(worker)
+        assert claim is not None and not claim.allocated
+        claim.allocated = True
+        self._retry()
+
+    def add_node(self, node: Node) -> None:
+        self.nodes.append(node)
+        self._retry()
+
+    def books(self) -> dict[str, tuple[str, str, int, bool] | None]:
+        """worker -> (claim, node, devices, allocated), or None while pending."""
+        out: dict[str, tuple[str, str, int, bool] | None] = {}
+        for worker in self.requests:
+            claim = self.claim_of(worker)
+            out[worker] = None if claim is None else (
+                claim.name, claim.node, claim.devices, claim.allocated)
+        return out

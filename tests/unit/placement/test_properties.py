@@ -1,0 +1,209 @@
+"""Invariants of the decision and the simulator, on random fleets and event sequences.
+
+The fast, indexed implementation is checked against ``tests/reference.py``,
+a plain transcription of the rules.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from placement import (
+    Booking,
+    Claim,
+    Fleet,
+    JoinClaim,
+    NewClaim,
+    Node,
+    Request,
+    Simulation,
+    Wait,
+    decide,
+)
+from tests.reference import RefClaim, ReferenceSimulation, accepts, needed, reference_decide
+from tests.strategies import Event, events, node_lists, requests
+
+
+@st.composite
+def fleets(draw: st.DrawFn) -> tuple[list[Node], list[Claim]]:
+    """Any fleet the cluster might report, including odd ones (empty or over-full claims)."""
+    node_list = draw(node_lists())
+    claims = []
+    for i in range(draw(st.integers(min_value=0, max_value=8))):
+        node = draw(st.sampled_from(node_list))
+        workers = draw(st.integers(min_value=0, max_value=3))
+        bookings = tuple(
+            Booking(f"c{i}-w{j}", "o", draw(st.integers(min_value=1, max_value=100 << 30)))
+            for j in range(workers)
+        )
+        claims.append(Claim(
+            name=f"claim-{draw(st.integers(min_value=0, max_value=99)):02d}-{i}",
+            node=node.name,
+            devices=draw(st.integers(min_value=1, max_value=node.devices)),
+            allocated=draw(st.booleans()),
+            bookings=bookings,
+        ))
+    return node_list, claims
+
+
+def as_reference(claims: list[Claim]) -> list[RefClaim]:
+    return [
+        RefClaim(c.name, c.node, c.devices, c.allocated,
+                 {b.worker: b.parked_memory for b in c.bookings})
+        for c in claims
+    ]
+
+
+def to_expected(decision: NewClaim | JoinClaim | None) -> object:
+    return decision if decision is not None else "wait"
+
+
+def to_actual(decision: object) -> object:
+    return "wait" if isinstance(decision, Wait) else decision
+
+
+@settings(max_examples=400)
+@given(fleets(), requests())
+def test_decide_agrees_with_the_plain_transcription(fleet: tuple, request: Request) -> None:
+    node_list, claims = fleet
+    expected = reference_decide(request, node_list, as_reference(claims))
+    assert to_actual(decide(request, Fleet(node_list, claims))) == to_expected(expected)
+
+
+@settings(max_examples=200)
+@given(fleets(), requests(), st.randoms(use_true_random=False))
+def test_permuted_inputs_give_identical_decisions(
+    fleet: tuple, request: Request, rnd: object
+) -> None:
+    node_list, claims = fleet
+    first = decide(request, Fleet(node_list, claims))
+    shuffled_nodes, shuffled_claims = list(node_list), list(claims)
+    rnd.shuffle(shuffled_nodes)  # type: ignore[attr-defined]
+    rnd.shuffle(shuffled_claims)  # type: ignore[attr-defined]
+    assert decide(request, Fleet(shuffled_nodes, shuffled_claims)) == first
+
+
+@settings(max_examples=300)
+@given(fleets(), requests())
+def test_no_join_while_a_free_pool_exists(fleet: tuple, request: Request) -> None:
+    node_list, claims = fleet
+    decision = decide(request, Fleet(node_list, claims))
+    if isinstance(decision, JoinClaim):
+        reference = as_reference(claims)
+        for node in node_list:
+            if accepts(node, request.role):
+                used = sum(c.devices for c in reference if c.node == node.name)
+                assert node.devices - used < needed(request.memory, node.device_memory)
+
+
+def pick(present: list[str], index: int) -> str | None:
+    return present[index % len(present)] if present else None
+
+
+def apply(sim: Simulation, ref: ReferenceSimulation | None, event: Event) -> None:
+    present = list(sim.workers())
+    if event.kind == "arrive":
+        assert event.request is not None
+        sim.arrive(event.request)
+        if ref:
+            ref.arrive(event.request)
+    elif event.kind == "add_node":
+        assert event.node is not None
+        sim.add_node(event.node)
+        if ref:
+            ref.add_node(event.node)
+    elif event.kind == "leave":
+        worker = pick(present, event.index)
+        if worker is not None:
+            sim.leave(worker)
+            if ref:
+                ref.leave(worker)
+    elif event.kind == "allocate":
+        waiting = [w for w in present if sim.state(w).phase == "Placing"]
+        worker = pick(waiting, event.index)
+        if worker is not None:
+            sim.allocate(worker)
+            if ref:
+                ref.allocate(worker)
+
+
+def books(sim: Simulation) -> dict[str, tuple[str, str, int, bool] | None]:
+    out: dict[str, tuple[str, str, int, bool] | None] = {}
+    for worker in sim.workers():
+        name = sim.fleet.claim_of(worker)
+        claim = sim.fleet.claim(name) if name else None
+        out[worker] = None if claim is None else (
+            claim.name, claim.node, claim.devices, claim.allocated)
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(node_lists(), events(), st.booleans())
+def test_simulation_agrees_with_the_plain_transcription(
+    node_list: list[Node], script: list[Event], deferred: bool
+) -> None:
+    sim = Simulation(tuple(node_list), deferred_allocation=deferred)
+    ref = ReferenceSimulation(node_list, deferred=deferred)
+    for event in script:
+        apply(sim, ref, event)
+        assert books(sim) == ref.books()
+
+
+def check_books(sim: Simulation) -> None:
+    fleet = sim.fleet
+    for node in fleet.nodes:
+        on_node = [c for c in fleet.claims if c.node == node.name]
+        # No device promised twice: allocated and reserved claims fit the node together.
+        assert sum(c.devices for c in on_node) <= node.devices
+        # No claim above its node's seats.
+        assert all(len(c.bookings) <= node.max_workers_per_claim for c in on_node)
+        # Every worker that may be parked at once fits in host memory.
+        if node.host_memory is not None:
+            assert sum(c.parked_load() for c in on_node if c.allocated) <= node.host_memory
+        for claim in on_node:
+            assert all(-(-b.parked_memory // claim.devices) <= node.device_memory
+                       for b in claim.bookings)
+            assert claim.allocated or len(claim.bookings) == 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(node_lists(), events(), st.booleans())
+def test_books_hold_after_every_event(
+    node_list: list[Node], script: list[Event], deferred: bool
+) -> None:
+    sim = Simulation(tuple(node_list), deferred_allocation=deferred)
+    for event in script:
+        apply(sim, None, event)
+        check_books(sim)
+
+
+@settings(max_examples=300, deadline=None)
+@given(node_lists(), events(), st.booleans())
+def test_a_departure_never_moves_another_placed_worker(
+    node_list: list[Node], script: list[Event], deferred: bool
+) -> None:
+    sim = Simulation(tuple(node_list), deferred_allocation=deferred)
+    for event in script:
+        before = books(sim)
+        apply(sim, None, event)
+        after = books(sim)
+        for worker, seat in before.items():
+            if seat is not None and worker in after:
+                claim, node, devices, _ = seat
+                assert after[worker] is not None
+                assert after[worker][:3] == (claim, node, devices)  # type: ignore[index]
+
+
+@settings(max_examples=150, deadline=None)
+@given(node_lists(), events(), st.randoms(use_true_random=False))
+def test_node_order_does_not_change_the_outcome(
+    node_list: list[Node], script: list[Event], rnd: object
+) -> None:
+    shuffled = list(node_list)
+    rnd.shuffle(shuffled)  # type: ignore[attr-defined]
+    first, second = Simulation(tuple(node_list)), Simulation(tuple(shuffled))
+    for event in script:
+        apply(first, None, event)
+        apply(second, None, event)
+    assert books(first) == books(second)
