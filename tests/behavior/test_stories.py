@@ -1,0 +1,170 @@
+"""The behaviors the product promises, told as arrivals and departures.
+
+Figures are the estimator's tiers (10Gi LoRA, 60Gi 8B full fine-tune) on the
+hardware we run: the 2x L4 dev box (24Gi each, 94Gi host) and production
+nodes with single 80Gi devices and 180Gi of host memory.
+"""
+
+from __future__ import annotations
+
+from placement import GiB, Phase, Role, Simulation, WaitKind
+from tests.behavior.conftest import (
+    FFT_8B,
+    LORA,
+    claim_of,
+    dev_box,
+    node_of,
+    prod_node,
+    sampler,
+    trainer,
+)
+
+
+def test_free_gpus_are_used_before_anyone_shares() -> None:
+    sim = Simulation((prod_node("gpu-a"), prod_node("gpu-b"), prod_node("gpu-c")))
+    for name in ("w1", "w2", "w3"):
+        sim.arrive(trainer(name, 30 * GiB))
+    # Three workers, three GPUs: nobody shares although every node allows two per claim.
+    assert {node_of(sim, w) for w in ("w1", "w2", "w3")} == {"gpu-a", "gpu-b", "gpu-c"}
+    assert len({claim_of(sim, w) for w in ("w1", "w2", "w3")}) == 3
+
+    sim.arrive(trainer("w4", 30 * GiB))
+    assert claim_of(sim, "w4") in {claim_of(sim, w) for w in ("w1", "w2", "w3")}
+
+
+def test_workers_share_whether_or_not_their_sum_fits() -> None:
+    sim = Simulation((prod_node("gpu-a"), prod_node("gpu-b")))
+    sim.arrive(trainer("a45", 45 * GiB))
+    sim.arrive(trainer("b55", 55 * GiB))
+    # 45 + 25 = 70 fits 80Gi; 55 + 35 = 90 does not. Neither matters: one is resident at a time.
+    sim.arrive(trainer("c25", 25 * GiB))
+    sim.arrive(trainer("d35", 35 * GiB))
+    assert claim_of(sim, "c25") == claim_of(sim, "a45")
+    assert claim_of(sim, "d35") == claim_of(sim, "b55")
+    assert sim.state("d35").phase is Phase.PLACED
+
+
+def test_a_full_claim_makes_the_next_worker_wait_and_a_departure_frees_the_seat() -> None:
+    sim = Simulation((prod_node("gpu-a", max_workers=2),))
+    sim.arrive(trainer("first", FFT_8B))
+    sim.arrive(trainer("second", FFT_8B))
+    sim.arrive(trainer("third", FFT_8B))
+    waiting = sim.state("third")
+    assert waiting.phase is Phase.PENDING
+    assert waiting.reason is not None and waiting.reason.kind is WaitKind.WAITING_FOR_CAPACITY
+    assert "full at 2 workers" in str(waiting.reason)
+
+    shared = claim_of(sim, "first")
+    sim.leave("first")
+    # The claim outlives the worker that cut it, and the waiting worker takes the seat.
+    assert claim_of(sim, "second") == shared == "claim-first"
+    assert claim_of(sim, "third") == shared
+
+
+def test_role_labels_hide_hardware_from_other_roles() -> None:
+    trainers_only = frozenset({Role.TRAINER})
+    sim = Simulation((prod_node("train-1", roles=trainers_only),
+                      prod_node("train-2", roles=trainers_only)))
+    sim.arrive(sampler("rollout", LORA))
+    state = sim.state("rollout")
+    assert state.phase is Phase.PENDING
+    assert str(state.reason) == "NoCapacity: no enabled node accepts sampler workers"
+
+    sim.add_node(prod_node("sample-1", roles=frozenset({Role.SAMPLER})))
+    assert node_of(sim, "rollout") == "sample-1"
+
+
+def test_host_memory_bounds_admission() -> None:
+    # 180Gi of host RAM parks three 60Gi workers, not four.
+    sim = Simulation((prod_node("gpu-a", max_workers=8),))
+    for name in ("w1", "w2", "w3", "w4"):
+        sim.arrive(trainer(name, FFT_8B))
+    assert [sim.state(w).phase for w in ("w1", "w2", "w3")] == [Phase.PLACED] * 3
+    blocked = sim.state("w4")
+    assert blocked.phase is Phase.PENDING
+    assert blocked.reason is not None and "host memory" in str(blocked.reason)
+
+    sim.leave("w2")
+    assert sim.state("w4").phase is Phase.PLACED
+
+
+def test_too_big_for_any_node_waits_forever_but_fits_as_a_multi_device_claim_on_one_node() -> None:
+    # 120Gi over two single-GPU nodes: capacity split across nodes places nothing.
+    split = Simulation((prod_node("gpu-a"), prod_node("gpu-b")))
+    split.arrive(trainer("big", 120 * GiB))
+    state = split.state("big")
+    assert state.phase is Phase.PENDING
+    assert state.reason is not None and state.reason.never
+    assert "120Gi" in str(state.reason) and "1 x 80Gi" in str(state.reason)
+
+    # The same memory on one node with two GPUs places as a two-device claim.
+    together = Simulation((prod_node("gpu-ab", devices=2),))
+    together.arrive(trainer("big", 120 * GiB))
+    placed = together.state("big")
+    assert placed.phase is Phase.PLACED
+    assert placed.devices == 2
+    assert placed.memory_per_device == 60 * GiB
+
+
+def test_placed_workers_stay_put_when_a_gpu_frees_and_the_freed_gpu_serves_new_work() -> None:
+    sim = Simulation((prod_node("gpu-a"), prod_node("gpu-b")))
+    sim.arrive(trainer("solo", FFT_8B))
+    sim.arrive(trainer("pair-1", FFT_8B))
+    sim.arrive(trainer("pair-2", FFT_8B))  # shares: no GPU left
+    assert claim_of(sim, "pair-2") in {claim_of(sim, "solo"), claim_of(sim, "pair-1")}
+    partner = "solo" if claim_of(sim, "pair-2") == claim_of(sim, "solo") else "pair-1"
+    loner = "pair-1" if partner == "solo" else "solo"
+    before = {w: (claim_of(sim, w), node_of(sim, w)) for w in ("pair-2", partner)}
+
+    sim.leave(loner)  # a GPU frees...
+    assert {w: (claim_of(sim, w), node_of(sim, w)) for w in ("pair-2", partner)} == before
+
+    sim.arrive(trainer("newcomer", FFT_8B))  # ...and serves new work, alone.
+    assert sim.state("newcomer").devices == 1
+    assert node_of(sim, "newcomer") not in {node_of(sim, "pair-2")}
+    assert [w for w in sim.workers() if claim_of(sim, w) == claim_of(sim, "newcomer")] == [
+        "newcomer"]
+
+
+def test_dev_box_spreads_loras_refuses_the_8b_fft_and_doubles_up_on_the_emptiest_claim() -> None:
+    sim = Simulation((dev_box(),))
+    sim.arrive(trainer("lora-1", LORA, "qwen"))
+    sim.arrive(trainer("lora-2", LORA, "qwen"))
+    assert claim_of(sim, "lora-1") != claim_of(sim, "lora-2")  # one per L4
+
+    sim.arrive(trainer("fft-8b", FFT_8B))
+    fft = sim.state("fft-8b")
+    assert fft.phase is Phase.PENDING
+    assert fft.reason is not None and fft.reason.kind is WaitKind.NO_CAPACITY
+    assert "2 x 24Gi" in str(fft.reason)
+
+    sim.arrive(trainer("lora-3", LORA, "llama"))
+    sim.arrive(trainer("lora-4", LORA, "llama"))
+    sim.arrive(trainer("lora-5", LORA, "llama"))
+    claims = [claim_of(sim, f"lora-{i}") for i in range(1, 6)]
+    # Fewest workers first, then claim name: lora-3 and lora-5 on claim-lora-1, lora-4 on -2.
+    assert claims == ["claim-lora-1", "claim-lora-2", "claim-lora-1", "claim-lora-2",
+                      "claim-lora-1"]
+
+    sim.leave("lora-1")
+    sim.leave("lora-3")
+    sim.arrive(trainer("lora-6", LORA))
+    assert claim_of(sim, "lora-6") == "claim-lora-1"  # one worker left there, the fewest
+    assert sim.state("fft-8b").phase is Phase.PENDING  # never
+
+
+def test_an_unallocated_claim_reserves_its_pool_but_is_never_joined() -> None:
+    sim = Simulation((prod_node("gpu-a", max_workers=4),), deferred_allocation=True)
+    sim.arrive(trainer("early", LORA))
+    assert sim.state("early").phase is Phase.PLACING
+    assert sim.state("early").node is None  # no node until DRA allocates
+
+    sim.arrive(trainer("eager", LORA))
+    eager = sim.state("eager")
+    assert eager.phase is Phase.PENDING  # the pool is reserved, the claim not joinable
+    assert eager.reason is not None and "not yet allocated" in str(eager.reason)
+    assert eager.reason.kind is WaitKind.WAITING_FOR_CAPACITY
+
+    sim.allocate("early")
+    assert claim_of(sim, "eager") == "claim-early"
+    assert sim.state("eager").phase is Phase.PLACED

@@ -1,0 +1,221 @@
+"""Every ranking tie-break, the reservation rules and the reason texts, one at a time."""
+
+from __future__ import annotations
+
+from placement import (
+    Booking,
+    Claim,
+    Fleet,
+    GiB,
+    JoinClaim,
+    NewClaim,
+    Node,
+    Request,
+    Role,
+    Wait,
+    WaitKind,
+    decide,
+)
+
+TRAINER = Role.TRAINER
+
+
+def ask(memory_gib: float, role: Role = TRAINER) -> Request:
+    return Request("asker", role, int(memory_gib * GiB))
+
+
+def seat(worker: str, memory_gib: int) -> Booking:
+    return Booking(worker, worker, memory_gib * GiB)
+
+
+# -------------------------------------------------------------- spread ranking
+
+
+def test_spread_prefers_fewest_devices_needed() -> None:
+    fleet = Fleet([Node("aa-small", 4, 24 * GiB), Node("zz-big", 1, 80 * GiB)])
+    assert decide(ask(40), fleet) == NewClaim("zz-big", 1, 40 * GiB, 80 * GiB)
+
+
+def test_spread_then_prefers_the_smallest_device_that_fits() -> None:
+    fleet = Fleet([Node("a-80", 1, 80 * GiB), Node("b-40", 1, 40 * GiB)])
+    assert decide(ask(30), fleet) == NewClaim("b-40", 1, 30 * GiB, 40 * GiB)
+
+
+def test_spread_then_packs_onto_the_node_left_with_fewest_free_devices() -> None:
+    fleet = Fleet(
+        [Node("a-empty", 8, 80 * GiB), Node("b-busy", 8, 80 * GiB)],
+        [Claim("existing", "b-busy", 6, bookings=(seat("x", 10),))],
+    )
+    decision = decide(ask(10), fleet)
+    assert isinstance(decision, NewClaim) and decision.node == "b-busy"
+
+
+def test_spread_finally_breaks_ties_by_node_name() -> None:
+    fleet = Fleet([Node("node-b", 1, 80 * GiB), Node("node-a", 1, 80 * GiB)])
+    decision = decide(ask(10), fleet)
+    assert isinstance(decision, NewClaim) and decision.node == "node-a"
+
+
+def test_a_new_claim_is_bounded_by_the_share_and_the_device_it_was_priced_against() -> None:
+    fleet = Fleet([Node("n", 4, 24 * GiB)])
+    assert decide(ask(60), fleet) == NewClaim("n", 3, 20 * GiB, 24 * GiB)
+
+
+def test_spread_ignores_host_memory_because_a_lone_worker_parks_nothing() -> None:
+    fleet = Fleet([Node("n", 1, 80 * GiB, host_memory=1 * GiB)])
+    assert isinstance(decide(ask(60), fleet), NewClaim)
+
+
+# --------------------------------------------------------------- share ranking
+
+
+def full_nodes(*nodes: Node) -> list[Claim]:
+    """One lone-worker claim filling each node, so only sharing is left."""
+    return [
+        Claim(f"claim-{n.name}", n.name, n.devices, bookings=(seat(f"on-{n.name}", 10),))
+        for n in nodes
+    ]
+
+
+def test_share_prefers_fewest_workers_then_claim_name() -> None:
+    node = Node("n", 3, 80 * GiB, max_workers_per_claim=4)
+    claims = [
+        Claim("claim-a", "n", 1, bookings=(seat("a1", 10), seat("a2", 10))),
+        Claim("claim-c", "n", 1, bookings=(seat("c1", 10),)),
+        Claim("claim-b", "n", 1, bookings=(seat("b1", 10),)),
+    ]
+    assert decide(ask(10), Fleet([node], claims)) == JoinClaim("claim-b", "n", 1, 10 * GiB)
+
+
+def test_share_only_when_no_pool_is_free() -> None:
+    node = Node("n", 2, 80 * GiB, max_workers_per_claim=4)
+    claims = [Claim("claim-a", "n", 1, bookings=(seat("a1", 10),))]
+    assert isinstance(decide(ask(10), Fleet([node], claims)), NewClaim)
+
+
+def test_a_joiner_must_fit_the_claims_devices_by_itself() -> None:
+    node = Node("n", 2, 24 * GiB, max_workers_per_claim=4)
+    claims = [Claim("narrow", "n", 1, bookings=(seat("a", 10),)),
+              Claim("wide", "n", 1, bookings=(seat("b", 10),))]
+    decision = decide(ask(30), Fleet([node], claims))
+    assert isinstance(decision, Wait)
+    wide = [Claim("wide", "n", 2, bookings=(seat("b", 10),))]
+    assert decide(ask(30), Fleet([node], wide)) == JoinClaim("wide", "n", 2, 15 * GiB)
+
+
+def test_a_claim_at_its_nodes_seat_limit_is_not_joined() -> None:
+    node = Node("n", 1, 80 * GiB, max_workers_per_claim=2)
+    claims = [Claim("c", "n", 1, bookings=(seat("a", 10), seat("b", 10)))]
+    decision = decide(ask(10), Fleet([node], claims))
+    assert isinstance(decision, Wait)
+    assert "full at 2 workers" in str(decision.reason)
+
+
+def test_joining_counts_the_current_lone_worker_once_the_claim_turns_shared() -> None:
+    # 94Gi host: a 60Gi lone worker parks nothing, but joined by 40Gi both may park: 100Gi.
+    node = Node("n", 1, 80 * GiB, host_memory=94 * GiB, max_workers_per_claim=4)
+    claims = [Claim("c", "n", 1, bookings=(seat("a", 60),))]
+    assert isinstance(decide(ask(40), Fleet([node], claims)), Wait)
+    assert isinstance(decide(ask(34), Fleet([node], claims)), JoinClaim)
+
+
+def test_parked_load_counts_every_shared_claim_on_the_node() -> None:
+    node = Node("n", 2, 80 * GiB, host_memory=100 * GiB, max_workers_per_claim=4)
+    claims = [
+        Claim("c1", "n", 1, bookings=(seat("a", 30), seat("b", 30))),  # 60Gi parked
+        Claim("c2", "n", 1, bookings=(seat("c", 30),)),  # lone: nothing yet
+    ]
+    # Joining c2 would park c (30) + the joiner (20): 110Gi > 100Gi. Joining c1 adds 20: 80Gi.
+    assert decide(ask(20), Fleet([node], claims)) == JoinClaim("c1", "n", 1, 20 * GiB)
+
+
+def test_an_empty_allocated_claim_is_the_first_seat_under_contention() -> None:
+    node = Node("n", 2, 80 * GiB, host_memory=10 * GiB, max_workers_per_claim=2)
+    claims = [Claim("busy", "n", 1, bookings=(seat("a", 30),)), Claim("orphan", "n", 1)]
+    assert decide(ask(30), Fleet([node], claims)) == JoinClaim("orphan", "n", 1, 30 * GiB)
+
+
+# --------------------------------------------------------------- reservations
+
+
+def test_an_unallocated_claim_reserves_the_pool_it_was_sized_against() -> None:
+    node = Node("n", 1, 80 * GiB, max_workers_per_claim=4)
+    claims = [Claim("sized", "n", 1, allocated=False, bookings=(seat("a", 10),))]
+    fleet = Fleet([node], claims)
+    assert fleet.free_devices("n") == 0
+    decision = decide(ask(10), fleet)
+    assert isinstance(decision, Wait)
+    assert str(decision.reason) == (
+        "WaitingForCapacity: no node has 1 free device of 80Gi for 10Gi; "
+        "1 claim not yet allocated"
+    )
+
+
+def test_allocation_elsewhere_moves_the_reservation() -> None:
+    fleet = Fleet([Node("a", 1, 80 * GiB), Node("b", 1, 80 * GiB)],
+                  [Claim("c", "a", 1, allocated=False, bookings=(seat("w", 10),))])
+    fleet.allocate("c", "b")
+    assert (fleet.free_devices("a"), fleet.free_devices("b")) == (1, 0)
+
+
+# --------------------------------------------------------------------- reasons
+
+
+def test_reason_when_no_node_accepts_the_role() -> None:
+    fleet = Fleet([Node("t", 1, 80 * GiB, roles=frozenset({Role.TRAINER}))])
+    decision = decide(ask(10, Role.SAMPLER), fleet)
+    assert isinstance(decision, Wait)
+    assert decision.reason.kind is WaitKind.NO_CAPACITY
+    assert str(decision.reason) == "NoCapacity: no enabled node accepts sampler workers"
+
+
+def test_reason_when_the_fleet_is_empty() -> None:
+    decision = decide(ask(10), Fleet())
+    assert isinstance(decision, Wait)
+    assert str(decision.reason) == "NoCapacity: no enabled node accepts trainer workers"
+
+
+def test_reason_when_no_node_could_ever_hold_it_names_the_need_and_the_largest_pool() -> None:
+    fleet = Fleet([Node("small", 2, 24 * GiB), Node("smaller", 1, 40 * GiB)])
+    decision = decide(ask(60), fleet)
+    assert isinstance(decision, Wait)
+    assert str(decision.reason) == (
+        "NoCapacity: needs 60Gi of accelerator memory on one node; "
+        "the largest trainer pool offers 2 x 24Gi"
+    )
+
+
+def test_reason_when_busy_with_sharing_off() -> None:
+    node = Node("n", 1, 80 * GiB)
+    decision = decide(ask(10), Fleet([node], full_nodes(node)))
+    assert isinstance(decision, Wait)
+    assert str(decision.reason) == (
+        "WaitingForCapacity: no node has 1 free device of 80Gi for 10Gi; "
+        "claims it fits are full at 1 worker"
+    )
+
+
+def test_reason_when_host_memory_blocks() -> None:
+    node = Node("n", 1, 80 * GiB, host_memory=50 * GiB, max_workers_per_claim=4)
+    decision = decide(ask(60), Fleet([node], full_nodes(node)))
+    assert isinstance(decision, Wait)
+    assert decision.reason.kind is WaitKind.WAITING_FOR_CAPACITY
+    assert "host memory" in decision.reason.detail
+
+
+def test_reason_when_the_only_claims_are_too_narrow() -> None:
+    node = Node("n", 2, 24 * GiB, max_workers_per_claim=4)
+    claims = [Claim("a", "n", 1, bookings=(seat("a", 10),)),
+              Claim("b", "n", 1, bookings=(seat("b", 10),))]
+    decision = decide(ask(30), Fleet([node], claims))
+    assert isinstance(decision, Wait)
+    assert str(decision.reason) == (
+        "WaitingForCapacity: no node has 2 free devices of 24Gi for 30Gi; "
+        "no allocated claim it fits"
+    )
+
+
+def test_name_and_owner_never_change_the_decision() -> None:
+    fleet = Fleet([Node("a", 1, 80 * GiB), Node("b", 2, 80 * GiB)])
+    first = decide(Request("zzz", TRAINER, 10 * GiB, "qwen"), fleet)
+    assert decide(Request("aaa", TRAINER, 10 * GiB, "llama"), fleet) == first
