@@ -16,6 +16,7 @@ from placement.decide import (
     WaitKind,
     decide,
     explain,
+    find_seat,
 )
 from placement.fleet import Fleet
 from placement.model import (
@@ -60,6 +61,7 @@ __all__ = [
     "decide",
     "devices_needed",
     "explain",
+    "find_seat",
     "format_gib",
     "per_device_share",
 ]

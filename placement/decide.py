@@ -51,6 +51,7 @@ __all__ = [
     "WaitKind",
     "decide",
     "explain",
+    "find_seat",
 ]
 
 
@@ -102,13 +103,13 @@ Decision = NewClaim | JoinClaim | Wait
 
 
 def decide(request: Request, fleet: Fleet) -> Decision:
-    spread = _best_pool(request, fleet)
-    if spread is not None:
-        return spread
-    join = _best_seat(request, fleet)
-    if join is not None:
-        return join
-    return Wait(explain(request, fleet))
+    seat = find_seat(request, fleet)
+    return seat if seat is not None else Wait(explain(request, fleet))
+
+
+def find_seat(request: Request, fleet: Fleet) -> NewClaim | JoinClaim | None:
+    """``decide`` without the reason: for callers that only act on a seat."""
+    return _best_pool(request, fleet) or _best_seat(request, fleet)
 
 
 def _best_pool(request: Request, fleet: Fleet) -> NewClaim | None:

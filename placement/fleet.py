@@ -96,6 +96,9 @@ class Fleet:
         # node count and unallocated-claim count per (pool group, device count): for reasons.
         self._shapes: dict[tuple[PoolGroup, int], int] = {}
         self._unallocated: dict[tuple[PoolGroup, int], int] = {}
+        # Groups in canonical order per role, rebuilt only when a new group appears.
+        self._pool_views: dict[Role, list[tuple[PoolGroup, dict[int, list[str]]]]] = {}
+        self._seat_views: dict[Role, list[tuple[SeatGroup, dict[int, list[str]]]]] = {}
         for node in nodes:
             self.add_node(node)
         for claim in claims:
@@ -142,15 +145,21 @@ class Fleet:
     # Index views for the decision. Groups come back in a canonical order so
     # that iteration order never depends on insertion order.
 
-    def pool_groups(self, role: Role) -> Iterator[tuple[PoolGroup, dict[int, list[str]]]]:
-        for group in sorted(self._pools, key=_pool_group_key):
-            if not group.roles or role in group.roles:
-                yield group, self._pools[group]
+    def pool_groups(self, role: Role) -> list[tuple[PoolGroup, dict[int, list[str]]]]:
+        views = self._pool_views.get(role)
+        if views is None:
+            views = [(g, self._pools[g]) for g in sorted(self._pools, key=_pool_group_key)
+                     if not g.roles or role in g.roles]
+            self._pool_views[role] = views
+        return views
 
-    def seat_groups(self, role: Role) -> Iterator[tuple[SeatGroup, dict[int, list[str]]]]:
-        for group in sorted(self._seats, key=_seat_group_key):
-            if not group.roles or role in group.roles:
-                yield group, self._seats[group]
+    def seat_groups(self, role: Role) -> list[tuple[SeatGroup, dict[int, list[str]]]]:
+        views = self._seat_views.get(role)
+        if views is None:
+            views = [(g, self._seats[g]) for g in sorted(self._seats, key=_seat_group_key)
+                     if not g.roles or role in g.roles]
+            self._seat_views[role] = views
+        return views
 
     def shapes(self, role: Role) -> Iterator[tuple[PoolGroup, int, int, int]]:
         """(group, devices per node, node count, unallocated claims) for nodes accepting role."""
@@ -281,7 +290,11 @@ class Fleet:
             reserved += self._claims[name].devices
         self._reserved[node.name] = reserved
         free = max(0, node.devices - reserved)
-        insort(self._pools.setdefault(_pool_group(node), {}).setdefault(free, []), node.name)
+        group = _pool_group(node)
+        if group not in self._pools:
+            self._pools[group] = {}
+            self._pool_views.clear()
+        insort(self._pools[group].setdefault(free, []), node.name)
 
     def _unindex_pool(self, node: Node) -> None:
         free = max(0, node.devices - self._reserved.get(node.name, 0))
@@ -294,8 +307,10 @@ class Fleet:
         if record.allocated:
             self._parked[node.name] = self._parked.get(node.name, 0) + record.parked_load()
             group = _seat_group(node, record.devices)
-            insort(self._seats.setdefault(group, {}).setdefault(len(record.bookings), []),
-                   record.name)
+            if group not in self._seats:
+                self._seats[group] = {}
+                self._seat_views.clear()
+            insort(self._seats[group].setdefault(len(record.bookings), []), record.name)
         else:
             shape = (_pool_group(node), node.devices)
             self._unallocated[shape] = self._unallocated.get(shape, 0) + 1

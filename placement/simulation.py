@@ -12,13 +12,16 @@ the same ones against a real cluster):
   devices return at once.
 * Placed workers stay put: nothing migrates, nothing is rebalanced.
 * After any capacity change (a departure, a claim allocated, a node added, a
-  new claim cut) the oldest pending worker that can now be placed is placed,
+  new allocated claim) the oldest pending worker that can now be placed is placed,
   again and again until none can. The decision reads only a worker's role and
   memory, so pending workers are kept in classes of equal (role, memory): when
   the oldest of a class cannot be placed, none of that class can, and a retry
-  costs one decision per class rather than one per waiting worker.
-* An arrival that changes nothing is decided alone: the pending workers were
-  already tried against the same fleet.
+  costs at most one decision per class rather than one per waiting worker.
+  A failure also rules out every larger class of the same role: more memory
+  never needs fewer devices, a smaller share or less host RAM.
+* An arrival is decided alone: the pending workers were already tried
+  against the same fleet. Only a new allocated claim can give them something
+  (a seat to join), so only then are they retried.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from placement.decide import JoinClaim, NewClaim, Reason, Wait, decide, explain
+from placement.decide import JoinClaim, NewClaim, Reason, explain, find_seat
 from placement.fleet import Fleet
 from placement.model import Booking, Claim, Node, PlacementError, Request, Role, per_device_share
 
@@ -92,6 +95,9 @@ class Simulation:
         if placed is None:
             self._pending.setdefault(_class_of(request), deque()).append(request.name)
             return []
+        if not (placed.new_claim and placed.allocated):
+            # Taking a seat or reserving a pool only consumes capacity: nobody can gain.
+            return [placed]
         return [placed, *self._retry_pending()]
 
     def leave(self, worker: str) -> list[Placement]:
@@ -162,8 +168,8 @@ class Simulation:
     # --------------------------------------------------------------- internal
 
     def _try_place(self, request: Request, *, retried: bool) -> Placement | None:
-        decision = decide(request, self.fleet)
-        if isinstance(decision, Wait):
+        decision = find_seat(request, self.fleet)
+        if decision is None:
             return None
         booking = Booking(request.name, request.owner, request.memory)
         if isinstance(decision, NewClaim):
@@ -181,15 +187,24 @@ class Simulation:
     def _retry_pending(self) -> list[Placement]:
         placed: list[Placement] = []
         while self._pending:
+            # A worker that cannot be placed means no larger worker of its role can be
+            # either (more memory never needs fewer devices, a smaller share or less host
+            # RAM), so one failure rules out every bigger class until the fleet changes.
+            smallest_failure: dict[Role, int] = {}
             for key in sorted(self._pending, key=lambda k: self._arrival[self._pending[k][0]]):
+                role, memory = key
+                if memory >= smallest_failure.get(role, memory + 1):
+                    continue
                 queue = self._pending[key]
                 outcome = self._try_place(self._requests[queue[0]], retried=True)
-                if outcome is not None:
-                    queue.popleft()
-                    if not queue:
-                        del self._pending[key]
-                    placed.append(outcome)
-                    break  # the fleet changed: start again from the oldest
+                if outcome is None:
+                    smallest_failure[role] = memory
+                    continue
+                queue.popleft()
+                if not queue:
+                    del self._pending[key]
+                placed.append(outcome)
+                break  # the fleet changed: start again from the oldest
             else:
                 break
         return placed
