@@ -1,0 +1,1 @@
+"""openrl-place's command line: ``openrl-place simulate`` replays a scenario offline."""

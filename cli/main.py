@@ -1,0 +1,72 @@
+"""``openrl-place``: the command group and its ``simulate`` command.
+
+The imperative shell: read the file, hand the text to the pure core
+(:func:`cli.scenario.load_scenario`, :func:`cli.replay.replay`), print a
+renderer's output, choose the exit status. Exit status: 0 when every
+expectation held, 1 when one failed, 2 when the scenario cannot run (one
+message naming the file, the event index and the field; never a traceback).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from cli.render_json import render_json
+from cli.render_table import render_table
+from cli.replay import replay
+from cli.scenario import ScenarioError, load_scenario
+
+__all__ = ["main"]
+
+EXIT_OK = 0
+EXIT_EXPECTATION_FAILED = 1
+EXIT_BAD_SCENARIO = 2
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="openrl-place", prog_name="openrl-place")
+def main() -> None:
+    """GPU claim scheduler for Kubernetes: spread RL workers onto free GPUs, share
+    DRA claims only under contention."""
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path))
+@click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table",
+              show_default=True, help="table for people, json for scripts")
+def simulate(file: Path, output: str) -> None:
+    """Replay the arrivals and departures in FILE (YAML or JSON; - reads stdin)
+    through the placement decision, with DRA played by the simulator.
+
+    Exit status: 0 every expectation held, 1 one failed, 2 the scenario cannot run.
+    """
+    name = "<stdin>" if str(file) == "-" else str(file)
+    try:
+        text = sys.stdin.read() if str(file) == "-" else file.read_text(encoding="utf-8")
+    except OSError as error:
+        _fail(f"{name}: cannot read: {error.strerror or error}")
+    except UnicodeDecodeError:
+        _fail(f"{name}: not UTF-8 text")
+    try:
+        report = replay(load_scenario(text))
+    except ScenarioError as error:
+        _fail(f"{name}: {error}")
+    if output == "json":
+        click.echo(render_json(report))
+    else:
+        title = (f"{name}: {_count(len(report.nodes), 'node')}, "
+                 f"{_count(len(report.steps), 'event')}, dra: {report.dra}")
+        click.echo("\n".join(render_table(report, title)))
+    sys.exit(EXIT_EXPECTATION_FAILED if report.failures else EXIT_OK)
+
+
+def _fail(message: str) -> None:
+    click.echo(message, err=True)
+    sys.exit(EXIT_BAD_SCENARIO)
+
+
+def _count(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"

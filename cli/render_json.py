@@ -1,0 +1,92 @@
+"""The ``--output json`` document: exactly the shape SPEC section 3 gives.
+
+``workers``, ``claims``, ``steps`` and ``expectations``, nothing else, so a
+script can rely on it. Step entries carry ``event`` plus what that event did;
+every step but ``expect`` lists under ``placed`` the workers it seated, the
+event's own worker first and then any pending worker the change let in.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from cli.replay import (
+    AddNodeStep,
+    AllocateStep,
+    ArriveStep,
+    ExpectStep,
+    LeaveStep,
+    Report,
+    Seat,
+    Step,
+)
+from placement import format_gib
+
+__all__ = ["render_json", "to_document"]
+
+
+def render_json(report: Report) -> str:
+    # Compact on purpose: the C encoder only runs without indentation, and a
+    # replay of 30,000 events should not spend its time pretty-printing.
+    return json.dumps(to_document(report), ensure_ascii=False)
+
+
+def to_document(report: Report) -> dict[str, Any]:
+    failures = list(report.failures)
+    return {
+        "workers": {
+            state.name: {
+                "phase": str(state.phase),
+                "claim": state.claim,
+                "node": state.node,
+                "devices": state.devices,
+                "memoryPerDevice": (format_gib(state.memory_per_device)
+                                    if state.memory_per_device is not None else None),
+                "owner": state.owner,
+                "reason": str(state.reason) if state.reason is not None else None,
+            }
+            for state in report.workers
+        },
+        "claims": {
+            claim.name: {
+                "node": claim.node,
+                "allocated": claim.allocated,
+                "devices": claim.devices,
+                "workers": list(claim.workers),
+            }
+            for claim in report.claims
+        },
+        "steps": [_step(step) for step in report.steps],
+        "expectations": {
+            "passed": len(report.expectations) - len(failures),
+            "failed": len(failures),
+            "failures": failures,
+        },
+    }
+
+
+def _step(step: Step) -> dict[str, Any]:
+    if isinstance(step, ArriveStep):
+        return {"event": "arrive", "worker": step.worker, "placed": _seats(step.placed),
+                "reason": step.reason}
+    if isinstance(step, LeaveStep):
+        return {"event": "leave", "worker": step.worker, "claim": step.claim,
+                "released": step.released, "placed": _seats(step.placed)}
+    if isinstance(step, AllocateStep):
+        return {"event": "allocate", "worker": step.worker, "claim": step.claim,
+                "node": step.node, "placed": _seats(step.placed)}
+    if isinstance(step, AddNodeStep):
+        return {"event": "addNode", "node": step.node, "placed": _seats(step.placed)}
+    assert isinstance(step, ExpectStep)
+    return {"event": "expect", "worker": step.worker, "expected": step.expected,
+            "passed": step.passed, "failure": step.failure}
+
+
+def _seats(seats: tuple[Seat, ...]) -> list[dict[str, Any]]:
+    return [
+        {"worker": seat.worker, "claim": seat.claim, "node": seat.node, "devices": seat.devices,
+         "newClaim": seat.new_claim, "allocated": seat.allocated, "retried": seat.retried,
+         "workers": seat.workers}
+        for seat in seats
+    ]

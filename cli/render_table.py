@@ -1,0 +1,196 @@
+"""The table output: what a platform engineer reads after a replay.
+
+First one line per event -- where the worker went (a new claim, or which
+claim it joined and how full that claim now is), or why it waits -- with the
+pending workers a departure or an allocation let in indented beneath it.
+Then the fleet at the end: nodes (devices free, claims, seats, parked host
+memory against host memory), claims (node, allocated, devices, workers) and
+totals, and finally the expectations that did not hold.
+
+Styling (``click.style``) is stripped by ``click.echo`` when the output is not
+a terminal, so pipes and files get plain text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import click
+
+from cli.replay import (
+    AddNodeStep,
+    AllocateStep,
+    ArriveStep,
+    ExpectStep,
+    LeaveStep,
+    NodeSummary,
+    Report,
+    Seat,
+    Step,
+)
+from placement import Node, Phase, format_gib
+
+__all__ = ["render_table"]
+
+
+def render_table(report: Report, title: str) -> Iterator[str]:
+    """The report as lines of text (without newlines)."""
+    nodes = {summary.node.name: summary.node for summary in report.nodes}
+    yield click.style(title, bold=True)
+    yield ""
+    rows = list(_event_rows(report.steps, nodes))
+    yield from _columns(["#", "event", "worker", "outcome"], rows, right={0})
+    yield ""
+    yield click.style("Nodes", bold=True)
+    yield from _columns(
+        ["node", "product", "roles", "devices", "free", "claims", "seats", "parked / host"],
+        [_node_row(summary) for summary in report.nodes],
+        right={4, 5, 6},
+    )
+    yield ""
+    yield click.style("Claims", bold=True)
+    if report.claims:
+        yield from _columns(
+            ["claim", "node", "allocated", "devices", "workers"],
+            [[claim.name, claim.node, "yes" if claim.allocated else "no (sized against)",
+              str(claim.devices), ", ".join(claim.workers)] for claim in report.claims],
+            right={3},
+        )
+    else:
+        yield "  (none)"
+    yield ""
+    yield from _totals(report)
+
+
+# ------------------------------------------------------------------- events
+
+
+def _event_rows(steps: Sequence[Step], nodes: dict[str, Node]) -> Iterator[list[str]]:
+    for index, step in enumerate(steps):
+        own: Seat | None = None
+        retried = step.placed if not isinstance(step, ExpectStep) else ()
+        if isinstance(step, ArriveStep):
+            own, retried = (step.placed[0], step.placed[1:]) if step.placed else (None, ())
+            outcome = (_seat_text(own, nodes) if own is not None
+                       else click.style("waits", fg="yellow") + f"  {step.reason}")
+            yield [str(index), "arrive", step.worker, outcome]
+        elif isinstance(step, LeaveStep):
+            yield [str(index), "leave", step.worker, _leave_text(step)]
+        elif isinstance(step, AllocateStep):
+            yield [str(index), "allocate", step.worker,
+                   f"DRA allocates {step.claim} on {step.node}"]
+        elif isinstance(step, AddNodeStep):
+            node = nodes[step.node]
+            yield [str(index), "addNode", step.node, f"joins the fleet: {_node_text(node)}"]
+        else:
+            yield [str(index), "expect", step.worker, _expect_text(step)]
+        for seat in retried:
+            yield ["", "", f"  + {seat.worker}", f"was pending: {_seat_text(seat, nodes)}"]
+
+
+def _seat_text(seat: Seat, nodes: dict[str, Node]) -> str:
+    devices = _plural(seat.devices, "device")
+    if seat.new_claim:
+        state = "" if seat.allocated else ", waiting for DRA to allocate"
+        return f"new claim {seat.claim} on {seat.node} ({devices}{state})"
+    limit = nodes[seat.node].max_workers_per_claim
+    return (click.style("shares", fg="cyan")
+            + f" {seat.claim} on {seat.node} ({devices}, {seat.workers}/{limit} workers)")
+
+
+def _leave_text(step: LeaveStep) -> str:
+    if step.claim is None:
+        return "leaves while pending"
+    if step.released:
+        return f"leaves {step.claim}; the claim is released and its devices return"
+    return f"leaves {step.claim}; the claim stays with its other workers"
+
+
+def _expect_text(step: ExpectStep) -> str:
+    wanted = ", ".join(f"{key} {value}" for key, value in step.expected.items()) or "is here"
+    if step.failure is None:
+        return click.style("ok", fg="green") + f"    {wanted}"
+    # The failure names the event and worker already shown on the line.
+    detail = step.failure.split(": ", 1)[1]
+    return click.style("FAIL", fg="red", bold=True) + f"  {detail}"
+
+
+# ------------------------------------------------------------------ summary
+
+
+def _node_text(node: Node) -> str:
+    roles = "+".join(sorted(node.roles)) or "trainer+sampler"
+    host = format_gib(node.host_memory) if node.host_memory is not None else "unchecked"
+    return (f"{node.devices} x {format_gib(node.device_memory)}, {roles}, host memory {host}, "
+            f"up to {_plural(node.max_workers_per_claim, 'worker')} per claim")
+
+
+def _node_row(summary: NodeSummary) -> list[str]:
+    node = summary.node
+    host = format_gib(node.host_memory) if node.host_memory is not None else "unchecked"
+    return [
+        node.name,
+        node.product or "-",
+        "+".join(sorted(node.roles)) or "any",
+        f"{node.devices} x {format_gib(node.device_memory)}",
+        str(summary.free_devices),
+        str(summary.claims),
+        f"{summary.seats_used}/{summary.seat_limit}",
+        f"{format_gib(summary.parked)} / {host}",
+    ]
+
+
+def _totals(report: Report) -> Iterator[str]:
+    phases = {phase: 0 for phase in Phase}
+    for state in report.workers:
+        phases[state.phase] += 1
+    devices = sum(summary.node.devices for summary in report.nodes)
+    free = sum(summary.free_devices for summary in report.nodes)
+    seats = sum(summary.seats_used for summary in report.nodes)
+    limit = sum(summary.seat_limit for summary in report.nodes)
+    yield click.style("Totals", bold=True)
+    yield (f"  workers  {len(report.workers)}: {phases[Phase.PLACED]} placed, "
+           f"{phases[Phase.PLACING]} placing, {phases[Phase.PENDING]} pending")
+    yield (f"  fleet    {_plural(len(report.nodes), 'node')}, {devices - free}/{devices} "
+           f"devices in use, {_plural(len(report.claims), 'claim')}, "
+           f"{seats}/{limit} seats taken")
+    expectations = report.expectations
+    failures = report.failures
+    held = len(expectations) - len(failures)
+    if not failures:
+        yield f"  expect   {held}/{len(expectations)} held"
+        return
+    yield "  expect   " + click.style(f"{len(failures)} of {len(expectations)} FAILED",
+                                      fg="red", bold=True)
+    yield ""
+    for failure in failures:
+        yield click.style("FAIL ", fg="red", bold=True) + failure
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def _columns(headers: list[str], rows: list[list[str]], right: set[int]) -> Iterator[str]:
+    """Rows padded into columns; the last column is never padded (it may be long)."""
+    widths = [len(header) for header in headers]
+    for row in rows:
+        for column, cell in enumerate(row[:-1]):
+            widths[column] = max(widths[column], len(click.unstyle(cell)))
+
+    def line(cells: list[str]) -> str:
+        parts = []
+        for column, cell in enumerate(cells):
+            if column == len(cells) - 1:
+                parts.append(cell)
+                continue
+            pad = " " * (widths[column] - len(click.unstyle(cell)))
+            parts.append(pad + cell if column in right else cell + pad)
+        return "  " + "  ".join(parts).rstrip()
+
+    yield click.style(line(headers), dim=True)
+    for row in rows:
+        yield line(row)

@@ -1,0 +1,322 @@
+"""Replay a scenario through the placement simulation and record what happened.
+
+The replay is a function from a :class:`~cli.scenario.Scenario` to a
+:class:`Report`: every step (who went where, who waits and why, which pending
+workers a capacity change let in), every expectation's verdict, and the
+fleet as it stands at the end. It prints nothing and reads no files; the
+renderers turn a report into text.
+
+Every decision is the placement library's (``placement.Simulation``), so the
+CLI and the controller cannot drift apart. What the replay adds is the
+scenario's own rules: an event about a worker that is not there, or an
+``allocate`` the simulated DRA cannot carry out, is an error in the scenario
+(exit 2), not an outcome.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from cli.scenario import (
+    AddNode,
+    Allocate,
+    Arrive,
+    Event,
+    Expect,
+    Leave,
+    Scenario,
+    ScenarioError,
+)
+from placement import Claim, Node, Phase, Placement, PlacementError, Simulation, WorkerState
+
+__all__ = [
+    "AddNodeStep",
+    "AllocateStep",
+    "ArriveStep",
+    "ExpectStep",
+    "LeaveStep",
+    "NodeSummary",
+    "Report",
+    "Seat",
+    "Step",
+    "replay",
+]
+
+
+@attrs.frozen
+class Seat:
+    """A worker that got a seat during a step; ``workers`` is its claim's count right after."""
+
+    worker: str
+    claim: str
+    node: str  # where the claim is allocated, or the node it was sized against
+    devices: int
+    new_claim: bool
+    allocated: bool
+    retried: bool  # a pending worker let in by this step, not the step's own worker
+    workers: int
+
+
+@attrs.frozen
+class ArriveStep:
+    worker: str
+    placed: tuple[Seat, ...]
+    reason: str | None  # why the arriving worker waits; None once it is placed
+
+
+@attrs.frozen
+class LeaveStep:
+    worker: str
+    claim: str | None  # the claim it left; None when it left while pending
+    released: bool  # its claim had no one left and returned its devices
+    placed: tuple[Seat, ...]
+
+
+@attrs.frozen
+class AllocateStep:
+    worker: str
+    claim: str
+    node: str
+    placed: tuple[Seat, ...]
+
+
+@attrs.frozen
+class AddNodeStep:
+    node: str
+    placed: tuple[Seat, ...]
+
+
+@attrs.frozen
+class ExpectStep:
+    worker: str
+    expected: dict[str, object]
+    failure: str | None  # what was expected and what was seen; None when it held
+
+    @property
+    def passed(self) -> bool:
+        return self.failure is None
+
+
+Step = ArriveStep | LeaveStep | AllocateStep | AddNodeStep | ExpectStep
+
+
+@attrs.frozen
+class NodeSummary:
+    node: Node
+    free_devices: int
+    claims: int
+    seats_used: int
+    parked: int  # host memory every worker on this node's shared claims may park at once
+
+    @property
+    def seat_limit(self) -> int:
+        return self.claims * self.node.max_workers_per_claim
+
+
+@attrs.frozen
+class Report:
+    dra: str
+    steps: tuple[Step, ...]
+    workers: tuple[WorkerState, ...]  # present at the end, in arrival order
+    claims: tuple[Claim, ...]  # by name
+    nodes: tuple[NodeSummary, ...]  # by name
+
+    @property
+    def expectations(self) -> tuple[ExpectStep, ...]:
+        return tuple(step for step in self.steps if isinstance(step, ExpectStep))
+
+    @property
+    def failures(self) -> tuple[str, ...]:
+        return tuple(step.failure for step in self.expectations if step.failure is not None)
+
+
+def replay(scenario: Scenario) -> Report:
+    """Run every event in order; raise ScenarioError for an event the scenario cannot mean."""
+    run = _Run(scenario)
+    steps = tuple(run.apply(index, event) for index, event in enumerate(scenario.events))
+    return run.report(steps)
+
+
+class _Run:
+    """The replay's state: the simulation plus when each worker came and went (for messages)."""
+
+    def __init__(self, scenario: Scenario) -> None:
+        self.scenario = scenario
+        self.sim = Simulation(tuple(spec.to_node() for spec in scenario.nodes),
+                              deferred_allocation=scenario.deferred)
+        self.arrived_at: dict[str, int] = {}
+        self.left_at: dict[str, int] = {}
+
+    def apply(self, index: int, event: Event) -> Step:
+        where = f"events[{index}].{event.kind}"
+        try:
+            if isinstance(event, Arrive):
+                return self._arrive(index, event, where)
+            if isinstance(event, Leave):
+                return self._leave(index, event.worker, where)
+            if isinstance(event, Allocate):
+                return self._allocate(event.worker, where)
+            if isinstance(event, AddNode):
+                return self._add_node(event, where)
+            return self._expect(index, event, where)
+        except PlacementError as error:
+            # The scenario was checked before the run, so this is a state the
+            # simulation refuses; still the scenario's fault, still no traceback.
+            raise ScenarioError(where, str(error)) from None
+
+    # ------------------------------------------------------------------ events
+
+    def _arrive(self, index: int, event: Arrive, where: str) -> ArriveStep:
+        if event.name in self.sim:
+            raise ScenarioError(f"{where}.name", f'worker "{event.name}" is already here '
+                                f"(it arrived at events[{self.arrived_at[event.name]}])")
+        placed = self._seats(self.sim.arrive(event.to_request()))
+        self.arrived_at[event.name] = index
+        self.left_at.pop(event.name, None)
+        reason = None
+        if not placed:
+            state_reason = self.sim.state(event.name).reason
+            reason = str(state_reason) if state_reason is not None else None
+        return ArriveStep(event.name, placed, reason)
+
+    def _leave(self, index: int, worker: str, where: str) -> LeaveStep:
+        self._require_worker(worker, where)
+        claim = self.sim.fleet.claim_of(worker)
+        placed = self._seats(self.sim.leave(worker))
+        self.left_at[worker] = index
+        released = claim is not None and not self.sim.fleet.has_claim(claim)
+        return LeaveStep(worker, claim, released, placed)
+
+    def _allocate(self, worker: str, where: str) -> AllocateStep:
+        self._require_worker(worker, where)
+        claim = self.sim.fleet.claim_of(worker)
+        if claim is None:
+            raise ScenarioError(where, f'worker "{worker}" is pending: it has no claim to allocate')
+        current = self.sim.fleet.claim(claim)
+        if current is not None and current.allocated:
+            why = (" (with dra: instant every claim is allocated when it is cut)"
+                   if not self.scenario.deferred else "")
+            raise ScenarioError(where, f'claim "{claim}" of worker "{worker}" is already '
+                                f"allocated{why}")
+        allocated, placements = self.sim.allocate(worker)
+        return AllocateStep(worker, allocated, self.sim.fleet.claim_node(allocated),
+                            self._seats(placements))
+
+    def _add_node(self, event: AddNode, where: str) -> AddNodeStep:
+        name = event.node.name
+        if self.sim.fleet.node(name) is not None:
+            raise ScenarioError(f"{where}.name", f'duplicate node "{name}"')
+        return AddNodeStep(name, self._seats(self.sim.add_node(event.node.to_node())))
+
+    def _expect(self, index: int, event: Expect, where: str) -> ExpectStep:
+        self._require_worker(event.worker, f"{where}.worker")
+        if event.shares_with is not None:
+            self._require_worker(event.shares_with, f"{where}.sharesWith")
+        if event.node is not None and self.sim.fleet.node(event.node) is None:
+            raise ScenarioError(f"{where}.node", f'no node named "{event.node}"')
+        problems = _check(event, self.sim)
+        failure = (f"events[{index}] expect {event.worker}: " + "; ".join(problems)
+                   if problems else None)
+        return ExpectStep(event.worker, event.checks(), failure)
+
+    # ----------------------------------------------------------------- helpers
+
+    def _require_worker(self, worker: str, where: str) -> None:
+        if worker in self.sim:
+            return
+        if worker in self.left_at:
+            history = f"it left at events[{self.left_at[worker]}]"
+        else:
+            history = "no such worker has arrived"
+        raise ScenarioError(where, f'worker "{worker}" is not here ({history})')
+
+    def _seats(self, placements: list[Placement]) -> tuple[Seat, ...]:
+        """Attach to each placement its claim's worker count right after it."""
+        if not placements:
+            return ()
+        # Nobody leaves within a step, so counting back from the claim's count
+        # at the end of the step gives each placement's own count.
+        remaining = {p.claim: self.sim.fleet.workers_on(p.claim) for p in placements}
+        seats: list[Seat] = []
+        for placement in reversed(placements):
+            count = remaining[placement.claim]
+            remaining[placement.claim] = count - 1
+            seats.append(Seat(placement.worker, placement.claim, placement.node,
+                              placement.devices, placement.new_claim, placement.allocated,
+                              placement.retried, count))
+        seats.reverse()
+        return tuple(seats)
+
+    # ------------------------------------------------------------------ ending
+
+    def report(self, steps: tuple[Step, ...]) -> Report:
+        fleet = self.sim.fleet
+        claims = fleet.claims
+        on_node: dict[str, list[Claim]] = {}
+        for claim in claims:
+            on_node.setdefault(claim.node, []).append(claim)
+        nodes = tuple(
+            NodeSummary(
+                node=node,
+                free_devices=fleet.free_devices(node.name),
+                claims=len(on_node.get(node.name, ())),
+                seats_used=sum(len(c.bookings) for c in on_node.get(node.name, ())),
+                parked=fleet.parked_load(node.name),
+            )
+            for node in fleet.nodes
+        )
+        workers = tuple(self.sim.state(worker) for worker in self.sim.workers())
+        return Report(self.scenario.dra, steps, workers, claims, nodes)
+
+
+def _check(expect: Expect, sim: Simulation) -> list[str]:
+    """What in the expectation does not hold, each as 'key: expected ..., saw ...'."""
+    state = sim.state(expect.worker)
+    problems: list[str] = []
+    seen = _where(state, sim)
+    if expect.phase is not None and state.phase != expect.phase:
+        problems.append(f"phase: expected {expect.phase}, saw {seen}")
+    if expect.node is not None and state.node != expect.node:
+        problems.append(f"node: expected {expect.node}, saw {seen}")
+    if expect.shares_with is not None:
+        other = sim.state(expect.shares_with)
+        if state.claim is None or state.claim != other.claim:
+            problems.append(f"sharesWith: expected the claim of {expect.shares_with} "
+                            f"({_where(other, sim)}), saw {seen}")
+    if expect.alone is not None:
+        mates = _claim_mates(sim, state)
+        if state.claim is None:
+            problems.append(f"alone: expected {'alone' if expect.alone else 'sharing'} "
+                            f"on a claim, saw {seen}")
+        elif expect.alone and mates:
+            problems.append(f"alone: expected alone on its claim, saw {state.claim} "
+                            f"shared with {', '.join(mates)}")
+        elif not expect.alone and not mates:
+            problems.append(f"alone: expected to share its claim, saw it alone on {state.claim}")
+    if expect.reason is not None and (state.reason is None
+                                      or expect.reason not in str(state.reason)):
+        problems.append(f'reason: expected a pending reason containing "{expect.reason}", '
+                        f"saw {seen}")
+    if expect.devices is not None and state.devices != expect.devices:
+        problems.append(f"devices: expected {expect.devices}, saw {seen}")
+    return problems
+
+
+def _claim_mates(sim: Simulation, state: WorkerState) -> list[str]:
+    if state.claim is None:
+        return []
+    claim = sim.fleet.claim(state.claim)
+    assert claim is not None
+    return [worker for worker in claim.workers if worker != state.name]
+
+
+def _where(state: WorkerState, sim: Simulation) -> str:
+    """A worker's situation in one phrase, for failure messages."""
+    if state.phase is Phase.PENDING or state.claim is None:
+        return f"Pending ({state.reason})"
+    devices = f"{state.devices} device{'' if state.devices == 1 else 's'}"
+    if state.phase is Phase.PLACING:
+        sized = sim.fleet.claim_node(state.claim)
+        return (f"Placing on {state.claim} ({devices} sized against {sized}; no node until "
+                "it is allocated)")
+    return f"Placed on {state.claim} on {state.node} ({devices})"

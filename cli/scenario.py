@@ -1,0 +1,415 @@
+"""A scenario file, read and checked: the simulator's input as typed values.
+
+Reading is strict on purpose. A scenario is a claim about a fleet, so a
+misspelt key, a "10Gb", a duplicate name or a YAML ``no`` where a name was
+meant must stop the run with one message naming where it is (the event
+index and the field), never be guessed around.
+
+Checks that need the replay's state (leaving a worker that is not there,
+allocating a pending worker) happen in :mod:`cli.replay`; everything that can
+be known from the text alone is checked here, before anything runs.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, TypeVar
+
+import attrs
+import yaml
+
+from cli.quantity import parse_quantity
+from placement import Node, Request, Role
+
+__all__ = [
+    "AddNode",
+    "Allocate",
+    "Arrive",
+    "Event",
+    "Expect",
+    "Leave",
+    "Scenario",
+    "ScenarioError",
+    "load_scenario",
+    "parse_document",
+]
+
+PHASES = ("Placed", "Placing", "Pending")
+ROLES = tuple(role.value for role in Role)
+DRA_MODES = ("instant", "deferred")
+
+
+class ScenarioError(ValueError):
+    """A scenario the tool cannot run; ``where`` is the field's path, e.g. ``events[3].leave``."""
+
+    def __init__(self, where: str, message: str) -> None:
+        super().__init__(f"{where}: {message}" if where else message)
+        self.where = where
+        self.message = message
+
+
+class _FieldError(ValueError):
+    """Raised by a validator; the builder turns it into a ScenarioError at the right path."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
+        self.message = message
+
+
+# ------------------------------------------------------------------ validators
+# Each names the field by its YAML spelling (kept in the attribute's metadata),
+# so an error points at what the author wrote, not at a Python name.
+
+
+def _key(attribute: attrs.Attribute[Any]) -> str:
+    return str(attribute.metadata.get("key", attribute.name))
+
+
+def _name(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, str):
+        raise _FieldError(_key(attribute), f"must be a name (a string), got {_describe(value)}"
+                          + ("; quote it" if isinstance(value, bool | int | float) else ""))
+    if not value:
+        raise _FieldError(_key(attribute), "must not be empty")
+
+
+def _optional_name(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is not None:
+        _name(instance, attribute, value)
+
+
+def _count(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _FieldError(_key(attribute), f"must be a whole number, got {_describe(value)}")
+    if value < 1:
+        raise _FieldError(_key(attribute), f"must be at least 1, got {value}")
+
+
+def _one_of(*choices: str) -> Callable[[object, attrs.Attribute[Any], object], None]:
+    def check(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        if value is not None and value not in choices:
+            raise _FieldError(_key(attribute), f"{_describe(value)} is not one of "
+                              + ", ".join(choices))
+    return check
+
+
+def _boolean(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is not None and not isinstance(value, bool):
+        raise _FieldError(_key(attribute), f"must be true or false, got {_describe(value)}")
+
+
+def _roles(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, tuple):
+        raise _FieldError(_key(attribute), f"must be a list of roles, got {_describe(value)}")
+    for role in value:
+        if role not in ROLES:
+            raise _FieldError(_key(attribute),
+                              f"{_describe(role)} is not a role ({', '.join(ROLES)})")
+
+
+def _to_roles(value: object) -> object:
+    # Lists become tuples so the model stays hashable; anything else is left for the validator.
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _memory(value: object) -> int:
+    return parse_quantity(value)  # type: ignore[arg-type]  # the parser reports bad types
+
+
+def _host_memory(value: object) -> int | None:
+    return None if value is None else parse_quantity(value, allow_zero=True)  # type: ignore[arg-type]
+
+
+def _field(key: str, *validators: Any, parse: Callable[[object], object] | None = None,
+           **kwargs: Any) -> Any:
+    return attrs.field(validator=list(validators), metadata={"key": key, "parse": parse}, **kwargs)
+
+
+# ---------------------------------------------------------------------- models
+
+
+@attrs.frozen
+class NodeSpec:
+    name: str = _field("name", _name)
+    devices: int = _field("devices", _count)
+    device_memory: int = _field("deviceMemory", parse=_memory)
+    host_memory: int | None = _field("hostMemory", parse=_host_memory, default=None)
+    roles: tuple[str, ...] = _field("roles", _roles, parse=_to_roles, default=())
+    max_workers_per_claim: int = _field("maxWorkersPerClaim", _count, default=1)
+    product: str = _field("product", _optional_name, default="")
+
+    def to_node(self) -> Node:
+        return Node(self.name, self.devices, self.device_memory, self.host_memory,
+                    frozenset(Role(role) for role in self.roles), self.max_workers_per_claim,
+                    self.product)
+
+
+@attrs.frozen
+class Arrive:
+    kind: ClassVar[str] = "arrive"
+    name: str = _field("name", _name)
+    role: str = _field("role", _one_of(*ROLES))
+    memory: int = _field("memory", parse=_memory)
+    owner: str = _field("owner", _optional_name, default="")
+
+    def to_request(self) -> Request:
+        return Request(self.name, Role(self.role), self.memory, self.owner)
+
+
+@attrs.frozen
+class Leave:
+    kind: ClassVar[str] = "leave"
+    worker: str = _field("leave", _name)
+
+
+@attrs.frozen
+class Allocate:
+    kind: ClassVar[str] = "allocate"
+    worker: str = _field("allocate", _name)
+
+
+@attrs.frozen
+class AddNode:
+    kind: ClassVar[str] = "addNode"
+    node: NodeSpec
+
+
+@attrs.frozen
+class Expect:
+    kind: ClassVar[str] = "expect"
+    worker: str = _field("worker", _name)
+    phase: str | None = _field("phase", _one_of(*PHASES), default=None)
+    node: str | None = _field("node", _optional_name, default=None)
+    shares_with: str | None = _field("sharesWith", _optional_name, default=None)
+    alone: bool | None = _field("alone", _boolean, default=None)
+    reason: str | None = _field("reason", _optional_name, default=None)
+    devices: int | None = _field("devices", _count, default=None)
+
+    @shares_with.validator
+    def _not_itself(self, attribute: attrs.Attribute[Any], value: object) -> None:
+        if value is not None and value == self.worker:
+            raise _FieldError(_key(attribute), "names the worker itself")
+
+    def checks(self) -> dict[str, object]:
+        """The expectation as written, without the worker and the keys left out."""
+        return {_key(a): getattr(self, a.name) for a in attrs.fields(Expect)[1:]
+                if getattr(self, a.name) is not None}
+
+
+Event = Arrive | Leave | Allocate | AddNode | Expect
+
+
+@attrs.frozen
+class Scenario:
+    dra: str
+    nodes: tuple[NodeSpec, ...]
+    events: tuple[Event, ...]
+
+    @property
+    def deferred(self) -> bool:
+        return self.dra == "deferred"
+
+
+# --------------------------------------------------------------------- reading
+
+_SCENARIO_KEYS = ("dra", "nodes", "events")
+_EVENT_KINDS = ("arrive", "leave", "allocate", "addNode", "expect")
+
+
+def load_scenario(text: str) -> Scenario:
+    """Parse and check a scenario document; raise ScenarioError naming the bad field."""
+    return build_scenario(parse_document(text))
+
+
+def parse_document(text: str) -> object:
+    """JSON when it is JSON (fast, and what generated scenarios are), YAML otherwise."""
+    try:
+        return json.loads(text, object_pairs_hook=_unique_pairs)
+    except _DuplicateKey as duplicate:
+        raise ScenarioError("", f"duplicate key {duplicate.args[0]!r}") from None
+    except ValueError:
+        pass
+    try:
+        # A safe loader underneath (plain data only), see _StrictLoader.
+        return yaml.load(text, Loader=_StrictLoader)
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = error.problem or error.context or "invalid"
+        raise ScenarioError(where, f"not valid YAML: {problem}") from None
+    except yaml.YAMLError as error:
+        raise ScenarioError("", f"not valid YAML: {error}") from None
+
+
+def build_scenario(document: object) -> Scenario:
+    if document is None:
+        raise ScenarioError("", "the scenario is empty (expected the keys dra, nodes, events)")
+    if not isinstance(document, dict):
+        raise ScenarioError("", f"must be a mapping with the keys dra, nodes, events, "
+                            f"got {_describe(document)}")
+    _reject_unknown(document, _SCENARIO_KEYS, "")
+    dra = document.get("dra", "instant")
+    if dra not in DRA_MODES:
+        raise ScenarioError("dra", f"{_describe(dra)} is not one of instant, deferred")
+    nodes = tuple(_build(NodeSpec, raw, f"nodes[{i}]")
+                  for i, raw in enumerate(_list(document, "nodes")))
+    seen: dict[str, int] = {}
+    for index, node in enumerate(nodes):
+        if node.name in seen:
+            raise ScenarioError(f"nodes[{index}].name",
+                                f'duplicate node "{node.name}" (first at nodes[{seen[node.name]}])')
+        seen[node.name] = index
+    events = tuple(_event(raw, index) for index, raw in enumerate(_list(document, "events")))
+    return Scenario(dra, nodes, events)
+
+
+def _list(document: Mapping[str, object], key: str) -> list[object]:
+    value = document.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ScenarioError(key, f"must be a list, got {_describe(value)}")
+    return value
+
+
+def _event(raw: object, index: int) -> Event:
+    where = f"events[{index}]"
+    if not isinstance(raw, dict) or len(raw) != 1:
+        message = "must be a mapping with exactly one of the keys " + ", ".join(_EVENT_KINDS)
+        if isinstance(raw, dict) and any(raw.get(kind, 0) is None for kind in _EVENT_KINDS):
+            message += " (are the event's fields indented under it?)"
+        raise ScenarioError(where, message)
+    ((kind, body),) = raw.items()
+    where = f"{where}.{kind}"
+    if kind == "arrive":
+        return _build(Arrive, body, where)
+    if kind == "leave":
+        return _build(Leave, {"leave": body}, where, nested=False)
+    if kind == "allocate":
+        return _build(Allocate, {"allocate": body}, where, nested=False)
+    if kind == "addNode":
+        return AddNode(_build(NodeSpec, body, where))
+    if kind == "expect":
+        return _build(Expect, body, where)
+    raise ScenarioError(where, _unknown_key_message(str(kind), _EVENT_KINDS, "event"))
+
+
+_Model = TypeVar("_Model")
+_schemas: dict[type, dict[str, tuple[str, Callable[[object], object] | None, bool]]] = {}
+
+
+def _schema(cls: type) -> dict[str, tuple[str, Callable[[object], object] | None, bool]]:
+    """YAML key -> (attribute, parser, required), worked out once per model."""
+    if cls not in _schemas:
+        _schemas[cls] = {
+            str(a.metadata["key"]): (a.name, a.metadata["parse"], a.default is attrs.NOTHING)
+            for a in attrs.fields(cls)
+        }
+    return _schemas[cls]
+
+
+def _build(cls: type[_Model], raw: object, where: str, *, nested: bool = True) -> _Model:
+    schema = _schema(cls)
+    if not isinstance(raw, dict):
+        raise ScenarioError(where, f"must be a mapping with the keys {', '.join(schema)}, "
+                            f"got {_describe(raw)}")
+    if not raw.keys() <= schema.keys():
+        _reject_unknown(raw, tuple(schema), where)
+    kwargs: dict[str, object] = {}
+    for key, value in raw.items():
+        attribute, parse, required = schema[key]
+        if value is None:
+            # An empty value (`hostMemory:`) means the same as leaving the key out.
+            if required:
+                raise ScenarioError(_join(where, key, nested), "is required, got nothing")
+            continue
+        if parse is not None:
+            try:
+                value = parse(value)
+            except ValueError as error:
+                raise ScenarioError(_join(where, key, nested), str(error)) from None
+        kwargs[attribute] = value
+    if len(kwargs) < len(schema):
+        for key, (attribute, _, required) in schema.items():
+            if required and attribute not in kwargs:
+                raise ScenarioError(_join(where, key, nested), "is required")
+    try:
+        return cls(**kwargs)
+    except _FieldError as error:
+        raise ScenarioError(_join(where, error.key, nested), error.message) from None
+
+
+def _join(where: str, key: str, nested: bool) -> str:
+    # `leave: x` has no inner key: the event itself is the field.
+    return f"{where}.{key}" if nested else where
+
+
+def _reject_unknown(raw: Mapping[object, object], known: tuple[str, ...], where: str) -> None:
+    for key in raw:
+        if key not in known:
+            raise ScenarioError(f"{where}.{key}" if where else str(key),
+                                _unknown_key_message(str(key), known, "key"))
+
+
+def _unknown_key_message(key: str, known: tuple[str, ...], what: str) -> str:
+    close = difflib.get_close_matches(key, known, n=1)
+    hint = f'; did you mean "{close[0]}"?' if close else f" (expected one of {', '.join(known)})"
+    return f"unknown {what}{hint}"
+
+
+def _describe(value: object) -> str:
+    if value is None:
+        return "nothing"
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, bool):
+        return f"{str(value).lower()} (a boolean)"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list | tuple):
+        return "a list"
+    return repr(value)
+
+
+# ------------------------------------------------------------------ the loaders
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_pairs(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return result
+
+
+# The C parser when PyYAML was built with libyaml (much faster on large files),
+# the pure-Python one otherwise. Both are the *safe* loaders: plain data only.
+_BaseLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _StrictLoader(_BaseLoader):  # type: ignore[valid-type, misc]
+    """A safe loader that refuses duplicate keys instead of keeping the last one silently."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        self.flatten_mapping(node)
+        seen: set[object] = set()
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode):
+                if key_node.value in seen:
+                    raise yaml.constructor.ConstructorError(
+                        "while reading a mapping", node.start_mark,
+                        f"duplicate key {key_node.value!r}", key_node.start_mark)
+                seen.add(key_node.value)
+        return super().construct_mapping(node, deep=deep)  # type: ignore[no-any-return]
