@@ -1,0 +1,415 @@
+#!/usr/bin/env bash
+# A real Kubernetes control plane as plain local processes, for smoke and e2e
+# tests: etcd, kube-apiserver, kube-scheduler and kube-controller-manager built
+# from Kubernetes' own Go modules (hack/kube, one multi-call binary), plus the
+# simulated GPU nodes of hack/fakenodes. Everything listens on 127.0.0.1 only;
+# state, certificates, logs and the admin kubeconfig live under .cluster/.
+#
+#   hack/cluster.sh up [--nodes N] [--profile gpu80|devbox] [--driver NAME] [--labels k=v,...]
+#   hack/cluster.sh down | status | build | kubectl ARGS... | env
+#
+# See hack/README.md for ports, environment variables and figures.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+CLUSTER_DIR=${CLUSTER_DIR:-$ROOT/.cluster}
+SRC=$ROOT/hack/kube
+BIN_DIR=$ROOT/hack/bin
+KUBE=$BIN_DIR/kube
+PY=${PYTHON:-$ROOT/.venv/bin/python}
+
+PKI=$CLUSTER_DIR/pki
+RUN=$CLUSTER_DIR/run
+LOGS=$CLUSTER_DIR/logs
+DATA=$CLUSTER_DIR/etcd
+ADMIN_KUBECONFIG=$CLUSTER_DIR/admin.kubeconfig
+
+# Start order; stopped in reverse.
+COMPONENTS=(etcd apiserver controller-manager scheduler fakenodes)
+
+log() { printf '[cluster] %s\n' "$*" >&2; }
+die() {
+  log "error: $*"
+  exit 1
+}
+
+load_ports() {
+  # Ports are fixed when the cluster starts; down/status read them back.
+  if [[ -f $RUN/ports ]]; then
+    # shellcheck disable=SC1091
+    source "$RUN/ports"
+  fi
+  APISERVER_PORT=${APISERVER_PORT:-${KUBE_APISERVER_PORT:-6443}}
+  ETCD_PORT=${ETCD_PORT:-${ETCD_CLIENT_PORT:-2379}}
+  ETCD_PEER_PORT=${ETCD_PEER_PORT:-2380}
+  SCHEDULER_PORT=${SCHEDULER_PORT:-${KUBE_SCHEDULER_PORT:-10259}}
+  KCM_PORT=${KCM_PORT:-${KUBE_CONTROLLER_MANAGER_PORT:-10257}}
+  PORTS=("$ETCD_PORT" "$ETCD_PEER_PORT" "$APISERVER_PORT" "$KCM_PORT" "$SCHEDULER_PORT")
+}
+
+# ---------------------------------------------------------------- build
+
+ensure_go() {
+  if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then
+    PATH=/usr/local/go/bin:$PATH
+  fi
+  command -v go >/dev/null 2>&1 || die "Go is needed to build the control plane (go.mod asks for $(sed -n 's/^go //p' "$SRC/go.mod"))"
+}
+
+source_stamp() {
+  (cd "$SRC" && { go version; cat go.mod go.sum ./*.go; } | sha256sum | cut -d' ' -f1)
+}
+
+build() {
+  ensure_go
+  local stamp
+  stamp=$(source_stamp)
+  if [[ -x $KUBE && -f $KUBE.stamp && $(cat "$KUBE.stamp") == "$stamp" ]]; then
+    return 0
+  fi
+  mkdir -p "$BIN_DIR"
+  log "building $KUBE from hack/kube ($(sed -n 's/^\tk8s.io\/kubernetes \(v[^ ]*\)$/kubernetes \1/p' "$SRC/go.mod"));" \
+    "a cold build (empty Go caches) takes about 20 minutes on 2 cores"
+  local t0=$SECONDS
+  (cd "$SRC" && GOTOOLCHAIN=local GOFLAGS=-mod=readonly \
+    go build -buildvcs=false -trimpath -ldflags='-s -w' -o "$KUBE.tmp" .)
+  mv -f "$KUBE.tmp" "$KUBE"
+  echo "$stamp" >"$KUBE.stamp"
+  ln -sf kube "$BIN_DIR/kubectl"
+  log "built in $((SECONDS - t0))s"
+}
+
+# ---------------------------------------------------------------- PKI
+
+sign() { # name subject extendedKeyUsage [subjectAltName]
+  local name=$1 subj=$2 eku=$3 san=${4:-}
+  openssl genrsa -out "$PKI/$name.key" 2048 2>/dev/null
+  openssl req -new -key "$PKI/$name.key" -subj "$subj" -out "$PKI/$name.csr"
+  {
+    echo "basicConstraints=critical,CA:FALSE"
+    echo "keyUsage=critical,digitalSignature,keyEncipherment"
+    echo "extendedKeyUsage=$eku"
+    [[ -n $san ]] && echo "subjectAltName=$san"
+  } >"$PKI/$name.ext"
+  openssl x509 -req -in "$PKI/$name.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" \
+    -CAcreateserial -days 3650 -sha256 -extfile "$PKI/$name.ext" -out "$PKI/$name.crt" 2>/dev/null
+  rm -f "$PKI/$name.csr" "$PKI/$name.ext"
+}
+
+kubeconfig() { # file user-cert-name
+  local b64='base64 -w0'
+  cat >"$1" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: local
+  cluster:
+    server: https://127.0.0.1:$APISERVER_PORT
+    certificate-authority-data: $($b64 <"$PKI/ca.crt")
+users:
+- name: $2
+  user:
+    client-certificate-data: $($b64 <"$PKI/$2.crt")
+    client-key-data: $($b64 <"$PKI/$2.key")
+contexts:
+- name: local
+  context: {cluster: local, user: $2}
+current-context: local
+EOF
+  chmod 600 "$1"
+}
+
+ensure_pki() {
+  if [[ ! -f $PKI/complete ]]; then
+    log "generating certificates in $PKI"
+    rm -rf "$PKI"
+    mkdir -p "$PKI"
+    chmod 700 "$PKI"
+    cat >"$PKI/ca.cnf" <<'EOF'
+[req]
+distinguished_name = dn
+x509_extensions = ca
+prompt = no
+[dn]
+CN = openrl-place-local-ca
+[ca]
+basicConstraints = critical,CA:TRUE
+keyUsage = critical,keyCertSign,cRLSign,digitalSignature
+subjectKeyIdentifier = hash
+EOF
+    openssl genrsa -out "$PKI/ca.key" 2048 2>/dev/null
+    openssl req -x509 -new -config "$PKI/ca.cnf" -key "$PKI/ca.key" -days 3650 -sha256 -out "$PKI/ca.crt"
+    sign apiserver "/CN=kube-apiserver" serverAuth \
+      "IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+    sign admin "/O=system:masters/CN=kubernetes-admin" clientAuth
+    sign controller-manager "/CN=system:kube-controller-manager" clientAuth
+    sign scheduler "/CN=system:kube-scheduler" clientAuth
+    openssl genrsa -out "$PKI/sa.key" 2048 2>/dev/null
+    openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
+    touch "$PKI/complete"
+  fi
+  # Kubeconfigs carry the API server port: rewrite them on every start.
+  kubeconfig "$ADMIN_KUBECONFIG" admin
+  kubeconfig "$CLUSTER_DIR/controller-manager.kubeconfig" controller-manager
+  kubeconfig "$CLUSTER_DIR/scheduler.kubeconfig" scheduler
+}
+
+# ---------------------------------------------------------------- processes
+
+pid_of() { # prints the pid if the component's recorded process is alive and ours
+  local f=$RUN/$1.pid pid
+  [[ -f $f ]] || return 1
+  pid=$(cat "$f")
+  [[ $pid =~ ^[0-9]+$ ]] || return 1
+  [[ -r /proc/$pid/cmdline ]] || return 1
+  # Guard against pid reuse: the process must still be what we started.
+  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$(cat "$RUN/$1.cmd" 2>/dev/null || echo '#none#')" || return 1
+  echo "$pid"
+}
+
+launch() { # name marker command...
+  local name=$1 marker=$2
+  shift 2
+  # setsid: own session, so a terminal's or test runner's signals to its
+  # process group do not reach the cluster. Close the lock descriptor (9).
+  setsid "$@" </dev/null >>"$LOGS/$name.log" 2>&1 9>&- &
+  echo $! >"$RUN/$name.pid"
+  echo "$marker" >"$RUN/$name.cmd"
+}
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+fail_up() { # component message
+  log "error: $2"
+  if [[ -f $LOGS/$1.log ]]; then
+    log "last lines of $LOGS/$1.log:"
+    tail -n 40 "$LOGS/$1.log" >&2
+  fi
+  stop_all
+  exit 1
+}
+
+wait_until() { # component timeout-seconds description command...
+  local name=$1 timeout=$2 what=$3
+  shift 3
+  local deadline=$((SECONDS + timeout))
+  until "$@" >/dev/null 2>&1; do
+    pid_of "$name" >/dev/null || fail_up "$name" "$name exited while waiting for $what"
+    ((SECONDS < deadline)) || fail_up "$name" "timed out after ${timeout}s waiting for $what"
+    sleep 0.2
+  done
+}
+
+api_get() { # path
+  curl -sf --max-time 5 --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" \
+    "https://127.0.0.1:$APISERVER_PORT$1"
+}
+
+readyz() { [[ $(api_get /readyz) == ok ]]; }
+healthz() { [[ $(curl -skf --max-time 5 "https://127.0.0.1:$1/healthz") == ok ]]; }
+etcd_healthy() { curl -sf --max-time 5 "http://127.0.0.1:$ETCD_PORT/health" | grep -q '"health":"true"'; }
+fakenodes_ready() { [[ -s $RUN/fakenodes.ready ]]; }
+default_sa() { api_get /api/v1/namespaces/default/serviceaccounts/default; }
+
+all_running() {
+  local c
+  for c in "${COMPONENTS[@]}"; do pid_of "$c" >/dev/null || return 1; done
+  readyz
+}
+
+stop_one() {
+  local name=$1 pid i
+  if pid=$(pid_of "$name"); then
+    kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < 100; i++)); do
+      [[ -d /proc/$pid ]] || break
+      sleep 0.1
+    done
+    if [[ -d /proc/$pid ]]; then
+      log "$name (pid $pid) ignored SIGTERM for 10s; killing it"
+      kill -KILL "$pid" 2>/dev/null || true
+      sleep 0.2
+    fi
+  fi
+  rm -f "$RUN/$name.pid" "$RUN/$name.cmd"
+}
+
+stop_all() {
+  local i
+  for ((i = ${#COMPONENTS[@]} - 1; i >= 0; i--)); do stop_one "${COMPONENTS[i]}"; done
+  local deadline=$((SECONDS + 10)) p busy
+  while :; do
+    busy=()
+    for p in "${PORTS[@]}"; do port_open "$p" && busy+=("$p"); done
+    ((${#busy[@]} == 0)) && break
+    if ((SECONDS >= deadline)); then
+      log "warning: ports still listening after stop: ${busy[*]}"
+      break
+    fi
+    sleep 0.2
+  done
+  rm -rf "$DATA" "$RUN"
+}
+
+# ---------------------------------------------------------------- commands
+
+cmd_up() {
+  while (($#)); do
+    case $1 in
+      --nodes) export FAKE_GPU_NODES=$2; shift 2 ;;
+      --profile) export FAKE_GPU_PROFILE=$2; shift 2 ;;
+      --driver) export FAKE_GPU_DRIVER=$2; shift 2 ;;
+      --labels) export FAKE_GPU_NODE_LABELS=$2; shift 2 ;;
+      *) die "unknown option for up: $1" ;;
+    esac
+  done
+  local t0=$SECONDS
+  mkdir -p "$CLUSTER_DIR"
+  exec 9>"$CLUSTER_DIR/.lock"
+  flock 9
+  load_ports
+  if all_running; then
+    log "already running"
+    echo "KUBECONFIG=$ADMIN_KUBECONFIG"
+    return 0
+  fi
+  stop_all # whatever is left of a partial or crashed cluster
+  unset APISERVER_PORT ETCD_PORT ETCD_PEER_PORT SCHEDULER_PORT KCM_PORT
+  load_ports
+
+  build
+  if [[ ! -x $PY ]]; then
+    log "no $PY: running make setup"
+    make -C "$ROOT" setup >&2
+  fi
+  local p
+  for p in "${PORTS[@]}"; do
+    port_open "$p" && die "port 127.0.0.1:$p is already in use by another process (see KUBE_APISERVER_PORT etc. in hack/README.md)"
+  done
+
+  mkdir -p "$RUN" "$LOGS"
+  declare -p APISERVER_PORT ETCD_PORT ETCD_PEER_PORT SCHEDULER_PORT KCM_PORT | sed 's/^declare -- //' >"$RUN/ports"
+  ensure_pki
+  local c
+  for c in "${COMPONENTS[@]}"; do : >"$LOGS/$c.log"; done
+
+  launch etcd "$KUBE etcd" "$KUBE" etcd \
+    --name=local \
+    --data-dir="$DATA" \
+    --listen-client-urls="http://127.0.0.1:$ETCD_PORT" \
+    --advertise-client-urls="http://127.0.0.1:$ETCD_PORT" \
+    --listen-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-advertise-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-cluster="local=http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-cluster-state=new \
+    --unsafe-no-fsync \
+    --log-level=warn
+  wait_until etcd 30 "etcd health" etcd_healthy
+
+  launch apiserver "$KUBE apiserver" "$KUBE" apiserver \
+    --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
+    --bind-address=127.0.0.1 \
+    --advertise-address=127.0.0.1 \
+    --secure-port="$APISERVER_PORT" \
+    --tls-cert-file="$PKI/apiserver.crt" \
+    --tls-private-key-file="$PKI/apiserver.key" \
+    --client-ca-file="$PKI/ca.crt" \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file="$PKI/sa.pub" \
+    --service-account-signing-key-file="$PKI/sa.key" \
+    --authorization-mode=Node,RBAC \
+    --service-cluster-ip-range=10.96.0.0/16 \
+    --endpoint-reconciler-type=none \
+    --allow-privileged=true \
+    --profiling=false \
+    --v=1
+  wait_until apiserver 90 "kube-apiserver /readyz" readyz
+
+  launch controller-manager "$KUBE controller-manager" "$KUBE" controller-manager \
+    --kubeconfig="$CLUSTER_DIR/controller-manager.kubeconfig" \
+    --authentication-kubeconfig="$CLUSTER_DIR/controller-manager.kubeconfig" \
+    --authorization-kubeconfig="$CLUSTER_DIR/controller-manager.kubeconfig" \
+    --bind-address=127.0.0.1 \
+    --secure-port="$KCM_PORT" \
+    --service-account-private-key-file="$PKI/sa.key" \
+    --root-ca-file="$PKI/ca.crt" \
+    --cluster-signing-cert-file="$PKI/ca.crt" \
+    --cluster-signing-key-file="$PKI/ca.key" \
+    --use-service-account-credentials=true \
+    --leader-elect=false \
+    --profiling=false \
+    --v=1
+  launch scheduler "$KUBE scheduler" "$KUBE" scheduler \
+    --kubeconfig="$CLUSTER_DIR/scheduler.kubeconfig" \
+    --authentication-kubeconfig="$CLUSTER_DIR/scheduler.kubeconfig" \
+    --authorization-kubeconfig="$CLUSTER_DIR/scheduler.kubeconfig" \
+    --bind-address=127.0.0.1 \
+    --secure-port="$SCHEDULER_PORT" \
+    --leader-elect=false \
+    --profiling=false \
+    --v=1
+  launch fakenodes "$ROOT/hack/fakenodes/fakenodes.py" "$PY" -u "$ROOT/hack/fakenodes/fakenodes.py" \
+    --kubeconfig="$ADMIN_KUBECONFIG" \
+    --ready-file="$RUN/fakenodes.ready"
+
+  wait_until controller-manager 60 "kube-controller-manager /healthz" healthz "$KCM_PORT"
+  wait_until scheduler 60 "kube-scheduler /healthz" healthz "$SCHEDULER_PORT"
+  wait_until fakenodes 60 "fake GPU nodes to register" fakenodes_ready
+  wait_until controller-manager 60 "the default ServiceAccount (serviceaccount controller)" default_sa
+
+  log "up in $((SECONDS - t0))s: nodes $(cat "$RUN/fakenodes.ready")"
+  log "kubectl: hack/cluster.sh kubectl get nodes   (or hack/bin/kubectl --kubeconfig $ADMIN_KUBECONFIG)"
+  echo "KUBECONFIG=$ADMIN_KUBECONFIG"
+}
+
+cmd_down() {
+  mkdir -p "$CLUSTER_DIR"
+  exec 9>"$CLUSTER_DIR/.lock"
+  flock 9
+  load_ports
+  stop_all
+  log "down"
+}
+
+cmd_status() {
+  load_ports
+  local c pid rc=0
+  for c in "${COMPONENTS[@]}"; do
+    if pid=$(pid_of "$c"); then
+      printf '%-20s running (pid %s, rss %s MiB)\n' "$c" "$pid" "$(($(awk '/^VmRSS/{print $2}' "/proc/$pid/status") / 1024))"
+    else
+      printf '%-20s stopped\n' "$c"
+      rc=3
+    fi
+  done
+  if readyz; then
+    echo "apiserver            ready at https://127.0.0.1:$APISERVER_PORT"
+    echo "KUBECONFIG=$ADMIN_KUBECONFIG"
+  else
+    echo "apiserver            not ready"
+    rc=3
+  fi
+  return $rc
+}
+
+main() {
+  local cmd=${1:-}
+  shift || true
+  case $cmd in
+    up) cmd_up "$@" ;;
+    down) cmd_down ;;
+    status) cmd_status ;;
+    build) build ;;
+    kubectl)
+      [[ -x $KUBE ]] || build
+      exec "$KUBE" kubectl --kubeconfig="$ADMIN_KUBECONFIG" "$@"
+      ;;
+    env) echo "export KUBECONFIG=$ADMIN_KUBECONFIG" ;;
+    *)
+      echo "usage: $0 up [--nodes N] [--profile gpu80|devbox] [--driver NAME] [--labels k=v,...] | down | status | build | kubectl ARGS... | env" >&2
+      exit 2
+      ;;
+  esac
+}
+
+main "$@"
