@@ -34,17 +34,18 @@ die() {
 }
 
 load_ports() {
-  # Ports are fixed when the cluster starts; down/status read them back.
+  # From the environment, unless a cluster is running: then the ports it was
+  # started with (recorded in run/ports) win, so down/status find it.
+  CL_APISERVER_PORT=${KUBE_APISERVER_PORT:-6443}
+  CL_ETCD_PORT=${ETCD_CLIENT_PORT:-2379}
+  CL_ETCD_PEER_PORT=${ETCD_PEER_PORT:-2380}
+  CL_SCHEDULER_PORT=${KUBE_SCHEDULER_PORT:-10259}
+  CL_KCM_PORT=${KUBE_CONTROLLER_MANAGER_PORT:-10257}
   if [[ -f $RUN/ports ]]; then
     # shellcheck disable=SC1091
     source "$RUN/ports"
   fi
-  APISERVER_PORT=${APISERVER_PORT:-${KUBE_APISERVER_PORT:-6443}}
-  ETCD_PORT=${ETCD_PORT:-${ETCD_CLIENT_PORT:-2379}}
-  ETCD_PEER_PORT=${ETCD_PEER_PORT:-2380}
-  SCHEDULER_PORT=${SCHEDULER_PORT:-${KUBE_SCHEDULER_PORT:-10259}}
-  KCM_PORT=${KCM_PORT:-${KUBE_CONTROLLER_MANAGER_PORT:-10257}}
-  PORTS=("$ETCD_PORT" "$ETCD_PEER_PORT" "$APISERVER_PORT" "$KCM_PORT" "$SCHEDULER_PORT")
+  PORTS=("$CL_ETCD_PORT" "$CL_ETCD_PEER_PORT" "$CL_APISERVER_PORT" "$CL_KCM_PORT" "$CL_SCHEDULER_PORT")
 }
 
 # ---------------------------------------------------------------- build
@@ -56,8 +57,21 @@ ensure_go() {
   command -v go >/dev/null 2>&1 || die "Go is needed to build the control plane (go.mod asks for $(sed -n 's/^go //p' "$SRC/go.mod"))"
 }
 
+ldflags() {
+  # Stamp the release into the version packages, as Kubernetes' own build does.
+  local version pkg flags="-s -w"
+  version=$(sed -n 's/^\tk8s.io\/kubernetes \(v[0-9][^ ]*\)$/\1/p' "$SRC/go.mod")
+  if [[ $version =~ ^v([0-9]+)\.([0-9]+)\. ]]; then
+    for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+      flags+=" -X $pkg.gitVersion=$version -X $pkg.gitMajor=${BASH_REMATCH[1]}"
+      flags+=" -X $pkg.gitMinor=${BASH_REMATCH[2]} -X $pkg.gitTreeState=clean"
+    done
+  fi
+  echo "$flags"
+}
+
 source_stamp() {
-  (cd "$SRC" && { go version; cat go.mod go.sum ./*.go; } | sha256sum | cut -d' ' -f1)
+  (cd "$SRC" && { go version; ldflags; cat go.mod go.sum ./*.go; } | sha256sum | cut -d' ' -f1)
 }
 
 build() {
@@ -72,7 +86,7 @@ build() {
     "a cold build (empty Go caches) takes about 20 minutes on 2 cores"
   local t0=$SECONDS
   (cd "$SRC" && GOTOOLCHAIN=local GOFLAGS=-mod=readonly \
-    go build -buildvcs=false -trimpath -ldflags='-s -w' -o "$KUBE.tmp" .)
+    go build -buildvcs=false -trimpath -ldflags="$(ldflags)" -o "$KUBE.tmp" .)
   mv -f "$KUBE.tmp" "$KUBE"
   echo "$stamp" >"$KUBE.stamp"
   ln -sf kube "$BIN_DIR/kubectl"
@@ -91,7 +105,8 @@ sign() { # name subject extendedKeyUsage [subjectAltName]
     echo "extendedKeyUsage=$eku"
     [[ -n $san ]] && echo "subjectAltName=$san"
   } >"$PKI/$name.ext"
-  openssl x509 -req -in "$PKI/$name.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" \
+  local ca=${CA:-ca}
+  openssl x509 -req -in "$PKI/$name.csr" -CA "$PKI/$ca.crt" -CAkey "$PKI/$ca.key" \
     -CAcreateserial -days 3650 -sha256 -extfile "$PKI/$name.ext" -out "$PKI/$name.crt" 2>/dev/null
   rm -f "$PKI/$name.csr" "$PKI/$name.ext"
 }
@@ -104,7 +119,7 @@ kind: Config
 clusters:
 - name: local
   cluster:
-    server: https://127.0.0.1:$APISERVER_PORT
+    server: https://127.0.0.1:$CL_APISERVER_PORT
     certificate-authority-data: $($b64 <"$PKI/ca.crt")
 users:
 - name: $2
@@ -120,7 +135,7 @@ EOF
 }
 
 ensure_pki() {
-  if [[ ! -f $PKI/complete ]]; then
+  if [[ ! -f $PKI/complete-v2 ]]; then
     log "generating certificates in $PKI"
     rm -rf "$PKI"
     mkdir -p "$PKI"
@@ -144,9 +159,16 @@ EOF
     sign admin "/O=system:masters/CN=kubernetes-admin" clientAuth
     sign controller-manager "/CN=system:kube-controller-manager" clientAuth
     sign scheduler "/CN=system:kube-scheduler" clientAuth
+    # The aggregation layer's front proxy: gives the components' delegated
+    # authentication a request-header CA to load (else they log errors).
+    sed 's/openrl-place-local-ca/openrl-place-front-proxy-ca/' "$PKI/ca.cnf" >"$PKI/front-proxy-ca.cnf"
+    openssl genrsa -out "$PKI/front-proxy-ca.key" 2048 2>/dev/null
+    openssl req -x509 -new -config "$PKI/front-proxy-ca.cnf" -key "$PKI/front-proxy-ca.key" \
+      -days 3650 -sha256 -out "$PKI/front-proxy-ca.crt"
+    CA=front-proxy-ca sign front-proxy-client "/CN=front-proxy-client" clientAuth
     openssl genrsa -out "$PKI/sa.key" 2048 2>/dev/null
     openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
-    touch "$PKI/complete"
+    touch "$PKI/complete-v2"
   fi
   # Kubeconfigs carry the API server port: rewrite them on every start.
   kubeconfig "$ADMIN_KUBECONFIG" admin
@@ -202,12 +224,12 @@ wait_until() { # component timeout-seconds description command...
 
 api_get() { # path
   curl -sf --max-time 5 --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" \
-    "https://127.0.0.1:$APISERVER_PORT$1"
+    "https://127.0.0.1:$CL_APISERVER_PORT$1"
 }
 
 readyz() { [[ $(api_get /readyz) == ok ]]; }
 healthz() { [[ $(curl -skf --max-time 5 "https://127.0.0.1:$1/healthz") == ok ]]; }
-etcd_healthy() { curl -sf --max-time 5 "http://127.0.0.1:$ETCD_PORT/health" | grep -q '"health":"true"'; }
+etcd_healthy() { curl -sf --max-time 5 "http://127.0.0.1:$CL_ETCD_PORT/health" | grep -q '"health":"true"'; }
 fakenodes_ready() { [[ -s $RUN/fakenodes.ready ]]; }
 default_sa() { api_get /api/v1/namespaces/default/serviceaccounts/default; }
 
@@ -231,6 +253,7 @@ stop_one() {
       sleep 0.2
     fi
   fi
+  [[ -n ${pid:-} ]] && log "stopped $name (pid $pid)"
   rm -f "$RUN/$name.pid" "$RUN/$name.cmd"
 }
 
@@ -274,7 +297,6 @@ cmd_up() {
     return 0
   fi
   stop_all # whatever is left of a partial or crashed cluster
-  unset APISERVER_PORT ETCD_PORT ETCD_PEER_PORT SCHEDULER_PORT KCM_PORT
   load_ports
 
   build
@@ -288,7 +310,8 @@ cmd_up() {
   done
 
   mkdir -p "$RUN" "$LOGS"
-  declare -p APISERVER_PORT ETCD_PORT ETCD_PEER_PORT SCHEDULER_PORT KCM_PORT | sed 's/^declare -- //' >"$RUN/ports"
+  declare -p CL_APISERVER_PORT CL_ETCD_PORT CL_ETCD_PEER_PORT CL_SCHEDULER_PORT CL_KCM_PORT |
+    sed 's/^declare -- //' >"$RUN/ports"
   ensure_pki
   local c
   for c in "${COMPONENTS[@]}"; do : >"$LOGS/$c.log"; done
@@ -296,24 +319,31 @@ cmd_up() {
   launch etcd "$KUBE etcd" "$KUBE" etcd \
     --name=local \
     --data-dir="$DATA" \
-    --listen-client-urls="http://127.0.0.1:$ETCD_PORT" \
-    --advertise-client-urls="http://127.0.0.1:$ETCD_PORT" \
-    --listen-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" \
-    --initial-advertise-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" \
-    --initial-cluster="local=http://127.0.0.1:$ETCD_PEER_PORT" \
+    --listen-client-urls="http://127.0.0.1:$CL_ETCD_PORT" \
+    --advertise-client-urls="http://127.0.0.1:$CL_ETCD_PORT" \
+    --listen-peer-urls="http://127.0.0.1:$CL_ETCD_PEER_PORT" \
+    --initial-advertise-peer-urls="http://127.0.0.1:$CL_ETCD_PEER_PORT" \
+    --initial-cluster="local=http://127.0.0.1:$CL_ETCD_PEER_PORT" \
     --initial-cluster-state=new \
     --unsafe-no-fsync \
     --log-level=warn
   wait_until etcd 30 "etcd health" etcd_healthy
 
   launch apiserver "$KUBE apiserver" "$KUBE" apiserver \
-    --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
+    --etcd-servers="http://127.0.0.1:$CL_ETCD_PORT" \
     --bind-address=127.0.0.1 \
     --advertise-address=127.0.0.1 \
-    --secure-port="$APISERVER_PORT" \
+    --secure-port="$CL_APISERVER_PORT" \
     --tls-cert-file="$PKI/apiserver.crt" \
     --tls-private-key-file="$PKI/apiserver.key" \
     --client-ca-file="$PKI/ca.crt" \
+    --requestheader-client-ca-file="$PKI/front-proxy-ca.crt" \
+    --requestheader-allowed-names=front-proxy-client \
+    --requestheader-username-headers=X-Remote-User \
+    --requestheader-group-headers=X-Remote-Group \
+    --requestheader-extra-headers-prefix=X-Remote-Extra- \
+    --proxy-client-cert-file="$PKI/front-proxy-client.crt" \
+    --proxy-client-key-file="$PKI/front-proxy-client.key" \
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-account-key-file="$PKI/sa.pub" \
     --service-account-signing-key-file="$PKI/sa.key" \
@@ -330,7 +360,7 @@ cmd_up() {
     --authentication-kubeconfig="$CLUSTER_DIR/controller-manager.kubeconfig" \
     --authorization-kubeconfig="$CLUSTER_DIR/controller-manager.kubeconfig" \
     --bind-address=127.0.0.1 \
-    --secure-port="$KCM_PORT" \
+    --secure-port="$CL_KCM_PORT" \
     --service-account-private-key-file="$PKI/sa.key" \
     --root-ca-file="$PKI/ca.crt" \
     --cluster-signing-cert-file="$PKI/ca.crt" \
@@ -344,7 +374,7 @@ cmd_up() {
     --authentication-kubeconfig="$CLUSTER_DIR/scheduler.kubeconfig" \
     --authorization-kubeconfig="$CLUSTER_DIR/scheduler.kubeconfig" \
     --bind-address=127.0.0.1 \
-    --secure-port="$SCHEDULER_PORT" \
+    --secure-port="$CL_SCHEDULER_PORT" \
     --leader-elect=false \
     --profiling=false \
     --v=1
@@ -352,8 +382,8 @@ cmd_up() {
     --kubeconfig="$ADMIN_KUBECONFIG" \
     --ready-file="$RUN/fakenodes.ready"
 
-  wait_until controller-manager 60 "kube-controller-manager /healthz" healthz "$KCM_PORT"
-  wait_until scheduler 60 "kube-scheduler /healthz" healthz "$SCHEDULER_PORT"
+  wait_until controller-manager 60 "kube-controller-manager /healthz" healthz "$CL_KCM_PORT"
+  wait_until scheduler 60 "kube-scheduler /healthz" healthz "$CL_SCHEDULER_PORT"
   wait_until fakenodes 60 "fake GPU nodes to register" fakenodes_ready
   wait_until controller-manager 60 "the default ServiceAccount (serviceaccount controller)" default_sa
 
@@ -373,17 +403,22 @@ cmd_down() {
 
 cmd_status() {
   load_ports
-  local c pid rc=0
+  local c pid rc=0 rss pss total_rss=0 total_pss=0
   for c in "${COMPONENTS[@]}"; do
     if pid=$(pid_of "$c"); then
-      printf '%-20s running (pid %s, rss %s MiB)\n' "$c" "$pid" "$(($(awk '/^VmRSS/{print $2}' "/proc/$pid/status") / 1024))"
+      # kB; PSS splits the pages the processes share (the one binary's text).
+      rss=$(awk '/^Rss:/{print $2}' "/proc/$pid/smaps_rollup")
+      pss=$(awk '/^Pss:/{print $2}' "/proc/$pid/smaps_rollup")
+      total_rss=$((total_rss + rss)) total_pss=$((total_pss + pss))
+      printf '%-20s running (pid %s, rss %s MiB, pss %s MiB)\n' "$c" "$pid" $((rss / 1024)) $((pss / 1024))
     else
       printf '%-20s stopped\n' "$c"
       rc=3
     fi
   done
+  printf '%-20s rss %s MiB, pss %s MiB\n' total $((total_rss / 1024)) $((total_pss / 1024))
   if readyz; then
-    echo "apiserver            ready at https://127.0.0.1:$APISERVER_PORT"
+    echo "apiserver            ready at https://127.0.0.1:$CL_APISERVER_PORT"
     echo "KUBECONFIG=$ADMIN_KUBECONFIG"
   else
     echo "apiserver            not ready"

@@ -112,6 +112,8 @@ class FakeNodes:
         self.labels = labels
         self.stop = threading.Event()
         self.node_uids: dict[str, str] = {}
+        # Reported as the nodes' kubelet version: the API server's own.
+        self.kubelet_version = "v0.0.0"
 
     def api(self) -> client.ApiClient:
         # One ApiClient per thread: the client's connection pool is shared,
@@ -157,7 +159,7 @@ class FakeNodes:
                 "kernelVersion": "fake",
                 "osImage": "fake GPU node (openrl-place hack/fakenodes)",
                 "containerRuntimeVersion": "fake://0",
-                "kubeletVersion": "v0.0.0-fake",
+                "kubeletVersion": self.kubelet_version,
                 "kubeProxyVersion": "",
                 "operatingSystem": "linux",
                 "architecture": "amd64",
@@ -283,6 +285,7 @@ class FakeNodes:
         api = self.api()
         core, coord = client.CoreV1Api(api), client.CoordinationV1Api(api)
         custom = client.CustomObjectsApi(api)
+        self.kubelet_version = client.VersionApi(api).get_code().git_version
         self.ensure_device_class(custom)
         for name in self.names:
             self.register_node(core, name)
