@@ -34,7 +34,7 @@ def main() -> None:
 
 
 @main.command()
-@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path))
+@click.argument("file", type=click.Path(allow_dash=True, path_type=Path))
 @click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table",
               show_default=True, help="table for people, json for scripts")
 def simulate(file: Path, output: str) -> None:

@@ -42,7 +42,9 @@ def render_table(report: Report, title: str) -> Iterator[str]:
     yield from _columns(["#", "event", "worker", "outcome"], rows, right={0})
     yield ""
     yield click.style("Nodes", bold=True)
-    yield from _columns(
+    if not report.nodes:
+        yield "  (none)"
+    yield from () if not report.nodes else _columns(
         ["node", "product", "roles", "devices", "free", "claims", "seats", "parked / host"],
         [_node_row(summary) for summary in report.nodes],
         right={4, 5, 6},
@@ -107,12 +109,22 @@ def _leave_text(step: LeaveStep) -> str:
 
 
 def _expect_text(step: ExpectStep) -> str:
-    wanted = ", ".join(f"{key} {value}" for key, value in step.expected.items()) or "is here"
+    wanted = ", ".join(f"{key} {_yaml_value(value)}" for key, value in step.expected.items())
+    wanted = wanted or "is here"
     if step.failure is None:
         return click.style("ok", fg="green") + f"    {wanted}"
     # The failure names the event and worker already shown on the line.
     detail = step.failure.split(": ", 1)[1]
     return click.style("FAIL", fg="red", bold=True) + f"  {detail}"
+
+
+def _yaml_value(value: object) -> str:
+    """A value as the scenario author wrote it: true/false, reasons in quotes."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, str) and " " in value:
+        return f'"{value}"'
+    return str(value)
 
 
 # ------------------------------------------------------------------ summary
@@ -157,8 +169,11 @@ def _totals(report: Report) -> Iterator[str]:
     expectations = report.expectations
     failures = report.failures
     held = len(expectations) - len(failures)
+    if not expectations:
+        yield "  expect   none in the scenario"
+        return
     if not failures:
-        yield f"  expect   {held}/{len(expectations)} held"
+        yield f"  expect   all {held} held"
         return
     yield "  expect   " + click.style(f"{len(failures)} of {len(expectations)} FAILED",
                                       fg="red", bold=True)

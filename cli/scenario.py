@@ -127,7 +127,10 @@ def _host_memory(value: object) -> int | None:
 
 def _field(key: str, *validators: Any, parse: Callable[[object], object] | None = None,
            **kwargs: Any) -> Any:
-    return attrs.field(validator=list(validators), metadata={"key": key, "parse": parse}, **kwargs)
+    # One validator is passed bare: attrs wraps a list in a combinator that
+    # costs as much again per instance, and there are tens of thousands of events.
+    validator = validators[0] if len(validators) == 1 else list(validators) or None
+    return attrs.field(validator=validator, metadata={"key": key, "parse": parse}, **kwargs)
 
 
 # ---------------------------------------------------------------------- models
@@ -141,12 +144,12 @@ class NodeSpec:
     host_memory: int | None = _field("hostMemory", parse=_host_memory, default=None)
     roles: tuple[str, ...] = _field("roles", _roles, parse=_to_roles, default=())
     max_workers_per_claim: int = _field("maxWorkersPerClaim", _count, default=1)
-    product: str = _field("product", _optional_name, default="")
+    product: str | None = _field("product", _optional_name, default=None)
 
     def to_node(self) -> Node:
         return Node(self.name, self.devices, self.device_memory, self.host_memory,
                     frozenset(Role(role) for role in self.roles), self.max_workers_per_claim,
-                    self.product)
+                    self.product or "")
 
 
 @attrs.frozen
@@ -155,10 +158,11 @@ class Arrive:
     name: str = _field("name", _name)
     role: str = _field("role", _one_of(*ROLES))
     memory: int = _field("memory", parse=_memory)
-    owner: str = _field("owner", _optional_name, default="")
+    owner: str | None = _field("owner", _optional_name, default=None)
 
     def to_request(self) -> Request:
-        return Request(self.name, Role(self.role), self.memory, self.owner)
+        # No owner: an owner of one, itself (the placement library's rule).
+        return Request(self.name, Role(self.role), self.memory, self.owner or "")
 
 
 @attrs.frozen
@@ -256,7 +260,7 @@ def build_scenario(document: object) -> Scenario:
     dra = document.get("dra", "instant")
     if dra not in DRA_MODES:
         raise ScenarioError("dra", f"{_describe(dra)} is not one of instant, deferred")
-    nodes = tuple(_build(NodeSpec, raw, f"nodes[{i}]")
+    nodes = tuple(_at(f"nodes[{i}]", _build, NodeSpec, raw)
                   for i, raw in enumerate(_list(document, "nodes")))
     seen: dict[str, int] = {}
     for index, node in enumerate(nodes):
@@ -264,8 +268,26 @@ def build_scenario(document: object) -> Scenario:
             raise ScenarioError(f"nodes[{index}].name",
                                 f'duplicate node "{node.name}" (first at nodes[{seen[node.name]}])')
         seen[node.name] = index
-    events = tuple(_event(raw, index) for index, raw in enumerate(_list(document, "events")))
-    return Scenario(dra, nodes, events)
+    events: list[Event] = []
+    for index, raw in enumerate(_list(document, "events")):
+        try:
+            events.append(_event(raw))
+        except _FieldError as error:
+            # The path is spelt out only for the bad event, not for the tens of
+            # thousands of good ones.
+            raise ScenarioError(_path(f"events[{index}]", error.key), error.message) from None
+    return Scenario(dra, nodes, tuple(events))
+
+
+def _at(where: str, build: Callable[..., _Model], *args: object) -> _Model:
+    try:
+        return build(*args)
+    except _FieldError as error:
+        raise ScenarioError(_path(where, error.key), error.message) from None
+
+
+def _path(where: str, key: str) -> str:
+    return f"{where}.{key}" if key else where
 
 
 def _list(document: Mapping[str, object], key: str) -> list[object]:
@@ -277,26 +299,29 @@ def _list(document: Mapping[str, object], key: str) -> list[object]:
     return value
 
 
-def _event(raw: object, index: int) -> Event:
-    where = f"events[{index}]"
-    if not isinstance(raw, dict) or len(raw) != 1:
+def _event(raw: object) -> Event:
+    """One event; a _FieldError's key is relative to the event (``arrive.memory``)."""
+    if type(raw) is not dict or len(raw) != 1:
         message = "must be a mapping with exactly one of the keys " + ", ".join(_EVENT_KINDS)
         if isinstance(raw, dict) and any(raw.get(kind, 0) is None for kind in _EVENT_KINDS):
             message += " (are the event's fields indented under it?)"
-        raise ScenarioError(where, message)
+        raise _FieldError("", message)
     ((kind, body),) = raw.items()
-    where = f"{where}.{kind}"
-    if kind == "arrive":
-        return _build(Arrive, body, where)
-    if kind == "leave":
-        return _build(Leave, {"leave": body}, where, nested=False)
-    if kind == "allocate":
-        return _build(Allocate, {"allocate": body}, where, nested=False)
-    if kind == "addNode":
-        return AddNode(_build(NodeSpec, body, where))
-    if kind == "expect":
-        return _build(Expect, body, where)
-    raise ScenarioError(where, _unknown_key_message(str(kind), _EVENT_KINDS, "event"))
+    try:
+        if kind == "arrive":
+            return _build(Arrive, body)
+        if kind == "leave":
+            return Leave(body)  # `leave: w` has no inner keys: the event is the field
+        if kind == "allocate":
+            return Allocate(body)
+        if kind == "expect":
+            return _build(Expect, body)
+        if kind == "addNode":
+            return AddNode(_build(NodeSpec, body))
+    except _FieldError as error:
+        raise _FieldError(_path(kind, "" if kind in ("leave", "allocate") else error.key),
+                          error.message) from None
+    raise _FieldError(str(kind), _unknown_key_message(str(kind), _EVENT_KINDS, "event"))
 
 
 _Model = TypeVar("_Model")
@@ -313,40 +338,35 @@ def _schema(cls: type) -> dict[str, tuple[str, Callable[[object], object] | None
     return _schemas[cls]
 
 
-def _build(cls: type[_Model], raw: object, where: str, *, nested: bool = True) -> _Model:
+def _build(cls: type[_Model], raw: object) -> _Model:
+    """An instance of the model from a mapping; a _FieldError names the bad key."""
     schema = _schema(cls)
-    if not isinstance(raw, dict):
-        raise ScenarioError(where, f"must be a mapping with the keys {', '.join(schema)}, "
-                            f"got {_describe(raw)}")
-    if not raw.keys() <= schema.keys():
-        _reject_unknown(raw, tuple(schema), where)
+    if type(raw) is not dict:
+        raise _FieldError("", f"must be a mapping with the keys {', '.join(schema)}, "
+                          f"got {_describe(raw)}")
     kwargs: dict[str, object] = {}
     for key, value in raw.items():
-        attribute, parse, required = schema[key]
+        try:
+            attribute, parse, required = schema[key]
+        except (KeyError, TypeError):
+            raise _FieldError(str(key), _unknown_key_message(str(key), tuple(schema), "key")
+                              ) from None
         if value is None:
             # An empty value (`hostMemory:`) means the same as leaving the key out.
             if required:
-                raise ScenarioError(_join(where, key, nested), "is required, got nothing")
+                raise _FieldError(key, "is required, got nothing")
             continue
         if parse is not None:
             try:
                 value = parse(value)
             except ValueError as error:
-                raise ScenarioError(_join(where, key, nested), str(error)) from None
+                raise _FieldError(key, str(error)) from None
         kwargs[attribute] = value
     if len(kwargs) < len(schema):
         for key, (attribute, _, required) in schema.items():
             if required and attribute not in kwargs:
-                raise ScenarioError(_join(where, key, nested), "is required")
-    try:
-        return cls(**kwargs)
-    except _FieldError as error:
-        raise ScenarioError(_join(where, error.key, nested), error.message) from None
-
-
-def _join(where: str, key: str, nested: bool) -> str:
-    # `leave: x` has no inner key: the event itself is the field.
-    return f"{where}.{key}" if nested else where
+                raise _FieldError(key, "is required")
+    return cls(**kwargs)
 
 
 def _reject_unknown(raw: Mapping[object, object], known: tuple[str, ...], where: str) -> None:

@@ -1,0 +1,171 @@
+"""How fast ``openrl-place simulate`` replays large scenarios, and how that scales.
+
+For each fleet size (100, 1,000 and 10,000 nodes of 8 x 80Gi by default) it
+generates one seeded scenario of the same number of events (bench/generate.py)
+and measures:
+
+* end to end: ``openrl-place simulate --output json FILE`` as a subprocess,
+  interpreter start-up, imports and printing included (best of --repeat);
+* in process: parsing (text -> checked scenario), replay (every decision),
+  and rendering the JSON document, so we can see where the time goes.
+
+It then prints the per-event cost ratio of the largest fleet to the 1,000-node
+one. Targets (issue 2): >= 20,000 events/s end to end at 1,000 nodes, and a
+ten times larger fleet costing at most twice as much per event. This is a
+measurement, not a test: it exits 0 unless --strict is given and a target is
+missed.
+
+    .venv/bin/python bench/simulate_bench.py [--nodes 100 1000 10000] [--events 30000]
+    .venv/bin/python bench/simulate_bench.py --profile 1000   # where replay time goes
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import pstats
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import attrs
+
+# Run as a script from anywhere: the repository root holds bench/, cli/ and placement/.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.generate import generate
+from cli.render_json import render_json
+from cli.replay import Report, replay
+from cli.scenario import load_scenario
+from placement import Phase
+
+OUT = Path(__file__).resolve().parent / "out"
+TARGET_EVENTS_PER_SECOND = 20_000
+TARGET_RATIO = 2.0
+
+
+@attrs.frozen
+class Measurement:
+    nodes: int
+    events: int
+    live: int
+    pending: int
+    end_to_end: float
+    parse: float
+    replay: float
+    output: float
+
+    @property
+    def per_event_us(self) -> float:
+        return self.end_to_end / self.events * 1e6
+
+    @property
+    def rate(self) -> float:
+        return self.events / self.end_to_end
+
+
+def scenario_file(nodes: int, events: int, seed: int) -> Path:
+    OUT.mkdir(exist_ok=True)
+    path = OUT / f"scenario-{nodes}n-{events}e-s{seed}.json"
+    if not path.exists():
+        path.write_text(json.dumps(generate(nodes, events, seed=seed)))
+    return path
+
+
+def command() -> list[str]:
+    script = Path(sys.executable).parent / "openrl-place"
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-c", "from cli.main import main; main()"]
+
+
+def end_to_end(path: Path, repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        done = subprocess.run([*command(), "simulate", "--output", "json", str(path)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
+        elapsed = time.perf_counter() - start
+        if done.returncode not in (0, 1):
+            raise SystemExit(f"simulate failed on {path}: {done.stderr.decode()}")
+        best = min(best, elapsed)
+    return best
+
+
+def in_process(path: Path) -> tuple[float, float, float, Report]:
+    start = time.perf_counter()
+    scenario = load_scenario(path.read_text())
+    parsed = time.perf_counter()
+    report = replay(scenario)
+    replayed = time.perf_counter()
+    render_json(report)
+    rendered = time.perf_counter()
+    return parsed - start, replayed - parsed, rendered - replayed, report
+
+
+def measure(nodes: int, events: int, seed: int, repeat: int) -> Measurement:
+    path = scenario_file(nodes, events, seed)
+    wall = end_to_end(path, repeat)
+    parse, replay_time, output, report = in_process(path)
+    pending = sum(1 for state in report.workers if state.phase is Phase.PENDING)
+    return Measurement(nodes, len(report.steps), len(report.workers), pending, wall,
+                       parse, replay_time, output)
+
+
+def profile(nodes: int, events: int, seed: int) -> None:
+    scenario = load_scenario(scenario_file(nodes, events, seed).read_text())
+    profiler = cProfile.Profile()
+    profiler.runcall(replay, scenario)
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Benchmark openrl-place simulate.")
+    parser.add_argument("--nodes", type=int, nargs="+", default=[100, 1000, 10_000])
+    parser.add_argument("--events", type=int, default=30_000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--repeat", type=int, default=3, help="end-to-end runs; best is kept")
+    parser.add_argument("--profile", type=int, metavar="NODES",
+                        help="profile the in-process replay at this fleet size instead")
+    parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    args = parser.parse_args(argv)
+    if args.profile:
+        profile(args.profile, args.events, args.seed)
+        return 0
+
+    print(f"openrl-place simulate --output json, {args.events:,} events per scenario "
+          f"(seed {args.seed}), 8 x 80Gi per node, best of {args.repeat}")
+    print(f"{'nodes':>7} {'live':>7} {'pending':>8} {'end-to-end':>11} {'events/s':>9} "
+          f"{'us/event':>9} | {'parse':>7} {'replay':>7} {'output':>7}")
+    results = {}
+    for nodes in args.nodes:
+        m = measure(nodes, args.events, args.seed, args.repeat)
+        results[nodes] = m
+        print(f"{m.nodes:>7,} {m.live:>7,} {m.pending:>8,} {m.end_to_end:>10.3f}s "
+              f"{m.rate:>9,.0f} {m.per_event_us:>9.1f} | {m.parse:>6.3f}s {m.replay:>6.3f}s "
+              f"{m.output:>6.3f}s")
+
+    missed = []
+    if 1000 in results:
+        rate = results[1000].rate
+        verdict = "ok" if rate >= TARGET_EVENTS_PER_SECOND else "MISSED"
+        print(f"\n1,000 nodes: {rate:,.0f} events/s end to end "
+              f"(target >= {TARGET_EVENTS_PER_SECOND:,}): {verdict}")
+        if verdict != "ok":
+            missed.append("rate")
+    largest = max(results)
+    if 1000 in results and largest > 1000:
+        ratio = results[largest].per_event_us / results[1000].per_event_us
+        replay_ratio = results[largest].replay / results[1000].replay
+        verdict = "ok" if ratio <= TARGET_RATIO else "MISSED"
+        print(f"per-event cost {largest:,} / 1,000 nodes: {ratio:.2f}x end to end, "
+              f"{replay_ratio:.2f}x replay only (target <= {TARGET_RATIO}x): {verdict}")
+        if verdict != "ok":
+            missed.append("ratio")
+    return 1 if missed and args.strict else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
