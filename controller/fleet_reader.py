@@ -1,0 +1,229 @@
+"""The cluster as placement's data: nodes from ResourceSlices x node labels, claims, bookings.
+
+Rules:
+
+* Hardware comes from the configured driver's ResourceSlices, never from
+  labels. Per pool only the latest generation counts, and only when it is
+  complete (as many slices at that generation as ``resourceSliceCount``):
+  mixing generations double-counts devices, a partial one under-counts, and
+  DRA itself allocates nothing from an incomplete pool.
+* Only devices with a ``memory`` capacity count; a node's device memory is its
+  smallest device's (DRA may hand out any of them). Slices without a
+  ``nodeName`` describe no single node and are skipped: a worker lives on one
+  node.
+* A node is a pool only if it carries ``openrl.io/enabled=true`` and the
+  driver publishes devices for it. Host memory is the node's allocatable
+  memory. Role labels count when ``true``; a node with role labels none of
+  which is ``true`` accepts no role (the pod's node affinity would agree) and
+  is left out. A malformed ``max-workers-per-claim`` falls back to 1; both are
+  reported as warnings.
+* Claims: managed and not terminating. Bookings: every non-Failed worker's
+  ``status.claimName``, overridden by the claim its live pod consumes (the
+  pod wins after a lost status write). A live managed pod whose worker is
+  gone still holds its seat (booked as ``pod/<name>``) until it is gone.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from controller import naming
+from controller.claims import ClaimView, read_claim
+from controller.objects import (
+    Obj,
+    Worker,
+    annotations_of,
+    labels_of,
+    name_of,
+    pod_alive,
+    pod_claim,
+    worker_owner_uid,
+)
+from controller.quantity import QuantityError, memory_bytes
+from placement import Booking, Claim, Fleet, Node
+
+
+@attrs.frozen
+class Hardware:
+    devices: int
+    device_memory: int
+    product: str
+
+
+@attrs.frozen
+class Booked:
+    holder: str  # worker name, or pod/<name> for a pod whose worker is gone
+    claim: str
+    owner: str
+    memory: int
+
+
+@attrs.frozen
+class FleetView:
+    fleet: Fleet
+    nodes: tuple[Node, ...]
+    claims: dict[str, ClaimView]
+    bookings: dict[str, Booked]
+    warnings: tuple[str, ...]
+
+    @property
+    def seats_total(self) -> int:
+        return sum(node.devices * node.max_workers_per_claim for node in self.nodes)
+
+    @property
+    def seats_used(self) -> int:
+        return sum(1 for b in self.bookings.values() if b.claim in self.claims)
+
+
+def _device_memory(device: Obj, driver: str) -> int | None:
+    capacity = device.get("capacity") or (device.get("basic") or {}).get("capacity") or {}
+    entry = capacity.get("memory") or capacity.get(f"{driver}/memory")
+    if not isinstance(entry, dict):
+        return None
+    try:
+        return memory_bytes(entry.get("value"))
+    except QuantityError:
+        return None
+
+
+def _product(device: Obj) -> str:
+    attributes = device.get("attributes") or (device.get("basic") or {}).get("attributes") or {}
+    value = attributes.get("productName") or {}
+    return str(value.get("string") or "") if isinstance(value, dict) else ""
+
+
+def read_slices(slices: list[Obj], driver: str) -> tuple[dict[str, Hardware], dict[str, str],
+                                                          list[str]]:
+    """(hardware per node, node per pool, notes) from the driver's ResourceSlices."""
+    pools: dict[str, list[Obj]] = {}
+    for item in slices:
+        spec = item.get("spec") or {}
+        if spec.get("driver") != driver:
+            continue
+        pools.setdefault(str((spec.get("pool") or {}).get("name", "")), []).append(item)
+    per_node: dict[str, list[tuple[int, str]]] = {}
+    pool_nodes: dict[str, str] = {}
+    notes: list[str] = []
+    for pool in sorted(pools):
+        members = pools[pool]
+        latest = max(_generation(s) for s in members)
+        current = [s for s in members if _generation(s) == latest]
+        expected = max(int(((s.get("spec") or {}).get("pool") or {}).get("resourceSliceCount")
+                           or 1) for s in current)
+        if len(current) != expected:
+            notes.append(f"pool {pool}: generation {latest} has {len(current)} of {expected} "
+                         "slices; skipped until complete")
+            continue
+        for item in current:
+            spec = item.get("spec") or {}
+            node = spec.get("nodeName")
+            if not node:
+                notes.append(f"slice {name_of(item)}: no nodeName; skipped")
+                continue
+            pool_nodes[pool] = str(node)
+            for device in spec.get("devices") or []:
+                memory = _device_memory(device, driver)
+                if memory:
+                    per_node.setdefault(str(node), []).append((memory, _product(device)))
+    hardware = {
+        node: Hardware(devices=len(devs), device_memory=min(m for m, _ in devs),
+                       product=min(devs)[1])
+        for node, devs in per_node.items()
+    }
+    return hardware, pool_nodes, notes
+
+
+def _generation(item: Obj) -> int:
+    try:
+        return int(((item.get("spec") or {}).get("pool") or {}).get("generation") or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def read_nodes(node_objs: list[Obj], hardware: dict[str, Hardware]) -> tuple[list[Node],
+                                                                           list[str]]:
+    """Enabled nodes the driver publishes devices for, with their policy; plus warnings."""
+    nodes: list[Node] = []
+    warnings: list[str] = []
+    for obj in sorted(node_objs, key=name_of):
+        name, labels = name_of(obj), labels_of(obj)
+        if labels.get(naming.NODE_ENABLED) != "true" or name not in hardware:
+            continue
+        present = {role: labels[key] for role, key in naming.NODE_ROLE_LABELS.items()
+                   if key in labels}
+        roles = frozenset(role for role, value in present.items() if value == "true")
+        if present and not roles:
+            warnings.append(f"node {name}: role labels {present} name no role as 'true'; "
+                            "the node accepts no workers")
+            continue
+        max_workers = 1
+        raw = labels.get(naming.NODE_MAX_WORKERS)
+        if raw is not None:
+            if raw.isdigit() and int(raw) >= 1:
+                max_workers = int(raw)
+            else:
+                warnings.append(f"node {name}: {naming.NODE_MAX_WORKERS}={raw!r} is not a "
+                                "whole number >= 1; using 1")
+        host = ((obj.get("status") or {}).get("allocatable") or {}).get("memory")
+        host_memory: int | None = None
+        if host is not None:
+            try:
+                host_memory = memory_bytes(host, allow_zero=True)
+            except QuantityError:
+                warnings.append(f"node {name}: allocatable memory {host!r} unreadable; "
+                                "host memory unchecked")
+        hw = hardware[name]
+        nodes.append(Node(name=name, devices=hw.devices, device_memory=hw.device_memory,
+                          host_memory=host_memory, roles=roles,
+                          max_workers_per_claim=max_workers, product=hw.product))
+    return nodes, warnings
+
+
+def read_bookings(workers: list[Worker], pods: list[Obj]) -> dict[str, Booked]:
+    by_uid = {w.uid: w for w in workers}
+    bookings: dict[str, Booked] = {}
+    for worker in workers:
+        if worker.claim and worker.phase != "Failed":
+            bookings[worker.name] = Booked(worker.name, worker.claim, worker.owner, worker.memory)
+    for pod in pods:
+        claim = pod_claim(pod)
+        if not claim or not pod_alive(pod):
+            continue
+        owner = by_uid.get(worker_owner_uid(pod))
+        if owner is not None:
+            bookings[owner.name] = Booked(owner.name, claim, owner.owner, owner.memory)
+            continue
+        if labels_of(pod).get(naming.LABEL_MANAGED) != "true":
+            continue
+        notes = annotations_of(pod)
+        try:
+            memory = int(notes.get(naming.ANNOTATION_MEMORY, "0"))
+        except ValueError:
+            memory = 0
+        holder = f"pod/{name_of(pod)}"
+        bookings[holder] = Booked(holder, claim, notes.get(naming.ANNOTATION_OWNER, holder),
+                                  max(0, memory))
+    return bookings
+
+
+def build_fleet(
+    *, slices: list[Obj], nodes: list[Obj], claims: list[Obj], workers: list[Worker],
+    pods: list[Obj], driver: str,
+) -> FleetView:
+    hardware, pool_nodes, notes = read_slices(slices, driver)
+    placement_nodes, warnings = read_nodes(nodes, hardware)
+    views = {v.name: v for v in (read_claim(c, pool_nodes) for c in claims) if not v.deleting}
+    bookings = read_bookings(workers, pods)
+    on_claim: dict[str, list[Booking]] = {}
+    for booked in bookings.values():
+        if booked.claim in views:
+            on_claim.setdefault(booked.claim, []).append(
+                Booking(booked.holder, booked.owner, booked.memory))
+    fleet_claims = [
+        Claim(name=v.name, node=v.node, devices=v.devices, allocated=v.allocated,
+              bookings=tuple(on_claim.get(v.name, ())))
+        for v in views.values() if v.node
+    ]
+    fleet = Fleet(placement_nodes, fleet_claims)
+    return FleetView(fleet=fleet, nodes=tuple(placement_nodes), claims=views,
+                     bookings=bookings, warnings=tuple(notes + warnings))

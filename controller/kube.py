@@ -1,0 +1,276 @@
+"""Every Kubernetes API call the controller makes, and nothing else.
+
+Rules:
+
+* One small surface (list, get, create, patch, replace, delete, watch) over a
+  table of resources; objects go in and come out as plain JSON dicts. The
+  official client does the transport (kubeconfig or in-cluster auth, TLS,
+  connection pooling); we skip its model classes, which the controller would
+  only turn back into dicts.
+* Failures become our own error types: ``NotFound``, ``AlreadyExists``,
+  ``Conflict``, ``Forbidden``, ``Gone``, ``Invalid``, else ``KubeError`` (also
+  for transport errors). Nothing above this module sees ``ApiException``.
+* Every request is counted (``calls``) and, when a hook is given, reported to
+  it, so API requests per placed worker can be measured.
+* Every request has a timeout: a hung connection must never hang the loop.
+* Status writes are JSON merge patches on the status subresource; metadata
+  writes carry the object's resourceVersion so a stale read fails with
+  ``Conflict`` instead of overwriting a newer object.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any
+from urllib.parse import quote
+
+import attrs
+import urllib3
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+Obj = dict[str, Any]
+RequestHook = Callable[[str, str, int], None]  # (verb, resource, HTTP status; 0 = no answer)
+
+REQUEST_TIMEOUT = 30.0
+WATCH_TIMEOUT = 290
+
+
+@attrs.frozen
+class Resource:
+    group: str
+    version: str
+    plural: str
+    namespaced: bool
+
+    def path(self, namespace: str | None, name: str | None = None,
+             subresource: str | None = None) -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced:
+            base += f"/namespaces/{quote(namespace or '', safe='')}"
+        base += f"/{self.plural}"
+        if name is not None:
+            base += f"/{quote(name, safe='')}"
+        if subresource:
+            base += f"/{subresource}"
+        return base
+
+
+WORKERS = Resource("openrl.io", "v1alpha1", "openrlworkers", True)
+PODS = Resource("", "v1", "pods", True)
+CLAIMS = Resource("resource.k8s.io", "v1", "resourceclaims", True)
+SLICES = Resource("resource.k8s.io", "v1", "resourceslices", False)
+NODES = Resource("", "v1", "nodes", False)
+CONFIGMAPS = Resource("", "v1", "configmaps", True)
+EVENTS = Resource("events.k8s.io", "v1", "events", True)
+LEASES = Resource("coordination.k8s.io", "v1", "leases", True)
+
+
+class KubeError(Exception):
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{status} {reason}: {message}" if status else message)
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+
+class NotFound(KubeError):
+    pass
+
+
+class AlreadyExists(KubeError):
+    pass
+
+
+class Conflict(KubeError):
+    pass
+
+
+class Forbidden(KubeError):
+    pass
+
+
+class Gone(KubeError):
+    """A watch's resourceVersion is too old: list again."""
+
+
+class Invalid(KubeError):
+    pass
+
+
+def _error(status: int, body: str | bytes | None) -> KubeError:
+    reason, message = "", ""
+    try:
+        payload = json.loads(body or b"{}")
+        reason, message = str(payload.get("reason") or ""), str(payload.get("message") or "")
+    except (ValueError, AttributeError):
+        message = (body.decode(errors="replace") if isinstance(body, bytes) else str(body))[:500]
+    kind: type[KubeError] = {404: NotFound, 403: Forbidden, 410: Gone, 422: Invalid}.get(
+        status, KubeError)
+    if status == 409:
+        kind = AlreadyExists if reason == "AlreadyExists" else Conflict
+    return kind(status, reason, message or reason)
+
+
+def load_api_client(kubeconfig: str | None) -> client.ApiClient:
+    """``kubeconfig`` if given, else ``$KUBECONFIG``, else in-cluster, else ``~/.kube/config``."""
+    configuration = client.Configuration()
+    # Five watches, the loop and the leader's renewals share the pool.
+    configuration.connection_pool_maxsize = 16
+    if kubeconfig:
+        config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+    elif os.environ.get("KUBECONFIG"):
+        config.load_kube_config(client_configuration=configuration)
+    else:
+        try:
+            config.load_incluster_config(client_configuration=configuration)
+        except config.ConfigException:
+            config.load_kube_config(client_configuration=configuration)
+    return client.ApiClient(configuration)
+
+
+class Kube:
+    """The controller's API surface, bound to one namespace."""
+
+    def __init__(self, api: client.ApiClient, namespace: str,
+                 hook: RequestHook | None = None) -> None:
+        self.api = api
+        self.namespace = namespace
+        self.hook = hook
+        self.calls: Counter[tuple[str, str]] = Counter()
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ verbs
+
+    def list(self, res: Resource, *, namespace: str | None = None,
+             label_selector: str | None = None, field_selector: str | None = None) -> list[Obj]:
+        return self.list_with_version(res, namespace=namespace, label_selector=label_selector,
+                                      field_selector=field_selector)[0]
+
+    def list_with_version(self, res: Resource, *, namespace: str | None = None,
+                          label_selector: str | None = None,
+                          field_selector: str | None = None) -> tuple[list[Obj], str]:
+        query = _selectors(label_selector, field_selector)
+        result = self._request("list", res, "GET", res.path(self._ns(res, namespace)), query)
+        return list(result.get("items") or []), str(
+            (result.get("metadata") or {}).get("resourceVersion", ""))
+
+    def get(self, res: Resource, name: str, *, namespace: str | None = None) -> Obj:
+        return self._request("get", res, "GET", res.path(self._ns(res, namespace), name))
+
+    def create(self, res: Resource, body: Obj, *, namespace: str | None = None) -> Obj:
+        return self._request("create", res, "POST", res.path(self._ns(res, namespace)),
+                             body=body)
+
+    def patch(self, res: Resource, name: str, body: Obj, *, namespace: str | None = None,
+              subresource: str | None = None) -> Obj:
+        return self._request("patch", res, "PATCH",
+                             res.path(self._ns(res, namespace), name, subresource),
+                             body=body, content_type="application/merge-patch+json")
+
+    def replace(self, res: Resource, name: str, body: Obj, *,
+                namespace: str | None = None) -> Obj:
+        return self._request("update", res, "PUT", res.path(self._ns(res, namespace), name),
+                             body=body)
+
+    def delete(self, res: Resource, name: str, *, namespace: str | None = None,
+               uid: str | None = None, resource_version: str | None = None) -> None:
+        body: Obj = {"apiVersion": "v1", "kind": "DeleteOptions",
+                     "propagationPolicy": "Background"}
+        preconditions = {k: v for k, v in (("uid", uid), ("resourceVersion", resource_version))
+                         if v}
+        if preconditions:
+            body["preconditions"] = preconditions
+        self._request("delete", res, "DELETE", res.path(self._ns(res, namespace), name),
+                      body=body)
+
+    def watch(self, res: Resource, resource_version: str, *, namespace: str | None = None,
+              label_selector: str | None = None, field_selector: str | None = None,
+              timeout_seconds: int = WATCH_TIMEOUT) -> Iterator[tuple[str, Obj]]:
+        """(type, object) events from ``resource_version`` on; ``Gone`` when it is too old."""
+        query = [*_selectors(label_selector, field_selector), ("watch", "true"),
+                 ("allowWatchBookmarks", "true"), ("timeoutSeconds", str(timeout_seconds))]
+        if resource_version:
+            query.append(("resourceVersion", resource_version))
+        response = self._send("watch", res, "GET", res.path(self._ns(res, namespace)), query,
+                              timeout=(10.0, timeout_seconds + 30.0))
+        raw = response.response
+        try:
+            for line in _lines(raw):
+                event = json.loads(line)
+                kind, obj = event.get("type", ""), event.get("object") or {}
+                if kind == "ERROR":
+                    raise _error(int(obj.get("code") or 0), json.dumps(obj))
+                yield kind, obj
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise KubeError(0, "WatchBroken", f"watch {res.plural}: {exc}") from exc
+        finally:
+            raw.release_conn()
+
+    # -------------------------------------------------------------- transport
+
+    def _ns(self, res: Resource, namespace: str | None) -> str | None:
+        return (namespace or self.namespace) if res.namespaced else None
+
+    def _request(self, verb: str, res: Resource, method: str, path: str,
+                 query: list[tuple[str, str]] | None = None, body: Obj | None = None,
+                 content_type: str = "application/json") -> Obj:
+        response = self._send(verb, res, method, path, query or [], body=body,
+                              content_type=content_type, timeout=REQUEST_TIMEOUT)
+        data = response.read()
+        try:
+            return json.loads(data) if data else {}
+        except ValueError as exc:
+            raise KubeError(response.status, "BadResponse", f"{verb} {res.plural}: {exc}") from exc
+
+    def _send(self, verb: str, res: Resource, method: str, path: str,
+              query: list[tuple[str, str]], *, body: Obj | None = None,
+              content_type: str = "application/json",
+              timeout: float | tuple[float, float] = REQUEST_TIMEOUT) -> Any:
+        with self._lock:
+            self.calls[(verb, res.plural)] += 1
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        status = 0
+        try:
+            method, url, headers, payload, _ = self.api.param_serialize(
+                method=method, resource_path=path, query_params=query or None,
+                header_params=headers, body=body, auth_settings=["BearerToken"])
+            response = self.api.call_api(method, url, header_params=headers, body=payload,
+                                         _request_timeout=timeout)
+            status = response.status
+            if not 200 <= status <= 299:
+                raise _error(status, response.read())
+            return response
+        except ApiException as exc:
+            status = exc.status or 0
+            raise _error(status, exc.body) from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise KubeError(0, "Unreachable", f"{verb} {res.plural}: {exc}") from exc
+        finally:
+            if self.hook is not None:
+                self.hook(verb, res.plural, status)
+
+
+def _selectors(label_selector: str | None, field_selector: str | None) -> list[tuple[str, str]]:
+    query = []
+    if label_selector:
+        query.append(("labelSelector", label_selector))
+    if field_selector:
+        query.append(("fieldSelector", field_selector))
+    return query
+
+
+def _lines(raw: Any) -> Iterator[bytes]:
+    buffer = b""
+    for chunk in raw.stream(amt=None, decode_content=True):
+        buffer += chunk
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            if line.strip():
+                yield line
+    if buffer.strip():
+        yield buffer

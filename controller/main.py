@@ -1,0 +1,140 @@
+"""``openrl-place controller``: flags, then leader election, then the loop.
+
+Rules: every flag has an environment fallback; bad settings exit with status 2
+and a message naming the flag, never a traceback. The process exits 0 on
+SIGTERM/SIGINT (handing back the lease) and 1 when it loses the lease, so
+the Deployment restarts it as a candidate.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from typing import Any
+
+import click
+
+from controller import kube
+from controller.leader import LeaderElector
+from controller.logs import configure, kv
+from controller.loop import Controller
+from controller.metrics import Health, Metrics, serve
+from controller.settings import Settings, SettingsError, default_namespace, parse_http_address
+
+log = logging.getLogger("openrl.controller")
+
+
+def run(settings: Settings, *, stop: threading.Event | None = None,
+        api: kube.Kube | None = None, metrics: Metrics | None = None,
+        started: Any = None) -> int:
+    """Run until ``stop`` is set (0) or leadership is lost (1).
+
+    ``started``, if given, is called with the Controller once it is built
+    (tests and hack/burst.py use it to watch the loop).
+    """
+    stop = stop or threading.Event()
+    metrics = metrics or Metrics()
+    health = Health()
+    if api is None:
+        api = kube.Kube(kube.load_api_client(settings.kubeconfig), settings.namespace,
+                        hook=metrics.api_request)
+    server = None
+    address = parse_http_address(settings.http_address)
+    if address is not None:
+        server = serve(address, metrics, health)
+        log.info("serving /healthz /readyz /metrics",
+                 extra=kv(address=f"{server.server_address[0]}:{server.server_address[1]}"))
+    working = threading.Event()  # set to stop the loop (shutdown or lost lease)
+    lost = threading.Event()
+    threading.Thread(target=lambda: (stop.wait(), working.set()), daemon=True).start()
+    elector = None
+    try:
+        if settings.leader_elect:
+            elector = LeaderElector(
+                api, name=settings.lease_name, namespace=settings.lease_namespace,
+                identity=settings.identity, lease_duration=settings.lease_duration,
+                renew_deadline=settings.renew_deadline, retry_period=settings.retry_period)
+            health.set_ready(True, "standby: waiting for the lease")
+            if not elector.acquire(stop):
+                return 0
+            metrics.leader.set(1)
+
+            def step_down() -> None:
+                lost.set()
+                working.set()
+
+            elector.keep(working, step_down)
+        controller = Controller(api, settings, metrics=metrics, health=health)
+        if started is not None:
+            started(controller)
+        controller.run(working)
+    finally:
+        metrics.leader.set(0)
+        if elector is not None and not lost.is_set():
+            elector.release()
+        if server is not None:
+            server.shutdown()
+    return 1 if lost.is_set() else 0
+
+
+def _settings(**options: Any) -> Settings:
+    values = {k: v for k, v in options.items() if v is not None}
+    values.setdefault("namespace", default_namespace())
+    try:
+        return Settings(**values)
+    except (SettingsError, ValueError, TypeError) as exc:
+        raise click.UsageError(str(exc)) from exc
+
+
+@click.command("controller")
+@click.option("--namespace", envvar="OPEN_RL_NAMESPACE",
+              help="Namespace of workers, pods, claims and templates "
+                   "[default: this pod's namespace, else openrl].")
+@click.option("--device-class", envvar="OPEN_RL_DEVICE_CLASS", default="gpu.example.com",
+              show_default=True, help="DeviceClass the claims request.")
+@click.option("--device-driver", envvar="OPEN_RL_DEVICE_DRIVER",
+              help="DRA driver publishing the devices [default: the device class].")
+@click.option("--retry-interval", envvar="OPEN_RL_RETRY_INTERVAL", default="30s",
+              show_default=True, help="How often a waiting worker is retried.")
+@click.option("--placement-timeout", envvar="OPEN_RL_PLACEMENT_TIMEOUT", default="10m",
+              show_default=True,
+              help="Fail a worker no node can ever hold (Unsatisfiable), or whose pod never "
+                   "schedules (Unschedulable), after this long.")
+@click.option("--reclaim-interval", envvar="OPEN_RL_RECLAIM_INTERVAL", default="60s",
+              show_default=True, help="How often orphaned claims are swept.")
+@click.option("--reclaim-grace", envvar="OPEN_RL_RECLAIM_GRACE", default="2m",
+              show_default=True, help="A claim younger than this is never swept.")
+@click.option("--http-address", envvar="OPEN_RL_HTTP_ADDRESS", default=":8080",
+              show_default=True, help="Serves /healthz, /readyz and /metrics; empty: off.")
+@click.option("--leader-elect/--no-leader-elect", envvar="OPEN_RL_LEADER_ELECT", default=True,
+              show_default=True, help="Lease-based leader election (one active replica).")
+@click.option("--lease-name", envvar="OPEN_RL_LEASE_NAME", default="open-rl-scheduler",
+              show_default=True)
+@click.option("--lease-namespace", envvar="OPEN_RL_LEASE_NAMESPACE",
+              help="[default: the namespace]")
+@click.option("--kubeconfig", type=click.Path(dir_okay=False),
+              help="[default: $KUBECONFIG, else in-cluster]")
+@click.option("--log-format", envvar="OPEN_RL_LOG_FORMAT", default="json", show_default=True,
+              type=click.Choice(["json", "text"]))
+@click.option("--log-level", envvar="OPEN_RL_LOG_LEVEL", default="info", show_default=True,
+              type=click.Choice(["debug", "info", "warning", "error"]))
+def command(log_level: str, **options: Any) -> None:
+    """Run the GPU claim scheduler: OpenRLWorkers to ResourceClaims and worker pods."""
+    settings = _settings(**options)
+    configure(settings.log_format, getattr(logging, log_level.upper()))
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        log.info("shutting down", extra=kv(signal=signal.Signals(signum).name))
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        code = run(settings, stop=stop)
+    except Exception as exc:  # e.g. no kubeconfig at all: say so, exit non-zero
+        log.error("controller cannot start", extra=kv(error=str(exc)))
+        sys.exit(1)
+    sys.exit(code)

@@ -1,0 +1,122 @@
+"""Names, labels and the other identifiers the controller stamps on objects.
+
+Rules:
+
+* Identity is ``metadata.name`` within an incarnation of a worker and
+  ``metadata.uid`` across incarnations. Claim names derive from the UID, so a
+  worker deleted and recreated under the same name never meets its
+  predecessor's claim; the pod name derives from the name, so the predecessor's
+  pod is found (and replaced) rather than duplicated.
+* Label values carry *sanitized* identities (<= 63 characters, lower-case
+  alphanumerics and '-', a hash of the whole appended when cut); environment
+  variables and annotations carry the exact ones.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+GROUP = "openrl.io"
+VERSION = "v1alpha1"
+KIND = "OpenRLWorker"
+PLURAL = "openrlworkers"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+FINALIZER = "openrl.io/placement"
+CONTROLLER_NAME = "openrl.io/placement"
+
+# Labels on everything we create.
+LABEL_MANAGED = "openrl.io/managed"
+LABEL_WORKER = "openrl.io/worker"
+LABEL_ROLE = "openrl.io/role"
+LABEL_CLAIM = "openrl.io/claim"
+MANAGED_SELECTOR = f"{LABEL_MANAGED}=true"
+
+# The claim's shape, as labels an operator can select on.
+LABEL_DEVICES = "openrl.io/devices"
+LABEL_MEMORY_FLOOR = "openrl.io/memory-floor"
+LABEL_MEMORY_CEILING = "openrl.io/memory-ceiling"
+LABEL_SIZED_FOR = "openrl.io/sized-for-node"
+
+# Exact values where a label would have to be sanitized.
+ANNOTATION_SIZED_FOR = "openrl.io/sized-for-node"
+ANNOTATION_WORKER = "openrl.io/worker"
+ANNOTATION_OWNER = "openrl.io/owner"
+ANNOTATION_MEMORY = "openrl.io/memory"
+
+# Node policy, set by the operator.
+NODE_ENABLED = "openrl.io/enabled"
+NODE_ROLE_LABELS = {"trainer": "openrl.io/trainer", "sampler": "openrl.io/sampler"}
+NODE_MAX_WORKERS = "openrl.io/max-workers-per-claim"
+
+# The node-local time-slicer's contract.
+LABEL_TIMESLICER = "accel-timeslicer"
+LABEL_TS_GROUP = "timeslice.io/group"
+LABEL_TS_OWNER = "timeslice.io/owner"
+LABEL_TS_JOB = "timeslice.io/job-id"
+
+ENV_GROUP = "OPEN_RL_TIME_SLICE_GROUP"
+ENV_OWNER = "OPEN_RL_TIME_SLICE_OWNER"
+ENV_JOB = "OPEN_RL_TIME_SLICE_JOB_ID"
+ENV_MODEL = "OPEN_RL_MODEL_ID"
+STAMPED_ENV = (ENV_GROUP, ENV_OWNER, ENV_JOB, ENV_MODEL)
+
+CLAIM_REQUEST = "gpu"  # the device request inside the claim and the pod's claim reference
+WORKER_CONTAINER = "worker"
+DEFAULT_TEMPLATE_KEY = "pod.yaml"
+
+LABEL_VALUE_MAX = 63
+OBJECT_NAME_MAX = 253
+_HASH_LEN = 8
+
+_NOT_LABEL_CHAR = re.compile(r"[^a-z0-9-]+")
+
+
+def short_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:_HASH_LEN]
+
+
+def label_value(text: str) -> str:
+    """``text`` as a label value: lower-case alphanumerics and '-', at most 63 characters.
+
+    Characters outside the alphabet become '-'; a value that had to be cut keeps
+    a hash of the whole so two long names that share a prefix stay distinct.
+    """
+    value = _NOT_LABEL_CHAR.sub("-", text.lower()).strip("-")
+    if len(value) <= LABEL_VALUE_MAX and value:
+        return value
+    digest = short_hash(text)
+    head = value[: LABEL_VALUE_MAX - _HASH_LEN - 1].rstrip("-")
+    return f"{head}-{digest}" if head else digest
+
+
+def template_name(role: str) -> str:
+    """The default pod-template ConfigMap of a role."""
+    return f"openrl-template-{role}"
+
+
+def pod_name(worker: str) -> str:
+    """``orw-<worker>``; a name over 253 characters is cut and keeps a hash of the whole."""
+    name = f"orw-{worker}"
+    if len(name) <= OBJECT_NAME_MAX:
+        return name
+    head = name[: OBJECT_NAME_MAX - _HASH_LEN - 1].rstrip("-.")
+    return f"{head}-{short_hash(name)}"
+
+
+def claim_name(worker_uid: str) -> str:
+    """The claim a worker incarnation cuts: derived from its UID, never from its name."""
+    return f"orw-{worker_uid}"
+
+
+def owner_reference(worker: dict) -> dict:
+    meta = worker["metadata"]
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }

@@ -1,0 +1,411 @@
+"""One reconcile: one worker, the world read fresh, one decision, at most three writes.
+
+The sequence for a worker (every read is a fresh, consistent read from the API
+server, so a reconcile always sees the writes of the one before it):
+
+1. Read the worker and the managed pods. Gone: nothing to do.
+2. Deleting: delete its pod; only once the pod is verifiably gone, remove the
+   finalizer. The seat stays booked (through the worker's status and its
+   pod) until then: a seat cannot free while the process may still hold the
+   device.
+3. First sight: add the finalizer (the one extra write).
+4. Failed is terminal. A spec the controller cannot act on is InvalidSpec.
+5. A pod named for the worker exists:
+   - owned by this incarnation: report it (Placing, Running, PodFailed;
+     Unschedulable once it has waited past the placement timeout);
+   - owned by an earlier incarnation of the same name: delete it, wait until
+     it is gone, never adopt it;
+   - anything else: PodConflict, nothing deleted.
+6. No pod: read and check the template (TemplateNotFound waits;
+   TemplateError fails), then
+   - if the worker already holds a live claim (its status says so, or the
+     claim derived from its UID exists after a lost write), recreate the pod
+     on it: placed workers stay put;
+   - otherwise read the fleet, decide, and write: create the claim (new
+     claims only), create the pod, patch the status.
+7. Waiting workers are retried at the retry interval (and woken by capacity
+   changes); one no node could ever hold fails Unsatisfiable after the
+   placement timeout.
+
+Housekeeping keys share the queue, so they never run beside a reconcile:
+``WAKE`` re-queues every pending worker, oldest first; ``SWEEP`` deletes
+managed claims that no worker and no pod references, never one younger than
+the reclaim grace.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import logging
+from collections.abc import Callable
+
+import attrs
+
+from controller import kube, naming, render, status
+from controller.claims import build_claim, read_claim
+from controller.events import Recorder
+from controller.fleet_reader import FleetView, build_fleet
+from controller.logs import kv
+from controller.metrics import Metrics
+from controller.objects import (
+    Obj,
+    Worker,
+    age_order,
+    controller_owner,
+    created_at,
+    is_deleting,
+    labels_of,
+    name_of,
+    pod_alive,
+    pod_claim,
+    pod_claims,
+    pod_condition,
+    pod_failure,
+    pod_node,
+    pod_phase,
+    uid_of,
+    worker_owner_uid,
+)
+from controller.quantity import format_quantity
+from controller.settings import Settings
+from controller.status import FAILED, PENDING, PLACING, RUNNING, Outcome
+from placement import JoinClaim, NewClaim, Request, Role, Wait, decide, per_device_share
+
+log = logging.getLogger("openrl.controller")
+
+WAKE = "*wake"
+SWEEP = "*sweep"
+# Housekeeping first, then workers by arrival: see queue.WorkQueue.
+HOUSEKEEPING_ORDER = ("0",)
+
+
+def worker_order(obj: Obj) -> tuple[str, ...]:
+    return ("1", *age_order(obj))
+
+
+@attrs.frozen
+class Result:
+    requeue_after: float | None = None
+    wake: bool = False
+    enqueue: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+class _Conclude(Exception):
+    """Raised inside a step that has reached an outcome the worker must be told."""
+
+    def __init__(self, outcome: Outcome, requeue_after: float | None = None) -> None:
+        super().__init__(outcome.reason)
+        self.outcome = outcome
+        self.requeue_after = requeue_after
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+class Reconciler:
+    def __init__(self, api: kube.Kube, settings: Settings, *, metrics: Metrics | None = None,
+                 recorder: Recorder | None = None,
+                 now: Callable[[], dt.datetime] = utcnow) -> None:
+        self.api = api
+        self.settings = settings
+        self.metrics = metrics or Metrics()
+        self.now = now
+        self.recorder = recorder or Recorder(api, settings.identity, now)
+        self._warned: set[str] = set()
+
+    def __call__(self, key: str) -> Result:
+        if key == WAKE:
+            return self.wake()
+        if key == SWEEP:
+            return self.sweep()
+        return self.reconcile(key)
+
+    # ------------------------------------------------------------- a worker
+
+    def reconcile(self, name: str) -> Result:
+        worker_objs = self.api.list(kube.WORKERS)
+        obj = next((o for o in worker_objs if name_of(o) == name), None)
+        if obj is None:
+            return Result()
+        worker = Worker.from_obj(obj)
+        pods = self.api.list(kube.PODS, label_selector=naming.MANAGED_SELECTOR)
+        if worker.deleting:
+            return self._finalize(worker, pods)
+        if naming.FINALIZER not in worker.finalizers:
+            worker = self._add_finalizer(worker)
+        if worker.phase == FAILED:
+            return Result()
+        try:
+            if worker.spec_error:
+                raise _Conclude(Outcome(FAILED, "InvalidSpec", worker.spec_error))
+            pod = next((p for p in pods if name_of(p) == worker.pod_name), None)
+            if pod is not None:
+                return self._with_pod(worker, pod)
+            workers = [Worker.from_obj(o) for o in worker_objs]
+            return self._place(worker, workers, pods)
+        except _Conclude as done:
+            return self._conclude(worker, done.outcome, done.requeue_after)
+
+    def _add_finalizer(self, worker: Worker) -> Worker:
+        body = {"metadata": {"finalizers": [*worker.finalizers, naming.FINALIZER],
+                             "resourceVersion": worker.obj["metadata"]["resourceVersion"]}}
+        return Worker.from_obj(self.api.patch(kube.WORKERS, worker.name, body))
+
+    def _finalize(self, worker: Worker, pods: list[Obj]) -> Result:
+        mine = [p for p in pods if worker_owner_uid(p) == worker.uid]
+        if not mine:
+            # The list is label-selected; make sure no unlabelled pod of ours survives.
+            try:
+                pod = self.api.get(kube.PODS, worker.pod_name)
+                if worker_owner_uid(pod) == worker.uid:
+                    mine = [pod]
+            except kube.NotFound:
+                pass
+        for pod in mine:
+            if not is_deleting(pod):
+                try:
+                    self.api.delete(kube.PODS, name_of(pod), uid=uid_of(pod))
+                    log.info("deleting pod of deleted worker",
+                             extra=kv(worker=worker.name, pod=name_of(pod),
+                                      claim=pod_claim(pod), node=pod_node(pod)))
+                except kube.NotFound:
+                    continue
+        if mine:
+            # Pod events bring us back as soon as it is gone; this is the fallback.
+            return Result(requeue_after=self.settings.retry_interval)
+        if naming.FINALIZER in worker.finalizers:
+            remaining = [f for f in worker.finalizers if f != naming.FINALIZER]
+            body = {"metadata": {"finalizers": remaining,
+                                 "resourceVersion": worker.obj["metadata"]["resourceVersion"]}}
+            with contextlib.suppress(kube.NotFound):
+                self.api.patch(kube.WORKERS, worker.name, body)
+            log.info("released seat of deleted worker",
+                     extra=kv(worker=worker.name, claim=worker.claim))
+        return Result(wake=True)
+
+    def _with_pod(self, worker: Worker, pod: Obj) -> Result:
+        owner = controller_owner(pod) or {}
+        owner_uid = worker_owner_uid(pod)
+        if owner_uid == worker.uid:
+            return self._track(worker, pod)
+        predecessor = (
+            owner_uid
+            and owner.get("name") == worker.name
+            and labels_of(pod).get(naming.LABEL_WORKER) == naming.label_value(worker.name)
+        )
+        if not predecessor:
+            who = labels_of(pod).get(naming.LABEL_WORKER) or owner.get("name") or "nobody"
+            raise _Conclude(Outcome(
+                FAILED, "PodConflict",
+                f"pod {name_of(pod)} exists and belongs to {who!r}, not to this worker; "
+                "nothing was deleted"))
+        if not is_deleting(pod):
+            with contextlib.suppress(kube.NotFound):
+                self.api.delete(kube.PODS, name_of(pod), uid=uid_of(pod))
+            log.info("deleting pod of an earlier incarnation",
+                     extra=kv(worker=worker.name, pod=name_of(pod), old_uid=owner_uid))
+        raise _Conclude(
+            Outcome(PENDING, "WaitingForPredecessor",
+                    f"pod {name_of(pod)} belongs to an earlier {naming.KIND} named "
+                    f"{worker.name} (uid {owner_uid}); it is being deleted, never adopted"),
+            self.settings.retry_interval)
+
+    def _track(self, worker: Worker, pod: Obj) -> Result:
+        claim = pod_claim(pod) or worker.claim
+        node, devices = self._allocation(worker, claim)
+        share = per_device_share(worker.memory, devices)
+        base = Outcome(PLACING, "Placed", "", claim=claim, devices=devices,
+                       memory_per_device=share, node=node, pod=name_of(pod))
+        if is_deleting(pod):
+            raise _Conclude(attrs.evolve(
+                base, detail=f"pod {name_of(pod)} is being deleted; it will be recreated on "
+                             f"claim {claim}"), self.settings.retry_interval)
+        phase = pod_phase(pod)
+        if not pod_alive(pod):
+            raise _Conclude(attrs.evolve(base, phase=FAILED, kind="PodFailed",
+                                         detail=pod_failure(pod)))
+        if phase == "Running":
+            raise _Conclude(attrs.evolve(base, phase=RUNNING, kind="Running",
+                                         detail=f"pod {name_of(pod)} running on node "
+                                                f"{pod_node(pod)}"))
+        if pod_node(pod):
+            raise _Conclude(attrs.evolve(base, detail=f"pod {name_of(pod)} starting on node "
+                                                      f"{pod_node(pod)}"))
+        waited = (self.now() - created_at(pod)).total_seconds()
+        scheduled = pod_condition(pod, "PodScheduled") or {}
+        why = scheduled.get("message") or "not scheduled yet"
+        if waited >= self.settings.placement_timeout:
+            with contextlib.suppress(kube.NotFound):
+                self.api.delete(kube.PODS, name_of(pod), uid=uid_of(pod))
+            raise _Conclude(Outcome(
+                FAILED, "Unschedulable",
+                f"pod {name_of(pod)} with claim {claim} was not scheduled within "
+                f"{self.settings.placement_timeout:.0f}s: {why}; pod deleted, seat released"))
+        raise _Conclude(attrs.evolve(base, detail=f"pod {name_of(pod)} waiting for the scheduler "
+                                                  f"with claim {claim}: {why}"),
+                        self.settings.placement_timeout - waited)
+
+    def _allocation(self, worker: Worker, claim: str) -> tuple[str, int]:
+        """(node once allocated, devices) of the worker's claim; status first, then the API."""
+        known_devices = worker.status.get("deviceCount")
+        if claim == worker.claim and worker.status.get("nodeName") and known_devices:
+            return str(worker.status["nodeName"]), int(known_devices)
+        try:
+            view = read_claim(self.api.get(kube.CLAIMS, claim), {})
+        except kube.NotFound:
+            return "", int(known_devices or 1)
+        return (view.node if view.allocated else ""), view.devices
+
+    def _place(self, worker: Worker, workers: list[Worker], pods: list[Obj]) -> Result:
+        prepared = self._template(worker)
+        claims = self.api.list(kube.CLAIMS, label_selector=naming.MANAGED_SELECTOR)
+        views = {v.name: v for v in (read_claim(c, {}) for c in claims) if not v.deleting}
+        held = next((c for c in (worker.claim, worker.own_claim) if c and c in views), None)
+        if held is not None:
+            view = views[held]
+            return self._start(worker, prepared, held, view.devices,
+                               view.node if view.allocated else "",
+                               f"resumed on claim {held}")
+        fleet = build_fleet(slices=self.api.list(kube.SLICES), nodes=self.api.list(kube.NODES),
+                            claims=claims, workers=workers, pods=pods,
+                            driver=self.settings.device_driver)
+        self._observe(fleet, workers)
+        request = Request(worker.name, Role(worker.role), worker.memory, worker.owner)
+        decision = decide(request, fleet.fleet)
+        if isinstance(decision, NewClaim):
+            self.metrics.decisions.labels(outcome="new_claim").inc()
+            body = build_claim(worker.own_claim, decision, namespace=self.api.namespace,
+                               device_class=self.settings.device_class,
+                               driver=self.settings.device_driver, worker=worker.name)
+            self.api.create(kube.CLAIMS, body)
+            log.info("cut claim", extra=kv(worker=worker.name, claim=worker.own_claim,
+                                           node=decision.node, devices=decision.devices,
+                                           floor=format_quantity(decision.memory_floor),
+                                           ceiling=format_quantity(decision.memory_ceiling)))
+            return self._start(
+                worker, prepared, worker.own_claim, decision.devices, "",
+                f"new claim {worker.own_claim}: {decision.devices} device(s) of "
+                f"{format_quantity(decision.memory_floor)}..."
+                f"{format_quantity(decision.memory_ceiling)}, sized for node {decision.node}")
+        if isinstance(decision, JoinClaim):
+            self.metrics.decisions.labels(outcome="join_claim").inc()
+            others = fleet.fleet.workers_on(decision.claim)
+            return self._start(worker, prepared, decision.claim, decision.devices, decision.node,
+                               f"joined claim {decision.claim} on node {decision.node} "
+                               f"({others} other worker(s))")
+        assert isinstance(decision, Wait)
+        reason = decision.reason
+        self.metrics.decisions.labels(
+            outcome="no_capacity" if reason.never else "waiting_for_capacity").inc()
+        retry = self.settings.retry_interval
+        if reason.never:
+            waited = (self.now() - worker.created).total_seconds()
+            left = self.settings.placement_timeout - waited
+            if left <= 0:
+                raise _Conclude(Outcome(FAILED, "Unsatisfiable",
+                                        f"{reason} (waited {waited:.0f}s)"))
+            retry = min(retry, left)
+        raise _Conclude(Outcome(PENDING, str(reason.kind), reason.detail), retry)
+
+    def _template(self, worker: Worker) -> Obj:
+        source = f"ConfigMap {self.api.namespace}/{worker.template_name} key {worker.template_key}"
+        try:
+            config_map = self.api.get(kube.CONFIGMAPS, worker.template_name)
+        except (kube.NotFound, kube.Forbidden) as exc:
+            missing = "not found" if isinstance(exc, kube.NotFound) else f"unreadable ({exc})"
+            raise _Conclude(Outcome(PENDING, "TemplateNotFound",
+                                    f"{source.rsplit(' key ', 1)[0]} {missing}"),
+                            self.settings.retry_interval) from exc
+        text = (config_map.get("data") or {}).get(worker.template_key)
+        if text is None:
+            raise _Conclude(Outcome(PENDING, "TemplateNotFound", f"{source}: no such key"),
+                            self.settings.retry_interval)
+        try:
+            return render.prepare(text, worker, source)
+        except render.TemplateError as exc:
+            raise _Conclude(Outcome(FAILED, "TemplateError", str(exc))) from exc
+
+    def _start(self, worker: Worker, prepared: Obj, claim: str, devices: int, node: str,
+               how: str) -> Result:
+        pod = render.stamp(prepared, worker, claim, self.api.namespace)
+        try:
+            self.api.create(kube.PODS, pod)
+        except kube.AlreadyExists:
+            # Not in our label-selected list, yet there: find out whose it is.
+            return self._with_pod(worker, self.api.get(kube.PODS, worker.pod_name))
+        log.info("created pod", extra=kv(worker=worker.name, pod=worker.pod_name, claim=claim,
+                                         node=node))
+        raise _Conclude(Outcome(PLACING, "Placed", how, claim=claim, devices=devices,
+                                memory_per_device=per_device_share(worker.memory, devices),
+                                node=node, pod=worker.pod_name),
+                        self.settings.placement_timeout)
+
+    def _conclude(self, worker: Worker, outcome: Outcome,
+                  requeue_after: float | None) -> Result:
+        new = status.desired(worker, outcome, self.now())
+        if status.changed(worker, new):
+            try:
+                self.api.patch(kube.WORKERS, worker.name, status.patch_body(new),
+                               subresource="status")
+            except kube.NotFound:
+                return Result()
+            level = logging.WARNING if outcome.phase == FAILED else logging.INFO
+            log.log(level, f"worker {outcome.phase.lower()}",
+                    extra=kv(worker=worker.name, phase=outcome.phase, reason=outcome.reason,
+                             claim=outcome.claim, node=outcome.node))
+            if status.transition(worker, outcome):
+                self.recorder.record(worker.obj, status.event_type(outcome),
+                                     outcome.kind or outcome.phase, outcome.phase,
+                                     outcome.reason or outcome.phase)
+        return Result(requeue_after=requeue_after)
+
+    # ----------------------------------------------------------- housekeeping
+
+    def wake(self) -> Result:
+        objs = self.api.list(kube.WORKERS)
+        pending = [o for o in objs if not is_deleting(o)
+                   and (o.get("status") or {}).get("phase") in (None, "", PENDING)]
+        self.metrics.pending.set(len(pending))
+        return Result(enqueue=tuple((name_of(o), worker_order(o)) for o in pending))
+
+    def sweep(self) -> Result:
+        claims = self.api.list(kube.CLAIMS, label_selector=naming.MANAGED_SELECTOR)
+        workers = [Worker.from_obj(o) for o in self.api.list(kube.WORKERS)]
+        pods = self.api.list(kube.PODS)  # every pod: an unmanaged pod may use our claim too
+        referenced = {w.claim for w in workers} | {w.own_claim for w in workers}
+        for pod in pods:
+            referenced |= pod_claims(pod)
+        now = self.now()
+        deleted = 0
+        for claim in claims:
+            view = read_claim(claim, {})
+            if view.deleting or view.reserved or view.name in referenced:
+                continue
+            age = (now - view.created).total_seconds()
+            if age < self.settings.reclaim_grace:
+                log.debug("orphaned claim still young", extra=kv(claim=view.name, age=int(age)))
+                continue
+            try:
+                self.api.delete(kube.CLAIMS, view.name, uid=uid_of(claim),
+                                resource_version=claim["metadata"].get("resourceVersion"))
+            except (kube.NotFound, kube.Conflict):
+                continue  # changed since we read it: next sweep looks again
+            deleted += 1
+            log.info("reclaimed orphaned claim", extra=kv(claim=view.name, node=view.node,
+                                                          age=int(age)))
+        self.metrics.claims.set(len([c for c in claims if not is_deleting(c)]) - deleted)
+        return Result(requeue_after=self.settings.reclaim_interval, wake=deleted > 0)
+
+    def _observe(self, fleet: FleetView, workers: list[Worker]) -> None:
+        self.metrics.claims.set(len(fleet.claims))
+        self.metrics.seats_used.set(fleet.seats_used)
+        self.metrics.seats_total.set(fleet.seats_total)
+        self.metrics.pending.set(sum(1 for w in workers if not w.deleting
+                                     and w.phase in ("", PENDING)))
+        self.metrics.node_warnings.set(len(fleet.warnings))
+        for warning in fleet.warnings:
+            if warning not in self._warned:
+                self._warned.add(warning)
+                log.warning(warning, extra=kv(node=warning.split(":")[0].removeprefix("node ")))

@@ -1,0 +1,249 @@
+"""The worker pod: template + overlay, then the stamps placement owns.
+
+Rules:
+
+* A template is a Pod manifest (``metadata`` + ``spec``) or a bare pod spec.
+  Only its labels and annotations survive from its metadata; the name,
+  namespace and owner are ours.
+* The worker container is the one named ``worker``, or the only container.
+* A template (or overlay) that sets a placement-owned field is refused with a
+  ``TemplateError`` naming the field: ``spec.nodeName``,
+  ``spec.nodeSelector``, ``spec.affinity``, ``spec.resourceClaims``,
+  ``resources.claims`` of any container (or the pod), extended-resource
+  requests or limits (a name with a domain, such as ``nvidia.com/gpu``), and
+  the ``OPEN_RL_TIME_SLICE_GROUP`` env var. Placement decides where the pod
+  runs and what it holds; a template that also decides would collide with it.
+* Overlay: ``image`` replaces, ``command`` replaces, ``args`` append, ``env``
+  merges by name (an overlay entry replaces the template's entry of that name).
+* Stamps: the ``gpu`` claim reference and its consumption by the worker
+  container, a controller owner reference to the worker, node affinity as two
+  ORed terms, sanitized identity labels, exact identity env vars and
+  annotations.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import yaml
+
+from controller import naming
+from controller.objects import Obj, Worker
+
+POD_FIELDS_OWNED = ("nodeName", "nodeSelector", "affinity", "resourceClaims")
+
+
+class TemplateError(ValueError):
+    """A template the controller refuses; ``field`` names the offending field."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+def parse_template(text: str, source: str) -> Obj:
+    """The pod skeleton (``metadata`` + ``spec``) in a template's YAML text."""
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise TemplateError(source, f"not valid YAML ({_first_line(exc)})") from exc
+    if not isinstance(doc, dict):
+        raise TemplateError(source, "must be a Pod manifest or a pod spec (a mapping)")
+    if "spec" in doc:
+        kind = doc.get("kind")
+        if kind not in (None, "Pod"):
+            raise TemplateError(f"{source}: kind", f"must be Pod, not {kind!r}")
+        metadata, spec = doc.get("metadata") or {}, doc.get("spec")
+    else:
+        metadata, spec = {}, doc
+    if not isinstance(spec, dict) or not isinstance(metadata, dict):
+        raise TemplateError(f"{source}: spec", "must be a mapping")
+    if not isinstance(spec.get("containers"), list) or not spec["containers"]:
+        raise TemplateError(f"{source}: spec.containers", "must list at least one container")
+    return {
+        "metadata": {
+            "labels": dict(metadata.get("labels") or {}),
+            "annotations": dict(metadata.get("annotations") or {}),
+        },
+        "spec": copy.deepcopy(spec),
+    }
+
+
+def worker_container_index(spec: Obj, source: str) -> int:
+    containers = spec.get("containers") or []
+    names = [c.get("name") if isinstance(c, dict) else None for c in containers]
+    if naming.WORKER_CONTAINER in names:
+        return names.index(naming.WORKER_CONTAINER)
+    if len(containers) == 1 and isinstance(containers[0], dict):
+        return 0
+    raise TemplateError(
+        f"{source}: spec.containers",
+        f"name one container {naming.WORKER_CONTAINER!r} (found {names})",
+    )
+
+
+def validate_template(pod: Obj, source: str) -> None:
+    """Refuse a template that sets a field placement owns; the error names the field."""
+    spec = pod["spec"]
+    for field in POD_FIELDS_OWNED:
+        if spec.get(field):
+            raise TemplateError(f"{source}: spec.{field}", "is set by placement; remove it")
+    if (spec.get("resources") or {}).get("claims"):
+        raise TemplateError(f"{source}: spec.resources.claims", "is set by placement; remove it")
+    for group in ("initContainers", "containers", "ephemeralContainers"):
+        containers = spec.get(group) or []
+        if not isinstance(containers, list):
+            raise TemplateError(f"{source}: spec.{group}", "must be a list")
+        for container in containers:
+            if not isinstance(container, dict):
+                raise TemplateError(f"{source}: spec.{group}", "entries must be mappings")
+            where = f"{source}: spec.{group}[{container.get('name', '?')}]"
+            _validate_container(container, where)
+
+
+def _validate_container(container: Obj, where: str) -> None:
+    resources = container.get("resources") or {}
+    if resources.get("claims"):
+        raise TemplateError(f"{where}.resources.claims", "is set by placement; remove it")
+    for kind in ("requests", "limits"):
+        for resource in resources.get(kind) or {}:
+            if "/" in str(resource):
+                raise TemplateError(
+                    f"{where}.resources.{kind}[{resource}]",
+                    "extended resources collide with the DRA claim placement cuts; remove it",
+                )
+    for entry in container.get("env") or []:
+        if isinstance(entry, dict) and entry.get("name") == naming.ENV_GROUP:
+            raise TemplateError(f"{where}.env[{naming.ENV_GROUP}]",
+                                "is set by placement (the worker's claim); remove it")
+
+
+def apply_overlay(pod: Obj, overlay: Obj, source: str) -> Obj:
+    """The worker's ``spec.container`` onto the worker container (a new dict)."""
+    pod = copy.deepcopy(pod)
+    containers = pod["spec"]["containers"]
+    index = worker_container_index(pod["spec"], source)
+    container = containers[index]
+    if overlay.get("image"):
+        container["image"] = overlay["image"]
+    if overlay.get("command"):
+        container["command"] = list(overlay["command"])
+    if overlay.get("args"):
+        container["args"] = list(container.get("args") or []) + list(overlay["args"])
+    for entry in overlay.get("env") or []:
+        if not isinstance(entry, dict) or not entry.get("name"):
+            raise TemplateError("spec.container.env", "every entry needs a name")
+        if entry["name"] == naming.ENV_GROUP:
+            raise TemplateError(f"spec.container.env[{naming.ENV_GROUP}]",
+                                "is set by placement (the worker's claim); remove it")
+        container["env"] = _merge_env(container.get("env") or [], entry)
+    if not container.get("image"):
+        raise TemplateError(
+            f"{source}: spec.containers[{container.get('name', '?')}].image",
+            "is empty and the worker's spec.container.image does not set it",
+        )
+    return pod
+
+
+def _merge_env(env: list[Obj], entry: Obj) -> list[Obj]:
+    merged = [dict(e) for e in env]
+    for i, existing in enumerate(merged):
+        if existing.get("name") == entry["name"]:
+            merged[i] = dict(entry)
+            return merged
+    merged.append(dict(entry))
+    return merged
+
+
+def prepare(text: str, worker: Worker, source: str) -> Obj:
+    """Parse, validate and overlay a template: everything checkable before placement."""
+    pod = parse_template(text, source)
+    worker_container_index(pod["spec"], source)
+    validate_template(pod, source)
+    return apply_overlay(pod, worker.overlay, source)
+
+
+def node_affinity(role: str) -> Obj:
+    """Two ORed terms: enabled AND this role's label; or enabled AND neither role label.
+
+    A node selector cannot say "labelled for this role, or not labelled at
+    all", and a node naming no role accepts both: without the second term the
+    documented default would be unschedulable.
+    """
+    enabled = {"key": naming.NODE_ENABLED, "operator": "In", "values": ["true"]}
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [
+                        enabled,
+                        {"key": naming.NODE_ROLE_LABELS[role], "operator": "In",
+                         "values": ["true"]},
+                    ]},
+                    {"matchExpressions": [
+                        enabled,
+                        *({"key": label, "operator": "DoesNotExist"}
+                          for label in naming.NODE_ROLE_LABELS.values()),
+                    ]},
+                ]
+            }
+        }
+    }
+
+
+def identity_labels(worker: Worker, claim: str) -> dict[str, str]:
+    return {
+        naming.LABEL_MANAGED: "true",
+        naming.LABEL_WORKER: naming.label_value(worker.name),
+        naming.LABEL_ROLE: worker.role,
+        naming.LABEL_CLAIM: naming.label_value(claim),
+        naming.LABEL_TIMESLICER: "true",
+        naming.LABEL_TS_GROUP: naming.label_value(claim),
+        naming.LABEL_TS_OWNER: naming.label_value(worker.owner),
+        naming.LABEL_TS_JOB: naming.label_value(worker.name),
+    }
+
+
+def identity_env(worker: Worker, claim: str) -> list[Obj]:
+    return [
+        {"name": naming.ENV_GROUP, "value": claim},
+        {"name": naming.ENV_OWNER, "value": worker.owner},
+        {"name": naming.ENV_JOB, "value": worker.name},
+        {"name": naming.ENV_MODEL, "value": worker.model_id},
+    ]
+
+
+def stamp(prepared: Obj, worker: Worker, claim: str, namespace: str) -> Obj:
+    """The pod to create: a prepared template with every placement-owned field set."""
+    pod: dict[str, Any] = copy.deepcopy(prepared)
+    labels = {**prepared["metadata"].get("labels", {}), **identity_labels(worker, claim)}
+    annotations = {
+        **prepared["metadata"].get("annotations", {}),
+        naming.ANNOTATION_WORKER: worker.name,
+        naming.ANNOTATION_OWNER: worker.owner,
+        naming.ANNOTATION_MEMORY: str(worker.memory),
+    }
+    pod["apiVersion"] = "v1"
+    pod["kind"] = "Pod"
+    pod["metadata"] = {
+        "name": worker.pod_name,
+        "namespace": namespace,
+        "labels": labels,
+        "annotations": annotations,
+        "ownerReferences": [naming.owner_reference(worker.obj)],
+    }
+    spec = pod["spec"]
+    spec["resourceClaims"] = [{"name": naming.CLAIM_REQUEST, "resourceClaimName": claim}]
+    spec["affinity"] = node_affinity(worker.role)
+    container = spec["containers"][worker_container_index(spec, "template")]
+    resources = container.setdefault("resources", {})
+    resources["claims"] = [{"name": naming.CLAIM_REQUEST}]
+    env = [e for e in container.get("env") or [] if e.get("name") not in naming.STAMPED_ENV]
+    container["env"] = env + identity_env(worker, claim)
+    return pod
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -1,0 +1,147 @@
+"""Controller settings: validated once at start, read everywhere else.
+
+Rules:
+
+* Every duration accepts ``30s``, ``2m``, ``1h``, compounds such as ``1m30s``,
+  ``500ms``, or plain seconds (``45``, ``0.5``).
+* The namespace defaults to the controller pod's own namespace when it runs in
+  a cluster, else ``openrl``. Workers, pods, claims and template ConfigMaps all
+  live there.
+* The device driver (the domain of the ``memory`` capacity in ResourceSlices
+  and in the claim's CEL selector) defaults to the device class name.
+* The lease namespace defaults to the namespace.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import uuid
+from pathlib import Path
+
+import attrs
+
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+FALLBACK_NAMESPACE = "openrl"
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
+class SettingsError(ValueError):
+    """A flag or environment value the controller cannot run with."""
+
+
+def parse_duration(text: str | float | int) -> float:
+    """Seconds in ``text``: ``30s``, ``2m``, ``1h``, ``1m30s``, ``500ms`` or plain seconds."""
+    if isinstance(text, int | float) and not isinstance(text, bool):
+        return float(text)
+    raw = str(text).strip()
+    try:
+        return float(raw)
+    except ValueError:
+        pass
+    pos, total = 0, 0.0
+    for match in _DURATION_PART.finditer(raw):
+        if match.start() != pos:
+            break
+        total += float(match.group(1)) * _UNITS[match.group(2)]
+        pos = match.end()
+    if pos != len(raw) or not raw:
+        raise SettingsError(f"{text!r} is not a duration (examples: 30s, 2m, 1h, 1m30s, 45)")
+    return total
+
+
+def default_namespace() -> str:
+    try:
+        found = SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
+    except OSError:
+        found = ""
+    return found or FALLBACK_NAMESPACE
+
+
+def default_identity() -> str:
+    """Leader-election holder identity: the pod's hostname plus a per-process suffix."""
+    return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+
+
+def _positive(_instance: object, attribute: attrs.Attribute, value: float) -> None:  # type: ignore[type-arg]
+    if value <= 0:
+        raise SettingsError(f"{attribute.name.replace('_', '-')} must be greater than zero")
+
+
+def _dns_label(_instance: object, attribute: attrs.Attribute, value: str) -> None:  # type: ignore[type-arg]
+    if not _DNS_LABEL.match(value) or len(value) > 63:
+        raise SettingsError(f"{attribute.name.replace('_', '-')} {value!r} is not a DNS label")
+
+
+def _dns_subdomain(_instance: object, attribute: attrs.Attribute, value: str) -> None:  # type: ignore[type-arg]
+    if not _DNS_SUBDOMAIN.match(value) or len(value) > 253:
+        raise SettingsError(f"{attribute.name.replace('_', '-')} {value!r} is not a DNS name")
+
+
+def parse_http_address(text: str) -> tuple[str, int] | None:
+    """``host:port`` (``:8080`` = every interface); empty = no HTTP server."""
+    if not text:
+        return None
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise SettingsError(f"http-address {text!r} is not host:port (e.g. :8080)")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def _http_address(_instance: object, _attribute: attrs.Attribute, value: str) -> None:  # type: ignore[type-arg]
+    parse_http_address(value)
+
+
+@attrs.frozen(kw_only=True)
+class Settings:
+    namespace: str = attrs.field(factory=default_namespace, validator=_dns_label)
+    device_class: str = attrs.field(default="gpu.example.com", validator=_dns_subdomain)
+    # None = the device class; resolved in __attrs_post_init__.
+    device_driver: str = attrs.field(default="")
+    retry_interval: float = attrs.field(default=30.0, converter=parse_duration,
+                                        validator=_positive)
+    placement_timeout: float = attrs.field(default=600.0, converter=parse_duration,
+                                           validator=_positive)
+    reclaim_interval: float = attrs.field(default=60.0, converter=parse_duration,
+                                          validator=_positive)
+    reclaim_grace: float = attrs.field(default=120.0, converter=parse_duration,
+                                       validator=attrs.validators.ge(0.0))
+    http_address: str = attrs.field(default=":8080", validator=_http_address)
+    leader_elect: bool = True
+    lease_name: str = attrs.field(default="open-rl-scheduler", validator=_dns_subdomain)
+    lease_namespace: str = attrs.field(default="")
+    kubeconfig: str | None = None
+    log_format: str = attrs.field(default="json",
+                                  validator=attrs.validators.in_(("json", "text")))
+    identity: str = attrs.field(factory=default_identity)
+    # Lease timings (client-go's defaults): a leader that cannot renew within
+    # the deadline steps down; a standby takes over once the lease expires.
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+    def __attrs_post_init__(self) -> None:
+        if not self.device_driver:
+            object.__setattr__(self, "device_driver", self.device_class)
+        _dns_subdomain(self, attrs.fields(Settings).device_driver, self.device_driver)
+        if not self.lease_namespace:
+            object.__setattr__(self, "lease_namespace", self.namespace)
+        _dns_label(self, attrs.fields(Settings).lease_namespace, self.lease_namespace)
+        if self.renew_deadline >= self.lease_duration:
+            raise SettingsError("renew deadline must be shorter than the lease duration")
+
+
+def env_flag(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    if value.lower() in ("1", "true", "yes", "on"):
+        return True
+    if value.lower() in ("0", "false", "no", "off"):
+        return False
+    raise SettingsError(f"{name}={value!r} is not a boolean")

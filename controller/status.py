@@ -1,0 +1,125 @@
+"""The worker's status: phases, the Placed condition, reasons, and when to write.
+
+Rules:
+
+* Phases: ``Pending`` (no seat yet; the reason is placement's, and its kind
+  tells "never" (NoCapacity) from "not yet" (WaitingForCapacity)),
+  ``Placing`` (claim and pod exist, the pod is not running yet), ``Running``
+  (the pod runs), ``Failed`` (InvalidSpec, TemplateError, PodConflict,
+  PodFailed, Unsatisfiable, Unschedulable; terminal).
+* ``status.reason`` reads ``<Kind>: <detail>``; the ``Placed`` condition
+  carries the kind as its reason and the detail as its message. Placed is
+  True in Placing and Running.
+* ``nodeName`` is set only once the claim's allocation has been observed.
+* A status is written only when something other than a timestamp changed; a
+  condition keeps its ``lastTransitionTime`` while its status holds.
+* An Event is recorded when the phase changes, or the reason's kind while pending.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import attrs
+
+from controller.objects import Obj, Worker, format_time
+from controller.quantity import format_quantity
+
+PENDING, PLACING, RUNNING, FAILED = "Pending", "Placing", "Running", "Failed"
+CONDITION = "Placed"
+
+# Event type per reason kind; anything not listed is Normal.
+WARNING_KINDS = frozenset({
+    "NoCapacity", "InvalidSpec", "TemplateError", "TemplateNotFound", "PodConflict",
+    "PodFailed", "Unsatisfiable", "Unschedulable",
+})
+
+
+@attrs.frozen
+class Outcome:
+    """What one reconcile concluded about a worker."""
+
+    phase: str
+    kind: str = ""  # reason kind: NoCapacity, WaitingForCapacity, PodFailed, Placed, ...
+    detail: str = ""
+    claim: str = ""
+    devices: int | None = None
+    memory_per_device: int | None = None
+    node: str = ""
+    pod: str = ""
+
+    @property
+    def reason(self) -> str:
+        if not self.kind:
+            return ""
+        return f"{self.kind}: {self.detail}" if self.detail else self.kind
+
+
+def desired(worker: Worker, outcome: Outcome, now: dt.datetime) -> Obj:
+    """The full status ``outcome`` means for ``worker`` (keys with None are removed)."""
+    old = worker.status
+    placed = outcome.phase in (PLACING, RUNNING)
+    condition = {
+        "type": CONDITION,
+        "status": "True" if placed else "False",
+        "reason": outcome.kind or outcome.phase,
+        "message": outcome.detail or outcome.reason or outcome.phase,
+        "observedGeneration": worker.generation,
+        "lastTransitionTime": format_time(now),
+    }
+    for previous in old.get("conditions") or []:
+        if previous.get("type") == CONDITION and previous.get("status") == condition["status"]:
+            condition["lastTransitionTime"] = previous.get("lastTransitionTime",
+                                                           condition["lastTransitionTime"])
+    share = outcome.memory_per_device
+    shared_parks = worker.memory if outcome.claim else None
+    return {
+        "phase": outcome.phase,
+        "reason": outcome.reason or None,
+        "claimName": outcome.claim or None,
+        "podName": outcome.pod or None,
+        "nodeName": outcome.node or None,
+        "deviceCount": outcome.devices,
+        "memoryPerDevice": format_quantity(share) if share else None,
+        # What the worker parks in host RAM whenever its claim's other worker is resident.
+        "hostMemoryWhenParked": format_quantity(shared_parks) if shared_parks else None,
+        "estimatorVersion": worker.estimator_version or None,
+        "observedGeneration": worker.generation,
+        "conditions": [condition],
+    }
+
+
+def _comparable(status: Obj) -> Obj:
+    out = {k: v for k, v in status.items() if v is not None and k != "conditions"}
+    out["conditions"] = [
+        {k: v for k, v in c.items() if k != "lastTransitionTime"}
+        for c in status.get("conditions") or []
+    ]
+    return out
+
+
+def changed(worker: Worker, new: Obj) -> bool:
+    return _comparable(worker.status) != _comparable(new)
+
+
+def patch_body(new: Obj) -> Obj:
+    """A merge patch replacing the whole status (None deletes a key)."""
+    return {"status": new}
+
+
+def transition(worker: Worker, outcome: Outcome) -> bool:
+    """Whether this outcome is news worth an Event: a new phase, or a new reason kind while
+    pending (NoCapacity turning into WaitingForCapacity is news; a pod starting is not)."""
+    if worker.phase != outcome.phase:
+        return True
+    if outcome.phase != PENDING:
+        return False
+    old_kind = ""
+    for cond in worker.status.get("conditions") or []:
+        if cond.get("type") == CONDITION:
+            old_kind = str(cond.get("reason") or "")
+    return old_kind != (outcome.kind or outcome.phase)
+
+
+def event_type(outcome: Outcome) -> str:
+    return "Warning" if outcome.kind in WARNING_KINDS else "Normal"

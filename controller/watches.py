@@ -1,0 +1,172 @@
+"""Watches: the cluster's changes turned into work-queue keys.
+
+Rules:
+
+* Each watched resource runs list-then-watch on its own thread and re-lists
+  when the watch expires or breaks; a re-list is diffed against what was seen,
+  so a deletion missed while disconnected is still noticed.
+* A change matters only if its *signature* changed (status heartbeats, our
+  own status writes and managed-fields churn are ignored), which keeps the
+  loop from re-reading the world for nothing.
+* What wakes what:
+  - a worker (new, deleting, finalizers changed): that worker; a worker gone:
+    wake-all;
+  - a pod of a worker (phase, node, deletion): its worker;
+  - a managed claim deleted, allocated or terminating: wake-all;
+  - a ResourceSlice of the driver changed: wake-all;
+  - a node's openrl.io labels or allocatable memory changed: wake-all.
+* Wake-all is debounced (``WAKE_DELAY``): a burst of capacity events costs one
+  pass over the pending workers.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Hashable
+from typing import Any
+
+from controller import kube, naming
+from controller.logs import kv
+from controller.objects import Obj, controller_owner, meta, name_of, pod_node, pod_phase
+from controller.queue import WorkQueue
+from controller.reconcile import HOUSEKEEPING_ORDER, WAKE, worker_order
+
+log = logging.getLogger("openrl.controller.watch")
+
+WAKE_DELAY = 0.5
+
+
+class Feed:
+    """One resource's events, reduced to signatures and handed to ``on_change``."""
+
+    def __init__(self, resource: kube.Resource, signature: Callable[[Obj], Hashable],
+                 on_change: Callable[[str, Obj], None], *, label_selector: str | None = None,
+                 accept: Callable[[Obj], bool] = lambda _obj: True) -> None:
+        self.resource = resource
+        self.signature = signature
+        self.on_change = on_change
+        self.label_selector = label_selector
+        self.accept = accept
+        self._seen: dict[str, tuple[Hashable, Obj]] = {}
+
+    def relist(self, items: list[Obj]) -> None:
+        current = {name_of(o): o for o in items if self.accept(o)}
+        for name in sorted(set(self._seen) - set(current)):
+            self.event("DELETED", self._seen[name][1])
+        for obj in current.values():
+            self.event("ADDED", obj)
+
+    def event(self, kind: str, obj: Obj) -> None:
+        if not self.accept(obj):
+            return
+        name = name_of(obj)
+        if kind == "DELETED":
+            if self._seen.pop(name, None) is not None:
+                self.on_change("DELETED", obj)
+            return
+        sig = self.signature(obj)
+        previous = self._seen.get(name)
+        self._seen[name] = (sig, obj)
+        if previous is None:
+            self.on_change("ADDED", obj)
+        elif previous[0] != sig:
+            self.on_change("MODIFIED", obj)
+
+
+class Watcher(threading.Thread):
+    def __init__(self, api: kube.Kube, feed: Feed, stop: threading.Event,
+                 synced: threading.Event, *, retry: float = 2.0) -> None:
+        super().__init__(name=f"watch-{feed.resource.plural}", daemon=True)
+        self.api, self.feed, self.stop, self.synced, self.retry = api, feed, stop, synced, retry
+
+    def run(self) -> None:
+        version = ""
+        failures = 0
+        while not self.stop.is_set():
+            try:
+                if not version:
+                    items, version = self.api.list_with_version(
+                        self.feed.resource, label_selector=self.feed.label_selector)
+                    self.feed.relist(items)
+                    self.synced.set()
+                for kind, obj in self.api.watch(self.feed.resource, version,
+                                                label_selector=self.feed.label_selector):
+                    if self.stop.is_set():
+                        return
+                    version = meta(obj).get("resourceVersion") or version
+                    if kind in ("ADDED", "MODIFIED", "DELETED"):
+                        self.feed.event(kind, obj)
+                failures = 0
+            except kube.Gone:
+                version = ""  # too old: list again
+            except kube.KubeError as exc:
+                failures += 1
+                log.warning("watch failed; listing again", extra=kv(
+                    resource=self.feed.resource.plural, error=str(exc)))
+                version = ""
+                self.stop.wait(min(30.0, self.retry * failures))
+            except Exception:  # never let one bad event end the watch for good
+                failures += 1
+                log.exception("watch handler failed", extra=kv(resource=self.feed.resource.plural))
+                version = ""
+                self.stop.wait(min(30.0, self.retry * failures))
+
+
+def _worker_signature(obj: Obj) -> Hashable:
+    m = meta(obj)
+    return (m.get("uid"), m.get("generation"), m.get("deletionTimestamp"),
+            tuple(m.get("finalizers") or ()))
+
+
+def _pod_signature(obj: Obj) -> Hashable:
+    owner = controller_owner(obj) or {}
+    return (meta(obj).get("uid"), owner.get("uid"), pod_phase(obj), pod_node(obj),
+            meta(obj).get("deletionTimestamp"))
+
+
+def _claim_signature(obj: Obj) -> Hashable:
+    allocation = (obj.get("status") or {}).get("allocation")
+    return (meta(obj).get("uid"), repr(allocation.get("nodeSelector")) if allocation else None,
+            bool(allocation), meta(obj).get("deletionTimestamp"))
+
+
+def _slice_signature(obj: Obj) -> Hashable:
+    spec = obj.get("spec") or {}
+    return (meta(obj).get("uid"), repr(spec))
+
+
+def _node_signature(obj: Obj) -> Hashable:
+    labels = {k: v for k, v in (meta(obj).get("labels") or {}).items()
+              if k.startswith("openrl.io/")}
+    memory = ((obj.get("status") or {}).get("allocatable") or {}).get("memory")
+    return (meta(obj).get("uid"), tuple(sorted(labels.items())), memory)
+
+
+def feeds(queue: WorkQueue, driver: str) -> list[Feed]:
+    def wake(*_: Any) -> None:
+        queue.add(WAKE, after=WAKE_DELAY, order=HOUSEKEEPING_ORDER)
+
+    def on_worker(kind: str, obj: Obj) -> None:
+        if kind == "DELETED":
+            wake()
+        else:
+            queue.add(name_of(obj), order=worker_order(obj))
+
+    def on_pod(_kind: str, obj: Obj) -> None:
+        owner = controller_owner(obj) or {}
+        if owner.get("kind") == naming.KIND and owner.get("name"):
+            queue.add(str(owner["name"]))
+
+    def on_claim(kind: str, _obj: Obj) -> None:
+        if kind != "ADDED":  # a new claim is ours, placed already; its allocation is news
+            wake()
+
+    return [
+        Feed(kube.WORKERS, _worker_signature, on_worker),
+        Feed(kube.PODS, _pod_signature, on_pod, label_selector=naming.MANAGED_SELECTOR),
+        Feed(kube.CLAIMS, _claim_signature, on_claim, label_selector=naming.MANAGED_SELECTOR),
+        Feed(kube.SLICES, _slice_signature, wake,
+             accept=lambda o: (o.get("spec") or {}).get("driver") == driver),
+        Feed(kube.NODES, _node_signature, wake),
+    ]

@@ -1,0 +1,175 @@
+import pytest
+
+from controller import naming, render
+from controller.objects import Worker
+from tests.unit.controller.conftest import TEMPLATE, worker_obj
+
+
+def make_worker(**spec: object) -> Worker:
+    obj = worker_obj("lora-1", "10Gi", **spec)
+    obj["metadata"].update(uid="uid-1", namespace="openrl", generation=1)
+    return Worker.from_obj(obj)
+
+
+def render_pod(text: str = TEMPLATE, claim: str = "orw-claim", **spec: object) -> dict:
+    worker = make_worker(**spec)
+    return render.stamp(render.prepare(text, worker, "cm"), worker, claim, "openrl")
+
+
+def worker_container(pod: dict) -> dict:
+    return next(c for c in pod["spec"]["containers"] if c["name"] == "worker")
+
+
+def env(pod: dict) -> dict:
+    return {e["name"]: e.get("value") for e in worker_container(pod).get("env", [])}
+
+
+def test_stamps_claim_reference_and_consumption() -> None:
+    pod = render_pod()
+    assert pod["metadata"]["name"] == "orw-lora-1"
+    assert pod["metadata"]["namespace"] == "openrl"
+    assert pod["spec"]["resourceClaims"] == [{"name": "gpu", "resourceClaimName": "orw-claim"}]
+    assert worker_container(pod)["resources"]["claims"] == [{"name": "gpu"}]
+    assert pod["metadata"]["ownerReferences"] == [{
+        "apiVersion": "openrl.io/v1alpha1", "kind": "OpenRLWorker", "name": "lora-1",
+        "uid": "uid-1", "controller": True, "blockOwnerDeletion": True}]
+
+
+def test_labels_are_sanitized_and_env_exact() -> None:
+    pod = render_pod(ownerId="Team/Alpha", claim="orw-claim")
+    labels = pod["metadata"]["labels"]
+    assert labels["app"] == "worker"  # the template's own labels survive
+    assert labels[naming.LABEL_MANAGED] == "true"
+    assert labels[naming.LABEL_WORKER] == "lora-1"
+    assert labels[naming.LABEL_ROLE] == "trainer"
+    assert labels[naming.LABEL_CLAIM] == "orw-claim"
+    assert labels["accel-timeslicer"] == "true"
+    assert labels["timeslice.io/group"] == "orw-claim"
+    assert labels["timeslice.io/owner"] == "team-alpha"
+    assert labels["timeslice.io/job-id"] == "lora-1"
+    assert env(pod) == {"LOG_LEVEL": "info", "OPEN_RL_TIME_SLICE_GROUP": "orw-claim",
+                        "OPEN_RL_TIME_SLICE_OWNER": "Team/Alpha",
+                        "OPEN_RL_TIME_SLICE_JOB_ID": "lora-1", "OPEN_RL_MODEL_ID": "qwen-8b"}
+    assert pod["metadata"]["annotations"][naming.ANNOTATION_MEMORY] == str(10 << 30)
+
+
+def test_owner_defaults_to_worker_name() -> None:
+    pod = render_pod()
+    assert env(pod)["OPEN_RL_TIME_SLICE_OWNER"] == "lora-1"
+    assert pod["metadata"]["labels"]["timeslice.io/owner"] == "lora-1"
+
+
+def test_node_affinity_is_two_ored_terms() -> None:
+    terms = render_pod(role="sampler")["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    enabled = {"key": "openrl.io/enabled", "operator": "In", "values": ["true"]}
+    assert terms == [
+        {"matchExpressions": [enabled, {"key": "openrl.io/sampler", "operator": "In",
+                                        "values": ["true"]}]},
+        {"matchExpressions": [enabled, {"key": "openrl.io/trainer", "operator": "DoesNotExist"},
+                              {"key": "openrl.io/sampler", "operator": "DoesNotExist"}]},
+    ]
+
+
+def test_overlay_image_command_replace_args_append_env_merges() -> None:
+    pod = render_pod(container={
+        "image": "custom:2", "command": ["python", "-m", "w"], "args": ["--lora"],
+        "env": [{"name": "LOG_LEVEL", "value": "debug"}, {"name": "EXTRA", "value": "1"}],
+    })
+    container = worker_container(pod)
+    assert container["image"] == "custom:2"
+    assert container["command"] == ["python", "-m", "w"]
+    assert container["args"] == ["--role=trainer", "--lora"]
+    assert env(pod)["LOG_LEVEL"] == "debug" and env(pod)["EXTRA"] == "1"
+    assert [e["name"] for e in container["env"]][:2] == ["LOG_LEVEL", "EXTRA"]
+
+
+def test_bare_pod_spec_and_single_unnamed_container() -> None:
+    text = "containers:\n  - name: main\n    image: img:1\n"
+    pod = render_pod(text)
+    assert pod["spec"]["containers"][0]["resources"]["claims"] == [{"name": "gpu"}]
+    assert pod["kind"] == "Pod"
+
+
+def test_template_metadata_other_than_labels_is_dropped() -> None:
+    text = ("metadata:\n  name: evil\n  namespace: other\n  ownerReferences: [{uid: x}]\n"
+            "spec:\n  containers: [{name: worker, image: i}]\n")
+    pod = render_pod(text)
+    assert pod["metadata"]["name"] == "orw-lora-1"
+    assert pod["metadata"]["namespace"] == "openrl"
+    assert pod["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
+
+
+BASE = "spec:\n  containers:\n    - name: worker\n      image: i\n"
+
+
+@pytest.mark.parametrize(("extra", "field"), [
+    ("  nodeName: n1\n", "spec.nodeName"),
+    ("  nodeSelector: {a: b}\n", "spec.nodeSelector"),
+    ("  affinity: {}\n", None),  # empty: nothing to collide with
+    ("  affinity: {nodeAffinity: {x: 1}}\n", "spec.affinity"),
+    ("  affinity: {podAntiAffinity: {x: 1}}\n", "spec.affinity"),
+    ("  resourceClaims: [{name: gpu}]\n", "spec.resourceClaims"),
+])
+def test_pod_level_placement_fields_are_refused(extra: str, field: str | None) -> None:
+    worker = make_worker()
+    if field is None:
+        render.prepare(BASE + extra, worker, "cm")
+        return
+    with pytest.raises(render.TemplateError) as info:
+        render.prepare(BASE + extra, worker, "cm")
+    assert info.value.field == f"cm: {field}"
+    assert field in str(info.value)
+
+
+@pytest.mark.parametrize(("container", "field"), [
+    ("resources: {claims: [{name: gpu}]}", "spec.containers[worker].resources.claims"),
+    ("resources: {limits: {nvidia.com/gpu: 1}}",
+     "spec.containers[worker].resources.limits[nvidia.com/gpu]"),
+    ("resources: {requests: {example.com/foo: 1}}",
+     "spec.containers[worker].resources.requests[example.com/foo]"),
+    ("env: [{name: OPEN_RL_TIME_SLICE_GROUP, value: x}]",
+     "spec.containers[worker].env[OPEN_RL_TIME_SLICE_GROUP]"),
+])
+def test_container_placement_fields_are_refused(container: str, field: str) -> None:
+    text = f"spec:\n  containers:\n    - name: worker\n      image: i\n      {container}\n"
+    with pytest.raises(render.TemplateError) as info:
+        render.prepare(text, make_worker(), "cm")
+    assert info.value.field == f"cm: {field}"
+
+
+def test_sidecar_extended_resources_are_refused_too() -> None:
+    text = BASE + "    - name: side\n      image: s\n      resources: {limits: {a.io/b: 1}}\n"
+    with pytest.raises(render.TemplateError, match=r"containers\[side\]"):
+        render.prepare(text, make_worker(), "cm")
+
+
+def test_overlay_may_not_set_the_group_env() -> None:
+    with pytest.raises(render.TemplateError) as info:
+        render.prepare(TEMPLATE, make_worker(container={"env": [
+            {"name": "OPEN_RL_TIME_SLICE_GROUP", "value": "x"}]}), "cm")
+    assert info.value.field == "spec.container.env[OPEN_RL_TIME_SLICE_GROUP]"
+
+
+def test_template_env_for_other_stamped_vars_is_overwritten() -> None:
+    text = BASE + "      env: [{name: OPEN_RL_MODEL_ID, value: wrong}]\n"
+    assert env(render_pod(text))["OPEN_RL_MODEL_ID"] == "qwen-8b"
+
+
+@pytest.mark.parametrize(("text", "match"), [
+    ("spec: [", "not valid YAML"),
+    ("- a\n- b\n", "mapping"),
+    ("kind: Deployment\nspec: {containers: [{name: worker, image: i}]}\n", "kind"),
+    ("spec: {containers: []}\n", "spec.containers"),
+    ("spec:\n  containers: [{name: a, image: i}, {name: b, image: i}]\n", "worker"),
+    ("spec:\n  containers: [{name: worker}]\n", "image"),
+])
+def test_unusable_templates(text: str, match: str) -> None:
+    with pytest.raises(render.TemplateError, match=match):
+        render.prepare(text, make_worker(), "cm")
+
+
+def test_missing_image_is_fine_when_overlay_sets_it() -> None:
+    text = "spec:\n  containers: [{name: worker}]\n"
+    pod = render_pod(text, container={"image": "mine:1"})
+    assert worker_container(pod)["image"] == "mine:1"
