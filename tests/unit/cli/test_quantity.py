@@ -1,0 +1,110 @@
+"""Kubernetes quantities at the edges: what memory figures the CLI and controller accept."""
+
+from __future__ import annotations
+
+import pytest
+
+from cli.quantity import QuantityError, parse_quantity
+
+GI = 1 << 30
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("10Gi", 10 * GI),
+        ("1Ki", 1024),
+        ("1Mi", 1 << 20),
+        ("1Ti", 1 << 40),
+        ("1Pi", 1 << 50),
+        ("1Ei", 1 << 60),
+        ("60G", 60 * 10**9),
+        ("1k", 1000),
+        ("1M", 10**6),
+        ("1T", 10**12),
+        ("1P", 10**15),
+        ("1E", 10**18),  # "E" alone is exa, not an exponent
+        ("1.5Ti", 3 << 39),
+        ("0.5Gi", GI // 2),
+        (".5Ki", 512),
+        ("5.", 5),
+        ("+1Ki", 1024),
+        ("1024", 1024),
+        ("1e3", 1000),
+        ("1E3", 1000),
+        ("2.5e2", 250),
+        ("1e+3", 1000),
+        (1024, 1024),
+        ("0010Gi", 10 * GI),
+    ],
+)
+def test_accepts_kubernetes_quantities(text: str | int, expected: int) -> None:
+    assert parse_quantity(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("0.5", 1),  # half a byte is a byte
+        ("1500m", 2),
+        ("1.0000001Ki", 1025),
+        ("1e-3", 1),
+        ("100n", 1),
+        ("3u", 1),
+    ],
+)
+def test_rounds_fractional_bytes_up(text: str, expected: int) -> None:
+    assert parse_quantity(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("10Gb", 'did you mean "10G" or "10Gi"?'),
+        ("10GB", 'did you mean "10G" or "10Gi"?'),
+        ("10GiB", 'did you mean "10Gi"?'),
+        ("10gi", 'did you mean "10Gi"?'),
+        ("1K", 'did you mean "1k" or "1Ki"?'),
+        ("-5Gi", "negative"),
+        ("-1", "negative"),
+        ("0", "zero"),
+        ("0Gi", "zero"),
+        ("0.0", "zero"),
+        ("", "not a Kubernetes quantity"),
+        ("Gi", "not a Kubernetes quantity"),
+        (".", "not a Kubernetes quantity"),
+        ("1 Gi", "not a Kubernetes quantity"),
+        (" 1Gi", "remove the surrounding spaces"),
+        ("1.2.3", "not a Kubernetes quantity"),
+        ("1e", "not a Kubernetes quantity"),
+        ("1e1.5", "not a Kubernetes quantity"),
+        ("ten", "not a Kubernetes quantity"),
+        ("0x10", "not a Kubernetes quantity"),
+        ("1e400", "out of range"),
+    ],
+)
+def test_refuses_with_a_clear_message(text: str, fragment: str) -> None:
+    with pytest.raises(QuantityError, match=None) as raised:
+        parse_quantity(text)
+    assert fragment in str(raised.value)
+    assert f'"{text}"' in str(raised.value) or text == ""
+
+
+@pytest.mark.parametrize("value", [1.5, True, None, [1], {"a": 1}])
+def test_refuses_values_that_are_not_strings_or_ints(value: object) -> None:
+    with pytest.raises(QuantityError, match="not a Kubernetes quantity"):
+        parse_quantity(value)  # type: ignore[arg-type]
+
+
+def test_zero_allowed_only_when_asked() -> None:
+    assert parse_quantity("0", allow_zero=True) == 0
+    assert parse_quantity(0, allow_zero=True) == 0
+    with pytest.raises(QuantityError, match="zero"):
+        parse_quantity(0)
+    with pytest.raises(QuantityError, match="negative"):
+        parse_quantity("-1Gi", allow_zero=True)
+
+
+def test_error_is_a_value_error() -> None:
+    # Callers (the controller, the scenario loader) catch ValueError.
+    assert issubclass(QuantityError, ValueError)
