@@ -227,7 +227,7 @@ class Reconciler:
             raise _Conclude(attrs.evolve(base, phase=FAILED, kind="PodFailed",
                                          detail=pod_failure(pod)))
         if phase == "Running":
-            raise _Conclude(attrs.evolve(base, phase=RUNNING, kind="Running",
+            raise _Conclude(attrs.evolve(base, phase=RUNNING, kind="",
                                          detail=f"pod {name_of(pod)} running on node "
                                                 f"{pod_node(pod)}"))
         if pod_node(pod):
@@ -368,7 +368,8 @@ class Reconciler:
         pending = [o for o in objs if not is_deleting(o)
                    and (o.get("status") or {}).get("phase") in (None, "", PENDING)]
         self.metrics.pending.set(len(pending))
-        return Result(enqueue=tuple((name_of(o), worker_order(o)) for o in pending))
+        return Result(enqueue=tuple(sorted(((name_of(o), worker_order(o)) for o in pending),
+                                           key=lambda item: item[1])))
 
     def sweep(self) -> Result:
         claims = self.api.list(kube.CLAIMS, label_selector=naming.MANAGED_SELECTOR)

@@ -1,0 +1,189 @@
+"""The loop's error handling, the watches' change filters, leader election, HTTP endpoints."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import urllib.request
+
+import pytest
+
+from controller import kube
+from controller.leader import LeaderElector
+from controller.loop import Controller
+from controller.metrics import Health, Metrics, serve
+from controller.queue import WorkQueue
+from controller.reconcile import WAKE, Result
+from controller.settings import Settings
+from controller.watches import Feed, feeds
+from tests.unit.controller.fake_kube import FakeKube
+
+
+class Scripted:
+    def __init__(self, *outcomes: object) -> None:
+        self.outcomes = list(outcomes)
+        self.seen: list[str] = []
+
+    def __call__(self, key: str) -> Result:
+        self.seen.append(key)
+        outcome = self.outcomes.pop(0)
+        if isinstance(outcome, BaseException):
+            raise outcome
+        assert isinstance(outcome, Result)
+        return outcome
+
+
+def controller(*outcomes: object) -> Controller:
+    c = Controller(FakeKube(), Settings(namespace="openrl", identity="t"))  # type: ignore[arg-type]
+    c.reconciler = Scripted(*outcomes)  # type: ignore[assignment]
+    return c
+
+
+def test_errors_never_escape_and_are_retried() -> None:
+    c = controller(kube.KubeError(500, "x", "boom"), ValueError("bug"),
+                   kube.Conflict(409, "Conflict", "stale"), Result(requeue_after=5))
+    for _ in range(3):
+        c.queue.add("w")
+        key = c.queue.get(timeout=0) or c.queue.get(timeout=2)
+        c.process(key)
+    assert len(c.queue) == 1  # retried each time
+    samples = {s.labels["result"]: s.value for s in c.metrics.reconciles.collect()[0].samples
+               if s.name.endswith("_total")}
+    assert samples["error"] == 3
+
+
+def test_result_requeues_wakes_and_enqueues() -> None:
+    c = controller(Result(requeue_after=100, wake=True, enqueue=(("p1", ("1", "a")),)))
+    c.queue.add("w")
+    c.process(c.queue.get(timeout=0))
+    assert c.queue.get(timeout=0) == "p1"
+    assert c.queue.get(timeout=1) == WAKE
+
+
+def test_feed_only_reports_changed_signatures() -> None:
+    seen: list[tuple[str, str]] = []
+    feed = Feed(kube.PODS, lambda o: o.get("v"),
+                lambda k, o: seen.append((k, o["metadata"]["name"])))
+    a = {"metadata": {"name": "a"}, "v": 1}
+    feed.event("ADDED", a)
+    feed.event("MODIFIED", {**a, "noise": 1})
+    feed.event("MODIFIED", {**a, "v": 2})
+    feed.relist([{"metadata": {"name": "b"}, "v": 1}])  # a vanished while disconnected
+    feed.event("DELETED", {"metadata": {"name": "zzz"}})  # never seen: nothing to say
+    assert seen == [("ADDED", "a"), ("MODIFIED", "a"), ("DELETED", "a"), ("ADDED", "b")]
+
+
+def test_feeds_route_events_to_keys() -> None:
+    q = WorkQueue()
+    worker_feed, pod_feed, claim_feed, slice_feed, node_feed = feeds(q, "gpu.example.com")
+    worker_feed.event("ADDED", {"metadata": {"name": "w", "uid": "1",
+                                             "creationTimestamp": "2026-01-01T00:00:00Z"}})
+    worker_feed.event("MODIFIED", {"metadata": {"name": "w", "uid": "1",
+                                                "creationTimestamp": "2026-01-01T00:00:00Z"},
+                                   "status": {"phase": "Running"}})  # our own write: ignored
+    pod_feed.event("ADDED", {"metadata": {"name": "orw-x", "ownerReferences": [
+        {"kind": "OpenRLWorker", "name": "x", "uid": "2", "controller": True}]}})
+    assert sorted(q._due) == ["w", "x"]
+    node_feed.event("ADDED", {"metadata": {"name": "n", "labels": {}}})
+    node_feed.event("MODIFIED", {"metadata": {"name": "n", "labels": {"kubernetes.io/x": "1"}},
+                                 "status": {"conditions": []}})
+    slice_feed.event("ADDED", {"metadata": {"name": "s"}, "spec": {"driver": "other"}})
+    assert WAKE in q._due  # from the node's first sighting
+    claim_feed.event("ADDED", {"metadata": {"name": "c", "uid": "3"}})
+
+
+class Ticker:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def elector(api: FakeKube, identity: str, clock: Ticker) -> LeaderElector:
+    return LeaderElector(api, name="lease", namespace="openrl", identity=identity,  # type: ignore[arg-type]
+                         lease_duration=15, renew_deadline=10, retry_period=2, clock=clock,
+                         now=lambda: dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
+
+
+def test_leader_election_one_at_a_time_and_takeover_after_expiry() -> None:
+    api, clock = FakeKube(), Ticker()
+    a, b = elector(api, "a", clock), elector(api, "b", clock)
+    assert a.try_acquire_or_renew() and a.leading
+    assert not b.try_acquire_or_renew()
+    clock.t = 10
+    assert a.try_acquire_or_renew()  # renewals keep it
+    assert not b.try_acquire_or_renew()
+    clock.t = 40  # a stopped renewing 30s ago (by b's own clock, not a's timestamps)
+    assert b.try_acquire_or_renew()
+    lease = api.obj(kube.LEASES, "lease")
+    assert lease["spec"]["holderIdentity"] == "b" and lease["spec"]["leaseTransitions"] == 1
+    assert not a.try_acquire_or_renew() and not a.leading
+
+
+def test_release_hands_the_lease_over_at_once() -> None:
+    api, clock = FakeKube(), Ticker()
+    a, b = elector(api, "a", clock), elector(api, "b", clock)
+    assert a.try_acquire_or_renew()
+    a.release()
+    assert not a.leading
+    assert b.try_acquire_or_renew()
+
+
+def test_keep_steps_down_when_renewals_fail() -> None:
+    api, clock = FakeKube(), Ticker()
+    a = elector(api, "a", clock)
+    a.retry_period = 0.01
+    assert a.try_acquire_or_renew()
+    api.objects[api.key(kube.LEASES, "lease")]["spec"]["holderIdentity"] = "thief"
+    lost = threading.Event()
+    stop = threading.Event()
+    a.keep(stop, lost.set)
+    assert lost.wait(2)
+    stop.set()
+
+
+@pytest.fixture
+def server():
+    metrics, health = Metrics(), Health()
+    srv = serve(("127.0.0.1", 0), metrics, health)
+    yield srv, metrics, health
+    srv.shutdown()
+
+
+def get(srv, path: str) -> tuple[int, str]:
+    url = f"http://127.0.0.1:{srv.server_address[1]}{path}"
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_health_ready_and_metrics(server) -> None:
+    srv, metrics, health = server
+    assert get(srv, "/healthz") == (200, "ok")
+    assert get(srv, "/readyz")[0] == 503
+    health.set_ready(True, "leading")
+    assert get(srv, "/readyz") == (200, "leading")
+    metrics.decisions.labels(outcome="new_claim").inc()
+    metrics.api_request("list", "pods", 200)
+    code, body = get(srv, "/metrics")
+    assert code == 200
+    for name in ("openrl_place_reconciles_total", "openrl_place_decisions_total",
+                 "openrl_place_pending_workers", "openrl_place_claims",
+                 "openrl_place_seats_used", "openrl_place_seats_total",
+                 "openrl_place_reconcile_duration_seconds_bucket",
+                 "openrl_place_api_requests_total"):
+        assert name in body
+    assert 'openrl_place_decisions_total{outcome="new_claim"} 1.0' in body
+    assert get(srv, "/nope")[0] == 404
+
+
+def test_health_fails_when_the_loop_stalls() -> None:
+    clock = Ticker()
+    health = Health(stall_after=120, clock=clock)
+    assert health.alive()[0]
+    clock.t = 121
+    ok, why = health.alive()
+    assert not ok and "121" in why

@@ -1,0 +1,73 @@
+import pytest
+from click.testing import CliRunner
+
+from controller import main
+from controller.settings import Settings, SettingsError, parse_duration, parse_http_address
+
+
+@pytest.mark.parametrize(("text", "seconds"), [
+    ("30s", 30), ("2m", 120), ("1h", 3600), ("1m30s", 90), ("500ms", 0.5), ("45", 45),
+    ("0.5", 0.5), (12, 12),
+])
+def test_durations(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "abc", "10x", "1m 30s", "m"])
+def test_bad_durations(text: str) -> None:
+    with pytest.raises(SettingsError):
+        parse_duration(text)
+
+
+def test_defaults() -> None:
+    s = Settings(namespace="openrl")
+    assert s.device_class == s.device_driver == "gpu.example.com"
+    assert (s.retry_interval, s.placement_timeout) == (30, 600)
+    assert (s.reclaim_interval, s.reclaim_grace) == (60, 120)
+    assert s.lease_namespace == "openrl" and s.lease_name == "open-rl-scheduler"
+    assert s.leader_elect and s.http_address == ":8080" and s.log_format == "json"
+
+
+def test_validation() -> None:
+    with pytest.raises(SettingsError, match="retry-interval"):
+        Settings(namespace="x", retry_interval="0s")
+    with pytest.raises(SettingsError, match="namespace"):
+        Settings(namespace="Not_A_Label")
+    with pytest.raises(SettingsError, match="http-address"):
+        Settings(namespace="x", http_address="8080")
+    with pytest.raises(ValueError):
+        Settings(namespace="x", log_format="xml")
+
+
+def test_http_address() -> None:
+    assert parse_http_address(":8080") == ("0.0.0.0", 8080)
+    assert parse_http_address("127.0.0.1:0") == ("127.0.0.1", 0)
+    assert parse_http_address("") is None
+
+
+def test_flags_fall_back_to_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = {}
+
+    def fake_run(settings: Settings, **_: object) -> int:
+        seen["settings"] = settings
+        return 0
+
+    monkeypatch.setattr(main, "run", fake_run)
+    monkeypatch.setattr(main, "configure", lambda *a, **k: None)
+    monkeypatch.setattr(main.signal, "signal", lambda *a: None)
+    env = {"OPEN_RL_NAMESPACE": "gpus", "OPEN_RL_DEVICE_CLASS": "gpu.nvidia.com",
+           "OPEN_RL_RETRY_INTERVAL": "5s", "OPEN_RL_LEADER_ELECT": "false",
+           "OPEN_RL_LOG_FORMAT": "text"}
+    result = CliRunner().invoke(main.command, ["--reclaim-grace", "10m"], env=env)
+    assert result.exit_code == 0, result.output
+    s = seen["settings"]
+    assert s.namespace == "gpus" and s.lease_namespace == "gpus"
+    assert s.device_class == s.device_driver == "gpu.nvidia.com"
+    assert s.retry_interval == 5 and s.reclaim_grace == 600
+    assert not s.leader_elect and s.log_format == "text"
+
+
+def test_bad_flag_is_a_usage_error() -> None:
+    result = CliRunner().invoke(main.command, ["--retry-interval", "soon"])
+    assert result.exit_code == 2
+    assert "not a duration" in result.output
