@@ -83,7 +83,8 @@ class FakeKube:
         return copy.deepcopy(found) if found else None
 
     def all(self, res: kube.Resource) -> list[Obj]:
-        return [copy.deepcopy(o) for (plural, _, _), o in sorted(self.objects.items())
+        """Every stored object of a kind, in the order they were stored."""
+        return [copy.deepcopy(o) for (plural, _, _), o in self.objects.items()
                 if plural == res.plural]
 
     def edit(self, res: kube.Resource, name: str, patch: Obj) -> Obj:
