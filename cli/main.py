@@ -55,7 +55,8 @@ def simulate(file: Path, output: str) -> None:
     except ScenarioError as error:
         _fail(f"{name}: {error}")
     if output == "json":
-        click.echo(render_json(report))
+        # Straight to stdout: click.echo would scan megabytes for colour codes.
+        sys.stdout.write(render_json(report) + "\n")
     else:
         title = (f"{name}: {_count(len(report.nodes), 'node')}, "
                  f"{_count(len(report.steps), 'event')}, dra: {report.dra}")

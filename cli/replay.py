@@ -15,6 +15,8 @@ scenario's own rules: an event about a worker that is not there, or an
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import attrs
 
 from cli.scenario import (
@@ -43,9 +45,12 @@ __all__ = [
 ]
 
 
-@attrs.frozen
-class Seat:
-    """A worker that got a seat during a step; ``workers`` is its claim's count right after."""
+class Seat(NamedTuple):
+    """A worker that got a seat during a step; ``workers`` is its claim's count right after.
+
+    A named tuple rather than an attrs class: a replay makes one per placement,
+    tens of thousands of them, and the JSON renderer zips it with its keys.
+    """
 
     worker: str
     claim: str

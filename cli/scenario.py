@@ -13,13 +13,12 @@ be known from the text alone is checked here, before anything runs.
 from __future__ import annotations
 
 import difflib
-import json
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypeVar
 
 import attrs
-import yaml
 
+from cli.document import ScenarioError, parse_document
 from cli.quantity import parse_quantity
 from placement import Node, Request, Role
 
@@ -32,22 +31,13 @@ __all__ = [
     "Leave",
     "Scenario",
     "ScenarioError",
+    "build_scenario",
     "load_scenario",
-    "parse_document",
 ]
 
 PHASES = ("Placed", "Placing", "Pending")
 ROLES = tuple(role.value for role in Role)
 DRA_MODES = ("instant", "deferred")
-
-
-class ScenarioError(ValueError):
-    """A scenario the tool cannot run; ``where`` is the field's path, e.g. ``events[3].leave``."""
-
-    def __init__(self, where: str, message: str) -> None:
-        super().__init__(f"{where}: {message}" if where else message)
-        self.where = where
-        self.message = message
 
 
 class _FieldError(ValueError):
@@ -230,26 +220,6 @@ def load_scenario(text: str) -> Scenario:
     return build_scenario(parse_document(text))
 
 
-def parse_document(text: str) -> object:
-    """JSON when it is JSON (fast, and what generated scenarios are), YAML otherwise."""
-    try:
-        return json.loads(text, object_pairs_hook=_unique_pairs)
-    except _DuplicateKey as duplicate:
-        raise ScenarioError("", f"duplicate key {duplicate.args[0]!r}") from None
-    except ValueError:
-        pass
-    try:
-        # A safe loader underneath (plain data only), see _StrictLoader.
-        return yaml.load(text, Loader=_StrictLoader)
-    except yaml.MarkedYAMLError as error:
-        mark = error.problem_mark or error.context_mark
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = error.problem or error.context or "invalid"
-        raise ScenarioError(where, f"not valid YAML: {problem}") from None
-    except yaml.YAMLError as error:
-        raise ScenarioError("", f"not valid YAML: {error}") from None
-
-
 def build_scenario(document: object) -> Scenario:
     if document is None:
         raise ScenarioError("", "the scenario is empty (expected the keys dra, nodes, events)")
@@ -394,42 +364,3 @@ def _describe(value: object) -> str:
     if isinstance(value, list | tuple):
         return "a list"
     return repr(value)
-
-
-# ------------------------------------------------------------------ the loaders
-
-
-class _DuplicateKey(ValueError):
-    pass
-
-
-def _unique_pairs(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    result = dict(pairs)
-    if len(result) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise _DuplicateKey(key)
-            seen.add(key)
-    return result
-
-
-# The C parser when PyYAML was built with libyaml (much faster on large files),
-# the pure-Python one otherwise. Both are the *safe* loaders: plain data only.
-_BaseLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-class _StrictLoader(_BaseLoader):  # type: ignore[valid-type, misc]
-    """A safe loader that refuses duplicate keys instead of keeping the last one silently."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        self.flatten_mapping(node)
-        seen: set[object] = set()
-        for key_node, _ in node.value:
-            if isinstance(key_node, yaml.ScalarNode):
-                if key_node.value in seen:
-                    raise yaml.constructor.ConstructorError(
-                        "while reading a mapping", node.start_mark,
-                        f"duplicate key {key_node.value!r}", key_node.start_mark)
-                seen.add(key_node.value)
-        return super().construct_mapping(node, deep=deep)  # type: ignore[no-any-return]
