@@ -9,8 +9,10 @@ message naming the file, the event index and the field; never a traceback).
 
 from __future__ import annotations
 
+import importlib
 import sys
 from pathlib import Path
+from typing import ClassVar
 
 import click
 
@@ -26,14 +28,34 @@ EXIT_EXPECTATION_FAILED = 1
 EXIT_BAD_SCENARIO = 2
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """A command group whose heavier subcommands are imported on first use.
+
+    ``openrl-place controller`` pulls in the Kubernetes client, which takes
+    longer to import than ``simulate`` takes to replay a small scenario.
+    """
+
+    lazy: ClassVar[dict[str, str]] = {"controller": "controller.main:command"}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self.lazy:
+            module, attribute = self.lazy[name].split(":")
+            command: click.Command = getattr(importlib.import_module(module), attribute)
+            return command
+        return super().get_command(ctx, name)
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="openrl-place", prog_name="openrl-place")
 def main() -> None:
     """GPU claim scheduler for Kubernetes: spread RL workers onto free GPUs, share
     DRA claims only under contention."""
 
 
-@main.command()
+@main.command(short_help="Replay a scenario of arrivals and departures offline.")
 @click.argument("file", type=click.Path(allow_dash=True, path_type=Path))
 @click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table",
               show_default=True, help="table for people, json for scripts")

@@ -200,3 +200,22 @@ def test_stdin(run: Run) -> None:
                                 input=devbox(LORA.format("a")))
     assert result.exit_code == 0
     assert json.loads(result.stdout)["workers"]["a"]["phase"] == "Placed"
+
+
+def test_the_controller_is_a_subcommand_loaded_only_when_asked() -> None:
+    import subprocess
+    import sys
+
+    from click.testing import CliRunner
+
+    from cli.main import main
+
+    assert "controller" in main.list_commands(None)  # type: ignore[arg-type]
+    # simulate must not pay for importing the Kubernetes client.
+    probe = "import sys, cli.main; print('kubernetes' in sys.modules, 'yaml' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.split() == ["False", "False"]
+    result = CliRunner().invoke(main, ["--help"])
+    assert result.exit_code == 0
+    assert "simulate" in result.stdout
