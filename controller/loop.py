@@ -32,6 +32,8 @@ from controller.watches import WAKE_DELAY, Watcher, feeds
 log = logging.getLogger("openrl.controller.loop")
 
 CONFLICT_DELAY = 0.2
+# A worker just let go of its claim: sweep shortly (the grace still protects young claims).
+SWEEP_SOON = 1.0
 SYNC_TIMEOUT = 60.0
 
 
@@ -91,6 +93,8 @@ class Controller:
                 self.queue.add(other, order=order)
             if result.wake:
                 self.queue.add(WAKE, after=WAKE_DELAY, order=HOUSEKEEPING_ORDER)
+            if result.sweep:
+                self.queue.add(SWEEP, after=SWEEP_SOON, order=HOUSEKEEPING_ORDER)
             if result.requeue_after is not None:
                 self.queue.add(key, after=result.requeue_after)
                 outcome = "requeue"

@@ -87,7 +87,8 @@ def worker_order(obj: Obj) -> tuple[str, ...]:
 @attrs.frozen
 class Result:
     requeue_after: float | None = None
-    wake: bool = False
+    wake: bool = False  # capacity changed: retry every pending worker
+    sweep: bool = False  # a claim may have lost its last reference: sweep soon
     enqueue: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
@@ -98,6 +99,14 @@ class _Conclude(Exception):
         super().__init__(outcome.reason)
         self.outcome = outcome
         self.requeue_after = requeue_after
+
+
+def _is_pending(obj: Obj) -> bool:
+    return not is_deleting(obj) and (obj.get("status") or {}).get("phase") in (None, "", PENDING)
+
+
+def _pending(objs: list[Obj]) -> int:
+    return sum(1 for o in objs if _is_pending(o))
 
 
 def utcnow() -> dt.datetime:
@@ -129,6 +138,7 @@ class Reconciler:
         obj = next((o for o in worker_objs if name_of(o) == name), None)
         if obj is None:
             return Result()
+        self.metrics.pending.set(_pending(worker_objs))
         worker = Worker.from_obj(obj)
         pods = self.api.list(kube.PODS, label_selector=naming.MANAGED_SELECTOR)
         if worker.deleting:
@@ -183,7 +193,7 @@ class Reconciler:
                 self.api.patch(kube.WORKERS, worker.name, body)
             log.info("released seat of deleted worker",
                      extra=kv(worker=worker.name, claim=worker.claim))
-        return Result(wake=True)
+        return Result(wake=True, sweep=True)
 
     def _with_pod(self, worker: Worker, pod: Obj) -> Result:
         owner = controller_owner(pod) or {}
@@ -271,7 +281,7 @@ class Reconciler:
         fleet = build_fleet(slices=self.api.list(kube.SLICES), nodes=self.api.list(kube.NODES),
                             claims=claims, workers=workers, pods=pods,
                             driver=self.settings.device_driver)
-        self._observe(fleet, workers)
+        self._observe(fleet)
         request = Request(worker.name, Role(worker.role), worker.memory, worker.owner)
         decision = decide(request, fleet.fleet)
         if isinstance(decision, NewClaim):
@@ -358,15 +368,14 @@ class Reconciler:
             if status.transition(worker, outcome):
                 self.recorder.record(worker.obj, status.event_type(outcome),
                                      outcome.kind or outcome.phase, outcome.phase,
-                                     outcome.reason or outcome.phase)
+                                     outcome.reason or outcome.detail or outcome.phase)
         return Result(requeue_after=requeue_after)
 
     # ----------------------------------------------------------- housekeeping
 
     def wake(self) -> Result:
         objs = self.api.list(kube.WORKERS)
-        pending = [o for o in objs if not is_deleting(o)
-                   and (o.get("status") or {}).get("phase") in (None, "", PENDING)]
+        pending = [o for o in objs if _is_pending(o)]
         self.metrics.pending.set(len(pending))
         return Result(enqueue=tuple(sorted(((name_of(o), worker_order(o)) for o in pending),
                                            key=lambda item: item[1])))
@@ -380,6 +389,7 @@ class Reconciler:
             referenced |= pod_claims(pod)
         now = self.now()
         deleted = 0
+        next_run = self.settings.reclaim_interval
         for claim in claims:
             view = read_claim(claim, {})
             if view.deleting or view.reserved or view.name in referenced:
@@ -387,6 +397,8 @@ class Reconciler:
             age = (now - view.created).total_seconds()
             if age < self.settings.reclaim_grace:
                 log.debug("orphaned claim still young", extra=kv(claim=view.name, age=int(age)))
+                # Come back as soon as it is old enough, not a whole interval later.
+                next_run = min(next_run, self.settings.reclaim_grace - age + 1.0)
                 continue
             try:
                 self.api.delete(kube.CLAIMS, view.name, uid=uid_of(claim),
@@ -397,16 +409,15 @@ class Reconciler:
             log.info("reclaimed orphaned claim", extra=kv(claim=view.name, node=view.node,
                                                           age=int(age)))
         self.metrics.claims.set(len([c for c in claims if not is_deleting(c)]) - deleted)
-        return Result(requeue_after=self.settings.reclaim_interval, wake=deleted > 0)
+        return Result(requeue_after=next_run, wake=deleted > 0)
 
-    def _observe(self, fleet: FleetView, workers: list[Worker]) -> None:
+    def _observe(self, fleet: FleetView) -> None:
         self.metrics.claims.set(len(fleet.claims))
         self.metrics.seats_used.set(fleet.seats_used)
         self.metrics.seats_total.set(fleet.seats_total)
-        self.metrics.pending.set(sum(1 for w in workers if not w.deleting
-                                     and w.phase in ("", PENDING)))
         self.metrics.node_warnings.set(len(fleet.warnings))
         for warning in fleet.warnings:
             if warning not in self._warned:
                 self._warned.add(warning)
-                log.warning(warning, extra=kv(node=warning.split(":")[0].removeprefix("node ")))
+                node = warning.split(":")[0].removeprefix("node ")
+                log.warning(warning, extra=kv(node=node) if " " not in node else {})
