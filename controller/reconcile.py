@@ -3,7 +3,7 @@
 The sequence for a worker (every read is a fresh, consistent read from the API
 server, so a reconcile always sees the writes of the one before it):
 
-1. Read the worker and the managed pods. Gone: nothing to do.
+1. Read the worker and its pod (``orw-<name>``). Gone: nothing to do.
 2. Deleting: delete its pod; only once the pod is verifiably gone, remove the
    finalizer. The seat stays booked (through the worker's status and its
    pod) until then: a seat cannot free while the process may still hold the
@@ -21,7 +21,8 @@ server, so a reconcile always sees the writes of the one before it):
    - if the worker already holds a live claim (its status says so, or the
      claim derived from its UID exists after a lost write), recreate the pod
      on it: placed workers stay put;
-   - otherwise read the fleet, decide, and write: create the claim (new
+   - otherwise read the fleet (every worker, managed pod and claim, the
+     driver's slices, the nodes), decide, and write: create the claim (new
      claims only), create the pod, patch the status.
 7. Waiting workers are retried at the retry interval (and woken by capacity
    changes); one no node could ever hold fails Unsatisfiable after the
@@ -134,15 +135,13 @@ class Reconciler:
     # ------------------------------------------------------------- a worker
 
     def reconcile(self, name: str) -> Result:
-        worker_objs = self.api.list(kube.WORKERS)
-        obj = next((o for o in worker_objs if name_of(o) == name), None)
-        if obj is None:
+        try:
+            worker = Worker.from_obj(self.api.get(kube.WORKERS, name))
+        except kube.NotFound:
             return Result()
-        self.metrics.pending.set(_pending(worker_objs))
-        worker = Worker.from_obj(obj)
-        pods = self.api.list(kube.PODS, label_selector=naming.MANAGED_SELECTOR)
+        pod = self._pod(worker.pod_name)
         if worker.deleting:
-            return self._finalize(worker, pods)
+            return self._finalize(worker, pod)
         if naming.FINALIZER not in worker.finalizers:
             worker = self._add_finalizer(worker)
         if worker.phase == FAILED:
@@ -150,29 +149,26 @@ class Reconciler:
         try:
             if worker.spec_error:
                 raise _Conclude(Outcome(FAILED, "InvalidSpec", worker.spec_error))
-            pod = next((p for p in pods if name_of(p) == worker.pod_name), None)
             if pod is not None:
                 return self._with_pod(worker, pod)
-            workers = [Worker.from_obj(o) for o in worker_objs]
-            return self._place(worker, workers, pods)
+            return self._place(worker)
         except _Conclude as done:
             return self._conclude(worker, done.outcome, done.requeue_after)
+
+    def _pod(self, name: str) -> Obj | None:
+        try:
+            return self.api.get(kube.PODS, name)
+        except kube.NotFound:
+            return None
 
     def _add_finalizer(self, worker: Worker) -> Worker:
         body = {"metadata": {"finalizers": [*worker.finalizers, naming.FINALIZER],
                              "resourceVersion": worker.obj["metadata"]["resourceVersion"]}}
         return Worker.from_obj(self.api.patch(kube.WORKERS, worker.name, body))
 
-    def _finalize(self, worker: Worker, pods: list[Obj]) -> Result:
-        mine = [p for p in pods if worker_owner_uid(p) == worker.uid]
-        if not mine:
-            # The list is label-selected; make sure no unlabelled pod of ours survives.
-            try:
-                pod = self.api.get(kube.PODS, worker.pod_name)
-                if worker_owner_uid(pod) == worker.uid:
-                    mine = [pod]
-            except kube.NotFound:
-                pass
+    def _finalize(self, worker: Worker, pod: Obj | None) -> Result:
+        # Only orw-<name> is ever created for a worker, so reading it by name is enough.
+        mine = [pod] if pod is not None and worker_owner_uid(pod) == worker.uid else []
         for pod in mine:
             if not is_deleting(pod):
                 try:
@@ -268,7 +264,7 @@ class Reconciler:
             return "", int(known_devices or 1)
         return (view.node if view.allocated else ""), view.devices
 
-    def _place(self, worker: Worker, workers: list[Worker], pods: list[Obj]) -> Result:
+    def _place(self, worker: Worker) -> Result:
         prepared = self._template(worker)
         claims = self.api.list(kube.CLAIMS, label_selector=naming.MANAGED_SELECTOR)
         views = {v.name: v for v in (read_claim(c, {}) for c in claims) if not v.deleting}
@@ -278,6 +274,10 @@ class Reconciler:
             return self._start(worker, prepared, held, view.devices,
                                view.node if view.allocated else "",
                                f"resumed on claim {held}")
+        worker_objs = self.api.list(kube.WORKERS)
+        self.metrics.pending.set(_pending(worker_objs))
+        workers = [Worker.from_obj(o) for o in worker_objs]
+        pods = self.api.list(kube.PODS, label_selector=naming.MANAGED_SELECTOR)
         fleet = build_fleet(slices=self.api.list(kube.SLICES), nodes=self.api.list(kube.NODES),
                             claims=claims, workers=workers, pods=pods,
                             driver=self.settings.device_driver)

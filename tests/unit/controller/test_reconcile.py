@@ -43,9 +43,12 @@ def test_first_placement_is_finalizer_claim_pod_status(cluster: Cluster) -> None
     assert pod["spec"]["resourceClaims"][0]["resourceClaimName"] == f"orw-{uid}"
     assert events(api, "w1") == [("Normal", "Placed")]
     assert result.requeue_after == cluster.settings.placement_timeout
-    # Reads: worker list, pod list, template, claims, slices, nodes.
-    reads = sum(v for k, v in api.calls.items() if k[0] in ("list", "get"))
-    assert reads == 6
+    # Reads: the worker, its pod (none), the template; then the fleet: claims, workers,
+    # pods, slices, nodes.
+    assert {k: v for k, v in api.calls.items() if k[0] in ("list", "get")} == {
+        ("get", "openrlworkers"): 1, ("get", "pods"): 1, ("get", "configmaps"): 1,
+        ("list", "resourceclaims"): 1, ("list", "openrlworkers"): 1, ("list", "pods"): 1,
+        ("list", "resourceslices"): 1, ("list", "nodes"): 1}
 
 
 def test_running_reports_node_once_allocated(cluster: Cluster) -> None:
