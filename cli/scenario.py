@@ -71,6 +71,11 @@ def _optional_name(instance: object, attribute: attrs.Attribute[Any], value: obj
         _name(instance, attribute, value)
 
 
+def _optional_text(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is not None and (not isinstance(value, str) or not value):
+        raise _FieldError(_key(attribute), f"must be non-empty text, got {_describe(value)}")
+
+
 def _count(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if value is None:
         return
@@ -111,8 +116,9 @@ def _memory(value: object) -> int:
     return parse_quantity(value)  # type: ignore[arg-type]  # the parser reports bad types
 
 
-def _host_memory(value: object) -> int | None:
-    return None if value is None else parse_quantity(value, allow_zero=True)  # type: ignore[arg-type]
+def _host_memory(value: object) -> int:
+    # Zero is a real answer here: a node that can park nothing never shares.
+    return parse_quantity(value, allow_zero=True)  # type: ignore[arg-type]
 
 
 def _field(key: str, *validators: Any, parse: Callable[[object], object] | None = None,
@@ -134,7 +140,7 @@ class NodeSpec:
     host_memory: int | None = _field("hostMemory", parse=_host_memory, default=None)
     roles: tuple[str, ...] = _field("roles", _roles, parse=_to_roles, default=())
     max_workers_per_claim: int = _field("maxWorkersPerClaim", _count, default=1)
-    product: str | None = _field("product", _optional_name, default=None)
+    product: str | None = _field("product", _optional_text, default=None)
 
     def to_node(self) -> Node:
         return Node(self.name, self.devices, self.device_memory, self.host_memory,
@@ -181,7 +187,7 @@ class Expect:
     node: str | None = _field("node", _optional_name, default=None)
     shares_with: str | None = _field("sharesWith", _optional_name, default=None)
     alone: bool | None = _field("alone", _boolean, default=None)
-    reason: str | None = _field("reason", _optional_name, default=None)
+    reason: str | None = _field("reason", _optional_text, default=None)
     devices: int | None = _field("devices", _count, default=None)
 
     @shares_with.validator

@@ -219,3 +219,29 @@ def test_the_controller_is_a_subcommand_loaded_only_when_asked() -> None:
     result = CliRunner().invoke(main, ["--help"])
     assert result.exit_code == 0
     assert "simulate" in result.stdout
+
+
+def test_zero_host_memory_means_nothing_can_be_parked(run: Run) -> None:
+    text = """
+        nodes:
+          - {name: box, devices: 1, deviceMemory: 24Gi, hostMemory: 0, maxWorkersPerClaim: 2}
+        events:
+          - arrive: {name: a, role: trainer, memory: 10Gi}
+          - arrive: {name: b, role: trainer, memory: 10Gi}
+          - expect: {worker: a, alone: true}
+          - expect: {worker: b, phase: Pending, reason: host memory}
+    """
+    result = run(text)
+    assert result.exit_code == 0, result.output
+
+
+def test_empty_values_mean_absent(run: Run) -> None:
+    text = """
+        nodes:
+          - {name: box, devices: 1, deviceMemory: 24Gi, hostMemory: , roles: , product: }
+        events:
+          - arrive: {name: a, role: sampler, memory: 10Gi, owner: }
+          - expect: {worker: a, phase: Placed}
+    """
+    doc = document(run(text, "-o", "json"))
+    assert doc["workers"]["a"]["owner"] == "a"
