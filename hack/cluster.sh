@@ -207,6 +207,7 @@ fail_up() { # component message
     log "last lines of $LOGS/$1.log:"
     tail -n 40 "$LOGS/$1.log" >&2
   fi
+  trap - EXIT
   stop_all
   exit 1
 }
@@ -315,6 +316,8 @@ cmd_up() {
   ensure_pki
   local c
   for c in "${COMPONENTS[@]}"; do : >"$LOGS/$c.log"; done
+  # Whatever ends this function early (an error, a signal) stops what it started.
+  trap 'log "up did not finish: stopping what it started"; stop_all' EXIT
 
   launch etcd "$KUBE etcd" "$KUBE" etcd \
     --name=local \
@@ -387,6 +390,7 @@ cmd_up() {
   wait_until fakenodes 60 "fake GPU nodes to register" fakenodes_ready
   wait_until controller-manager 60 "the default ServiceAccount (serviceaccount controller)" default_sa
 
+  trap - EXIT
   log "up in $((SECONDS - t0))s: nodes $(cat "$RUN/fakenodes.ready")"
   log "kubectl: hack/cluster.sh kubectl get nodes   (or hack/bin/kubectl --kubeconfig $ADMIN_KUBECONFIG)"
   echo "KUBECONFIG=$ADMIN_KUBECONFIG"
