@@ -1,0 +1,210 @@
+"""Fixtures for the controller's e2e tests: the CRD, enabled nodes, a controller in a thread.
+
+``crd`` (session): applies manifests/base/crd.yaml and waits until it is
+established. ``gpu_nodes`` (session): the fake GPU nodes labelled
+``openrl.io/enabled=true`` and ``openrl.io/max-workers-per-claim=1`` (their
+labels restored afterwards), with what the driver publishes for each.
+``orw`` (function): a namespace with the default pod templates and a helper
+that starts the controller in-process on it (no leader election, no HTTP) and,
+at teardown, deletes every worker and waits for the controller to let them go
+before stopping it -- otherwise the finalizer would hold the namespace's
+deletion forever.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from controller import kube
+from controller.fleet_reader import read_slices
+from controller.loop import Controller
+from controller.main import run
+from controller.metrics import Metrics
+from controller.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+CRD = ROOT / "manifests" / "base" / "crd.yaml"
+TEMPLATES = ROOT / "manifests" / "base" / "pod-templates.yaml"
+GiB = 1 << 30
+ENABLED = {"openrl.io/enabled": "true", "openrl.io/max-workers-per-claim": "1"}
+
+
+@pytest.fixture(scope="session")
+def crd(cluster: Any) -> None:
+    cluster.kubectl("apply", "-f", str(CRD))
+    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                    "crd/openrlworkers.openrl.io")
+
+
+@dataclasses.dataclass
+class GpuNode:
+    name: str
+    devices: int
+    device_memory: int
+
+
+@pytest.fixture(scope="session")
+def gpu_nodes(cluster: Any) -> Iterator[list[GpuNode]]:
+    custom = client.CustomObjectsApi(cluster.api)
+    slices = custom.list_cluster_custom_object("resource.k8s.io", "v1", "resourceslices")
+    hardware, _, _ = read_slices(slices["items"], cluster.driver)
+    core = cluster.core
+    saved: dict[str, dict[str, str | None]] = {}
+    nodes = []
+    for name in sorted(hardware):
+        labels = core.read_node(name).metadata.labels or {}
+        saved[name] = {k: labels.get(k) for k in ENABLED}
+        core.patch_node(name, {"metadata": {"labels": ENABLED}})
+        nodes.append(GpuNode(name, hardware[name].devices, hardware[name].device_memory))
+    assert nodes, f"no ResourceSlices of {cluster.driver}: is the fake driver running?"
+    try:
+        yield nodes
+    finally:
+        for name, labels in saved.items():
+            core.patch_node(name, {"metadata": {"labels": labels}})
+
+
+class Env:
+    """One namespace, its controller, and shortcuts for the test."""
+
+    def __init__(self, cluster: Any, namespace: str) -> None:
+        self.cluster = cluster
+        self.namespace = namespace
+        self.custom = client.CustomObjectsApi(cluster.api)
+        self.core = cluster.core
+        self.threads: list[tuple[threading.Thread, threading.Event]] = []
+        self.controllers: list[Controller] = []
+
+    # ----------------------------------------------------------- controller
+
+    def start(self, **overrides: Any) -> Controller:
+        values: dict[str, Any] = {
+            "namespace": self.namespace, "leader_elect": False, "http_address": "",
+            "retry_interval": "3s", "reclaim_interval": "2s", "reclaim_grace": "10s",
+            "device_class": self.cluster.driver, "identity": f"e2e-{self.namespace}",
+        }
+        values.update(overrides)
+        settings = Settings(**values)
+        metrics = Metrics()
+        api = kube.Kube(kube.load_api_client(self.cluster.kubeconfig), self.namespace,
+                        hook=metrics.api_request)
+        stop = threading.Event()
+        ready = threading.Event()
+
+        def started(controller: Controller) -> None:
+            self.controllers.append(controller)
+            ready.set()
+
+        thread = threading.Thread(
+            target=run, args=(settings,),
+            kwargs={"stop": stop, "api": api, "metrics": metrics, "started": started},
+            name=f"controller-{self.namespace}", daemon=True)
+        thread.start()
+        assert ready.wait(30), "the controller did not start"
+        self.threads.append((thread, stop))
+        return self.controllers[-1]
+
+    def stop(self) -> None:
+        for thread, stop in self.threads:
+            stop.set()
+            thread.join(15)
+        self.threads.clear()
+
+    # -------------------------------------------------------------- objects
+
+    def create_worker(self, name: str, memory: str = "10Gi", role: str = "trainer",
+                      **spec: Any) -> dict[str, Any]:
+        body = {"apiVersion": "openrl.io/v1alpha1", "kind": "OpenRLWorker",
+                "metadata": {"name": name},
+                "spec": {"role": role, "modelId": "e2e-model", "memory": memory, **spec}}
+        return self.custom.create_namespaced_custom_object(
+            "openrl.io", "v1alpha1", self.namespace, "openrlworkers", body)
+
+    def worker(self, name: str) -> dict[str, Any] | None:
+        try:
+            return self.custom.get_namespaced_custom_object(
+                "openrl.io", "v1alpha1", self.namespace, "openrlworkers", name)
+        except client.ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
+    def status(self, name: str) -> dict[str, Any]:
+        found = self.worker(name)
+        return (found or {}).get("status") or {}
+
+    def delete_worker(self, name: str) -> None:
+        self.custom.delete_namespaced_custom_object(
+            "openrl.io", "v1alpha1", self.namespace, "openrlworkers", name)
+
+    def workers(self) -> list[dict[str, Any]]:
+        return self.custom.list_namespaced_custom_object(
+            "openrl.io", "v1alpha1", self.namespace, "openrlworkers")["items"]
+
+    def claims(self) -> dict[str, dict[str, Any]]:
+        items = self.custom.list_namespaced_custom_object(
+            "resource.k8s.io", "v1", self.namespace, "resourceclaims")["items"]
+        return {c["metadata"]["name"]: c for c in items}
+
+    def pod(self, name: str) -> Any:
+        try:
+            return self.core.read_namespaced_pod(name, self.namespace)
+        except client.ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
+    def wait_phase(self, name: str, phase: str, timeout: float = 90) -> dict[str, Any]:
+        return self.cluster.wait_for(
+            lambda: (s := self.status(name)).get("phase") == phase and s,
+            timeout=timeout, what=f"worker {name} {phase}")
+
+    def hold_pod(self, name: str) -> None:
+        """Keep a pod around after deletion (a finalizer of the test's own)."""
+        self.core.patch_namespaced_pod(name, self.namespace,
+                                       {"metadata": {"finalizers": ["e2e.openrl.io/hold"]}})
+
+    def release_pod(self, name: str) -> None:
+        try:
+            self.core.patch_namespaced_pod(name, self.namespace,
+                                           {"metadata": {"finalizers": None}})
+        except client.ApiException as e:
+            if e.status != 404:
+                raise
+
+    def cleanup(self) -> None:
+        for pod in self.core.list_namespaced_pod(self.namespace).items:
+            if pod.metadata.finalizers:
+                self.release_pod(pod.metadata.name)
+        for item in self.workers():
+            if not item["metadata"].get("deletionTimestamp"):
+                self.delete_worker(item["metadata"]["name"])
+        deadline = time.monotonic() + 60
+        while self.workers() and time.monotonic() < deadline and self.threads:
+            time.sleep(0.5)
+        self.stop()
+        for item in self.workers():  # the controller could not finish: never wedge the namespace
+            self.custom.patch_namespaced_custom_object(
+                "openrl.io", "v1alpha1", self.namespace, "openrlworkers",
+                item["metadata"]["name"], {"metadata": {"finalizers": None}})
+
+
+@pytest.fixture
+def orw(cluster: Any, namespace: str, crd: None, gpu_nodes: list[GpuNode]) -> Iterator[Env]:
+    text = TEMPLATES.read_text().replace("namespace: openrl", f"namespace: {namespace}")
+    cluster.kubectl("-n", namespace, "apply", "-f", "-", input=text)
+    logging.getLogger("openrl").setLevel(logging.INFO)
+    env = Env(cluster, namespace)
+    try:
+        yield env
+    finally:
+        env.cleanup()

@@ -1,0 +1,169 @@
+"""The controller against the local control plane: real API server, scheduler and DRA.
+
+Each test runs its own controller (in a thread) on a fresh namespace; the fake
+GPU nodes are enabled with one worker per claim for the session.
+"""
+# The fixtures come from controller_fixtures (tests/e2e/conftest.py belongs to
+# the control plane); importing them makes every test parameter a redefinition.
+# ruff: noqa: F811
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from controller_fixtures import Env, GiB, GpuNode, crd, gpu_nodes, orw  # noqa: F401
+from kubernetes import client
+
+
+def whole_node(nodes: list[GpuNode]) -> str:
+    """A memory figure that needs every device of the largest node, and fits it."""
+    node = max(nodes, key=lambda n: (n.devices * n.device_memory, n.name))
+    return f"{((node.devices - 1) * node.device_memory + GiB) // GiB}Gi"
+
+
+def test_spec_changes_are_rejected_by_the_crd(orw: Env) -> None:
+    orw.create_worker("w", "10Gi")
+    for change in ({"memory": "20Gi"}, {"role": "sampler"}, {"modelId": "other"},
+                   {"ownerId": "someone"}):
+        with pytest.raises(client.ApiException) as info:
+            orw.custom.patch_namespaced_custom_object(
+                "openrl.io", "v1alpha1", orw.namespace, "openrlworkers", "w",
+                {"spec": change})
+        assert info.value.status == 422
+        assert "immutable" in info.value.body
+    assert orw.worker("w")["spec"]["memory"] == "10Gi"
+    # Status and metadata stay writable: the controller needs both.
+    orw.custom.patch_namespaced_custom_object(
+        "openrl.io", "v1alpha1", orw.namespace, "openrlworkers", "w",
+        {"metadata": {"labels": {"team": "a"}}})
+
+
+def test_placed_worker_runs_on_an_allocated_claim(orw: Env) -> None:
+    orw.start()
+    orw.create_worker("w", "50Gi", ownerId="team-a")
+    status = orw.wait_phase("w", "Running")
+    assert status["deviceCount"] == 1 and status["memoryPerDevice"] == "50Gi"
+    assert status["nodeName"]
+    claim = orw.claims()[status["claimName"]]
+    allocation = claim["status"]["allocation"]
+    assert len(allocation["devices"]["results"]) == 1
+    assert claim["status"]["reservedFor"][0]["name"] == "orw-w"
+    pod = orw.pod("orw-w")
+    assert pod.spec.node_name == status["nodeName"]
+    env = {e.name: e.value for e in pod.spec.containers[0].env}
+    assert env["OPEN_RL_TIME_SLICE_GROUP"] == status["claimName"]
+    assert env["OPEN_RL_TIME_SLICE_OWNER"] == "team-a"
+
+
+def test_recreated_worker_never_inherits_claim_or_pod(orw: Env) -> None:
+    orw.start()
+    first = orw.create_worker("w", "10Gi")
+    old = orw.wait_phase("w", "Running")
+    old_pod_uid = orw.pod("orw-w").metadata.uid
+    # Keep the old pod around past its worker: a forced finalizer removal, say.
+    orw.hold_pod("orw-w")
+    orw.delete_worker("w")
+    orw.cluster.wait_for(lambda: orw.pod("orw-w").metadata.deletion_timestamp,
+                         what="the old pod to be deleted")
+    orw.custom.patch_namespaced_custom_object(
+        "openrl.io", "v1alpha1", orw.namespace, "openrlworkers", "w",
+        {"metadata": {"finalizers": None}})
+    orw.cluster.wait_for(lambda: orw.worker("w") is None, what="the old worker to go")
+
+    second = orw.create_worker("w", "10Gi")
+    assert second["metadata"]["uid"] != first["metadata"]["uid"]
+    waiting = orw.cluster.wait_for(
+        lambda: (s := orw.status("w")).get("reason", "").startswith("WaitingForPredecessor")
+        and s, what="the new worker to wait for its predecessor's pod")
+    assert waiting["phase"] == "Pending" and "claimName" not in waiting
+    time.sleep(3)  # a retry interval: still nothing adopted
+    assert orw.status("w")["phase"] == "Pending"
+    assert orw.pod("orw-w").metadata.uid == old_pod_uid
+
+    orw.release_pod("orw-w")
+    new = orw.wait_phase("w", "Running")
+    assert new["claimName"] == f"orw-{second['metadata']['uid']}" != old["claimName"]
+    pod = orw.pod("orw-w")
+    assert pod.metadata.uid != old_pod_uid
+    assert pod.metadata.owner_references[0].uid == second["metadata"]["uid"]
+
+
+def test_deleting_worker_keeps_its_seat_until_its_pod_is_gone(
+        orw: Env, gpu_nodes: list[GpuNode]) -> None:
+    orw.start()
+    memory = whole_node(gpu_nodes)
+    fits = [n for n in gpu_nodes if n.devices * n.device_memory >= int(memory[:-2]) * GiB]
+    names = [f"w{i}" for i in range(len(fits))]
+    for name in names:
+        orw.create_worker(name, memory)
+    for name in names:
+        orw.wait_phase(name, "Running", timeout=120)
+    leaving = names[0]
+    orw.hold_pod(f"orw-{leaving}")
+    orw.delete_worker(leaving)
+    orw.create_worker("next", memory)
+    orw.cluster.wait_for(lambda: orw.status("next").get("phase") == "Pending",
+                         what="the next worker to wait")
+    time.sleep(6)  # retries and a sweep or two: the seat must still be taken
+    assert orw.status("next")["phase"] == "Pending"
+    assert orw.status("next")["reason"].startswith("WaitingForCapacity:")
+    held = orw.worker(leaving)
+    assert held is not None and held["metadata"]["deletionTimestamp"]
+    assert held["metadata"]["finalizers"] == ["openrl.io/placement"]
+    assert orw.pod(f"orw-{leaving}").metadata.deletion_timestamp
+
+    orw.release_pod(f"orw-{leaving}")
+    orw.cluster.wait_for(lambda: orw.worker(leaving) is None, what="the old worker to go")
+    orw.wait_phase("next", "Running", timeout=120)
+
+
+def test_sweep_deletes_orphaned_claims_but_never_young_ones(orw: Env) -> None:
+    orw.start(reclaim_grace="20s", reclaim_interval="2s")
+    body = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": "orphan", "labels": {"openrl.io/managed": "true"}},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                "deviceClassName": orw.cluster.driver, "count": 1}}]}}}
+    orw.custom.create_namespaced_custom_object("resource.k8s.io", "v1", orw.namespace,
+                                               "resourceclaims", body)
+    unmanaged = {**body, "metadata": {"name": "not-ours"}}
+    orw.custom.create_namespaced_custom_object("resource.k8s.io", "v1", orw.namespace,
+                                               "resourceclaims", unmanaged)
+    orw.create_worker("w", "10Gi")
+    status = orw.wait_phase("w", "Running")
+    created = time.monotonic()
+    time.sleep(10)  # several sweeps, all inside the grace
+    assert "orphan" in orw.claims()
+    orw.cluster.wait_for(lambda: "orphan" not in orw.claims(), timeout=40,
+                         what="the orphaned claim to be swept")
+    assert time.monotonic() - created >= 10
+    claims = orw.claims()
+    assert "not-ours" in claims  # unmanaged: never ours to delete
+    assert status["claimName"] in claims  # referenced: kept
+
+
+def test_pending_reason_tells_never_from_not_yet(orw: Env, gpu_nodes: list[GpuNode]) -> None:
+    orw.start()
+    largest = max(n.devices * n.device_memory for n in gpu_nodes)
+    orw.create_worker("huge", f"{largest // GiB + 1}Gi")
+    never = orw.cluster.wait_for(lambda: (s := orw.status("huge")).get("phase") and s,
+                                 what="a reason for the huge worker")
+    assert never["phase"] == "Pending"
+    assert never["reason"].startswith("NoCapacity:")
+    assert never["conditions"][0]["reason"] == "NoCapacity"
+
+    memory = whole_node(gpu_nodes)
+    fits = [n for n in gpu_nodes if n.devices * n.device_memory >= int(memory[:-2]) * GiB]
+    for i in range(len(fits)):
+        orw.create_worker(f"big{i}", memory)
+    for i in range(len(fits)):
+        orw.wait_phase(f"big{i}", "Running", timeout=120)
+    orw.create_worker("late", memory)
+    late = orw.cluster.wait_for(lambda: (s := orw.status("late")).get("phase") and s,
+                                what="a reason for the late worker")
+    assert late["phase"] == "Pending"
+    assert late["reason"].startswith("WaitingForCapacity:")
+    assert late["conditions"][0]["reason"] == "WaitingForCapacity"
+    events = orw.core.list_namespaced_event(
+        orw.namespace, field_selector="involvedObject.name=huge").items
+    assert any(e.reason == "NoCapacity" and e.type == "Warning" for e in events)
