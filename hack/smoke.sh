@@ -21,8 +21,6 @@ RUN_NAME=smoke
 # shellcheck source=hack/lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 begin
-set +e
-"${BOOKS[@]}" smoke
-rc=$?
-set -e
+rc=0
+run_books smoke || rc=$?
 finish "$rc" "$((GPUS_FOUND + 1)) workers on $GPUS_FOUND devices"

@@ -18,10 +18,8 @@ RUN_NAME=stress
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 export WORKERS=${WORKERS:-24} ROUNDS=${ROUNDS:-5}
 begin
-set +e
-"${BOOKS[@]}" stress
-rc=$?
-set -e
+rc=0
+run_books stress || rc=$?
 first=$("$PY" -c 'import json,sys; r=json.load(open(sys.argv[1])); print("%.1fs" % r["settle_seconds"][0])' \
   "$OPENRL_STATE_DIR/stress-result.json" 2>/dev/null || echo "n/a")
 finish "$rc" "WORKERS=$WORKERS GPUS=$GPUS_FOUND MAXW=$MAXW ROUNDS=$ROUNDS; first round settled in $first"

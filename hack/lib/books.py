@@ -847,6 +847,12 @@ def main(argv: list[str] | None = None) -> int:
     except SetupError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except ApiException as e:
+        print(f"error: API request failed: {e.status} {e.reason}: {e.body}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

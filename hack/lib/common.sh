@@ -49,6 +49,7 @@ export OPENRL_NAMESPACE=$NS
 
 CONTROLLER_PID=
 CONTROLLER_LOG=
+BOOKS_PID=
 RUN_NAME=${RUN_NAME:-run}
 FINISHED=0
 
@@ -225,10 +226,27 @@ rbac_denials() {
   grep -Ei 'forbidden|\b403\b' "$CONTROLLER_LOG" | head -n 5 || true
 }
 
+# Run books.py in the background and wait for it: a signal to this script
+# then interrupts the wait at once (bash defers traps while a foreground
+# command runs), and on_exit stops the child.
+run_books() {
+  "${BOOKS[@]}" "$@" &
+  BOOKS_PID=$!
+  local rc=0
+  wait "$BOOKS_PID" || rc=$?
+  BOOKS_PID=
+  return "$rc"
+}
+
 # EXIT trap: whatever happened, leave the cluster as we found it.
 on_exit() {
   local rc=$?
   set +e
+  if [[ -n $BOOKS_PID ]]; then
+    kill -TERM "$BOOKS_PID" 2>/dev/null
+    wait "$BOOKS_PID" 2>/dev/null
+    BOOKS_PID=
+  fi
   if [[ $FINISHED != 1 ]]; then
     if [[ -n ${OPENRL_STATE_DIR:-} && -n ${KUBECONFIG:-} ]]; then
       if [[ -n $CONTROLLER_PID ]] && kill -0 "$CONTROLLER_PID" 2>/dev/null; then
