@@ -30,6 +30,7 @@
 #   GPUS                     devices the selected nodes must publish (default:
 #                            whatever they publish, 8 on the local cluster)
 #   MEMORY, ROLE, OWNER      what each worker asks for (50Gi, trainer, none)
+#   OPENRL_KEEP_CLUSTER=1    leave a local control plane this run started running
 #   SETTLE_TIMEOUT           seconds to wait for the fleet to settle (300)
 #   TEARDOWN_TIMEOUT         seconds to wait for an empty fleet (180)
 #   KUBECTL                  kubectl to use (default hack/bin/kubectl, else PATH)
@@ -50,6 +51,7 @@ export OPENRL_NAMESPACE=$NS
 CONTROLLER_PID=
 CONTROLLER_LOG=
 BOOKS_PID=
+STARTED_CLUSTER=0
 RUN_NAME=${RUN_NAME:-run}
 FINISHED=0
 
@@ -72,6 +74,10 @@ setup_cluster() {
   if [[ $OPENRL_EXTERNAL == 1 ]]; then
     [[ -n ${KUBECONFIG:-} ]] || die "OPENRL_EXTERNAL=1 needs KUBECONFIG"
   else
+    if ! "$ROOT/hack/cluster.sh" status >/dev/null 2>&1; then
+      STARTED_CLUSTER=1
+      log "starting the local control plane (hack/cluster.sh up; the first build takes a while)"
+    fi
     "$ROOT/hack/cluster.sh" up >/dev/null || die "hack/cluster.sh up failed"
     export KUBECONFIG=${CLUSTER_DIR:-$ROOT/.cluster}/admin.kubeconfig
   fi
@@ -259,9 +265,19 @@ on_exit() {
     stop_controller
     [[ $OPENRL_LABEL_NODES == 1 && -n ${OPENRL_STATE_DIR:-} ]] && "${BOOKS[@]}" unlabel >&2
     ((rc == 0)) && rc=1
+    stop_cluster
     echo "$RUN_NAME: FAIL (aborted, exit $rc)"
   fi
   exit "$rc"
+}
+
+# Leave the machine as we found it: a control plane this run started is
+# stopped again, unless OPENRL_KEEP_CLUSTER=1.
+stop_cluster() {
+  if [[ $STARTED_CLUSTER == 1 && ${OPENRL_KEEP_CLUSTER:-0} != 1 ]]; then
+    log "stopping the local control plane this run started (OPENRL_KEEP_CLUSTER=1 keeps it)"
+    "$ROOT/hack/cluster.sh" down >/dev/null 2>&1 || true
+  fi
 }
 
 # The last line of a run: PASS, or FAIL with a non-zero exit.
@@ -276,6 +292,7 @@ finish() { # books-exit-status summary
     ((rc == 0)) && rc=1
   fi
   FINISHED=1
+  stop_cluster
   if ((rc == 0)); then
     echo "$RUN_NAME: PASS${summary:+ ($summary)}"
   else
