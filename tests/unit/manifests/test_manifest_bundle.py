@@ -358,23 +358,27 @@ def test_deployment_runs_the_controller_as_its_service_account() -> None:
         assert env["OPEN_RL_LEADER_ELECT"]["value"] == "true"
 
 
-def test_deployment_env_names_are_controller_settings() -> None:
-    known = {
-        "OPEN_RL_NAMESPACE",
-        "OPEN_RL_DEVICE_CLASS",
-        "OPEN_RL_DEVICE_DRIVER",
-        "OPEN_RL_RETRY_INTERVAL",
-        "OPEN_RL_PLACEMENT_TIMEOUT",
-        "OPEN_RL_RECLAIM_INTERVAL",
-        "OPEN_RL_RECLAIM_GRACE",
-        "OPEN_RL_HTTP_ADDRESS",
-        "OPEN_RL_LEADER_ELECT",
-        "OPEN_RL_LEASE_NAME",
-    }
-    assert set(env_of(find("Deployment", SA))) <= known
-    for name, entry in env_of(find("Deployment", SA)).items():
+def controller_options() -> tuple[set[str], set[str]]:
+    """The flags and environment variables ``openrl-place controller`` declares."""
+    source = (ROOT / "controller" / "main.py").read_text()
+    envvars = set(re.findall(r'envvar="(OPEN_RL_[A-Z_]+)"', source))
+    flags = set(re.findall(r'"(--[a-z][a-z-]*)', source))
+    return envvars, flags
+
+
+def test_deployment_env_and_args_are_controller_settings() -> None:
+    envvars, flags = controller_options()
+    assert "OPEN_RL_DEVICE_CLASS" in envvars and "--http-address" in flags
+    env = env_of(find("Deployment", SA))
+    assert set(env) <= envvars
+    (container,) = pod_spec(find("Deployment", SA))["containers"]
+    for arg in container["args"]:
+        assert arg.split("=")[0] in flags, arg
+    for name, entry in env.items():
         if name.endswith(("_INTERVAL", "_TIMEOUT", "_GRACE")):
             assert seconds(entry["value"]) > 0
+    smoke_env = smoke_deployment()["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {e["name"] for e in smoke_env} <= envvars
 
 
 def test_deployment_probes_and_ports() -> None:
