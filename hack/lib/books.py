@@ -18,6 +18,7 @@ the result, never the scheduler.
     books.py teardown                     delete this run's workers, wait for an empty fleet
     books.py force-clean                  strip finalizers, delete leftovers (no scheduler)
     books.py show                         print the books
+    books.py scheduler-metrics FILE       summarize the scheduler's /metrics text
 
 Settings come from the environment (see hack/lib/common.sh, which exports them).
 Exit status: 0 on PASS, 1 on FAIL, 2 on a usage or setup error.
@@ -791,6 +792,39 @@ def run_stress(cl: Cluster, gpus_env: int | None) -> int:
     return verdict("stress", problems)
 
 
+# ------------------------------------------------------------ scheduler side
+
+
+def scheduler_metrics(text: str) -> str:
+    """One paragraph from the scheduler's Prometheus exposition."""
+    samples: dict[str, dict[str, float]] = defaultdict(dict)
+    for line in text.splitlines():
+        m = re.fullmatch(r"(openrl_place_[a-z_]+?)(?:\{(.*)\})? ([0-9.eE+-]+|NaN)", line)
+        if m:
+            samples[m.group(1)][m.group(2) or ""] = float(m.group(3))
+
+    def total(name: str) -> int:
+        return round(sum(samples.get(name, {}).values()))
+
+    def by(name: str, label: str) -> str:
+        parts = Counter[str]()
+        for labels, value in samples.get(name, {}).items():
+            found = re.search(rf'{label}="([^"]*)"', labels)
+            parts[found.group(1) if found else "?"] += round(value)
+        return ", ".join(f"{k}={v}" for k, v in sorted(parts.items()) if v)
+
+    count = samples.get("openrl_place_reconcile_duration_seconds_count", {}).get("", 0.0)
+    seconds = samples.get("openrl_place_reconcile_duration_seconds_sum", {}).get("", 0.0)
+    mean = f"{1000 * seconds / count:.1f}ms" if count else "n/a"
+    return (
+        f"scheduler: {total('openrl_place_reconciles_total')} reconciles"
+        f" ({by('openrl_place_reconciles_total', 'result')}), mean {mean};"
+        f" decisions: {by('openrl_place_decisions_total', 'outcome')};"
+        f" {total('openrl_place_api_requests_total')} API requests"
+        f" ({by('openrl_place_api_requests_total', 'verb')})"
+    )
+
+
 # ----------------------------------------------------------------------- main
 
 
@@ -809,11 +843,17 @@ def main(argv: list[str] | None = None) -> int:
             "teardown",
             "force-clean",
             "show",
+            "scheduler-metrics",
         ],
     )
-    parser.add_argument("file", nargs="?", help="controller-env: the rendered overlay")
+    parser.add_argument("file", nargs="?", help="controller-env: the rendered overlay; scheduler-metrics: the /metrics text")
     args = parser.parse_args(argv)
     try:
+        if args.command == "scheduler-metrics":
+            if not args.file:
+                raise SetupError("scheduler-metrics needs the /metrics text file")
+            print(scheduler_metrics(Path(args.file).read_text()))
+            return 0
         if args.command == "controller-env":
             if not args.file:
                 raise SetupError("controller-env needs the rendered overlay file")

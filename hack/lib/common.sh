@@ -51,6 +51,7 @@ export OPENRL_NAMESPACE=$NS
 CONTROLLER_PID=
 CONTROLLER_LOG=
 BOOKS_PID=
+CONTROLLER_PORT=
 STARTED_CLUSTER=0
 RUN_NAME=${RUN_NAME:-run}
 FINISHED=0
@@ -189,6 +190,7 @@ start_controller() {
   KUBECONFIG=$kubeconfig "$bin" controller --kubeconfig="$kubeconfig" \
     "${CONTROLLER_ARGS[@]}" --http-address="127.0.0.1:$port" >"$CONTROLLER_LOG" 2>&1 &
   CONTROLLER_PID=$!
+  CONTROLLER_PORT=$port
   local deadline=$((SECONDS + ${CONTROLLER_READY_TIMEOUT:-60}))
   until curl -sf --max-time 2 "http://127.0.0.1:$port/readyz" >/dev/null 2>&1; do
     if ! kill -0 "$CONTROLLER_PID" 2>/dev/null; then
@@ -223,6 +225,14 @@ stop_controller() {
   CONTROLLER_PID=
   # The token is good for hours; do not leave it lying in /tmp.
   rm -f "${OPENRL_STATE_DIR:-/nonexistent}/scheduler.kubeconfig"
+}
+
+# What the scheduler itself counted (its /metrics), for the record.
+scheduler_metrics() {
+  [[ -n $CONTROLLER_PORT && -n $CONTROLLER_PID ]] || return 0
+  curl -sf --max-time 5 "http://127.0.0.1:$CONTROLLER_PORT/metrics" \
+    >"$OPENRL_STATE_DIR/metrics.txt" 2>/dev/null || return 0
+  "${BOOKS[@]}" scheduler-metrics "$OPENRL_STATE_DIR/metrics.txt" || true
 }
 
 rbac_denials() {
@@ -283,6 +293,7 @@ stop_cluster() {
 # The last line of a run: PASS, or FAIL with a non-zero exit.
 finish() { # books-exit-status summary
   local rc=$1 summary=$2 denials
+  scheduler_metrics
   stop_controller
   [[ $OPENRL_LABEL_NODES == 1 ]] && "${BOOKS[@]}" unlabel >&2
   denials=$(rbac_denials)
