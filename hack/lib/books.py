@@ -632,10 +632,9 @@ def run_smoke(cl: Cluster, gpus_env: int | None) -> int:
     print(
         f"smoke: {n} {cl.s.role} workers of {cl.s.memory} on {gpus} x {cl.s.driver} devices"
         f" ({', '.join(f'{k}: {v}' for k, v in sorted(inv.devices.items()))}),"
-        f" max {cl.s.maxw} workers per claim",
+        f" openrl.io/max-workers-per-claim={cl.s.maxw}",
         flush=True,
     )
-    t0 = time.monotonic()
     for i in range(1, n + 1):
         cl.create_worker(f"smoke-{i:02d}", run)
 
@@ -668,8 +667,9 @@ def run_smoke(cl: Cluster, gpus_env: int | None) -> int:
         problems.append(f"managed claims no worker holds: {extra}")
     problems += check_allocations(cl, b, claims)
     print(
-        f"\nsmoke: {n} workers Running in {time.monotonic() - t0:.1f}s;"
-        f" claims {len(claims)} (workers per claim: {dict(sorted(sizes.items()))})"
+        f"\nsmoke: {ph['Running']} of {n} workers Running after {took:.1f}s;"
+        f" {len(claims)} distinct claims for {gpus} devices"
+        f" (claims by worker count: {dict(sorted(sizes.items()))})"
     )
     problems += teardown(cl, run, cl.s.teardown_timeout)
     return verdict("smoke", problems)
@@ -846,7 +846,11 @@ def main(argv: list[str] | None = None) -> int:
             "scheduler-metrics",
         ],
     )
-    parser.add_argument("file", nargs="?", help="controller-env: the rendered overlay; scheduler-metrics: the /metrics text")
+    parser.add_argument(
+        "file",
+        nargs="?",
+        help="controller-env: the rendered overlay; scheduler-metrics: the /metrics text",
+    )
     args = parser.parse_args(argv)
     try:
         if args.command == "scheduler-metrics":
