@@ -49,6 +49,7 @@ __all__ = [
     "Reason",
     "Wait",
     "WaitKind",
+    "could_seat_on",
     "decide",
     "explain",
     "find_seat",
@@ -135,30 +136,42 @@ def _best_pool(request: Request, fleet: Fleet) -> NewClaim | None:
 
 
 def _best_seat(request: Request, fleet: Fleet) -> JoinClaim | None:
-    best: tuple[int, str, int] | None = None  # (workers, claim, devices)
-    for group, by_workers in fleet.seat_groups(request.role):
-        if per_device_share(request.memory, group.devices) > group.device_memory:
-            continue
-        for workers in sorted(n for n, claims in by_workers.items()
-                              if n < group.max_workers and claims):
-            if best is not None and workers > best[0]:
-                break
-            found = next(
-                (claim for claim in by_workers[workers]
-                 if fleet.join_fits_host(claim, request.memory)),
-                None,
-            )
-            if found is not None:
-                best = min(best or (workers, found, group.devices), (workers, found, group.devices))
-                break
-    if best is None:
-        return None
-    _, claim, devices = best
-    return JoinClaim(
-        claim=claim,
-        node=fleet.claim_node(claim),
-        devices=devices,
-        memory_per_device=per_device_share(request.memory, devices),
+    memory = request.memory
+    fitting = [
+        by_workers for group, by_workers in fleet.seat_groups(request.role)
+        if per_device_share(memory, group.devices) <= group.device_memory
+    ]
+    # Fewest workers first, then claim name across every group that fits.
+    for workers in sorted({n for by_workers in fitting for n in by_workers}):
+        found = None
+        for by_workers in fitting:
+            bucket = by_workers.get(workers)
+            if bucket is not None:
+                name = bucket.first(memory)
+                if name is not None and (found is None or name < found):
+                    found = name
+        if found is not None:
+            devices = fleet.claim_devices(found)
+            return JoinClaim(found, fleet.claim_node(found), devices,
+                             per_device_share(memory, devices))
+    return None
+
+
+def could_seat_on(request: Request, fleet: Fleet, node_name: str) -> bool:
+    """Whether ``request`` could get a seat on this one node, by spreading or joining.
+
+    When a worker found no seat anywhere and then only this node changed, this
+    answers whether ``decide`` would now place it, for a few claims' cost.
+    """
+    node = fleet.node(node_name)
+    if node is None or not node.accepts(request.role):
+        return False
+    memory = request.memory
+    if fleet.free_devices(node_name) >= devices_needed(memory, node.device_memory):
+        return True
+    return any(
+        memory <= room and per_device_share(memory, devices) <= node.device_memory
+        for devices, room in fleet.open_seats_on(node_name)
     )
 
 
@@ -187,21 +200,20 @@ def explain(request: Request, fleet: Fleet) -> Reason:
         )
 
     blockers = [_free_devices_blocker(memory, fitting)]
-    full_at: set[int] = set()
-    host_blocked = 0
-    for group, by_workers in fleet.seat_groups(role):
-        if per_device_share(memory, group.devices) > group.device_memory:
-            continue
-        for workers, claims in by_workers.items():
-            if not claims:
-                continue
-            if workers >= group.max_workers:
-                full_at.add(group.max_workers)
-            else:
-                host_blocked += len(claims)
+    full_at = sorted({
+        limit for group, limit, _count in fleet.full_claims(role)
+        if per_device_share(memory, group.devices) <= group.device_memory
+    })
     if full_at:
-        limits = "/".join(str(n) for n in sorted(full_at))
-        blockers.append(f"claims it fits are full at {limits} worker{_s(max(full_at))}")
+        limits = "/".join(str(n) for n in full_at)
+        blockers.append(f"claims it fits are full at {limits} worker{_s(full_at[-1])}")
+    # decide found no seat, so every open seat it fits is blocked by host memory.
+    host_blocked = sum(
+        len(bucket)
+        for group, by_workers in fleet.seat_groups(role)
+        if per_device_share(memory, group.devices) <= group.device_memory
+        for bucket in by_workers.values()
+    )
     if host_blocked:
         blockers.append(
             f"host memory: parking it on {host_blocked} claim{_s(host_blocked)} with a free seat "

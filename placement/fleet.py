@@ -14,28 +14,32 @@ Rules of the books:
   ``book``, ``release``, ``drop_claim``, ``allocate``). Reading never
   mutates, so ``decide`` stays a pure function of the request and the fleet.
 
-The indexes are the whole of the speed story: pools are bucketed by
-(role policy, device memory) and then by free devices; allocated claims by
-(role policy, device memory, claim width, seat limit) and then by bookings.
-Hardware comes in few shapes, so a decision visits a handful of buckets
-whatever the fleet's size. Each bucket is a sorted list of names, so the
-name tie-break is the list's head.
+The indexes are the whole of the speed story. Pools are bucketed by (role
+policy, device memory), then by free devices, each bucket a sorted list of
+node names (so the name tie-break is its head). Allocated claims with a free
+seat are bucketed by (role policy, device memory, claim width), then by
+workers, each bucket a ``SlackIndex`` where a claim carries the largest
+joiner its node could still park. Hardware comes in few shapes, so a
+decision visits a handful of buckets whatever the fleet's size, and skips
+the claims whose node has no room.
 """
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from placement.model import Booking, Claim, Node, PlacementError, Request, Role
+from placement.slack import Slack, SlackIndex
 
 __all__ = ["Fleet", "PoolGroup", "SeatGroup"]
 
 
 @dataclass(frozen=True, slots=True)
 class PoolGroup:
-    """Nodes alike in what the decision asks of a free pool."""
+    """Nodes alike in what a new claim asks of them."""
 
     roles: frozenset[Role]
     device_memory: int
@@ -43,16 +47,31 @@ class PoolGroup:
 
 @dataclass(frozen=True, slots=True)
 class SeatGroup:
-    """Allocated claims alike in what the decision asks of a seat."""
+    """Allocated claims alike in what a joiner must fit."""
 
     roles: frozenset[Role]
     device_memory: int
     devices: int
-    max_workers: int
+
+
+class _NodeRecord:
+    __slots__ = ("node", "pool_group", "seat_groups")
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self.pool_group = PoolGroup(node.roles, node.device_memory)
+        self.seat_groups: dict[int, SeatGroup] = {}  # by claim width
+
+    def seat_group(self, devices: int) -> SeatGroup:
+        group = self.seat_groups.get(devices)
+        if group is None:
+            group = self.seat_groups[devices] = SeatGroup(
+                self.node.roles, self.node.device_memory, devices)
+        return group
 
 
 class _ClaimRecord:
-    __slots__ = ("allocated", "bookings", "devices", "name", "node")
+    __slots__ = ("allocated", "bookings", "bucket", "devices", "filed", "name", "node")
 
     def __init__(self, name: str, node: str, devices: int, allocated: bool) -> None:
         self.name = name
@@ -60,6 +79,9 @@ class _ClaimRecord:
         self.devices = devices
         self.allocated = allocated
         self.bookings: dict[str, Booking] = {}
+        # Where the claim is filed, so unfiling needs no recomputation.
+        self.bucket: SlackIndex | None = None  # its open-seat bucket
+        self.filed: tuple[object, ...] | None = None  # a counter key (full or unallocated)
 
     def parked_load(self) -> int:
         if len(self.bookings) < 2:
@@ -67,38 +89,28 @@ class _ClaimRecord:
         return sum(b.parked_memory for b in self.bookings.values())
 
     def snapshot(self) -> Claim:
-        return Claim(
-            name=self.name,
-            node=self.node,
-            devices=self.devices,
-            allocated=self.allocated,
-            bookings=tuple(self.bookings.values()),
-        )
-
-
-def _remove_sorted(names: list[str], name: str) -> None:
-    index = bisect_left(names, name)
-    if index == len(names) or names[index] != name:
-        raise AssertionError(f"index lost {name!r}")  # pragma: no cover - an internal bug
-    del names[index]
+        return Claim(self.name, self.node, self.devices, self.allocated,
+                     tuple(self.bookings.values()))
 
 
 class Fleet:
     def __init__(self, nodes: Iterable[Node] = (), claims: Iterable[Claim] = ()) -> None:
-        self._nodes: dict[str, Node] = {}
+        self._nodes: dict[str, _NodeRecord] = {}
         self._claims: dict[str, _ClaimRecord] = {}
         self._claim_of: dict[str, str] = {}
         self._claims_on: dict[str, set[str]] = {}
         self._reserved: dict[str, int] = {}
         self._parked: dict[str, int] = {}
         self._pools: dict[PoolGroup, dict[int, list[str]]] = {}
-        self._seats: dict[SeatGroup, dict[int, list[str]]] = {}
-        # node count and unallocated-claim count per (pool group, device count): for reasons.
+        self._seats: dict[SeatGroup, dict[int, SlackIndex]] = {}
+        # Counters for reasons: nodes per (group, devices); full claims per (group, seat
+        # limit); unallocated claims per (group, devices of their node).
         self._shapes: dict[tuple[PoolGroup, int], int] = {}
-        self._unallocated: dict[tuple[PoolGroup, int], int] = {}
+        self._full: dict[tuple[object, ...], int] = {}
+        self._unallocated: dict[tuple[object, ...], int] = {}
         # Groups in canonical order per role, rebuilt only when a new group appears.
         self._pool_views: dict[Role, list[tuple[PoolGroup, dict[int, list[str]]]]] = {}
-        self._seat_views: dict[Role, list[tuple[SeatGroup, dict[int, list[str]]]]] = {}
+        self._seat_views: dict[Role, list[tuple[SeatGroup, dict[int, SlackIndex]]]] = {}
         for node in nodes:
             self.add_node(node)
         for claim in claims:
@@ -108,14 +120,15 @@ class Fleet:
 
     @property
     def nodes(self) -> tuple[Node, ...]:
-        return tuple(self._nodes[name] for name in sorted(self._nodes))
+        return tuple(self._nodes[name].node for name in sorted(self._nodes))
 
     @property
     def claims(self) -> tuple[Claim, ...]:
         return tuple(self._claims[name].snapshot() for name in sorted(self._claims))
 
     def node(self, name: str) -> Node | None:
-        return self._nodes.get(name)
+        record = self._nodes.get(name)
+        return record.node if record else None
 
     def claim(self, name: str) -> Claim | None:
         record = self._claims.get(name)
@@ -130,11 +143,31 @@ class Fleet:
     def claim_node(self, claim: str) -> str:
         return self._claims[claim].node
 
+    def claim_devices(self, claim: str) -> int:
+        return self._claims[claim].devices
+
+    def is_allocated(self, claim: str) -> bool:
+        return self._claims[claim].allocated
+
     def workers_on(self, claim: str) -> int:
         return len(self._claims[claim].bookings)
 
+    def claims_on(self, node: str) -> list[str]:
+        """Claims allocated to or sized against ``node``, by name."""
+        return sorted(self._claims_on.get(node, ()))
+
+    def open_seats_on(self, node: str) -> list[tuple[int, Slack]]:
+        """(devices, room for a joiner) of each allocated claim on ``node`` with a free seat."""
+        claims = self._claims
+        out = []
+        for name in self._claims_on.get(node, ()):
+            bucket = claims[name].bucket
+            if bucket is not None:
+                out.append((claims[name].devices, bucket.slack(name)))
+        return out
+
     def free_devices(self, node: str) -> int:
-        return max(0, self._nodes[node].devices - self._reserved.get(node, 0))
+        return max(0, self._nodes[node].node.devices - self._reserved.get(node, 0))
 
     def parked_load(self, node: str) -> int:
         return self._parked.get(node, 0)
@@ -142,60 +175,57 @@ class Fleet:
     def worker_count(self) -> int:
         return len(self._claim_of)
 
-    # Index views for the decision. Groups come back in a canonical order so
-    # that iteration order never depends on insertion order.
+    def join_fits_host(self, claim: str, joiner_memory: int) -> bool:
+        """Whether the claim's node can park everyone once the joiner is on it."""
+        return joiner_memory <= self._join_slack(self._claims[claim])
+
+    # Index views for the decision and its reasons. Groups come back in a
+    # canonical order, never in insertion order.
 
     def pool_groups(self, role: Role) -> list[tuple[PoolGroup, dict[int, list[str]]]]:
+        """Pool groups accepting ``role``, each with node names by free devices."""
         views = self._pool_views.get(role)
         if views is None:
-            views = [(g, self._pools[g]) for g in sorted(self._pools, key=_pool_group_key)
+            views = [(g, self._pools[g]) for g in sorted(self._pools, key=_group_key)
                      if not g.roles or role in g.roles]
             self._pool_views[role] = views
         return views
 
-    def seat_groups(self, role: Role) -> list[tuple[SeatGroup, dict[int, list[str]]]]:
+    def seat_groups(self, role: Role) -> list[tuple[SeatGroup, dict[int, SlackIndex]]]:
+        """Seat groups accepting ``role``, each with open claims by workers (no empty buckets)."""
         views = self._seat_views.get(role)
         if views is None:
-            views = [(g, self._seats[g]) for g in sorted(self._seats, key=_seat_group_key)
+            views = [(g, self._seats[g]) for g in sorted(self._seats, key=_group_key)
                      if not g.roles or role in g.roles]
             self._seat_views[role] = views
         return views
 
     def shapes(self, role: Role) -> Iterator[tuple[PoolGroup, int, int, int]]:
-        """(group, devices per node, node count, unallocated claims) for nodes accepting role."""
+        """(group, devices per node, nodes, unallocated claims) of the nodes accepting role."""
         for (group, devices), count in sorted(self._shapes.items(), key=_shape_key):
             if not group.roles or role in group.roles:
                 yield group, devices, count, self._unallocated.get((group, devices), 0)
 
-    def join_fits_host(self, claim: str, joiner_memory: int) -> bool:
-        """Whether the claim's node can park everyone once the joiner is on it."""
-        record = self._claims[claim]
-        host = self._nodes[record.node].host_memory
-        if host is None:
-            return True
-        return self._parked_after_join(record, joiner_memory) <= host
-
-    def _parked_after_join(self, record: _ClaimRecord, joiner_memory: int) -> int:
-        load = self._parked.get(record.node, 0)
-        if not record.bookings:
-            return load  # the joiner will be alone: resident, parks nothing
-        if len(record.bookings) == 1:
-            # The claim turns shared: its current worker starts counting too.
-            (only,) = record.bookings.values()
-            load += only.parked_memory
-        return load + joiner_memory
+    def full_claims(self, role: Role) -> Iterator[tuple[SeatGroup, int, int]]:
+        """(group, seat limit, count) of allocated claims with no seat left, accepting role."""
+        for key, count in self._full.items():
+            group, limit = key
+            assert isinstance(group, SeatGroup) and isinstance(limit, int)
+            if count and (not group.roles or role in group.roles):
+                yield group, limit, count
 
     # ------------------------------------------------------------- operations
 
     def add_node(self, node: Node) -> None:
         if node.name in self._nodes:
             raise PlacementError(f"node {node.name} already exists")
-        self._nodes[node.name] = node
-        shape = (_pool_group(node), node.devices)
+        record = self._nodes[node.name] = _NodeRecord(node)
+        shape = (record.pool_group, node.devices)
         self._shapes[shape] = self._shapes.get(shape, 0) + 1
         for claim in sorted(self._claims_on.get(node.name, ())):
-            self._index_claim(self._claims[claim])
-        self._index_pool(node)
+            self._shift_parked(node.name, self._parked_share(self._claims[claim]))
+            self._file(self._claims[claim])
+        self._file_pool(record)
 
     def add_claim(self, claim: Claim) -> None:
         if claim.name in self._claims:
@@ -206,22 +236,26 @@ class Fleet:
         for booking in claim.bookings:
             record.bookings[booking.worker] = booking
             self._claim_of[booking.worker] = claim.name
-        node = self._nodes.get(claim.node)
         self._claims[claim.name] = record
         self._claims_on.setdefault(claim.node, set()).add(claim.name)
+        node = self._nodes.get(claim.node)
         if node is not None:
-            self._unindex_pool(node)
-            self._index_claim(record)
-            self._index_pool(node)
+            self._unfile_pool(node)
+            self._shift_parked(claim.node, self._parked_share(record))
+            self._file(record)
+            self._file_pool(node)
 
     def book(self, claim: str, request: Request) -> None:
         """Seat a worker on an existing claim (a join)."""
         record = self._require_claim(claim)
         self._check_unbooked(request.name)
-        self._unindex_claim(record)
+        before = self._parked_share(record)
+        self._unfile(record)
         record.bookings[request.name] = Booking(request.name, request.owner, request.memory)
         self._claim_of[request.name] = claim
-        self._index_claim(record)
+        if record.node in self._nodes:
+            self._shift_parked(record.node, self._parked_share(record) - before)
+        self._file(record)
 
     def release(self, worker: str) -> str:
         """Take a worker off its claim; return that claim's name. The claim stays."""
@@ -229,10 +263,13 @@ class Fleet:
         if claim is None:
             raise PlacementError(f"worker {worker} holds no booking")
         record = self._claims[claim]
-        self._unindex_claim(record)
+        before = self._parked_share(record)
+        self._unfile(record)
         del record.bookings[worker]
         del self._claim_of[worker]
-        self._index_claim(record)
+        if record.node in self._nodes:
+            self._shift_parked(record.node, self._parked_share(record) - before)
+        self._file(record)
         return claim
 
     def drop_claim(self, claim: str) -> None:
@@ -240,16 +277,15 @@ class Fleet:
         record = self._require_claim(claim)
         if record.bookings:
             raise PlacementError(
-                f"claim {claim} still has workers: {', '.join(sorted(record.bookings))}"
-            )
+                f"claim {claim} still has workers: {', '.join(sorted(record.bookings))}")
         node = self._nodes.get(record.node)
         if node is not None:
-            self._unindex_pool(node)
-            self._unindex_claim(record)
+            self._unfile_pool(node)
+        self._unfile(record)
         del self._claims[claim]
         self._claims_on[record.node].discard(claim)
         if node is not None:
-            self._index_pool(node)
+            self._file_pool(node)
 
     def allocate(self, claim: str, node: str | None = None) -> None:
         """Record DRA's allocation of a claim, on the node it was sized against by default."""
@@ -261,15 +297,16 @@ class Fleet:
             raise PlacementError(f"claim {claim}: unknown node {target}")
         touched = [self._nodes[n] for n in sorted({record.node, target}) if n in self._nodes]
         for pool in touched:
-            self._unindex_pool(pool)
-        self._unindex_claim(record)
+            self._unfile_pool(pool)
+        self._unfile(record)
         self._claims_on[record.node].discard(claim)
         record.node = target
         record.allocated = True
         self._claims_on.setdefault(target, set()).add(claim)
-        self._index_claim(record)
+        self._shift_parked(target, self._parked_share(record))
+        self._file(record)
         for pool in touched:
-            self._index_pool(pool)
+            self._file_pool(pool)
 
     # --------------------------------------------------------------- indexing
 
@@ -283,68 +320,108 @@ class Fleet:
         if worker in self._claim_of:
             raise PlacementError(f"worker {worker} is already on claim {self._claim_of[worker]}")
 
-    def _index_pool(self, node: Node) -> None:
+    def _join_slack(self, record: _ClaimRecord) -> Slack:
+        """The largest joiner the claim's node could still park."""
+        host = self._nodes[record.node].node.host_memory
+        if host is None:
+            return math.inf
+        room = host - self._parked.get(record.node, 0)
+        if not record.bookings:
+            # The joiner would be alone and park nothing: any size fits, unless the
+            # node is already over its host memory (a fleet read from a cluster can be).
+            return math.inf if room >= 0 else -math.inf
+        if len(record.bookings) == 1:
+            # The claim turns shared: its current worker starts counting too.
+            (only,) = record.bookings.values()
+            room -= only.parked_memory
+        return room
+
+    def _parked_share(self, record: _ClaimRecord) -> int:
+        """What the claim adds to its node's parked load: only once allocated and shared."""
+        if not record.allocated or record.node not in self._nodes:
+            return 0
+        return record.parked_load()
+
+    def _shift_parked(self, node: str, delta: int) -> None:
+        if not delta:
+            return
+        self._parked[node] = self._parked.get(node, 0) + delta
+        if self._nodes[node].node.host_memory is not None:
+            # Every claim filed on the node now has a different amount of room.
+            claims = self._claims
+            for name in self._claims_on[node]:
+                record = claims[name]
+                if record.bucket is not None:
+                    record.bucket.update(name, self._join_slack(record))
+
+    def _file(self, record: _ClaimRecord) -> None:
+        node = self._nodes.get(record.node)
+        if node is None:
+            return
+        if not record.allocated:
+            key: tuple[object, ...] = (node.pool_group, node.node.devices)
+            self._unallocated[key] = self._unallocated.get(key, 0) + 1
+            record.filed = key
+            return
+        group = node.seat_group(record.devices)
+        workers = len(record.bookings)
+        limit = node.node.max_workers_per_claim
+        if workers >= limit:
+            key = (group, limit)
+            self._full[key] = self._full.get(key, 0) + 1
+            record.filed = key
+            return
+        by_workers = self._seats.get(group)
+        if by_workers is None:
+            by_workers = self._seats[group] = {}
+            self._seat_views.clear()
+        bucket = by_workers.get(workers)
+        if bucket is None:
+            bucket = by_workers[workers] = SlackIndex()
+        bucket.add(record.name, self._join_slack(record))
+        record.bucket = bucket
+
+    def _unfile(self, record: _ClaimRecord) -> None:
+        if record.bucket is not None:
+            record.bucket.remove(record.name)
+            if not record.bucket:
+                node = self._nodes[record.node]
+                del self._seats[node.seat_group(record.devices)][len(record.bookings)]
+            record.bucket = None
+        elif record.filed is not None:
+            counters = self._unallocated if not record.allocated else self._full
+            counters[record.filed] -= 1
+            record.filed = None
+
+    def _file_pool(self, node: _NodeRecord) -> None:
         """Recompute a node's reservation from its claims and file it by free devices."""
-        reserved = 0
-        for name in self._claims_on.get(node.name, ()):
-            reserved += self._claims[name].devices
-        self._reserved[node.name] = reserved
-        free = max(0, node.devices - reserved)
-        group = _pool_group(node)
-        if group not in self._pools:
-            self._pools[group] = {}
+        claims = self._claims
+        reserved = sum(claims[name].devices for name in self._claims_on.get(node.node.name, ()))
+        self._reserved[node.node.name] = reserved
+        free = max(0, node.node.devices - reserved)
+        by_free = self._pools.get(node.pool_group)
+        if by_free is None:
+            by_free = self._pools[node.pool_group] = {}
             self._pool_views.clear()
-        insort(self._pools[group].setdefault(free, []), node.name)
+        insort(by_free.setdefault(free, []), node.node.name)
 
-    def _unindex_pool(self, node: Node) -> None:
-        free = max(0, node.devices - self._reserved.get(node.name, 0))
-        _remove_sorted(self._pools[_pool_group(node)][free], node.name)
-
-    def _index_claim(self, record: _ClaimRecord) -> None:
-        node = self._nodes.get(record.node)
-        if node is None:
-            return
-        if record.allocated:
-            self._parked[node.name] = self._parked.get(node.name, 0) + record.parked_load()
-            group = _seat_group(node, record.devices)
-            if group not in self._seats:
-                self._seats[group] = {}
-                self._seat_views.clear()
-            insort(self._seats[group].setdefault(len(record.bookings), []), record.name)
-        else:
-            shape = (_pool_group(node), node.devices)
-            self._unallocated[shape] = self._unallocated.get(shape, 0) + 1
-
-    def _unindex_claim(self, record: _ClaimRecord) -> None:
-        node = self._nodes.get(record.node)
-        if node is None:
-            return
-        if record.allocated:
-            self._parked[node.name] -= record.parked_load()
-            group = _seat_group(node, record.devices)
-            _remove_sorted(self._seats[group][len(record.bookings)], record.name)
-        else:
-            self._unallocated[(_pool_group(node), node.devices)] -= 1
-
-
-def _pool_group(node: Node) -> PoolGroup:
-    return PoolGroup(node.roles, node.device_memory)
-
-
-def _seat_group(node: Node, devices: int) -> SeatGroup:
-    return SeatGroup(node.roles, node.device_memory, devices, node.max_workers_per_claim)
+    def _unfile_pool(self, node: _NodeRecord) -> None:
+        name = node.node.name
+        by_free = self._pools[node.pool_group]
+        free = max(0, node.node.devices - self._reserved.get(name, 0))
+        names = by_free[free]
+        del names[bisect_left(names, name)]
+        if not names:
+            del by_free[free]
 
 
 def _roles_key(roles: frozenset[Role]) -> tuple[str, ...]:
     return tuple(sorted(roles))
 
 
-def _pool_group_key(group: PoolGroup) -> tuple[int, tuple[str, ...]]:
-    return group.device_memory, _roles_key(group.roles)
-
-
-def _seat_group_key(group: SeatGroup) -> tuple[int, int, int, tuple[str, ...]]:
-    return group.device_memory, group.devices, group.max_workers, _roles_key(group.roles)
+def _group_key(group: PoolGroup | SeatGroup) -> tuple[int, int, tuple[str, ...]]:
+    devices = group.devices if isinstance(group, SeatGroup) else 0
+    return group.device_memory, devices, _roles_key(group.roles)
 
 
 def _shape_key(item: tuple[tuple[PoolGroup, int], int]) -> tuple[int, int, tuple[str, ...]]:

@@ -12,8 +12,10 @@ the same ones against a real cluster):
   devices return at once.
 * Placed workers stay put: nothing migrates, nothing is rebalanced.
 * After any capacity change (a departure, a claim allocated, a node added, a
-  new allocated claim) the oldest pending worker that can now be placed is placed,
-  again and again until none can. The decision reads only a worker's role and
+  new allocated claim) the oldest pending worker that can now be placed is
+  placed, again and again until none can. Every change touches one node, and
+  a worker that found no seat before can only find one there, so a cheap look
+  at that node decides who is worth a full decision. The decision reads only a worker's role and
   memory, so pending workers are kept in classes of equal (role, memory): when
   the oldest of a class cannot be placed, none of that class can, and a retry
   costs at most one decision per class rather than one per waiting worker.
@@ -31,7 +33,7 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from placement.decide import JoinClaim, NewClaim, Reason, explain, find_seat
+from placement.decide import JoinClaim, NewClaim, Reason, could_seat_on, explain, find_seat
 from placement.fleet import Fleet
 from placement.model import Booking, Claim, Node, PlacementError, Request, Role, per_device_share
 
@@ -98,7 +100,7 @@ class Simulation:
         if not (placed.new_claim and placed.allocated):
             # Taking a seat or reserving a pool only consumes capacity: nobody can gain.
             return [placed]
-        return [placed, *self._retry_pending()]
+        return [placed, *self._retry_pending(placed.node)]
 
     def leave(self, worker: str) -> list[Placement]:
         request = self._requests.pop(worker, None)
@@ -112,10 +114,11 @@ class Simulation:
             if not queue:
                 del self._pending[_class_of(request)]
             return []
+        node = self.fleet.claim_node(claim)
         self.fleet.release(worker)
         if self.fleet.workers_on(claim) == 0:
             self.fleet.drop_claim(claim)
-        return self._retry_pending()
+        return self._retry_pending(node)
 
     def allocate(self, worker: str) -> tuple[str, list[Placement]]:
         """Allocate the claim ``worker`` is on; return the claim's name and who got placed."""
@@ -125,11 +128,11 @@ class Simulation:
         if claim is None:
             raise PlacementError(f"worker {worker} is pending: it has no claim to allocate")
         self.fleet.allocate(claim)
-        return claim, self._retry_pending()
+        return claim, self._retry_pending(self.fleet.claim_node(claim))
 
     def add_node(self, node: Node) -> list[Placement]:
         self.fleet.add_node(node)
-        return self._retry_pending()
+        return self._retry_pending(node.name)
 
     # ---------------------------------------------------------------- reading
 
@@ -154,14 +157,15 @@ class Simulation:
                 phase=Phase.PENDING, claim=None, node=None, devices=None,
                 memory_per_device=None, reason=explain(request, self.fleet),
             )
-        claim = self.fleet.claim(claim_name)
-        assert claim is not None
+        fleet = self.fleet
+        allocated = fleet.is_allocated(claim_name)
+        devices = fleet.claim_devices(claim_name)
         return WorkerState(
             name=worker, role=request.role, memory=request.memory, owner=request.owner,
-            phase=Phase.PLACED if claim.allocated else Phase.PLACING,
-            claim=claim.name, node=claim.node if claim.allocated else None,
-            devices=claim.devices,
-            memory_per_device=per_device_share(request.memory, claim.devices),
+            phase=Phase.PLACED if allocated else Phase.PLACING,
+            claim=claim_name, node=fleet.claim_node(claim_name) if allocated else None,
+            devices=devices,
+            memory_per_device=per_device_share(request.memory, devices),
             reason=None,
         )
 
@@ -184,7 +188,14 @@ class Simulation:
         return Placement(request.name, decision.claim, decision.node, decision.devices,
                          new_claim=False, allocated=True, retried=retried)
 
-    def _retry_pending(self) -> list[Placement]:
+    def _retry_pending(self, changed_node: str) -> list[Placement]:
+        """Place the oldest pending worker that now fits, again and again, after a change.
+
+        Every pending worker found no seat before the change, and only
+        ``changed_node`` changed, so a seat can only appear there; each
+        placement this makes lands there too. A cheap look at that one node
+        tells which classes are worth a full decision.
+        """
         placed: list[Placement] = []
         while self._pending:
             # A worker that cannot be placed means no larger worker of its role can be
@@ -196,7 +207,10 @@ class Simulation:
                 if memory >= smallest_failure.get(role, memory + 1):
                     continue
                 queue = self._pending[key]
-                outcome = self._try_place(self._requests[queue[0]], retried=True)
+                request = self._requests[queue[0]]
+                outcome = None
+                if could_seat_on(request, self.fleet, changed_node):
+                    outcome = self._try_place(request, retried=True)
                 if outcome is None:
                     smallest_failure[role] = memory
                     continue
