@@ -34,6 +34,15 @@
 #   SETTLE_TIMEOUT           seconds to wait for the fleet to settle (300)
 #   TEARDOWN_TIMEOUT         seconds to wait for an empty fleet (180)
 #   KUBECTL                  kubectl to use (default hack/bin/kubectl, else PATH)
+#   OPENRL_TOKEN_DURATION    lifetime of the scheduler's token (3h)
+#   CONTROLLER_READY_TIMEOUT seconds for the scheduler's /readyz (60)
+#   stress only: WORKERS (24), ROUNDS (5), STRESS_SEED (random; printed)
+#
+# One run per cluster at a time: a run counts every claim on the nodes it
+# enables, so anything else placing workers there (another run, the e2e suite)
+# makes its books wrong. For a private local cluster, give hack/cluster.sh its
+# own CLUSTER_DIR and ports (KUBE_APISERVER_PORT, ETCD_CLIENT_PORT, ... see
+# hack/README.md); these scripts follow CLUSTER_DIR.
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 PY=${PYTHON:-$ROOT/.venv/bin/python}
