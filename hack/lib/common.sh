@@ -245,10 +245,15 @@ scheduler_metrics() {
 }
 
 rbac_denials() {
-  # The run doubles as the RBAC proof: any request the API server refused the
-  # scheduler shows up in its log as a 403.
+  # The run doubles as the RBAC proof: a request the API server refused the
+  # scheduler is counted in its /metrics (code="403") and logged as
+  # "403 Forbidden: ... is forbidden: User ...".
+  local metrics=${OPENRL_STATE_DIR:-/nonexistent}/metrics.txt
+  if [[ -f $metrics ]]; then
+    grep -E '^openrl_place_api_requests_total\{.*code="403".*\} [1-9]' "$metrics" | head -n 5 || true
+  fi
   [[ -n $CONTROLLER_LOG && -f $CONTROLLER_LOG ]] || return 0
-  grep -Ei 'forbidden|\b403\b' "$CONTROLLER_LOG" | head -n 5 || true
+  grep -E '403 Forbidden|is forbidden: ' "$CONTROLLER_LOG" | head -n 5 || true
 }
 
 # Run books.py in the background and wait for it: a signal to this script
