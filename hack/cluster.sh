@@ -240,27 +240,36 @@ all_running() {
   readyz
 }
 
-stop_one() {
-  local name=$1 pid i
-  if pid=$(pid_of "$name"); then
-    kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < 100; i++)); do
-      [[ -d /proc/$pid ]] || break
-      sleep 0.1
-    done
+stop_group() { # components...: SIGTERM together, SIGKILL what is left after 10 s
+  local name pid i alive
+  local -A pids=()
+  for name in "$@"; do
+    if pid=$(pid_of "$name"); then
+      pids[$name]=$pid
+      kill -TERM "$pid" 2>/dev/null || true
+    fi
+  done
+  for ((i = 0; i < 100; i++)); do
+    alive=0
+    for pid in "${pids[@]}"; do [[ -d /proc/$pid ]] && alive=1; done
+    ((alive)) || break
+    sleep 0.1
+  done
+  for name in "${!pids[@]}"; do
+    pid=${pids[$name]}
     if [[ -d /proc/$pid ]]; then
       log "$name (pid $pid) ignored SIGTERM for 10s; killing it"
       kill -KILL "$pid" 2>/dev/null || true
-      sleep 0.2
     fi
-  fi
-  [[ -n ${pid:-} ]] && log "stopped $name (pid $pid)"
-  rm -f "$RUN/$name.pid" "$RUN/$name.cmd"
+    log "stopped $name (pid $pid)"
+  done
+  for name in "$@"; do rm -f "$RUN/$name.pid" "$RUN/$name.cmd"; done
 }
 
 stop_all() {
-  local i
-  for ((i = ${#COMPONENTS[@]} - 1; i >= 0; i--)); do stop_one "${COMPONENTS[i]}"; done
+  # Everything that talks to etcd first, all at once; then etcd.
+  stop_group fakenodes scheduler controller-manager apiserver
+  stop_group etcd
   local deadline=$((SECONDS + 10)) p busy
   while :; do
     busy=()
