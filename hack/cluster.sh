@@ -83,7 +83,7 @@ build() {
   fi
   mkdir -p "$BIN_DIR"
   log "building $KUBE from hack/kube ($(sed -n 's/^\tk8s.io\/kubernetes \(v[^ ]*\)$/kubernetes \1/p' "$SRC/go.mod"));" \
-    "a cold build (empty Go caches) takes about 20 minutes on 2 cores"
+    "a cold build (empty Go caches) takes 8-16 minutes on 2 cores"
   local t0=$SECONDS
   (cd "$SRC" && GOTOOLCHAIN=local GOFLAGS=-mod=readonly \
     go build -buildvcs=false -trimpath -ldflags="$(ldflags)" -o "$KUBE.tmp" .)
