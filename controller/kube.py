@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -34,7 +35,8 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 Obj = dict[str, Any]
-RequestHook = Callable[[str, str, int], None]  # (verb, resource, HTTP status; 0 = no answer)
+RequestHook = Callable[[str, str, int, float], None]  # verb, resource, HTTP status (0 = no
+# answer), seconds until the response headers (a watch: until it opened)
 
 REQUEST_TIMEOUT = 30.0
 WATCH_TIMEOUT = 290
@@ -220,21 +222,22 @@ class Kube:
                  query: list[tuple[str, str]] | None = None, body: Obj | None = None,
                  content_type: str = "application/json") -> Obj:
         response = self._send(verb, res, method, path, query or [], body=body,
-                              content_type=content_type, timeout=REQUEST_TIMEOUT)
-        data = response.read()
+                              content_type=content_type, timeout=REQUEST_TIMEOUT, read=True)
         try:
-            return json.loads(data) if data else {}
+            return json.loads(response.data) if response.data else {}
         except ValueError as exc:
             raise KubeError(response.status, "BadResponse", f"{verb} {res.plural}: {exc}") from exc
 
     def _send(self, verb: str, res: Resource, method: str, path: str,
               query: list[tuple[str, str]], *, body: Obj | None = None,
               content_type: str = "application/json",
-              timeout: float | tuple[float, float] = REQUEST_TIMEOUT) -> Any:
+              timeout: float | tuple[float, float] = REQUEST_TIMEOUT, read: bool = False) -> Any:
+        """Send one request; with ``read`` the body is read too (and timed with it)."""
         with self._lock:
             self.calls[(verb, res.plural)] += 1
         headers = {"Accept": "application/json", "Content-Type": content_type}
         status = 0
+        started = time.monotonic()
         try:
             method, url, headers, payload, _ = self.api.param_serialize(
                 method=method, resource_path=path, query_params=query or None,
@@ -244,6 +247,8 @@ class Kube:
             status = response.status
             if not 200 <= status <= 299:
                 raise _error(status, response.read())
+            if read:
+                response.read()
             return response
         except ApiException as exc:
             status = exc.status or 0
@@ -252,7 +257,7 @@ class Kube:
             raise KubeError(0, "Unreachable", f"{verb} {res.plural}: {exc}") from exc
         finally:
             if self.hook is not None:
-                self.hook(verb, res.plural, status)
+                self.hook(verb, res.plural, status, time.monotonic() - started)
 
 
 def _selectors(label_selector: str | None, field_selector: str | None) -> list[tuple[str, str]]:

@@ -55,6 +55,12 @@ class Metrics:
         self.api_requests = Counter(f"{PREFIX}_api_requests_total",
                                     "Kubernetes API requests by verb, resource and HTTP code "
                                     "(0 = no answer).", ["verb", "resource", "code"], registry=r)
+        self.api_latency = Histogram(f"{PREFIX}_api_request_duration_seconds",
+                                     "Kubernetes API request latency (until the response "
+                                     "headers) by verb and resource.", ["verb", "resource"],
+                                     buckets=(0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                                              1, 2.5),
+                                     registry=r)
         self.queue_depth = Gauge(f"{PREFIX}_queue_depth", "Keys waiting in the work queue.",
                                  registry=r)
         self.leader = Gauge(f"{PREFIX}_leader", "1 while this replica holds the lease.",
@@ -63,8 +69,10 @@ class Metrics:
                                    "Enabled nodes whose openrl.io labels were unusable.",
                                    registry=r)
 
-    def api_request(self, verb: str, resource: str, code: int) -> None:
+    def api_request(self, verb: str, resource: str, code: int, seconds: float = 0.0) -> None:
         self.api_requests.labels(verb=verb, resource=resource, code=str(code)).inc()
+        if verb != "watch":
+            self.api_latency.labels(verb=verb, resource=resource).observe(seconds)
 
 
 class Health:

@@ -107,6 +107,13 @@ class WorkQueue:
             self._closed = True
             self._cond.notify_all()
 
+    def due_within(self, seconds: float) -> list[str]:
+        """Keys being processed, ready, or due within ``seconds`` (for progress reports)."""
+        with self._cond:
+            horizon = self._clock() + seconds
+            soon = [k for k, due in self._due.items() if due <= horizon]
+            return sorted({*self._active, *self._ready_keys, *soon})
+
     def __len__(self) -> int:
         with self._cond:
             return len(self._due) + len(self._ready_keys)

@@ -9,9 +9,8 @@ Rules:
   own status writes and managed-fields churn are ignored), which keeps the
   loop from re-reading the world for nothing.
 * What wakes what:
-  - a worker (new, deleting, finalizers changed): that worker; a worker gone:
-    wake-all;
-  - a pod of a worker (phase, node, deletion): its worker;
+  - a worker (new, deleting): that worker; a worker gone: wake-all;
+  - a pod of a worker (scheduled, phase, deletion): its worker;
   - a managed claim deleted, allocated or terminating: wake-all;
   - a ResourceSlice of the driver changed: wake-all;
   - a node's openrl.io labels or allocatable memory changed: wake-all.
@@ -114,9 +113,10 @@ class Watcher(threading.Thread):
 
 
 def _worker_signature(obj: Obj) -> Hashable:
+    # Not the finalizers: the controller adds its own, and reacting to that write
+    # would cost a reconcile per worker for nothing.
     m = meta(obj)
-    return (m.get("uid"), m.get("generation"), m.get("deletionTimestamp"),
-            tuple(m.get("finalizers") or ()))
+    return (m.get("uid"), m.get("generation"), m.get("deletionTimestamp"))
 
 
 def _pod_signature(obj: Obj) -> Hashable:
@@ -153,10 +153,14 @@ def feeds(queue: WorkQueue, driver: str) -> list[Feed]:
         else:
             queue.add(name_of(obj), order=worker_order(obj))
 
-    def on_pod(_kind: str, obj: Obj) -> None:
+    def on_pod(kind: str, obj: Obj) -> None:
         owner = controller_owner(obj) or {}
-        if owner.get("kind") == naming.KIND and owner.get("name"):
-            queue.add(str(owner["name"]))
+        if owner.get("kind") != naming.KIND or not owner.get("name"):
+            return
+        if kind == "ADDED" and pod_phase(obj) == "Pending" and not pod_node(obj) \
+                and not meta(obj).get("deletionTimestamp"):
+            return  # just created (by us): nothing to report until it is scheduled
+        queue.add(str(owner["name"]))
 
     def on_claim(kind: str, _obj: Obj) -> None:
         if kind != "ADDED":  # a new claim is ours, placed already; its allocation is news

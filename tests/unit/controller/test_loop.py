@@ -81,8 +81,11 @@ def test_feeds_route_events_to_keys() -> None:
     worker_feed.event("MODIFIED", {"metadata": {"name": "w", "uid": "1",
                                                 "creationTimestamp": "2026-01-01T00:00:00Z"},
                                    "status": {"phase": "Running"}})  # our own write: ignored
-    pod_feed.event("ADDED", {"metadata": {"name": "orw-x", "ownerReferences": [
-        {"kind": "OpenRLWorker", "name": "x", "uid": "2", "controller": True}]}})
+    owned = {"name": "orw-x", "ownerReferences": [
+        {"kind": "OpenRLWorker", "name": "x", "uid": "2", "controller": True}]}
+    pod_feed.event("ADDED", {"metadata": owned})  # just created, unscheduled: nothing to say
+    assert sorted(q._due) == ["w"]
+    pod_feed.event("MODIFIED", {"metadata": owned, "spec": {"nodeName": "n"}})
     assert sorted(q._due) == ["w", "x"]
     node_feed.event("ADDED", {"metadata": {"name": "n", "labels": {}}})
     node_feed.event("MODIFIED", {"metadata": {"name": "n", "labels": {"kubernetes.io/x": "1"}},

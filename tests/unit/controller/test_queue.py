@@ -68,3 +68,14 @@ def test_close_wakes_a_blocked_get() -> None:
     q.close()
     t.join(2)
     assert got == [None]
+
+
+def test_due_within_reports_active_ready_and_soon() -> None:
+    clock = Clock()
+    q = WorkQueue(clock=clock)
+    q.add("now")
+    q.add("soon", after=1)
+    q.add("later", after=100)
+    assert q.due_within(2) == ["now", "soon"]
+    key = q.get(timeout=0)
+    assert q.due_within(0) == [key]

@@ -1,0 +1,226 @@
+#!/usr/bin/env python3
+"""Burst: create many OpenRLWorkers at once and measure the controller.
+
+Runs the controller in this process (no leader election, no HTTP server)
+against a cluster (default: $KUBECONFIG, e.g. the local control plane of
+hack/cluster.sh), creates WORKERS workers in a fresh namespace as fast as the
+API server takes them, and waits until the books settle: every worker Running
+or Pending with a reason, and the controller's queue idle. Then it prints
+
+  * reconciles per second (reconciles / time from first create to settled),
+  * Kubernetes API requests per placed worker (every request the controller's
+    API layer made, watches and leader election excluded, / Running workers),
+    with the breakdown by verb and resource.
+
+The fake GPU nodes are labelled openrl.io/enabled=true and
+max-workers-per-claim=MAXW for the run (labels restored afterwards); the
+namespace is deleted at the end. Usage:
+
+  KUBECONFIG=.cluster/admin.kubeconfig .venv/bin/python hack/burst.py \\
+      [--workers 200] [--memory 10Gi] [--maxw 16] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import threading
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client, config
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from controller import kube  # noqa: E402
+from controller.fleet_reader import read_slices  # noqa: E402
+from controller.loop import Controller  # noqa: E402
+from controller.main import run  # noqa: E402
+from controller.metrics import Metrics  # noqa: E402
+from controller.settings import Settings  # noqa: E402
+
+GROUP, VERSION, PLURAL = "openrl.io", "v1alpha1", "openrlworkers"
+
+
+def ensure_crd(api: client.ApiClient) -> None:
+    body = yaml.safe_load((ROOT / "manifests" / "base" / "crd.yaml").read_text())
+    ext = client.ApiextensionsV1Api(api)
+    try:
+        ext.create_custom_resource_definition(body)
+    except client.ApiException as e:
+        if e.status != 409:
+            raise
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        crd = ext.read_custom_resource_definition("openrlworkers.openrl.io")
+        if any(c.type == "Established" and c.status == "True"
+               for c in (crd.status.conditions or [])):
+            return
+        time.sleep(0.5)
+    raise SystemExit("the OpenRLWorker CRD never became established")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workers", type=int, default=int(os.environ.get("WORKERS", 200)))
+    parser.add_argument("--memory", default=os.environ.get("MEMORY", "10Gi"))
+    parser.add_argument("--maxw", type=int, default=int(os.environ.get("MAXW", 16)))
+    parser.add_argument("--driver", default=os.environ.get("OPEN_RL_DEVICE_CLASS",
+                                                           "gpu.example.com"))
+    parser.add_argument("--timeout", type=float, default=600)
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--log-level", default="warning")
+    args = parser.parse_args()
+    logging.basicConfig(level=getattr(logging, args.log_level.upper()), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+
+    config.load_kube_config()
+    api = client.ApiClient()
+    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    ensure_crd(api)
+    namespace = f"burst-{uuid.uuid4().hex[:6]}"
+    core.create_namespace({"metadata": {"name": namespace}})
+    templates = (ROOT / "manifests" / "base" / "pod-templates.yaml").read_text()
+    for doc in yaml.safe_load_all(templates):
+        doc["metadata"]["namespace"] = namespace
+        core.create_namespaced_config_map(namespace, doc)
+
+    slices = custom.list_cluster_custom_object("resource.k8s.io", "v1", "resourceslices")
+    hardware, _, _ = read_slices(slices["items"], args.driver)
+    labels = {"openrl.io/enabled": "true", "openrl.io/max-workers-per-claim": str(args.maxw)}
+    saved = {}
+    for node in hardware:
+        current = core.read_node(node).metadata.labels or {}
+        saved[node] = {k: current.get(k) for k in labels}
+        core.patch_node(node, {"metadata": {"labels": labels}})
+
+    metrics = Metrics()
+    settings = Settings(namespace=namespace, leader_elect=False, http_address="",
+                        device_class=args.driver, identity="burst")
+    counting = kube.Kube(kube.load_api_client(None), namespace, hook=metrics.api_request)
+    stop = threading.Event()
+    holder: list[Controller] = []
+    thread = threading.Thread(target=run, args=(settings,), daemon=True,
+                              kwargs={"stop": stop, "api": counting, "metrics": metrics,
+                                      "started": holder.append})
+    thread.start()
+    while not holder:
+        time.sleep(0.05)
+    controller = holder[0]
+    time.sleep(1.0)  # let the watches list; their start-up is not part of the burst
+    calls_before = Counter(counting.calls)
+    reconciles_before = controller.reconciles
+
+    figures: dict[str, Any] = {}
+    try:
+        started = time.monotonic()
+        for i in range(args.workers):
+            custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, {
+                "apiVersion": f"{GROUP}/{VERSION}", "kind": "OpenRLWorker",
+                "metadata": {"name": f"burst-{i:03d}"},
+                "spec": {"role": "trainer", "modelId": "burst", "memory": args.memory,
+                         "ownerId": f"owner-{i % 7}"}})
+        created = time.monotonic()
+        phases: Counter[str] = Counter()
+        progress_at = started + 10
+        while time.monotonic() - started < args.timeout:
+            items = custom.list_namespaced_custom_object(GROUP, VERSION, namespace,
+                                                         PLURAL)["items"]
+            phases = Counter((w.get("status") or {}).get("phase", "") for w in items)
+            settled = all(
+                (w.get("status") or {}).get("phase") == "Running"
+                or ((w.get("status") or {}).get("phase") == "Pending"
+                    and (w.get("status") or {}).get("reason", "").startswith(
+                        ("WaitingForCapacity", "NoCapacity")))
+                for w in items)
+            # Settled: nothing left to report, and no worker due for a look any time soon
+            # (the sweep and the placement-timeout checks are always scheduled).
+            busy = [k for k in controller.queue.due_within(2.0) if not k.startswith("*")]
+            if settled and not busy:
+                break
+            if progress_at <= time.monotonic():
+                progress_at += 10
+                print(f"  {time.monotonic() - started:5.0f}s {dict(phases)} "
+                      f"due={len(busy)} reconciles={controller.reconciles}",
+                      file=sys.stderr)
+            time.sleep(0.25)
+        elapsed = time.monotonic() - started
+        calls = Counter(counting.calls)
+        calls.subtract(calls_before)
+        calls = Counter({k: v for k, v in calls.items()
+                         if v and k[0] != "watch" and k[1] != "leases"})
+        reconciles = controller.reconciles - reconciles_before
+        busy = sum(s.value for s in metrics.latency.collect()[0].samples
+                   if s.name.endswith("_sum"))
+        api_seconds: Counter[str] = Counter()
+        for sample in metrics.api_latency.collect()[0].samples:
+            if sample.name.endswith("_sum") and sample.labels["resource"] != "leases":
+                api_seconds[f"{sample.labels['verb']} {sample.labels['resource']}"] += \
+                    sample.value
+        running = phases.get("Running", 0)
+        claims = custom.list_namespaced_custom_object("resource.k8s.io", "v1", namespace,
+                                                      "resourceclaims")["items"]
+        figures = {
+            "workers": args.workers, "memory": args.memory, "nodes": len(hardware),
+            "devices": sum(h.devices for h in hardware.values()),
+            "max_workers_per_claim": args.maxw,
+            "create_seconds": round(created - started, 2),
+            "settle_seconds": round(elapsed, 2),
+            "phases": dict(phases), "claims": len(claims),
+            "reconciles": reconciles,
+            "reconciles_per_second": round(reconciles / elapsed, 1),
+            "reconcile_busy_seconds": round(busy, 1),
+            "api_seconds": round(sum(api_seconds.values()), 1),
+            "api_requests": sum(calls.values()),
+            "api_requests_per_placed_worker": round(sum(calls.values()) / max(1, running), 1),
+            "by_call": {f"{verb} {res}": n for (verb, res), n in sorted(calls.items())},
+            "seconds_by_call": {k: round(v, 2) for k, v in sorted(api_seconds.items())},
+        }
+    finally:
+        for item in custom.list_namespaced_custom_object(GROUP, VERSION, namespace,
+                                                         PLURAL)["items"]:
+            custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL,
+                                                   item["metadata"]["name"])
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and custom.list_namespaced_custom_object(
+                GROUP, VERSION, namespace, PLURAL)["items"]:
+            time.sleep(1)
+        stop.set()
+        thread.join(15)
+        for item in custom.list_namespaced_custom_object(GROUP, VERSION, namespace,
+                                                         PLURAL)["items"]:
+            custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL,
+                                                  item["metadata"]["name"],
+                                                  {"metadata": {"finalizers": None}})
+        core.delete_namespace(namespace)
+        for node, values in saved.items():
+            core.patch_node(node, {"metadata": {"labels": values}})
+
+    if args.json:
+        print(json.dumps(figures, indent=2))
+    else:
+        print(f"burst of {figures['workers']} x {figures['memory']} workers on "
+              f"{figures['nodes']} node(s), {figures['devices']} devices, "
+              f"max {figures['max_workers_per_claim']} workers per claim")
+        print(f"  created in {figures['create_seconds']}s, settled in "
+              f"{figures['settle_seconds']}s: {figures['phases']} on {figures['claims']} claims")
+        print(f"  reconciles: {figures['reconciles']} "
+              f"({figures['reconciles_per_second']}/s; busy {figures['reconcile_busy_seconds']}s,"
+              f" of which API {figures['api_seconds']}s)")
+        print(f"  API requests: {figures['api_requests']} "
+              f"({figures['api_requests_per_placed_worker']} per placed worker)")
+        for call, n in figures["by_call"].items():
+            print(f"    {call:<28} {n:>6} {figures['seconds_by_call'].get(call, 0):>8.2f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
