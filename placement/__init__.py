@@ -5,8 +5,6 @@ turn the world into ``Node``, ``Claim`` and ``Request`` values, build a
 ``Fleet``, ask ``decide`` and act on the answer.
 """
 
-from importlib.metadata import PackageNotFoundError, version
-
 from placement.decide import (
     Decision,
     JoinClaim,
@@ -33,10 +31,18 @@ from placement.model import (
 )
 from placement.simulation import Phase, Placement, Simulation, WorkerState
 
-try:
-    __version__ = version("openrl-place")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree without install
-    __version__ = "0+unknown"
+
+def __getattr__(name: str) -> str:
+    # Looked up on first use: importlib.metadata costs tens of milliseconds at start-up,
+    # which every ``openrl-place simulate`` would pay for nothing.
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("openrl-place")
+        except PackageNotFoundError:  # pragma: no cover - a source tree without install
+            return "0+unknown"
+    raise AttributeError(f"module 'placement' has no attribute {name!r}")
 
 __all__ = [
     "Booking",

@@ -40,19 +40,21 @@ import enum
 from dataclasses import dataclass
 
 from placement.fleet import Fleet, PoolGroup
-from placement.model import Request, devices_needed, format_gib, per_device_share
+from placement.model import Node, Request, devices_needed, format_gib, per_device_share
+from placement.slack import Slack
 
 __all__ = [
     "Decision",
     "JoinClaim",
     "NewClaim",
+    "NodeOffer",
     "Reason",
     "Wait",
     "WaitKind",
-    "could_seat_on",
     "decide",
     "explain",
     "find_seat",
+    "offer_of",
 ]
 
 
@@ -157,22 +159,37 @@ def _best_seat(request: Request, fleet: Fleet) -> JoinClaim | None:
     return None
 
 
-def could_seat_on(request: Request, fleet: Fleet, node_name: str) -> bool:
-    """Whether ``request`` could get a seat on this one node, by spreading or joining.
+@dataclass(frozen=True, slots=True)
+class NodeOffer:
+    """What one node offers right now: free devices and open seats (width, room to park)."""
 
-    When a worker found no seat anywhere and then only this node changed, this
-    answers whether ``decide`` would now place it, for a few claims' cost.
-    """
+    node: Node
+    free_devices: int
+    open_seats: tuple[tuple[int, Slack], ...]
+
+    def could_seat(self, request: Request) -> bool:
+        """Whether ``request`` could get a seat on this node, by spreading or joining.
+
+        When a worker found no seat anywhere and then only this node changed,
+        this answers whether ``decide`` would now place it, for a few claims' cost.
+        """
+        node = self.node
+        if node.roles and request.role not in node.roles:
+            return False
+        memory = request.memory
+        if self.free_devices >= devices_needed(memory, node.device_memory):
+            return True
+        return any(
+            memory <= room and per_device_share(memory, devices) <= node.device_memory
+            for devices, room in self.open_seats
+        )
+
+
+def offer_of(fleet: Fleet, node_name: str) -> NodeOffer | None:
     node = fleet.node(node_name)
-    if node is None or not node.accepts(request.role):
-        return False
-    memory = request.memory
-    if fleet.free_devices(node_name) >= devices_needed(memory, node.device_memory):
-        return True
-    return any(
-        memory <= room and per_device_share(memory, devices) <= node.device_memory
-        for devices, room in fleet.open_seats_on(node_name)
-    )
+    if node is None:
+        return None
+    return NodeOffer(node, fleet.free_devices(node_name), tuple(fleet.open_seats_on(node_name)))
 
 
 def explain(request: Request, fleet: Fleet) -> Reason:

@@ -33,7 +33,7 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from placement.decide import JoinClaim, NewClaim, Reason, could_seat_on, explain, find_seat
+from placement.decide import JoinClaim, NewClaim, Reason, explain, find_seat, offer_of
 from placement.fleet import Fleet
 from placement.model import Booking, Claim, Node, PlacementError, Request, Role, per_device_share
 
@@ -198,6 +198,9 @@ class Simulation:
         """
         placed: list[Placement] = []
         while self._pending:
+            offer = offer_of(self.fleet, changed_node)
+            if offer is None:
+                break
             # A worker that cannot be placed means no larger worker of its role can be
             # either (more memory never needs fewer devices, a smaller share or less host
             # RAM), so one failure rules out every bigger class until the fleet changes.
@@ -209,7 +212,7 @@ class Simulation:
                 queue = self._pending[key]
                 request = self._requests[queue[0]]
                 outcome = None
-                if could_seat_on(request, self.fleet, changed_node):
+                if offer.could_seat(request):
                     outcome = self._try_place(request, retried=True)
                 if outcome is None:
                     smallest_failure[role] = memory

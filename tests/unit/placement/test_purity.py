@@ -15,3 +15,11 @@ def test_importing_placement_loads_no_third_party_module() -> None:
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_version_comes_from_package_metadata() -> None:
+    from importlib.metadata import version
+
+    import placement
+
+    assert placement.__version__ == version("openrl-place")
