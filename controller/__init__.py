@@ -3,7 +3,8 @@
 Module map (reading order): ``naming`` (names, labels), ``objects`` (views
 over API dicts), ``render`` (the pod), ``claims`` (the claim), ``fleet_reader``
 (the cluster as placement data), ``status`` (phases and conditions),
-``reconcile`` (one worker, one decision), ``queue``, ``watches``, ``loop``,
+``reconcile`` (one worker, one decision), ``work`` and ``housekeeping`` (queue keys,
+wake-all, the sweep), ``queue``, ``watches``, ``loop``,
 ``leader``, ``metrics``, ``logs``, ``kube`` (every API call), ``settings`` and
 ``main`` (the ``openrl-place controller`` command).
 """

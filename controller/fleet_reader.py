@@ -40,7 +40,7 @@ from controller.objects import (
     worker_owner_uid,
 )
 from controller.quantity import QuantityError, memory_bytes
-from placement import Booking, Claim, Fleet, Node
+from placement import Booking, Claim, Fleet, Node, Role
 
 
 @attrs.frozen
@@ -151,7 +151,7 @@ def read_nodes(node_objs: list[Obj], hardware: dict[str, Hardware]) -> tuple[lis
             continue
         present = {role: labels[key] for role, key in naming.NODE_ROLE_LABELS.items()
                    if key in labels}
-        roles = frozenset(role for role, value in present.items() if value == "true")
+        roles = frozenset(Role(role) for role, value in present.items() if value == "true")
         if present and not roles:
             warnings.append(f"node {name}: role labels {present} name no role as 'true'; "
                             "the node accepts no workers")

@@ -35,6 +35,9 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 Obj = dict[str, Any]
+# Module-level aliases: inside Kube, "list" names the method, not the builtin.
+Objs = list[Obj]
+Query = list[tuple[str, str]]
 RequestHook = Callable[[str, str, int, float], None]  # verb, resource, HTTP status (0 = no
 # answer), seconds until the response headers (a watch: until it opened)
 
@@ -124,14 +127,17 @@ def load_api_client(kubeconfig: str | None) -> client.ApiClient:
     # Five watches, the loop and the leader's renewals share the pool.
     configuration.connection_pool_maxsize = 16
     if kubeconfig:
-        config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+        config.load_kube_config(config_file=kubeconfig,  # type: ignore[no-untyped-call]
+                                client_configuration=configuration)
     elif os.environ.get("KUBECONFIG"):
-        config.load_kube_config(client_configuration=configuration)
+        config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     else:
         try:
-            config.load_incluster_config(client_configuration=configuration)
+            config.load_incluster_config(  # type: ignore[no-untyped-call]
+                client_configuration=configuration)
         except config.ConfigException:
-            config.load_kube_config(client_configuration=configuration)
+            config.load_kube_config(  # type: ignore[no-untyped-call]
+                client_configuration=configuration)
     return client.ApiClient(configuration)
 
 
@@ -149,13 +155,13 @@ class Kube:
     # ------------------------------------------------------------------ verbs
 
     def list(self, res: Resource, *, namespace: str | None = None,
-             label_selector: str | None = None, field_selector: str | None = None) -> list[Obj]:
+             label_selector: str | None = None, field_selector: str | None = None) -> Objs:
         return self.list_with_version(res, namespace=namespace, label_selector=label_selector,
                                       field_selector=field_selector)[0]
 
     def list_with_version(self, res: Resource, *, namespace: str | None = None,
                           label_selector: str | None = None,
-                          field_selector: str | None = None) -> tuple[list[Obj], str]:
+                          field_selector: str | None = None) -> tuple[Objs, str]:
         query = _selectors(label_selector, field_selector)
         result = self._request("list", res, "GET", res.path(self._ns(res, namespace)), query)
         return list(result.get("items") or []), str(
@@ -219,7 +225,7 @@ class Kube:
         return (namespace or self.namespace) if res.namespaced else None
 
     def _request(self, verb: str, res: Resource, method: str, path: str,
-                 query: list[tuple[str, str]] | None = None, body: Obj | None = None,
+                 query: Query | None = None, body: Obj | None = None,
                  content_type: str = "application/json") -> Obj:
         response = self._send(verb, res, method, path, query or [], body=body,
                               content_type=content_type, timeout=REQUEST_TIMEOUT, read=True)
@@ -229,7 +235,7 @@ class Kube:
             raise KubeError(response.status, "BadResponse", f"{verb} {res.plural}: {exc}") from exc
 
     def _send(self, verb: str, res: Resource, method: str, path: str,
-              query: list[tuple[str, str]], *, body: Obj | None = None,
+              query: Query, *, body: Obj | None = None,
               content_type: str = "application/json",
               timeout: float | tuple[float, float] = REQUEST_TIMEOUT, read: bool = False) -> Any:
         """Send one request; with ``read`` the body is read too (and timed with it)."""
@@ -246,9 +252,9 @@ class Kube:
                                          _request_timeout=timeout)
             status = response.status
             if not 200 <= status <= 299:
-                raise _error(status, response.read())
+                raise _error(status, response.read())  # type: ignore[no-untyped-call]
             if read:
-                response.read()
+                response.read()  # type: ignore[no-untyped-call]
             return response
         except ApiException as exc:
             status = exc.status or 0
@@ -260,8 +266,8 @@ class Kube:
                 self.hook(verb, res.plural, status, time.monotonic() - started)
 
 
-def _selectors(label_selector: str | None, field_selector: str | None) -> list[tuple[str, str]]:
-    query = []
+def _selectors(label_selector: str | None, field_selector: str | None) -> Query:
+    query: Query = []
     if label_selector:
         query.append(("labelSelector", label_selector))
     if field_selector:

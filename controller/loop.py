@@ -25,9 +25,10 @@ from controller import kube
 from controller.logs import kv
 from controller.metrics import Health, Metrics
 from controller.queue import WorkQueue
-from controller.reconcile import HOUSEKEEPING_ORDER, SWEEP, WAKE, Reconciler, Result, utcnow
+from controller.reconcile import Reconciler
 from controller.settings import Settings
 from controller.watches import WAKE_DELAY, Watcher, feeds
+from controller.work import HOUSEKEEPING_ORDER, SWEEP, WAKE, Result, utcnow
 
 log = logging.getLogger("openrl.controller.loop")
 

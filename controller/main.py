@@ -45,10 +45,15 @@ def run(settings: Settings, *, stop: threading.Event | None = None,
     if address is not None:
         server = serve(address, metrics, health)
         log.info("serving /healthz /readyz /metrics",
-                 extra=kv(address=f"{server.server_address[0]}:{server.server_address[1]}"))
+                 extra=kv(address=f"{address[0]}:{server.server_address[1]}"))
     working = threading.Event()  # set to stop the loop (shutdown or lost lease)
     lost = threading.Event()
-    threading.Thread(target=lambda: (stop.wait(), working.set()), daemon=True).start()
+
+    def relay_stop() -> None:
+        stop.wait()
+        working.set()
+
+    threading.Thread(target=relay_stop, name="stop", daemon=True).start()
     elector = None
     try:
         if settings.leader_elect:

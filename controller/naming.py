@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from typing import Any
 
 GROUP = "openrl.io"
 VERSION = "v1alpha1"
@@ -110,7 +111,7 @@ def claim_name(worker_uid: str) -> str:
     return f"orw-{worker_uid}"
 
 
-def owner_reference(worker: dict) -> dict:
+def owner_reference(worker: dict[str, Any]) -> dict[str, Any]:
     meta = worker["metadata"]
     return {
         "apiVersion": API_VERSION,

@@ -63,7 +63,7 @@ class WorkQueue:
         with self._cond:
             failures = self._failures.get(key, 0)
             self._failures[key] = failures + 1
-        delay = min(self._max, self._base * (2 ** failures))
+        delay = float(min(self._max, self._base * (2 ** failures)))
         self.add(key, after=delay)
         return delay
 

@@ -28,10 +28,8 @@ server, so a reconcile always sees the writes of the one before it):
    changes); one no node could ever hold fails Unsatisfiable after the
    placement timeout.
 
-Housekeeping keys share the queue, so they never run beside a reconcile:
-``WAKE`` re-queues every pending worker, oldest first; ``SWEEP`` deletes
-managed claims that no worker and no pod references, never one younger than
-the reclaim grace.
+Housekeeping keys (``WAKE``, ``SWEEP``: see housekeeping.py) share the queue,
+so they never run beside a reconcile.
 """
 
 from __future__ import annotations
@@ -43,7 +41,7 @@ from collections.abc import Callable
 
 import attrs
 
-from controller import kube, naming, render, status
+from controller import housekeeping, kube, naming, render, status
 from controller.claims import build_claim, read_claim
 from controller.events import Recorder
 from controller.fleet_reader import FleetView, build_fleet
@@ -52,7 +50,6 @@ from controller.metrics import Metrics
 from controller.objects import (
     Obj,
     Worker,
-    age_order,
     controller_owner,
     created_at,
     is_deleting,
@@ -60,7 +57,6 @@ from controller.objects import (
     name_of,
     pod_alive,
     pod_claim,
-    pod_claims,
     pod_condition,
     pod_failure,
     pod_node,
@@ -71,27 +67,10 @@ from controller.objects import (
 from controller.quantity import format_quantity
 from controller.settings import Settings
 from controller.status import FAILED, PENDING, PLACING, RUNNING, Outcome
+from controller.work import SWEEP, WAKE, Result, is_pending, utcnow
 from placement import JoinClaim, NewClaim, Request, Role, Wait, decide, per_device_share
 
 log = logging.getLogger("openrl.controller")
-
-WAKE = "*wake"
-SWEEP = "*sweep"
-# Housekeeping first, then workers by arrival: see queue.WorkQueue.
-HOUSEKEEPING_ORDER = ("0",)
-
-
-def worker_order(obj: Obj) -> tuple[str, ...]:
-    return ("1", *age_order(obj))
-
-
-@attrs.frozen
-class Result:
-    requeue_after: float | None = None
-    wake: bool = False  # capacity changed: retry every pending worker
-    sweep: bool = False  # a claim may have lost its last reference: sweep soon
-    enqueue: tuple[tuple[str, tuple[str, ...]], ...] = ()
-
 
 class _Conclude(Exception):
     """Raised inside a step that has reached an outcome the worker must be told."""
@@ -102,16 +81,8 @@ class _Conclude(Exception):
         self.requeue_after = requeue_after
 
 
-def _is_pending(obj: Obj) -> bool:
-    return not is_deleting(obj) and (obj.get("status") or {}).get("phase") in (None, "", PENDING)
-
-
 def _pending(objs: list[Obj]) -> int:
-    return sum(1 for o in objs if _is_pending(o))
-
-
-def utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
+    return sum(1 for o in objs if is_pending(o))
 
 
 class Reconciler:
@@ -127,9 +98,9 @@ class Reconciler:
 
     def __call__(self, key: str) -> Result:
         if key == WAKE:
-            return self.wake()
+            return housekeeping.wake(self.api, self.metrics)
         if key == SWEEP:
-            return self.sweep()
+            return housekeeping.sweep(self.api, self.settings, self.metrics, self.now())
         return self.reconcile(key)
 
     # ------------------------------------------------------------- a worker
@@ -370,46 +341,6 @@ class Reconciler:
                                      outcome.kind or outcome.phase, outcome.phase,
                                      outcome.reason or outcome.detail or outcome.phase)
         return Result(requeue_after=requeue_after)
-
-    # ----------------------------------------------------------- housekeeping
-
-    def wake(self) -> Result:
-        objs = self.api.list(kube.WORKERS)
-        pending = [o for o in objs if _is_pending(o)]
-        self.metrics.pending.set(len(pending))
-        return Result(enqueue=tuple(sorted(((name_of(o), worker_order(o)) for o in pending),
-                                           key=lambda item: item[1])))
-
-    def sweep(self) -> Result:
-        claims = self.api.list(kube.CLAIMS, label_selector=naming.MANAGED_SELECTOR)
-        workers = [Worker.from_obj(o) for o in self.api.list(kube.WORKERS)]
-        pods = self.api.list(kube.PODS)  # every pod: an unmanaged pod may use our claim too
-        referenced = {w.claim for w in workers} | {w.own_claim for w in workers}
-        for pod in pods:
-            referenced |= pod_claims(pod)
-        now = self.now()
-        deleted = 0
-        next_run = self.settings.reclaim_interval
-        for claim in claims:
-            view = read_claim(claim, {})
-            if view.deleting or view.reserved or view.name in referenced:
-                continue
-            age = (now - view.created).total_seconds()
-            if age < self.settings.reclaim_grace:
-                log.debug("orphaned claim still young", extra=kv(claim=view.name, age=int(age)))
-                # Come back as soon as it is old enough, not a whole interval later.
-                next_run = min(next_run, self.settings.reclaim_grace - age + 1.0)
-                continue
-            try:
-                self.api.delete(kube.CLAIMS, view.name, uid=uid_of(claim),
-                                resource_version=claim["metadata"].get("resourceVersion"))
-            except (kube.NotFound, kube.Conflict):
-                continue  # changed since we read it: next sweep looks again
-            deleted += 1
-            log.info("reclaimed orphaned claim", extra=kv(claim=view.name, node=view.node,
-                                                          age=int(age)))
-        self.metrics.claims.set(len([c for c in claims if not is_deleting(c)]) - deleted)
-        return Result(requeue_after=next_run, wake=deleted > 0)
 
     def _observe(self, fleet: FleetView) -> None:
         self.metrics.claims.set(len(fleet.claims))

@@ -29,7 +29,7 @@ from controller import kube, naming
 from controller.logs import kv
 from controller.objects import Obj, controller_owner, meta, name_of, pod_node, pod_phase
 from controller.queue import WorkQueue
-from controller.reconcile import HOUSEKEEPING_ORDER, WAKE, worker_order
+from controller.work import HOUSEKEEPING_ORDER, WAKE, worker_order
 
 log = logging.getLogger("openrl.controller.watch")
 

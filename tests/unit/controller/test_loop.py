@@ -13,9 +13,9 @@ from controller.leader import LeaderElector
 from controller.loop import Controller
 from controller.metrics import Health, Metrics, serve
 from controller.queue import WorkQueue
-from controller.reconcile import WAKE, Result
 from controller.settings import Settings
 from controller.watches import Feed, feeds
+from controller.work import WAKE, Result
 from tests.unit.controller.fake_kube import FakeKube
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 
 from controller import kube
-from controller.reconcile import SWEEP, WAKE
+from controller.work import SWEEP, WAKE
 from tests.unit.controller.conftest import Cluster, template_cm
 
 WRITES = ("create", "patch", "delete", "update")

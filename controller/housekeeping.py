@@ -1,0 +1,70 @@
+"""Housekeeping keys: waking pending workers, and sweeping orphaned claims.
+
+Rules:
+
+* Wake-all re-queues every pending worker (no status yet, or Pending), oldest
+  arrival first; the queue's order does the rest.
+* The sweep deletes a managed claim only when nothing references it: no
+  worker's ``status.claimName``, no existing worker's UID-derived claim name
+  (a claim cut just before a lost pod write), no pod in the namespace, no
+  consumer in the claim's ``status.reservedFor``. Never one younger than the
+  reclaim grace; every delete carries the claim's UID and resourceVersion, so
+  a claim that changed since it was read is left for the next sweep.
+* Both run as queue keys, never beside a reconcile: a reconcile joining a
+  claim and a sweep deleting it at the same moment is exactly the race one
+  queue with one consumer rules out.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+from controller import kube, naming
+from controller.claims import read_claim
+from controller.logs import kv
+from controller.metrics import Metrics
+from controller.objects import Worker, is_deleting, name_of, pod_claims, uid_of
+from controller.settings import Settings
+from controller.work import Result, is_pending, worker_order
+
+log = logging.getLogger("openrl.controller.sweep")
+
+
+def wake(api: kube.Kube, metrics: Metrics) -> Result:
+    objs = api.list(kube.WORKERS)
+    pending = [o for o in objs if is_pending(o)]
+    metrics.pending.set(len(pending))
+    keys = sorted(((name_of(o), worker_order(o)) for o in pending), key=lambda item: item[1])
+    return Result(enqueue=tuple(keys))
+
+
+def sweep(api: kube.Kube, settings: Settings, metrics: Metrics, now: dt.datetime) -> Result:
+    claims = api.list(kube.CLAIMS, label_selector=naming.MANAGED_SELECTOR)
+    workers = [Worker.from_obj(o) for o in api.list(kube.WORKERS)]
+    pods = api.list(kube.PODS)  # every pod: an unmanaged pod may use our claim too
+    referenced = {w.claim for w in workers} | {w.own_claim for w in workers}
+    for pod in pods:
+        referenced |= pod_claims(pod)
+    deleted = 0
+    next_run = settings.reclaim_interval
+    for claim in claims:
+        view = read_claim(claim, {})
+        if view.deleting or view.reserved or view.name in referenced:
+            continue
+        age = (now - view.created).total_seconds()
+        if age < settings.reclaim_grace:
+            log.debug("orphaned claim still young", extra=kv(claim=view.name, age=int(age)))
+            # Come back as soon as it is old enough, not a whole interval later.
+            next_run = min(next_run, settings.reclaim_grace - age + 1.0)
+            continue
+        try:
+            api.delete(kube.CLAIMS, view.name, uid=uid_of(claim),
+                       resource_version=claim["metadata"].get("resourceVersion"))
+        except (kube.NotFound, kube.Conflict):
+            continue  # changed since we read it: the next sweep looks again
+        deleted += 1
+        log.info("reclaimed orphaned claim", extra=kv(claim=view.name, node=view.node,
+                                                      age=int(age)))
+    metrics.claims.set(sum(1 for c in claims if not is_deleting(c)) - deleted)
+    return Result(requeue_after=next_run, wake=deleted > 0)

@@ -1,0 +1,39 @@
+"""The vocabulary between the loop and the reconciles: queue keys, their order, results.
+
+Rules: a worker's key is its name; housekeeping keys start with ``*`` (never a
+valid object name) and sort before every worker; workers sort by arrival
+(creation time, then name), so the oldest pending worker is retried first.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import attrs
+
+from controller.objects import Obj, age_order, is_deleting
+
+WAKE = "*wake"  # re-queue every pending worker
+SWEEP = "*sweep"  # delete orphaned claims
+HOUSEKEEPING_ORDER = ("0",)
+PENDING = "Pending"
+
+
+def worker_order(obj: Obj) -> tuple[str, ...]:
+    return ("1", *age_order(obj))
+
+
+def is_pending(obj: Obj) -> bool:
+    return not is_deleting(obj) and (obj.get("status") or {}).get("phase") in (None, "", PENDING)
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+@attrs.frozen
+class Result:
+    requeue_after: float | None = None
+    wake: bool = False  # capacity changed: retry every pending worker
+    sweep: bool = False  # a claim may have lost its last reference: sweep soon
+    enqueue: tuple[tuple[str, tuple[str, ...]], ...] = ()
