@@ -5,9 +5,9 @@ Rules:
 * Wake-all re-queues every pending worker (no status yet, or Pending), oldest
   arrival first; the queue's order does the rest.
 * The sweep deletes a managed claim only when nothing references it: no
-  worker's ``status.claimName``, no existing worker's UID-derived claim name
-  (a claim cut just before a lost pod write), no pod in the namespace, no
-  consumer in the claim's ``status.reservedFor``. Never one younger than the
+  non-Failed worker's ``status.claimName`` or UID-derived claim name (a claim
+  cut just before a lost pod write), no pod in the namespace (in any phase),
+  no consumer in the claim's ``status.reservedFor``. Never one younger than the
   reclaim grace; every delete carries the claim's UID and resourceVersion, so
   a claim that changed since it was read is left for the next sweep.
 * Both run as queue keys, never beside a reconcile: a reconcile joining a
@@ -43,7 +43,9 @@ def sweep(api: kube.Kube, settings: Settings, metrics: Metrics, now: dt.datetime
     claims = api.list(kube.CLAIMS, label_selector=naming.MANAGED_SELECTOR)
     workers = [Worker.from_obj(o) for o in api.list(kube.WORKERS)]
     pods = api.list(kube.PODS)  # every pod: an unmanaged pod may use our claim too
-    referenced = {w.claim for w in workers} | {w.own_claim for w in workers}
+    # A Failed worker pins nothing: its pod, while it exists, speaks for it.
+    live = [w for w in workers if w.phase != "Failed"]
+    referenced = {w.claim for w in live} | {w.own_claim for w in live}
     for pod in pods:
         referenced |= pod_claims(pod)
     deleted = 0

@@ -314,8 +314,17 @@ class Reconciler:
         try:
             self.api.create(kube.PODS, pod)
         except kube.AlreadyExists:
-            # Not in our label-selected list, yet there: find out whose it is.
+            # Created since we looked (or not ours at all): find out whose it is.
             return self._with_pod(worker, self.api.get(kube.PODS, worker.pod_name))
+        except (kube.Invalid, kube.Forbidden) as exc:
+            # The API server refused the rendered pod itself (a field it rejects, or Pod
+            # Security admission): that is the template's doing, and retrying cannot fix it.
+            # A claim cut for it is left to the sweep (a Failed worker pins no claim).
+            if isinstance(exc, kube.Forbidden) and "PodSecurity" not in exc.message:
+                raise  # RBAC: the operator's to fix; keep retrying
+            raise _Conclude(Outcome(FAILED, "TemplateError",
+                                    f"the API server refused pod {worker.pod_name} rendered "
+                                    f"from {worker.template_name}: {exc.message}")) from exc
         log.info("created pod", extra=kv(worker=worker.name, pod=worker.pod_name, claim=claim,
                                          node=node))
         raise _Conclude(Outcome(PLACING, "Placed", how, claim=claim, devices=devices,

@@ -348,3 +348,33 @@ def test_failed_is_terminal(cluster: Cluster) -> None:
 def test_gone_worker_is_a_no_op(cluster: Cluster) -> None:
     result = cluster.reconcile("nobody")
     assert result.requeue_after is None and not result.wake
+
+
+def test_pod_the_api_server_refuses_is_a_template_error(cluster: Cluster) -> None:
+    cluster.api.fail_next[("create", "pods")] = kube.Invalid(
+        422, "Invalid", 'Pod "orw-w1" is invalid: spec.containers[0].image: Required value')
+    status = cluster.place("w1")
+    assert status["phase"] == "Failed"
+    assert status["reason"].startswith("TemplateError: the API server refused pod orw-w1")
+    assert "Required value" in status["reason"]
+    # The claim cut for it is the sweep's: a Failed worker pins nothing.
+    (claim,) = cluster.api.all(kube.CLAIMS)
+    cluster.api.advance(121)
+    cluster.reconciler(SWEEP)
+    assert cluster.api.obj(kube.CLAIMS, claim["metadata"]["name"]) is None
+
+
+def test_pod_security_refusal_fails_but_rbac_refusal_retries(cluster: Cluster) -> None:
+    cluster.api.fail_next[("create", "pods")] = kube.Forbidden(
+        403, "Forbidden", 'pods "orw-w1" is forbidden: violates PodSecurity "restricted:latest"')
+    assert cluster.place("w1")["reason"].startswith("TemplateError:")
+    cluster.add_worker("w2")
+    cluster.api.fail_next[("create", "pods")] = kube.Forbidden(
+        403, "Forbidden", 'pods is forbidden: User "x" cannot create resource "pods"')
+    try:
+        cluster.reconcile("w2")
+        raise AssertionError("RBAC refusal must propagate for a retry")
+    except kube.Forbidden:
+        pass
+    cluster.reconcile("w2")
+    assert cluster.status("w2")["phase"] == "Placing"
