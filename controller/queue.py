@@ -71,6 +71,13 @@ class WorkQueue:
         with self._cond:
             self._failures.pop(key, None)
 
+    def discard(self, key: str) -> None:
+        """Forget what is remembered about a key that is gone (its order, its failures)."""
+        with self._cond:
+            if key not in self._due and key not in self._ready_keys and key not in self._active:
+                self._order.pop(key, None)
+                self._failures.pop(key, None)
+
     def get(self, timeout: float | None = None) -> str | None:
         """The next ready key (None on timeout or close). Call ``done`` with it."""
         deadline = None if timeout is None else self._clock() + timeout

@@ -149,6 +149,7 @@ def feeds(queue: WorkQueue, driver: str) -> list[Feed]:
 
     def on_worker(kind: str, obj: Obj) -> None:
         if kind == "DELETED":
+            queue.discard(name_of(obj))
             wake()
         else:
             queue.add(name_of(obj), order=worker_order(obj))

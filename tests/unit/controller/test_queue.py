@@ -79,3 +79,13 @@ def test_due_within_reports_active_ready_and_soon() -> None:
     assert q.due_within(2) == ["now", "soon"]
     key = q.get(timeout=0)
     assert q.due_within(0) == [key]
+
+
+def test_discard_forgets_only_idle_keys() -> None:
+    q = WorkQueue()
+    q.add("gone", order=("1", "a"))
+    q.discard("gone")  # still queued: kept
+    assert q._order["gone"] == ("1", "a")
+    assert drain(q) == ["gone"]
+    q.discard("gone")
+    assert "gone" not in q._order
