@@ -161,35 +161,35 @@ def _best_seat(request: Request, fleet: Fleet) -> JoinClaim | None:
 
 @dataclass(frozen=True, slots=True)
 class NodeOffer:
-    """What one node offers right now: free devices and open seats (width, room to park)."""
+    """The largest worker one node could seat right now, by spreading or by joining.
+
+    A worker of ``memory`` bytes can spread onto ``free`` devices of ``d``
+    bytes exactly when ``memory <= free * d``, and join a k-device claim with
+    ``room`` to park exactly when ``memory <= min(room, k * d)``. So what a
+    node can seat is one threshold: every worker of an accepted role up to
+    ``capacity`` bytes, and none above.
+
+    When a worker found no seat anywhere and then only this node changed,
+    ``could_seat`` answers whether ``decide`` would now place it, for the
+    price of one comparison.
+    """
 
     node: Node
-    free_devices: int
-    open_seats: tuple[tuple[int, Slack], ...]
+    capacity: Slack
 
     def could_seat(self, request: Request) -> bool:
-        """Whether ``request`` could get a seat on this node, by spreading or joining.
-
-        When a worker found no seat anywhere and then only this node changed,
-        this answers whether ``decide`` would now place it, for a few claims' cost.
-        """
-        node = self.node
-        if node.roles and request.role not in node.roles:
-            return False
-        memory = request.memory
-        if self.free_devices >= devices_needed(memory, node.device_memory):
-            return True
-        return any(
-            memory <= room and per_device_share(memory, devices) <= node.device_memory
-            for devices, room in self.open_seats
-        )
+        roles = self.node.roles
+        return (not roles or request.role in roles) and request.memory <= self.capacity
 
 
 def offer_of(fleet: Fleet, node_name: str) -> NodeOffer | None:
     node = fleet.node(node_name)
     if node is None:
         return None
-    return NodeOffer(node, fleet.free_devices(node_name), tuple(fleet.open_seats_on(node_name)))
+    capacity: Slack = fleet.free_devices(node_name) * node.device_memory
+    for devices, room in fleet.open_seats_on(node_name):
+        capacity = max(capacity, min(room, devices * node.device_memory))
+    return NodeOffer(node, capacity)
 
 
 def explain(request: Request, fleet: Fleet) -> Reason:

@@ -201,19 +201,18 @@ class Simulation:
             offer = offer_of(self.fleet, changed_node)
             if offer is None:
                 break
+            hopeful = [key for key in self._pending
+                       if offer.could_seat(self._requests[self._pending[key][0]])]
             # A worker that cannot be placed means no larger worker of its role can be
             # either (more memory never needs fewer devices, a smaller share or less host
             # RAM), so one failure rules out every bigger class until the fleet changes.
             smallest_failure: dict[Role, int] = {}
-            for key in sorted(self._pending, key=lambda k: self._arrival[self._pending[k][0]]):
+            for key in sorted(hopeful, key=lambda k: self._arrival[self._pending[k][0]]):
                 role, memory = key
                 if memory >= smallest_failure.get(role, memory + 1):
                     continue
                 queue = self._pending[key]
-                request = self._requests[queue[0]]
-                outcome = None
-                if offer.could_seat(request):
-                    outcome = self._try_place(request, retried=True)
+                outcome = self._try_place(self._requests[queue[0]], retried=True)
                 if outcome is None:
                     smallest_failure[role] = memory
                     continue
