@@ -29,74 +29,18 @@ from __future__ import annotations
 import math
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 
 from placement.model import Booking, Claim, Node, PlacementError, Request, Role
+from placement.records import ClaimRecord, NodeRecord, PoolGroup, SeatGroup
 from placement.slack import Slack, SlackIndex
 
 __all__ = ["Fleet", "PoolGroup", "SeatGroup"]
 
 
-@dataclass(frozen=True, slots=True)
-class PoolGroup:
-    """Nodes alike in what a new claim asks of them."""
-
-    roles: frozenset[Role]
-    device_memory: int
-
-
-@dataclass(frozen=True, slots=True)
-class SeatGroup:
-    """Allocated claims alike in what a joiner must fit."""
-
-    roles: frozenset[Role]
-    device_memory: int
-    devices: int
-
-
-class _NodeRecord:
-    __slots__ = ("node", "pool_group", "seat_groups")
-
-    def __init__(self, node: Node) -> None:
-        self.node = node
-        self.pool_group = PoolGroup(node.roles, node.device_memory)
-        self.seat_groups: dict[int, SeatGroup] = {}  # by claim width
-
-    def seat_group(self, devices: int) -> SeatGroup:
-        group = self.seat_groups.get(devices)
-        if group is None:
-            group = self.seat_groups[devices] = SeatGroup(
-                self.node.roles, self.node.device_memory, devices)
-        return group
-
-
-class _ClaimRecord:
-    __slots__ = ("allocated", "bookings", "bucket", "devices", "filed", "name", "node")
-
-    def __init__(self, name: str, node: str, devices: int, allocated: bool) -> None:
-        self.name = name
-        self.node = node
-        self.devices = devices
-        self.allocated = allocated
-        self.bookings: dict[str, Booking] = {}
-        # Where the claim is filed, so unfiling needs no recomputation.
-        self.bucket: SlackIndex | None = None  # its open-seat bucket
-        self.filed: tuple[object, ...] | None = None  # a counter key (full or unallocated)
-
-    def parked_load(self) -> int:
-        if len(self.bookings) < 2:
-            return 0
-        return sum(b.parked_memory for b in self.bookings.values())
-
-    def snapshot(self) -> Claim:
-        return Claim(self.name, self.node, self.devices, self.allocated,
-                     tuple(self.bookings.values()))
-
-
 class Fleet:
     def __init__(self, nodes: Iterable[Node] = (), claims: Iterable[Claim] = ()) -> None:
-        self._nodes: dict[str, _NodeRecord] = {}
-        self._claims: dict[str, _ClaimRecord] = {}
+        self._nodes: dict[str, NodeRecord] = {}
+        self._claims: dict[str, ClaimRecord] = {}
         self._claim_of: dict[str, str] = {}
         self._claims_on: dict[str, set[str]] = {}
         self._reserved: dict[str, int] = {}
@@ -219,7 +163,7 @@ class Fleet:
     def add_node(self, node: Node) -> None:
         if node.name in self._nodes:
             raise PlacementError(f"node {node.name} already exists")
-        record = self._nodes[node.name] = _NodeRecord(node)
+        record = self._nodes[node.name] = NodeRecord(node)
         shape = (record.pool_group, node.devices)
         self._shapes[shape] = self._shapes.get(shape, 0) + 1
         for claim in sorted(self._claims_on.get(node.name, ())):
@@ -232,7 +176,7 @@ class Fleet:
             raise PlacementError(f"claim {claim.name} already exists")
         for booking in claim.bookings:
             self._check_unbooked(booking.worker)
-        record = _ClaimRecord(claim.name, claim.node, claim.devices, claim.allocated)
+        record = ClaimRecord(claim.name, claim.node, claim.devices, claim.allocated)
         for booking in claim.bookings:
             record.bookings[booking.worker] = booking
             self._claim_of[booking.worker] = claim.name
@@ -310,7 +254,7 @@ class Fleet:
 
     # --------------------------------------------------------------- indexing
 
-    def _require_claim(self, claim: str) -> _ClaimRecord:
+    def _require_claim(self, claim: str) -> ClaimRecord:
         record = self._claims.get(claim)
         if record is None:
             raise PlacementError(f"unknown claim {claim}")
@@ -320,7 +264,7 @@ class Fleet:
         if worker in self._claim_of:
             raise PlacementError(f"worker {worker} is already on claim {self._claim_of[worker]}")
 
-    def _join_slack(self, record: _ClaimRecord) -> Slack:
+    def _join_slack(self, record: ClaimRecord) -> Slack:
         """The largest joiner the claim's node could still park."""
         host = self._nodes[record.node].node.host_memory
         if host is None:
@@ -336,7 +280,7 @@ class Fleet:
             room -= only.parked_memory
         return room
 
-    def _parked_share(self, record: _ClaimRecord) -> int:
+    def _parked_share(self, record: ClaimRecord) -> int:
         """What the claim adds to its node's parked load: only once allocated and shared."""
         if not record.allocated or record.node not in self._nodes:
             return 0
@@ -354,7 +298,7 @@ class Fleet:
                 if record.bucket is not None:
                     record.bucket.update(name, self._join_slack(record))
 
-    def _file(self, record: _ClaimRecord) -> None:
+    def _file(self, record: ClaimRecord) -> None:
         node = self._nodes.get(record.node)
         if node is None:
             return
@@ -381,7 +325,7 @@ class Fleet:
         bucket.add(record.name, self._join_slack(record))
         record.bucket = bucket
 
-    def _unfile(self, record: _ClaimRecord) -> None:
+    def _unfile(self, record: ClaimRecord) -> None:
         if record.bucket is not None:
             record.bucket.remove(record.name)
             if not record.bucket:
@@ -393,7 +337,7 @@ class Fleet:
             counters[record.filed] -= 1
             record.filed = None
 
-    def _file_pool(self, node: _NodeRecord) -> None:
+    def _file_pool(self, node: NodeRecord) -> None:
         """Recompute a node's reservation from its claims and file it by free devices."""
         claims = self._claims
         reserved = sum(claims[name].devices for name in self._claims_on.get(node.node.name, ()))
@@ -405,7 +349,7 @@ class Fleet:
             self._pool_views.clear()
         insort(by_free.setdefault(free, []), node.node.name)
 
-    def _unfile_pool(self, node: _NodeRecord) -> None:
+    def _unfile_pool(self, node: NodeRecord) -> None:
         name = node.node.name
         by_free = self._pools[node.pool_group]
         free = max(0, node.node.devices - self._reserved.get(name, 0))
