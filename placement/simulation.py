@@ -13,13 +13,18 @@ the same ones against a real cluster):
 * Placed workers stay put: nothing migrates, nothing is rebalanced.
 * After any capacity change (a departure, a claim allocated, a node added, a
   new allocated claim) the oldest pending worker that can now be placed is
-  placed, again and again until none can. Every change touches one node, and
-  a worker that found no seat before can only find one there, so a cheap look
-  at that node decides who is worth a full decision. The decision reads only a worker's role and
-  memory, so pending workers are kept in classes of equal (role, memory): when
-  the oldest of a class cannot be placed, none of that class can, and a retry
-  costs at most one decision per class rather than one per waiting worker.
-  A failure also rules out every larger class of the same role: more memory
+  placed, again and again until none can.
+
+How a retry stays cheap (each shortcut is exact, and the tests check the
+result against a plain full scan):
+
+* Every change touches one node, and a worker that found no seat before can
+  only find one there. What a node can seat is one memory threshold per role
+  (``NodeOffer``), so one comparison dismisses a worker.
+* The decision reads only a worker's role and memory, so pending workers are
+  kept in classes of equal (role, memory): when the oldest of a class cannot
+  be placed, none of that class can.
+* A failure also rules out every larger class of the same role: more memory
   never needs fewer devices, a smaller share or less host RAM.
 * An arrival is decided alone: the pending workers were already tried
   against the same fleet. Only a new allocated claim can give them something
