@@ -158,7 +158,10 @@ class Arrive:
 
     def to_request(self) -> Request:
         # No owner: an owner of one, itself (the placement library's rule).
-        return Request(self.name, Role(self.role), self.memory, self.owner or "")
+        return Request(self.name, _ROLES[self.role], self.memory, self.owner or "")
+
+
+_ROLES = {role.value: role for role in Role}
 
 
 @attrs.frozen

@@ -120,7 +120,8 @@ class Request:
             raise PlacementError("worker name must not be empty")
         if self.memory <= 0:
             raise PlacementError(f"worker {self.name}: memory must be > 0, got {self.memory}")
-        object.__setattr__(self, "role", Role(self.role))
+        if type(self.role) is not Role:  # an Enum call costs more than the rest of a request
+            object.__setattr__(self, "role", Role(self.role))
         if not self.owner:
             object.__setattr__(self, "owner", self.name)
 
