@@ -119,8 +119,7 @@ def _best_pool(request: Request, fleet: Fleet) -> NewClaim | None:
     best: tuple[int, int, int, str] | None = None
     for group, by_free in fleet.pool_groups(request.role):
         needed = devices_needed(request.memory, group.device_memory)
-        tightest = min((free for free, names in by_free.items() if free >= needed and names),
-                       default=None)
+        tightest = min((free for free in by_free if free >= needed), default=None)
         if tightest is None:
             continue
         candidate = (needed, group.device_memory, tightest - needed, by_free[tightest][0])

@@ -50,8 +50,8 @@ class Fleet:
         # Counters for reasons: nodes per (group, devices); full claims per (group, seat
         # limit); unallocated claims per (group, devices of their node).
         self._shapes: dict[tuple[PoolGroup, int], int] = {}
-        self._full: dict[tuple[object, ...], int] = {}
-        self._unallocated: dict[tuple[object, ...], int] = {}
+        self._full: dict[tuple[SeatGroup, int], int] = {}
+        self._unallocated: dict[tuple[PoolGroup, int], int] = {}
         # Groups in canonical order per role, rebuilt only when a new group appears.
         self._pool_views: dict[Role, list[tuple[PoolGroup, dict[int, list[str]]]]] = {}
         self._seat_views: dict[Role, list[tuple[SeatGroup, dict[int, SlackIndex]]]] = {}
@@ -96,10 +96,6 @@ class Fleet:
     def workers_on(self, claim: str) -> int:
         return len(self._claims[claim].bookings)
 
-    def claims_on(self, node: str) -> list[str]:
-        """Claims allocated to or sized against ``node``, by name."""
-        return sorted(self._claims_on.get(node, ()))
-
     def open_seats_on(self, node: str) -> list[tuple[int, Slack]]:
         """(devices, room for a joiner) of each allocated claim on ``node`` with a free seat."""
         claims = self._claims
@@ -115,13 +111,6 @@ class Fleet:
 
     def parked_load(self, node: str) -> int:
         return self._parked.get(node, 0)
-
-    def worker_count(self) -> int:
-        return len(self._claim_of)
-
-    def join_fits_host(self, claim: str, joiner_memory: int) -> bool:
-        """Whether the claim's node can park everyone once the joiner is on it."""
-        return joiner_memory <= self._join_slack(self._claims[claim])
 
     # Index views for the decision and its reasons. Groups come back in a
     # canonical order, never in insertion order.
@@ -152,9 +141,7 @@ class Fleet:
 
     def full_claims(self, role: Role) -> Iterator[tuple[SeatGroup, int, int]]:
         """(group, seat limit, count) of allocated claims with no seat left, accepting role."""
-        for key, count in self._full.items():
-            group, limit = key
-            assert isinstance(group, SeatGroup) and isinstance(limit, int)
+        for (group, limit), count in self._full.items():
             if count and (not group.roles or role in group.roles):
                 yield group, limit, count
 
@@ -303,17 +290,17 @@ class Fleet:
         if node is None:
             return
         if not record.allocated:
-            key: tuple[object, ...] = (node.pool_group, node.node.devices)
-            self._unallocated[key] = self._unallocated.get(key, 0) + 1
-            record.filed = key
+            shape = (node.pool_group, node.node.devices)
+            self._unallocated[shape] = self._unallocated.get(shape, 0) + 1
+            record.unallocated_key = shape
             return
         group = node.seat_group(record.devices)
         workers = len(record.bookings)
         limit = node.node.max_workers_per_claim
         if workers >= limit:
-            key = (group, limit)
-            self._full[key] = self._full.get(key, 0) + 1
-            record.filed = key
+            full = (group, limit)
+            self._full[full] = self._full.get(full, 0) + 1
+            record.full_key = full
             return
         by_workers = self._seats.get(group)
         if by_workers is None:
@@ -332,10 +319,12 @@ class Fleet:
                 node = self._nodes[record.node]
                 del self._seats[node.seat_group(record.devices)][len(record.bookings)]
             record.bucket = None
-        elif record.filed is not None:
-            counters = self._unallocated if not record.allocated else self._full
-            counters[record.filed] -= 1
-            record.filed = None
+        elif record.full_key is not None:
+            self._full[record.full_key] -= 1
+            record.full_key = None
+        elif record.unallocated_key is not None:
+            self._unallocated[record.unallocated_key] -= 1
+            record.unallocated_key = None
 
     def _file_pool(self, node: NodeRecord) -> None:
         """Recompute a node's reservation from its claims and file it by free devices."""

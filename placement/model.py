@@ -27,6 +27,7 @@ Rules stated once, so the rest of the package can lean on them:
 from __future__ import annotations
 
 import enum
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "Role",
     "devices_needed",
     "format_gib",
+    "parked_load",
     "per_device_share",
 ]
 
@@ -66,6 +68,11 @@ def devices_needed(memory: int, device_memory: int) -> int:
 def per_device_share(memory: int, devices: int) -> int:
     """Bytes of each device a worker uses when spread over a ``devices``-wide claim."""
     return _ceil_div(memory, devices)
+
+
+def parked_load(bookings: Collection[Booking]) -> int:
+    """Host RAM a claim's workers may park at once: nothing while one worker is alone."""
+    return sum(b.parked_memory for b in bookings) if len(bookings) >= 2 else 0
 
 
 def format_gib(value: int) -> str:
@@ -166,8 +173,7 @@ class Claim:
         return len(self.bookings) >= 2
 
     def parked_load(self) -> int:
-        """Host RAM this claim's workers may park at once: nothing while one worker is alone."""
-        return sum(b.parked_memory for b in self.bookings) if self.shared else 0
+        return parked_load(self.bookings)
 
 
 def _booking_key(booking: Booking) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from placement.model import Booking, Claim, Node, Role
+from placement.model import Booking, Claim, Node, Role, parked_load
 from placement.slack import SlackIndex
 
 __all__ = ["ClaimRecord", "NodeRecord", "PoolGroup", "SeatGroup"]
@@ -54,7 +54,8 @@ class NodeRecord:
 
 
 class ClaimRecord:
-    __slots__ = ("allocated", "bookings", "bucket", "devices", "filed", "name", "node")
+    __slots__ = ("allocated", "bookings", "bucket", "devices", "full_key", "name", "node",
+                 "unallocated_key")
 
     def __init__(self, name: str, node: str, devices: int, allocated: bool) -> None:
         self.name = name
@@ -64,12 +65,11 @@ class ClaimRecord:
         self.bookings: dict[str, Booking] = {}
         # Where the claim is filed, so unfiling needs no recomputation.
         self.bucket: SlackIndex | None = None  # its open-seat bucket
-        self.filed: tuple[object, ...] | None = None  # a counter key (full or unallocated)
+        self.full_key: tuple[SeatGroup, int] | None = None  # counted as full
+        self.unallocated_key: tuple[PoolGroup, int] | None = None  # counted as unallocated
 
     def parked_load(self) -> int:
-        if len(self.bookings) < 2:
-            return 0
-        return sum(b.parked_memory for b in self.bookings.values())
+        return parked_load(self.bookings.values())
 
     def snapshot(self) -> Claim:
         return Claim(self.name, self.node, self.devices, self.allocated,
