@@ -159,6 +159,7 @@ class Fleet:
         self._file_pool(record)
 
     def add_claim(self, claim: Claim) -> None:
+        """Take in a claim as it is, bookings included (a fleet read from a cluster)."""
         if claim.name in self._claims:
             raise PlacementError(f"claim {claim.name} already exists")
         for booking in claim.bookings:
@@ -166,13 +167,26 @@ class Fleet:
         record = ClaimRecord(claim.name, claim.node, claim.devices, claim.allocated)
         for booking in claim.bookings:
             record.bookings[booking.worker] = booking
-            self._claim_of[booking.worker] = claim.name
-        self._claims[claim.name] = record
-        self._claims_on.setdefault(claim.node, set()).add(claim.name)
-        node = self._nodes.get(claim.node)
+        self._add_record(record)
+
+    def cut(self, name: str, node: str, devices: int, allocated: bool, request: Request) -> None:
+        """Create a claim for one worker: the placement of a ``NewClaim``."""
+        if name in self._claims:
+            raise PlacementError(f"claim {name} already exists")
+        self._check_unbooked(request.name)
+        record = ClaimRecord(name, node, devices, allocated)
+        record.bookings[request.name] = Booking(request.name, request.owner, request.memory)
+        self._add_record(record)
+
+    def _add_record(self, record: ClaimRecord) -> None:
+        for worker in record.bookings:
+            self._claim_of[worker] = record.name
+        self._claims[record.name] = record
+        self._claims_on.setdefault(record.node, set()).add(record.name)
+        node = self._nodes.get(record.node)
         if node is not None:
             self._unfile_pool(node)
-            self._shift_parked(claim.node, self._parked_share(record))
+            self._shift_parked(record.node, self._parked_share(record))
             self._file(record)
             self._file_pool(node)
 

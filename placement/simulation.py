@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 from placement.decide import JoinClaim, NewClaim, Reason, explain, find_seat, offer_of
 from placement.fleet import Fleet
-from placement.model import Booking, Claim, Node, PlacementError, Request, Role, per_device_share
+from placement.model import Node, PlacementError, Request, Role, per_device_share
 
 __all__ = ["Phase", "Placement", "Simulation", "WorkerState"]
 
@@ -180,12 +180,10 @@ class Simulation:
         decision = find_seat(request, self.fleet)
         if decision is None:
             return None
-        booking = Booking(request.name, request.owner, request.memory)
         if isinstance(decision, NewClaim):
             name = self._claim_name(request.name)
             allocated = not self.deferred_allocation
-            claim = Claim(name, decision.node, decision.devices, allocated, (booking,))
-            self.fleet.add_claim(claim)
+            self.fleet.cut(name, decision.node, decision.devices, allocated, request)
             return Placement(request.name, name, decision.node, decision.devices,
                              new_claim=True, allocated=allocated, retried=retried)
         assert isinstance(decision, JoinClaim)
