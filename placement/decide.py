@@ -119,8 +119,11 @@ def _best_pool(request: Request, fleet: Fleet) -> NewClaim | None:
     best: tuple[int, int, int, str] | None = None
     for group, by_free in fleet.pool_groups(request.role):
         needed = devices_needed(request.memory, group.device_memory)
-        tightest = min((free for free in by_free if free >= needed), default=None)
-        if tightest is None:
+        tightest = -1
+        for free in by_free:  # a handful of keys: at most the devices of a node, plus one
+            if free >= needed and (tightest < 0 or free < tightest):
+                tightest = free
+        if tightest < 0:
             continue
         candidate = (needed, group.device_memory, tightest - needed, by_free[tightest][0])
         if best is None or candidate < best:
@@ -187,7 +190,10 @@ def offer_of(fleet: Fleet, node_name: str) -> NodeOffer | None:
         return None
     capacity: Slack = fleet.free_devices(node_name) * node.device_memory
     for devices, room in fleet.open_seats_on(node_name):
-        capacity = max(capacity, min(room, devices * node.device_memory))
+        fits = devices * node.device_memory
+        seat = room if room < fits else fits
+        if seat > capacity:
+            capacity = seat
     return NodeOffer(node, capacity)
 
 
