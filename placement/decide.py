@@ -141,9 +141,11 @@ def _best_pool(request: Request, fleet: Fleet) -> NewClaim | None:
 
 def _best_seat(request: Request, fleet: Fleet) -> JoinClaim | None:
     memory = request.memory
+    # The worker fits a k-device claim by itself: ceil(memory / k) <= device memory,
+    # which for whole bytes is memory <= k * device memory.
     fitting = [
         by_workers for group, by_workers in fleet.seat_groups(request.role)
-        if per_device_share(memory, group.devices) <= group.device_memory
+        if memory <= group.devices * group.device_memory
     ]
     # Fewest workers first, then claim name across every group that fits.
     for workers in sorted({n for by_workers in fitting for n in by_workers}):
