@@ -197,8 +197,7 @@ class _Run:
         claim = self.sim.fleet.claim_of(worker)
         if claim is None:
             raise ScenarioError(where, f'worker "{worker}" is pending: it has no claim to allocate')
-        current = self.sim.fleet.claim(claim)
-        if current is not None and current.allocated:
+        if self.sim.fleet.is_allocated(claim):
             why = (" (with dra: instant every claim is allocated when it is cut)"
                    if not self.scenario.deferred else "")
             raise ScenarioError(where, f'claim "{claim}" of worker "{worker}" is already '

@@ -168,10 +168,6 @@ class Claim:
     def workers(self) -> tuple[str, ...]:
         return tuple(b.worker for b in self.bookings)
 
-    @property
-    def shared(self) -> bool:
-        return len(self.bookings) >= 2
-
     def parked_load(self) -> int:
         return parked_load(self.bookings)
 
