@@ -18,10 +18,9 @@ from cli.replay import (
     ExpectStep,
     LeaveStep,
     Report,
-    Seat,
     Step,
 )
-from placement import format_gib
+from placement import Placement, format_gib
 
 __all__ = ["render_json", "to_document"]
 
@@ -83,10 +82,7 @@ def _step(step: Step) -> dict[str, Any]:
             "passed": step.passed, "failure": step.failure}
 
 
-# In the order of Seat's fields.
-_SEAT_KEYS = ("worker", "claim", "node", "devices", "newClaim", "allocated", "retried", "workers")
-assert len(_SEAT_KEYS) == len(Seat._fields)
-
-
-def _seats(seats: tuple[Seat, ...]) -> list[dict[str, Any]]:
-    return [dict(zip(_SEAT_KEYS, seat, strict=True)) for seat in seats]
+def _seats(seats: tuple[Placement, ...]) -> list[dict[str, Any]]:
+    return [{"worker": seat.worker, "claim": seat.claim, "node": seat.node,
+             "devices": seat.devices, "newClaim": seat.new_claim, "allocated": seat.allocated,
+             "retried": seat.retried, "workers": seat.workers} for seat in seats]

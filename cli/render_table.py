@@ -25,10 +25,9 @@ from cli.replay import (
     LeaveStep,
     NodeSummary,
     Report,
-    Seat,
     Step,
 )
-from placement import Node, Phase, format_gib
+from placement import Node, Phase, Placement, format_gib
 
 __all__ = ["render_table"]
 
@@ -69,7 +68,7 @@ def render_table(report: Report, title: str) -> Iterator[str]:
 
 def _event_rows(steps: Sequence[Step], nodes: dict[str, Node]) -> Iterator[list[str]]:
     for index, step in enumerate(steps):
-        own: Seat | None = None
+        own: Placement | None = None
         retried = step.placed if not isinstance(step, ExpectStep) else ()
         if isinstance(step, ArriveStep):
             own, retried = (step.placed[0], step.placed[1:]) if step.placed else (None, ())
@@ -90,7 +89,7 @@ def _event_rows(steps: Sequence[Step], nodes: dict[str, Node]) -> Iterator[list[
             yield ["", "", f"  + {seat.worker}", f"was pending: {_seat_text(seat, nodes)}"]
 
 
-def _seat_text(seat: Seat, nodes: dict[str, Node]) -> str:
+def _seat_text(seat: Placement, nodes: dict[str, Node]) -> str:
     devices = _plural(seat.devices, "device")
     if seat.new_claim:
         state = "" if seat.allocated else ", waiting for DRA to allocate"

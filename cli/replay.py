@@ -39,34 +39,18 @@ __all__ = [
     "LeaveStep",
     "NodeSummary",
     "Report",
-    "Seat",
     "Step",
     "replay",
 ]
 
 
-class Seat(NamedTuple):
-    """A worker that got a seat during a step; ``workers`` is its claim's count right after.
-
-    A named tuple rather than an attrs class: a replay makes one per placement,
-    tens of thousands of them, and the JSON renderer zips it with its keys.
-    """
-
-    worker: str
-    claim: str
-    node: str  # where the claim is allocated, or the node it was sized against
-    devices: int
-    new_claim: bool
-    allocated: bool
-    retried: bool  # a pending worker let in by this step, not the step's own worker
-    workers: int
-
-
-# Arrivals and departures are nearly every step of a large replay: named
-# tuples, like Seat, because they cost a third of a frozen attrs instance.
+# A step lists under ``placed`` the workers it seated (``placement.Placement``),
+# the event's own worker first. Arrivals and departures are nearly every step
+# of a large replay: named tuples, because they cost a third of a frozen attrs
+# instance.
 class ArriveStep(NamedTuple):
     worker: str
-    placed: tuple[Seat, ...]
+    placed: tuple[Placement, ...]
     reason: str | None  # why the arriving worker waits; None once it is placed
 
 
@@ -74,7 +58,7 @@ class LeaveStep(NamedTuple):
     worker: str
     claim: str | None  # the claim it left; None when it left while pending
     released: bool  # its claim had no one left and returned its devices
-    placed: tuple[Seat, ...]
+    placed: tuple[Placement, ...]
 
 
 @attrs.frozen
@@ -82,13 +66,13 @@ class AllocateStep:
     worker: str
     claim: str
     node: str
-    placed: tuple[Seat, ...]
+    placed: tuple[Placement, ...]
 
 
 @attrs.frozen
 class AddNodeStep:
     node: str
-    placed: tuple[Seat, ...]
+    placed: tuple[Placement, ...]
 
 
 @attrs.frozen
@@ -175,7 +159,7 @@ class _Run:
         if event.name in self.sim:
             raise ScenarioError(f"{where}.name", f'worker "{event.name}" is already here '
                                 f"(it arrived at events[{self.arrived_at[event.name]}])")
-        placed = self._seats(self.sim.arrive(event.to_request()))
+        placed = tuple(self.sim.arrive(event.to_request()))
         self.arrived_at[event.name] = index
         self.left_at.pop(event.name, None)
         reason = None
@@ -187,7 +171,7 @@ class _Run:
     def _leave(self, index: int, worker: str, where: str) -> LeaveStep:
         self._require_worker(worker, where)
         claim = self.sim.fleet.claim_of(worker)
-        placed = self._seats(self.sim.leave(worker))
+        placed = tuple(self.sim.leave(worker))
         self.left_at[worker] = index
         released = claim is not None and not self.sim.fleet.has_claim(claim)
         return LeaveStep(worker, claim, released, placed)
@@ -204,13 +188,13 @@ class _Run:
                                 f"allocated{why}")
         allocated, placements = self.sim.allocate(worker)
         return AllocateStep(worker, allocated, self.sim.fleet.claim_node(allocated),
-                            self._seats(placements))
+                            tuple(placements))
 
     def _add_node(self, event: AddNode, where: str) -> AddNodeStep:
         name = event.node.name
         if self.sim.fleet.node(name) is not None:
             raise ScenarioError(f"{where}.name", f'duplicate node "{name}"')
-        return AddNodeStep(name, self._seats(self.sim.add_node(event.node.to_node())))
+        return AddNodeStep(name, tuple(self.sim.add_node(event.node.to_node())))
 
     def _expect(self, index: int, event: Expect, where: str) -> ExpectStep:
         self._require_worker(event.worker, f"{where}.worker")
@@ -233,23 +217,6 @@ class _Run:
         else:
             history = "no such worker has arrived"
         raise ScenarioError(where, f'worker "{worker}" is not here ({history})')
-
-    def _seats(self, placements: list[Placement]) -> tuple[Seat, ...]:
-        """Attach to each placement its claim's worker count right after it."""
-        if not placements:
-            return ()
-        # Nobody leaves within a step, so counting back from the claim's count
-        # at the end of the step gives each placement's own count.
-        remaining = {p.claim: self.sim.fleet.workers_on(p.claim) for p in placements}
-        seats: list[Seat] = []
-        for placement in reversed(placements):
-            count = remaining[placement.claim]
-            remaining[placement.claim] = count - 1
-            seats.append(Seat(placement.worker, placement.claim, placement.node,
-                              placement.devices, placement.new_claim, placement.allocated,
-                              placement.retried, count))
-        seats.reverse()
-        return tuple(seats)
 
     # ------------------------------------------------------------------ ending
 

@@ -42,11 +42,14 @@ class Fleet:
         self._nodes: dict[str, NodeRecord] = {}
         self._claims: dict[str, ClaimRecord] = {}
         self._claim_of: dict[str, str] = {}
-        self._claims_on: dict[str, set[str]] = {}
+        self._claims_on: dict[str, dict[str, ClaimRecord]] = {}  # by node, sized or allocated
         self._reserved: dict[str, int] = {}
         self._parked: dict[str, int] = {}
         self._pools: dict[PoolGroup, dict[int, list[str]]] = {}
         self._seats: dict[SeatGroup, dict[int, SlackIndex]] = {}
+        # One group object per shape, shared by every node of that shape (records.py).
+        self._pool_group_of: dict[tuple[frozenset[Role], int], PoolGroup] = {}
+        self._seat_group_of: dict[tuple[frozenset[Role], int, int], SeatGroup] = {}
         # Counters for reasons: nodes per (group, devices); full claims per (group, seat
         # limit); unallocated claims per (group, devices of their node).
         self._shapes: dict[tuple[PoolGroup, int], int] = {}
@@ -98,12 +101,11 @@ class Fleet:
 
     def open_seats_on(self, node: str) -> list[tuple[int, Slack]]:
         """(devices, room for a joiner) of each allocated claim on ``node`` with a free seat."""
-        claims = self._claims
         out = []
-        for name in self._claims_on.get(node, ()):
-            bucket = claims[name].bucket
+        for name, record in self._claims_on.get(node, {}).items():
+            bucket = record.bucket
             if bucket is not None:
-                out.append((claims[name].devices, bucket.slack(name)))
+                out.append((record.devices, bucket.slack(name)))
         return out
 
     def free_devices(self, node: str) -> int:
@@ -150,12 +152,17 @@ class Fleet:
     def add_node(self, node: Node) -> None:
         if node.name in self._nodes:
             raise PlacementError(f"node {node.name} already exists")
-        record = self._nodes[node.name] = NodeRecord(node)
-        shape = (record.pool_group, node.devices)
+        key = (node.roles, node.device_memory)
+        group = self._pool_group_of.get(key)
+        if group is None:
+            group = self._pool_group_of[key] = PoolGroup(node.roles, node.device_memory)
+        record = self._nodes[node.name] = NodeRecord(node, group)
+        shape = (group, node.devices)
         self._shapes[shape] = self._shapes.get(shape, 0) + 1
-        for claim in sorted(self._claims_on.get(node.name, ())):
-            self._shift_parked(node.name, self._parked_share(self._claims[claim]))
-            self._file(self._claims[claim])
+        waiting = self._claims_on.get(node.name, {})
+        for claim in sorted(waiting):
+            self._shift_parked(node.name, self._parked_share(waiting[claim]))
+            self._file(waiting[claim])
         self._file_pool(record)
 
     def add_claim(self, claim: Claim) -> None:
@@ -166,7 +173,7 @@ class Fleet:
             self._check_unbooked(booking.worker)
         record = ClaimRecord(claim.name, claim.node, claim.devices, claim.allocated)
         for booking in claim.bookings:
-            record.bookings[booking.worker] = booking
+            record.seat(booking)
         self._add_record(record)
 
     def cut(self, name: str, node: str, devices: int, allocated: bool, request: Request) -> None:
@@ -175,14 +182,14 @@ class Fleet:
             raise PlacementError(f"claim {name} already exists")
         self._check_unbooked(request.name)
         record = ClaimRecord(name, node, devices, allocated)
-        record.bookings[request.name] = Booking(request.name, request.owner, request.memory)
+        record.seat(Booking(request.name, request.owner, request.memory))
         self._add_record(record)
 
     def _add_record(self, record: ClaimRecord) -> None:
         for worker in record.bookings:
             self._claim_of[worker] = record.name
         self._claims[record.name] = record
-        self._claims_on.setdefault(record.node, set()).add(record.name)
+        self._claims_on.setdefault(record.node, {})[record.name] = record
         node = self._nodes.get(record.node)
         if node is not None:
             self._unfile_pool(node)
@@ -196,7 +203,7 @@ class Fleet:
         self._check_unbooked(request.name)
         before = self._parked_share(record)
         self._unfile(record)
-        record.bookings[request.name] = Booking(request.name, request.owner, request.memory)
+        record.seat(Booking(request.name, request.owner, request.memory))
         self._claim_of[request.name] = claim
         if record.node in self._nodes:
             self._shift_parked(record.node, self._parked_share(record) - before)
@@ -210,7 +217,7 @@ class Fleet:
         record = self._claims[claim]
         before = self._parked_share(record)
         self._unfile(record)
-        del record.bookings[worker]
+        record.unseat(worker)
         del self._claim_of[worker]
         if record.node in self._nodes:
             self._shift_parked(record.node, self._parked_share(record) - before)
@@ -228,7 +235,7 @@ class Fleet:
             self._unfile_pool(node)
         self._unfile(record)
         del self._claims[claim]
-        self._claims_on[record.node].discard(claim)
+        del self._claims_on[record.node][claim]
         if node is not None:
             self._file_pool(node)
 
@@ -244,10 +251,10 @@ class Fleet:
         for pool in touched:
             self._unfile_pool(pool)
         self._unfile(record)
-        self._claims_on[record.node].discard(claim)
+        del self._claims_on[record.node][claim]
         record.node = target
         record.allocated = True
-        self._claims_on.setdefault(target, set()).add(claim)
+        self._claims_on.setdefault(target, {})[claim] = record
         self._shift_parked(target, self._parked_share(record))
         self._file(record)
         for pool in touched:
@@ -270,16 +277,7 @@ class Fleet:
         host = self._nodes[record.node].node.host_memory
         if host is None:
             return math.inf
-        room = host - self._parked.get(record.node, 0)
-        if not record.bookings:
-            # The joiner would be alone and park nothing: any size fits, unless the
-            # node is already over its host memory (a fleet read from a cluster can be).
-            return math.inf if room >= 0 else -math.inf
-        if len(record.bookings) == 1:
-            # The claim turns shared: its current worker starts counting too.
-            (only,) = record.bookings.values()
-            room -= only.parked_memory
-        return room
+        return _joiner_room(record, host - self._parked.get(record.node, 0))
 
     def _parked_share(self, record: ClaimRecord) -> int:
         """What the claim adds to its node's parked load: only once allocated and shared."""
@@ -290,14 +288,14 @@ class Fleet:
     def _shift_parked(self, node: str, delta: int) -> None:
         if not delta:
             return
-        self._parked[node] = self._parked.get(node, 0) + delta
-        if self._nodes[node].node.host_memory is not None:
+        parked = self._parked[node] = self._parked.get(node, 0) + delta
+        host = self._nodes[node].node.host_memory
+        if host is not None:
             # Every claim filed on the node now has a different amount of room.
-            claims = self._claims
-            for name in self._claims_on[node]:
-                record = claims[name]
+            room = host - parked
+            for name, record in self._claims_on[node].items():
                 if record.bucket is not None:
-                    record.bucket.update(name, self._join_slack(record))
+                    record.bucket.update(name, _joiner_room(record, room))
 
     def _file(self, record: ClaimRecord) -> None:
         node = self._nodes.get(record.node)
@@ -308,7 +306,7 @@ class Fleet:
             self._unallocated[shape] = self._unallocated.get(shape, 0) + 1
             record.unallocated_key = shape
             return
-        group = node.seat_group(record.devices)
+        group = self._seat_group(node, record.devices)
         workers = len(record.bookings)
         limit = node.node.max_workers_per_claim
         if workers >= limit:
@@ -331,7 +329,7 @@ class Fleet:
             record.bucket.remove(record.name)
             if not record.bucket:
                 node = self._nodes[record.node]
-                del self._seats[node.seat_group(record.devices)][len(record.bookings)]
+                del self._seats[self._seat_group(node, record.devices)][len(record.bookings)]
             record.bucket = None
         elif record.full_key is not None:
             self._full[record.full_key] -= 1
@@ -342,8 +340,8 @@ class Fleet:
 
     def _file_pool(self, node: NodeRecord) -> None:
         """Recompute a node's reservation from its claims and file it by free devices."""
-        claims = self._claims
-        reserved = sum(claims[name].devices for name in self._claims_on.get(node.node.name, ()))
+        claims = self._claims_on.get(node.node.name, {})
+        reserved = sum(record.devices for record in claims.values())
         self._reserved[node.node.name] = reserved
         free = max(0, node.node.devices - reserved)
         by_free = self._pools.get(node.pool_group)
@@ -351,6 +349,16 @@ class Fleet:
             by_free = self._pools[node.pool_group] = {}
             self._pool_views.clear()
         insort(by_free.setdefault(free, []), node.node.name)
+
+    def _seat_group(self, node: NodeRecord, devices: int) -> SeatGroup:
+        group = node.seat_groups.get(devices)
+        if group is None:
+            key = (node.node.roles, node.node.device_memory, devices)
+            group = self._seat_group_of.get(key)
+            if group is None:
+                group = self._seat_group_of[key] = SeatGroup(*key)
+            node.seat_groups[devices] = group
+        return group
 
     def _unfile_pool(self, node: NodeRecord) -> None:
         name = node.node.name
@@ -360,6 +368,19 @@ class Fleet:
         del names[bisect_left(names, name)]
         if not names:
             del by_free[free]
+
+
+def _joiner_room(record: ClaimRecord, room: int) -> Slack:
+    """The largest joiner a claim takes when its node has ``room`` bytes left to park."""
+    workers = len(record.bookings)
+    if workers == 0:
+        # The joiner would be alone and park nothing: any size fits, unless the
+        # node is already over its host memory (a fleet read from a cluster can be).
+        return math.inf if room >= 0 else -math.inf
+    if workers == 1:
+        # The claim turns shared: its current worker starts counting too.
+        return room - record.parked_total
+    return room
 
 
 def _roles_key(roles: frozenset[Role]) -> tuple[str, ...]:

@@ -6,6 +6,9 @@ Rules:
   role policy and a device size (``PoolGroup``); a join also asks for the
   claim's width (``SeatGroup``). Two nodes in one group are interchangeable
   but for their names and their free capacity.
+* A group is made once per fleet and shared by every node of its shape, so
+  the indexes key on the group object itself: equal means identical, and a
+  dictionary lookup hashes nothing but an address.
 * Rows are private and mutable; the fleet hands out only frozen snapshots
   (``Claim``) or plain values.
 """
@@ -14,13 +17,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from placement.model import Booking, Claim, Node, Role, parked_load
+from placement.model import Booking, Claim, Node, Role
 from placement.slack import SlackIndex
 
 __all__ = ["ClaimRecord", "NodeRecord", "PoolGroup", "SeatGroup"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class PoolGroup:
     """Nodes alike in what a new claim asks of them."""
 
@@ -28,7 +31,7 @@ class PoolGroup:
     device_memory: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class SeatGroup:
     """Allocated claims alike in what a joiner must fit."""
 
@@ -40,22 +43,15 @@ class SeatGroup:
 class NodeRecord:
     __slots__ = ("node", "pool_group", "seat_groups")
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: Node, pool_group: PoolGroup) -> None:
         self.node = node
-        self.pool_group = PoolGroup(node.roles, node.device_memory)
-        self.seat_groups: dict[int, SeatGroup] = {}  # by claim width
-
-    def seat_group(self, devices: int) -> SeatGroup:
-        group = self.seat_groups.get(devices)
-        if group is None:
-            group = self.seat_groups[devices] = SeatGroup(
-                self.node.roles, self.node.device_memory, devices)
-        return group
+        self.pool_group = pool_group
+        self.seat_groups: dict[int, SeatGroup] = {}  # by claim width, filled by the fleet
 
 
 class ClaimRecord:
     __slots__ = ("allocated", "bookings", "bucket", "devices", "full_key", "name", "node",
-                 "unallocated_key")
+                 "parked_total", "unallocated_key")
 
     def __init__(self, name: str, node: str, devices: int, allocated: bool) -> None:
         self.name = name
@@ -63,13 +59,24 @@ class ClaimRecord:
         self.devices = devices
         self.allocated = allocated
         self.bookings: dict[str, Booking] = {}
+        # Kept as bookings come and go: summing them on every change would cost
+        # a pass over the claim's workers each time its node's room is asked.
+        self.parked_total = 0
         # Where the claim is filed, so unfiling needs no recomputation.
         self.bucket: SlackIndex | None = None  # its open-seat bucket
         self.full_key: tuple[SeatGroup, int] | None = None  # counted as full
         self.unallocated_key: tuple[PoolGroup, int] | None = None  # counted as unallocated
 
+    def seat(self, booking: Booking) -> None:
+        self.bookings[booking.worker] = booking
+        self.parked_total += booking.parked_memory
+
+    def unseat(self, worker: str) -> None:
+        self.parked_total -= self.bookings.pop(worker).parked_memory
+
     def parked_load(self) -> int:
-        return parked_load(self.bookings.values())
+        """What its workers may park at once: the rule of ``model.parked_load``, kept current."""
+        return self.parked_total if len(self.bookings) >= 2 else 0
 
     def snapshot(self) -> Claim:
         return Claim(self.name, self.node, self.devices, self.allocated,

@@ -62,6 +62,7 @@ class Placement:
     new_claim: bool
     allocated: bool
     retried: bool  # placed from the pending queue rather than on arrival
+    workers: int  # on its claim right after it took the seat
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,11 +186,12 @@ class Simulation:
             allocated = not self.deferred_allocation
             self.fleet.cut(name, decision.node, decision.devices, allocated, request)
             return Placement(request.name, name, decision.node, decision.devices,
-                             new_claim=True, allocated=allocated, retried=retried)
+                             new_claim=True, allocated=allocated, retried=retried, workers=1)
         assert isinstance(decision, JoinClaim)
         self.fleet.book(decision.claim, request)
         return Placement(request.name, decision.claim, decision.node, decision.devices,
-                         new_claim=False, allocated=True, retried=retried)
+                         new_claim=False, allocated=True, retried=retried,
+                         workers=self.fleet.workers_on(decision.claim))
 
     def _retry_pending(self, changed_node: str) -> list[Placement]:
         """Place the oldest pending worker that now fits, again and again, after a change.
