@@ -137,12 +137,12 @@ class _Run:
         self.left_at: dict[str, int] = {}
 
     def apply(self, index: int, event: Event) -> Step:
-        where = f"events[{index}].{event.kind}"
         try:
             if isinstance(event, Arrive):
-                return self._arrive(index, event, where)
+                return self._arrive(index, event)
             if isinstance(event, Leave):
-                return self._leave(index, event.worker, where)
+                return self._leave(index, event.worker)
+            where = _where_in_scenario(index, event)
             if isinstance(event, Allocate):
                 return self._allocate(event.worker, where)
             if isinstance(event, AddNode):
@@ -151,13 +151,17 @@ class _Run:
         except PlacementError as error:
             # The scenario was checked before the run, so this is a state the
             # simulation refuses; still the scenario's fault, still no traceback.
-            raise ScenarioError(where, str(error)) from None
+            raise ScenarioError(_where_in_scenario(index, event), str(error)) from None
 
     # ------------------------------------------------------------------ events
 
-    def _arrive(self, index: int, event: Arrive, where: str) -> ArriveStep:
+    # Arrivals and departures are nearly every event: they spell out where
+    # they are in the scenario only when something is wrong.
+
+    def _arrive(self, index: int, event: Arrive) -> ArriveStep:
         if event.name in self.sim:
-            raise ScenarioError(f"{where}.name", f'worker "{event.name}" is already here '
+            raise ScenarioError(f"{_where_in_scenario(index, event)}.name",
+                                f'worker "{event.name}" is already here '
                                 f"(it arrived at events[{self.arrived_at[event.name]}])")
         placed = tuple(self.sim.arrive(event.to_request()))
         self.arrived_at[event.name] = index
@@ -168,8 +172,9 @@ class _Run:
             reason = str(state_reason) if state_reason is not None else None
         return ArriveStep(event.name, placed, reason)
 
-    def _leave(self, index: int, worker: str, where: str) -> LeaveStep:
-        self._require_worker(worker, where)
+    def _leave(self, index: int, worker: str) -> LeaveStep:
+        if worker not in self.sim:
+            self._require_worker(worker, f"events[{index}].leave")
         claim = self.sim.fleet.claim_of(worker)
         placed = tuple(self.sim.leave(worker))
         self.left_at[worker] = index
@@ -238,6 +243,10 @@ class _Run:
         )
         workers = tuple(self.sim.state(worker) for worker in self.sim.workers())
         return Report(self.scenario.dra, steps, workers, claims, nodes)
+
+
+def _where_in_scenario(index: int, event: Event) -> str:
+    return f"events[{index}].{event.kind}"
 
 
 def _check(expect: Expect, sim: Simulation) -> list[str]:

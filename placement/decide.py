@@ -51,6 +51,8 @@ __all__ = [
     "Reason",
     "Wait",
     "WaitKind",
+    "best_claim",
+    "best_pool",
     "decide",
     "explain",
     "find_seat",
@@ -112,10 +114,24 @@ def decide(request: Request, fleet: Fleet) -> Decision:
 
 def find_seat(request: Request, fleet: Fleet) -> NewClaim | JoinClaim | None:
     """``decide`` without the reason: for callers that only act on a seat."""
-    return _best_pool(request, fleet) or _best_seat(request, fleet)
+    pool = best_pool(request, fleet)
+    if pool is not None:
+        node, devices, device_memory = pool
+        return NewClaim(node, devices, per_device_share(request.memory, devices), device_memory)
+    claim = best_claim(request, fleet)
+    if claim is not None:
+        devices = fleet.claim_devices(claim)
+        return JoinClaim(claim, fleet.claim_node(claim), devices,
+                         per_device_share(request.memory, devices))
+    return None
 
 
-def _best_pool(request: Request, fleet: Fleet) -> NewClaim | None:
+def best_pool(request: Request, fleet: Fleet) -> tuple[str, int, int] | None:
+    """Rule 1: (node, devices, device memory) of the best free pool, if any.
+
+    ``find_seat`` wraps this in a ``NewClaim``; the simulation, which decides
+    tens of thousands of times, reads the plain answer.
+    """
     best: tuple[int, int, int, str] | None = None
     for group, by_free in fleet.pool_groups(request.role):
         needed = devices_needed(request.memory, group.device_memory)
@@ -131,15 +147,11 @@ def _best_pool(request: Request, fleet: Fleet) -> NewClaim | None:
     if best is None:
         return None
     needed, device_memory, _, node = best
-    return NewClaim(
-        node=node,
-        devices=needed,
-        memory_floor=per_device_share(request.memory, needed),
-        memory_ceiling=device_memory,
-    )
+    return node, needed, device_memory
 
 
-def _best_seat(request: Request, fleet: Fleet) -> JoinClaim | None:
+def best_claim(request: Request, fleet: Fleet) -> str | None:
+    """Rule 2, meaningful only when ``best_pool`` found nothing: the claim to join, if any."""
     memory = request.memory
     # The worker fits a k-device claim by itself: ceil(memory / k) <= device memory,
     # which for whole bytes is memory <= k * device memory.
@@ -157,9 +169,7 @@ def _best_seat(request: Request, fleet: Fleet) -> JoinClaim | None:
                 if name is not None and (found is None or name < found):
                     found = name
         if found is not None:
-            devices = fleet.claim_devices(found)
-            return JoinClaim(found, fleet.claim_node(found), devices,
-                             per_device_share(memory, devices))
+            return found
     return None
 
 

@@ -30,7 +30,7 @@ import math
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator
 
-from placement.model import Booking, Claim, Node, PlacementError, Request, Role
+from placement.model import Claim, Node, PlacementError, Request, Role
 from placement.records import ClaimRecord, NodeRecord, PoolGroup, SeatGroup
 from placement.slack import Slack, SlackIndex
 
@@ -173,7 +173,7 @@ class Fleet:
             self._check_unbooked(booking.worker)
         record = ClaimRecord(claim.name, claim.node, claim.devices, claim.allocated)
         for booking in claim.bookings:
-            record.seat(booking)
+            record.seat(booking.worker, booking.owner, booking.parked_memory)
         self._add_record(record)
 
     def cut(self, name: str, node: str, devices: int, allocated: bool, request: Request) -> None:
@@ -182,7 +182,7 @@ class Fleet:
             raise PlacementError(f"claim {name} already exists")
         self._check_unbooked(request.name)
         record = ClaimRecord(name, node, devices, allocated)
-        record.seat(Booking(request.name, request.owner, request.memory))
+        record.seat(request.name, request.owner, request.memory)
         self._add_record(record)
 
     def _add_record(self, record: ClaimRecord) -> None:
@@ -203,7 +203,7 @@ class Fleet:
         self._check_unbooked(request.name)
         before = self._parked_share(record)
         self._unfile(record)
-        record.seat(Booking(request.name, request.owner, request.memory))
+        record.seat(request.name, request.owner, request.memory)
         self._claim_of[request.name] = claim
         if record.node in self._nodes:
             self._shift_parked(record.node, self._parked_share(record) - before)

@@ -58,7 +58,9 @@ class ClaimRecord:
         self.node = node
         self.devices = devices
         self.allocated = allocated
-        self.bookings: dict[str, Booking] = {}
+        # worker -> (owner, parked memory): a Booking is made only for a snapshot,
+        # not once per seat taken.
+        self.bookings: dict[str, tuple[str, int]] = {}
         # Kept as bookings come and go: summing them on every change would cost
         # a pass over the claim's workers each time its node's room is asked.
         self.parked_total = 0
@@ -67,12 +69,12 @@ class ClaimRecord:
         self.full_key: tuple[SeatGroup, int] | None = None  # counted as full
         self.unallocated_key: tuple[PoolGroup, int] | None = None  # counted as unallocated
 
-    def seat(self, booking: Booking) -> None:
-        self.bookings[booking.worker] = booking
-        self.parked_total += booking.parked_memory
+    def seat(self, worker: str, owner: str, parked_memory: int) -> None:
+        self.bookings[worker] = (owner, parked_memory)
+        self.parked_total += parked_memory
 
     def unseat(self, worker: str) -> None:
-        self.parked_total -= self.bookings.pop(worker).parked_memory
+        self.parked_total -= self.bookings.pop(worker)[1]
 
     def parked_load(self) -> int:
         """What its workers may park at once: the rule of ``model.parked_load``, kept current."""
@@ -80,4 +82,5 @@ class ClaimRecord:
 
     def snapshot(self) -> Claim:
         return Claim(self.name, self.node, self.devices, self.allocated,
-                     tuple(self.bookings.values()))
+                     tuple(Booking(worker, owner, parked)
+                           for worker, (owner, parked) in self.bookings.items()))

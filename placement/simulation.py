@@ -38,7 +38,7 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from placement.decide import JoinClaim, NewClaim, Reason, explain, find_seat, offer_of
+from placement.decide import Reason, best_claim, best_pool, explain, offer_of
 from placement.fleet import Fleet
 from placement.model import Node, PlacementError, Request, Role, per_device_share
 
@@ -178,20 +178,23 @@ class Simulation:
     # --------------------------------------------------------------- internal
 
     def _try_place(self, request: Request, *, retried: bool) -> Placement | None:
-        decision = find_seat(request, self.fleet)
-        if decision is None:
-            return None
-        if isinstance(decision, NewClaim):
+        # find_seat's two rules, read plainly: no decision object per event.
+        fleet = self.fleet
+        pool = best_pool(request, fleet)
+        if pool is not None:
+            node, devices, _ = pool
             name = self._claim_name(request.name)
             allocated = not self.deferred_allocation
-            self.fleet.cut(name, decision.node, decision.devices, allocated, request)
-            return Placement(request.name, name, decision.node, decision.devices,
-                             new_claim=True, allocated=allocated, retried=retried, workers=1)
-        assert isinstance(decision, JoinClaim)
-        self.fleet.book(decision.claim, request)
-        return Placement(request.name, decision.claim, decision.node, decision.devices,
+            fleet.cut(name, node, devices, allocated, request)
+            return Placement(request.name, name, node, devices, new_claim=True,
+                             allocated=allocated, retried=retried, workers=1)
+        claim = best_claim(request, fleet)
+        if claim is None:
+            return None
+        fleet.book(claim, request)
+        return Placement(request.name, claim, fleet.claim_node(claim), fleet.claim_devices(claim),
                          new_claim=False, allocated=True, retried=retried,
-                         workers=self.fleet.workers_on(decision.claim))
+                         workers=fleet.workers_on(claim))
 
     def _retry_pending(self, changed_node: str) -> list[Placement]:
         """Place the oldest pending worker that now fits, again and again, after a change.
