@@ -151,18 +151,18 @@ def best_pool(request: Request, fleet: Fleet) -> tuple[str, int, int] | None:
 
 
 def best_claim(request: Request, fleet: Fleet) -> str | None:
-    """Rule 2, meaningful only when ``best_pool`` found nothing: the claim to join, if any."""
+    """Rule 2, meaningful only when ``best_pool`` found nothing: the claim to join, if any.
+
+    Every open claim carries the largest joiner it takes (the fleet's slack:
+    what its devices hold, capped by what its node can still park), so the
+    size checks are one comparison inside the index.
+    """
     memory = request.memory
-    # The worker fits a k-device claim by itself: ceil(memory / k) <= device memory,
-    # which for whole bytes is memory <= k * device memory.
-    fitting = [
-        by_workers for group, by_workers in fleet.seat_groups(request.role)
-        if memory <= group.devices * group.device_memory
-    ]
-    # Fewest workers first, then claim name across every group that fits.
-    for workers in sorted({n for by_workers in fitting for n in by_workers}):
+    open_seats = fleet.open_seats(request.role)
+    # Fewest workers first, then claim name across every role policy.
+    for workers in sorted({n for by_workers in open_seats for n in by_workers}):
         found = None
-        for by_workers in fitting:
+        for by_workers in open_seats:
             bucket = by_workers.get(workers)
             if bucket is not None:
                 name = bucket.first(memory)
@@ -201,11 +201,9 @@ def offer_of(fleet: Fleet, node_name: str) -> NodeOffer | None:
     if node is None:
         return None
     capacity: Slack = fleet.free_devices(node_name) * node.device_memory
-    for devices, room in fleet.open_seats_on(node_name):
-        fits = devices * node.device_memory
-        seat = room if room < fits else fits
-        if seat > capacity:
-            capacity = seat
+    joiner = fleet.largest_joiner_on(node_name)
+    if joiner is not None and joiner > capacity:
+        capacity = joiner
     return NodeOffer(node, capacity)
 
 
@@ -243,10 +241,8 @@ def explain(request: Request, fleet: Fleet) -> Reason:
         blockers.append(f"claims it fits are full at {limits} worker{_s(full_at[-1])}")
     # decide found no seat, so every open seat it fits is blocked by host memory.
     host_blocked = sum(
-        len(bucket)
-        for group, by_workers in fleet.seat_groups(role)
+        count for group, count in fleet.open_claims(role)
         if per_device_share(memory, group.devices) <= group.device_memory
-        for bucket in by_workers.values()
     )
     if host_blocked:
         blockers.append(

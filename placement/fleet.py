@@ -17,11 +17,12 @@ Rules of the books:
 The indexes are the whole of the speed story. Pools are bucketed by (role
 policy, device memory), then by free devices, each bucket a sorted list of
 node names (so the name tie-break is its head). Allocated claims with a free
-seat are bucketed by (role policy, device memory, claim width), then by
-workers, each bucket a ``SlackIndex`` where a claim carries the largest
-joiner its node could still park. Hardware comes in few shapes, so a
-decision visits a handful of buckets whatever the fleet's size, and skips
-the claims whose node has no room.
+seat are bucketed by role policy, then by workers, each bucket a
+``SlackIndex`` where a claim carries the largest joiner it could take: the
+smaller of what its devices hold (width x device memory) and what its node
+could still park. Both join checks on size are then one comparison, so a
+decision visits a bucket or two per worker count whatever the fleet's size
+or hardware mix, and skips the claims that cannot take the worker.
 """
 
 from __future__ import annotations
@@ -46,18 +47,20 @@ class Fleet:
         self._reserved: dict[str, int] = {}
         self._parked: dict[str, int] = {}
         self._pools: dict[PoolGroup, dict[int, list[str]]] = {}
-        self._seats: dict[SeatGroup, dict[int, SlackIndex]] = {}
+        self._seats: dict[frozenset[Role], dict[int, SlackIndex]] = {}
         # One group object per shape, shared by every node of that shape (records.py).
         self._pool_group_of: dict[tuple[frozenset[Role], int], PoolGroup] = {}
         self._seat_group_of: dict[tuple[frozenset[Role], int, int], SeatGroup] = {}
-        # Counters for reasons: nodes per (group, devices); full claims per (group, seat
-        # limit); unallocated claims per (group, devices of their node).
+        # Counters for reasons: nodes per (group, devices); claims with a free seat per
+        # group; full claims per (group, seat limit); unallocated claims per (group,
+        # devices of their node).
         self._shapes: dict[tuple[PoolGroup, int], int] = {}
+        self._open: dict[SeatGroup, int] = {}
         self._full: dict[tuple[SeatGroup, int], int] = {}
         self._unallocated: dict[tuple[PoolGroup, int], int] = {}
         # Groups in canonical order per role, rebuilt only when a new group appears.
         self._pool_views: dict[Role, list[tuple[PoolGroup, dict[int, list[str]]]]] = {}
-        self._seat_views: dict[Role, list[tuple[SeatGroup, dict[int, SlackIndex]]]] = {}
+        self._seat_views: dict[Role, list[dict[int, SlackIndex]]] = {}
         for node in nodes:
             self.add_node(node)
         for claim in claims:
@@ -99,14 +102,16 @@ class Fleet:
     def workers_on(self, claim: str) -> int:
         return len(self._claims[claim].bookings)
 
-    def open_seats_on(self, node: str) -> list[tuple[int, Slack]]:
-        """(devices, room for a joiner) of each allocated claim on ``node`` with a free seat."""
-        out = []
+    def largest_joiner_on(self, node: str) -> Slack | None:
+        """The largest worker some claim on ``node`` could take as a joiner; None: no free seat."""
+        largest: Slack | None = None
         for name, record in self._claims_on.get(node, {}).items():
             bucket = record.bucket
             if bucket is not None:
-                out.append((record.devices, bucket.slack(name)))
-        return out
+                slack = bucket.slack(name)
+                if largest is None or slack > largest:
+                    largest = slack
+        return largest
 
     def free_devices(self, node: str) -> int:
         return max(0, self._nodes[node].node.devices - self._reserved.get(node, 0))
@@ -126,14 +131,23 @@ class Fleet:
             self._pool_views[role] = views
         return views
 
-    def seat_groups(self, role: Role) -> list[tuple[SeatGroup, dict[int, SlackIndex]]]:
-        """Seat groups accepting ``role``, each with open claims by workers (no empty buckets)."""
+    def open_seats(self, role: Role) -> list[dict[int, SlackIndex]]:
+        """Claims with a free seat on nodes accepting ``role``, by workers (no empty buckets).
+
+        One mapping per role policy; a claim's slack is the largest joiner it takes.
+        """
         views = self._seat_views.get(role)
         if views is None:
-            views = [(g, self._seats[g]) for g in sorted(self._seats, key=_group_key)
-                     if not g.roles or role in g.roles]
+            views = [self._seats[roles] for roles in sorted(self._seats, key=_roles_key)
+                     if not roles or role in roles]
             self._seat_views[role] = views
         return views
+
+    def open_claims(self, role: Role) -> Iterator[tuple[SeatGroup, int]]:
+        """(group, count) of allocated claims with a free seat, accepting role."""
+        for group, count in self._open.items():
+            if count and (not group.roles or role in group.roles):
+                yield group, count
 
     def shapes(self, role: Role) -> Iterator[tuple[PoolGroup, int, int, int]]:
         """(group, devices per node, nodes, unallocated claims) of the nodes accepting role."""
@@ -273,11 +287,13 @@ class Fleet:
             raise PlacementError(f"worker {worker} is already on claim {self._claim_of[worker]}")
 
     def _join_slack(self, record: ClaimRecord) -> Slack:
-        """The largest joiner the claim's node could still park."""
-        host = self._nodes[record.node].node.host_memory
-        if host is None:
-            return math.inf
-        return _joiner_room(record, host - self._parked.get(record.node, 0))
+        """The largest joiner the claim takes: what its devices hold, if its node can park it."""
+        node = self._nodes[record.node].node
+        fits = record.devices * node.device_memory
+        if node.host_memory is None:
+            return fits
+        room = _joiner_room(record, node.host_memory - self._parked.get(record.node, 0))
+        return room if room < fits else fits
 
     def _parked_share(self, record: ClaimRecord) -> int:
         """What the claim adds to its node's parked load: only once allocated and shared."""
@@ -289,13 +305,15 @@ class Fleet:
         if not delta:
             return
         parked = self._parked[node] = self._parked.get(node, 0) + delta
-        host = self._nodes[node].node.host_memory
-        if host is not None:
+        hardware = self._nodes[node].node
+        if hardware.host_memory is not None:
             # Every claim filed on the node now has a different amount of room.
-            room = host - parked
+            room = hardware.host_memory - parked
             for name, record in self._claims_on[node].items():
                 if record.bucket is not None:
-                    record.bucket.update(name, _joiner_room(record, room))
+                    fits = record.devices * hardware.device_memory
+                    slack = _joiner_room(record, room)
+                    record.bucket.update(name, slack if slack < fits else fits)
 
     def _file(self, record: ClaimRecord) -> None:
         node = self._nodes.get(record.node)
@@ -314,23 +332,27 @@ class Fleet:
             self._full[full] = self._full.get(full, 0) + 1
             record.full_key = full
             return
-        by_workers = self._seats.get(group)
+        by_workers = self._seats.get(group.roles)
         if by_workers is None:
-            by_workers = self._seats[group] = {}
+            by_workers = self._seats[group.roles] = {}
             self._seat_views.clear()
         bucket = by_workers.get(workers)
         if bucket is None:
             bucket = by_workers[workers] = SlackIndex()
         bucket.add(record.name, self._join_slack(record))
         record.bucket = bucket
+        self._open[group] = self._open.get(group, 0) + 1
+        record.open_key = group
 
     def _unfile(self, record: ClaimRecord) -> None:
         if record.bucket is not None:
             record.bucket.remove(record.name)
             if not record.bucket:
-                node = self._nodes[record.node]
-                del self._seats[self._seat_group(node, record.devices)][len(record.bookings)]
+                del self._seats[self._nodes[record.node].node.roles][len(record.bookings)]
             record.bucket = None
+            assert record.open_key is not None
+            self._open[record.open_key] -= 1
+            record.open_key = None
         elif record.full_key is not None:
             self._full[record.full_key] -= 1
             record.full_key = None

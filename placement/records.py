@@ -51,7 +51,7 @@ class NodeRecord:
 
 class ClaimRecord:
     __slots__ = ("allocated", "bookings", "bucket", "devices", "full_key", "name", "node",
-                 "parked_total", "unallocated_key")
+                 "open_key", "parked_total", "unallocated_key")
 
     def __init__(self, name: str, node: str, devices: int, allocated: bool) -> None:
         self.name = name
@@ -66,6 +66,7 @@ class ClaimRecord:
         self.parked_total = 0
         # Where the claim is filed, so unfiling needs no recomputation.
         self.bucket: SlackIndex | None = None  # its open-seat bucket
+        self.open_key: SeatGroup | None = None  # counted as open (with a free seat)
         self.full_key: tuple[SeatGroup, int] | None = None  # counted as full
         self.unallocated_key: tuple[PoolGroup, int] | None = None  # counted as unallocated
 

@@ -8,8 +8,9 @@ kept sorted in blocks, each block remembers its largest slack, and blocks
 are grouped into chunks that remember theirs: a query skips every chunk and
 block that has no room and reads names only inside one that does.
 
-Slack is "how large a joiner still fits": an ``int`` of bytes, or ``inf``
-when nothing bounds it (unknown host memory, or a claim nobody is on).
+Slack is "how large a joiner still fits": an ``int`` of bytes (the fleet
+caps it by what the claim's devices hold), or ``-inf`` for a claim nothing
+may join.
 """
 
 from __future__ import annotations

@@ -203,6 +203,20 @@ def test_reason_when_host_memory_blocks() -> None:
     assert "host memory" in decision.reason.detail
 
 
+def test_reason_counts_only_the_open_seats_it_fits_as_blocked_by_host_memory() -> None:
+    roomy = Node("roomy", 3, 80 * GiB, host_memory=50 * GiB, max_workers_per_claim=4)
+    narrow = Node("narrow", 2, 24 * GiB, max_workers_per_claim=4)
+    claims = [Claim(f"{node.name}-{i}", node.name, 1, bookings=(seat(f"{node.name}-w{i}", 10),))
+              for node in (roomy, narrow) for i in range(node.devices)]
+    decision = decide(ask(60), Fleet([roomy, narrow], claims))
+    assert isinstance(decision, Wait)
+    assert str(decision.reason) == (
+        "WaitingForCapacity: no node has 1 free device of 80Gi for 60Gi; "
+        "host memory: parking it on 3 claims with a free seat would exceed the node's "
+        "host memory"
+    )
+
+
 def test_reason_when_the_only_claims_are_too_narrow() -> None:
     node = Node("n", 2, 24 * GiB, max_workers_per_claim=4)
     claims = [Claim("a", "n", 1, bookings=(seat("a", 10),)),
