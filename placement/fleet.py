@@ -44,7 +44,7 @@ class Fleet:
         self._claims: dict[str, ClaimRecord] = {}
         self._claim_of: dict[str, str] = {}
         self._claims_on: dict[str, dict[str, ClaimRecord]] = {}  # by node, sized or allocated
-        self._reserved: dict[str, int] = {}
+        self._free: dict[str, int] = {}  # free devices of each known node, as filed
         self._parked: dict[str, int] = {}
         self._pools: dict[PoolGroup, dict[int, list[str]]] = {}
         self._seats: dict[frozenset[Role], dict[int, SlackIndex]] = {}
@@ -114,7 +114,7 @@ class Fleet:
         return largest
 
     def free_devices(self, node: str) -> int:
-        return max(0, self._nodes[node].node.devices - self._reserved.get(node, 0))
+        return self._free[node]
 
     def parked_load(self, node: str) -> int:
         return self._parked.get(node, 0)
@@ -364,8 +364,7 @@ class Fleet:
         """Recompute a node's reservation from its claims and file it by free devices."""
         claims = self._claims_on.get(node.node.name, {})
         reserved = sum(record.devices for record in claims.values())
-        self._reserved[node.node.name] = reserved
-        free = max(0, node.node.devices - reserved)
+        free = self._free[node.node.name] = max(0, node.node.devices - reserved)
         by_free = self._pools.get(node.pool_group)
         if by_free is None:
             by_free = self._pools[node.pool_group] = {}
@@ -385,7 +384,7 @@ class Fleet:
     def _unfile_pool(self, node: NodeRecord) -> None:
         name = node.node.name
         by_free = self._pools[node.pool_group]
-        free = max(0, node.node.devices - self._reserved.get(name, 0))
+        free = self._free[name]
         names = by_free[free]
         del names[bisect_left(names, name)]
         if not names:

@@ -62,7 +62,8 @@ def _ceil_div(numerator: int, denominator: int) -> int:
 
 def devices_needed(memory: int, device_memory: int) -> int:
     """Devices a worker of ``memory`` bytes needs when each holds ``device_memory``."""
-    return max(1, _ceil_div(memory, device_memory))
+    needed = -(-memory // device_memory)
+    return needed if needed > 1 else 1
 
 
 def per_device_share(memory: int, devices: int) -> int:

@@ -77,7 +77,9 @@ class SlackIndex:
             self._maxima.append(slack)
             self._chunk_maxima.append(slack)
             return
-        index = max(0, bisect_right(self._heads, name) - 1)
+        index = bisect_right(self._heads, name) - 1
+        if index < 0:  # a new smallest name opens the first block
+            index = 0
         block = self._blocks[index]
         insort(block, name)
         self._heads[index] = block[0]
