@@ -8,6 +8,12 @@ kept sorted in blocks, each block remembers its largest slack, and blocks
 are grouped into chunks that remember theirs: a query skips every chunk and
 block that has no room and reads names only inside one that does.
 
+What a block or chunk remembers is a bound, never below its largest slack:
+raised at once when a slack grows, but left alone when one shrinks or goes
+away. Slacks shrink all the time (every worker parked on a node shrinks its
+claims' room) and most blocks are never asked about before they grow again,
+so a bound is made exact only when a query reads a block and finds nothing.
+
 Slack is "how large a joiner still fits": an ``int`` of bytes (the fleet
 caps it by what the claim's devices hold), or ``-inf`` for a claim nothing
 may join.
@@ -65,6 +71,9 @@ class SlackIndex:
                     for name in self._blocks[index]:
                         if slack[name] >= at_least:
                             return name
+                    maxima[index] = max(map(slack.__getitem__, self._blocks[index]))
+            # Nothing here was large enough: tighten the chunk's bound too.
+            self._chunk_maxima[chunk] = max(maxima[start:start + CHUNK])
         return None
 
     def add(self, name: str, slack: Slack) -> None:
@@ -90,7 +99,7 @@ class SlackIndex:
             self._raise_chunk(index, slack)
 
     def remove(self, name: str) -> None:
-        slack = self._slack.pop(name)
+        del self._slack[name]
         index = bisect_right(self._heads, name) - 1
         block = self._blocks[index]
         del block[bisect_left(block, name)]
@@ -99,8 +108,6 @@ class SlackIndex:
             self._rebuild_chunks()
             return
         self._heads[index] = block[0]
-        if slack >= self._maxima[index]:
-            self._recompute_block(index)
 
     def update(self, name: str, slack: Slack) -> None:
         old = self._slack[name]
@@ -111,8 +118,6 @@ class SlackIndex:
         if slack > self._maxima[index]:
             self._maxima[index] = slack
             self._raise_chunk(index, slack)
-        elif old >= self._maxima[index]:
-            self._recompute_block(index)
 
     def _split(self, index: int) -> None:
         block = self._blocks[index]
@@ -124,11 +129,6 @@ class SlackIndex:
         self._maxima[index] = max(map(lookup, block))
         self._maxima.insert(index + 1, max(map(lookup, upper)))
         self._rebuild_chunks()
-
-    def _recompute_block(self, index: int) -> None:
-        self._maxima[index] = max(map(self._slack.__getitem__, self._blocks[index]))
-        chunk = index // CHUNK
-        self._chunk_maxima[chunk] = max(self._maxima[chunk * CHUNK:(chunk + 1) * CHUNK])
 
     def _raise_chunk(self, index: int, slack: Slack) -> None:
         chunk = index // CHUNK
