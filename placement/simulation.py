@@ -20,7 +20,9 @@ result against a plain full scan):
 
 * Every change touches one node, and a worker that found no seat before can
   only find one there. What a node can seat is one memory threshold per role
-  (``NodeOffer``), so one comparison dismisses a worker.
+  (``NodeOffer``), so one comparison dismisses a worker; and no node seats a
+  worker larger than all its devices together, which dismisses most workers
+  that wait for ever (``NoCapacity``) before that threshold is worked out.
 * The decision reads only a worker's role and memory, so pending workers are
   kept in classes of equal (role, memory): when the oldest of a class cannot
   be placed, none of that class can.
@@ -205,11 +207,20 @@ class Simulation:
         tells which classes are worth a full decision.
         """
         placed: list[Placement] = []
+        node = self.fleet.node(changed_node)
+        if node is None:
+            return placed
+        # Nothing on the node can ever take more than all of its devices: workers
+        # beyond that (often ones no node can hold) are not worth looking at it for.
+        largest = node.devices * node.device_memory
         while self._pending:
-            offer = offer_of(self.fleet, changed_node)
-            if offer is None:
+            candidates = [key for key in self._pending
+                          if key[1] <= largest and node.accepts(key[0])]
+            if not candidates:
                 break
-            hopeful = [key for key in self._pending
+            offer = offer_of(self.fleet, changed_node)
+            assert offer is not None
+            hopeful = [key for key in candidates
                        if offer.could_seat(self._requests[self._pending[key][0]])]
             # A worker that cannot be placed means no larger worker of its role can be
             # either (more memory never needs fewer devices, a smaller share or less host
