@@ -141,7 +141,7 @@ class _Run:
             if isinstance(event, Arrive):
                 return self._arrive(index, event)
             if isinstance(event, Leave):
-                return self._leave(index, event.worker)
+                return self._leave(index, event)
             where = _where_in_scenario(index, event)
             if isinstance(event, Allocate):
                 return self._allocate(event.worker, where)
@@ -172,9 +172,10 @@ class _Run:
             reason = str(state_reason) if state_reason is not None else None
         return ArriveStep(event.name, placed, reason)
 
-    def _leave(self, index: int, worker: str) -> LeaveStep:
+    def _leave(self, index: int, event: Leave) -> LeaveStep:
+        worker = event.worker
         if worker not in self.sim:
-            self._require_worker(worker, f"events[{index}].leave")
+            self._require_worker(worker, _where_in_scenario(index, event))
         claim = self.sim.fleet.claim_of(worker)
         placed = tuple(self.sim.leave(worker))
         self.left_at[worker] = index

@@ -12,7 +12,8 @@ Rules of the books:
   the decision until that node is added.
 * Every change is an explicit operation (``add_node``, ``add_claim``,
   ``book``, ``release``, ``drop_claim``, ``allocate``). Reading never
-  mutates, so ``decide`` stays a pure function of the request and the fleet.
+  changes an answer (at most it tightens a cached bound inside the slack
+  index), so ``decide`` stays a pure function of the request and the fleet.
 
 The indexes are the whole of the speed story. Pools are bucketed by (role
 policy, device memory), then by free devices, each bucket a sorted list of
@@ -408,9 +409,8 @@ def _roles_key(roles: frozenset[Role]) -> tuple[str, ...]:
     return tuple(sorted(roles))
 
 
-def _group_key(group: PoolGroup | SeatGroup) -> tuple[int, int, tuple[str, ...]]:
-    devices = group.devices if isinstance(group, SeatGroup) else 0
-    return group.device_memory, devices, _roles_key(group.roles)
+def _group_key(group: PoolGroup) -> tuple[int, tuple[str, ...]]:
+    return group.device_memory, _roles_key(group.roles)
 
 
 def _shape_key(item: tuple[tuple[PoolGroup, int], int]) -> tuple[int, int, tuple[str, ...]]:

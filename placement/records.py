@@ -4,8 +4,9 @@ Rules:
 
 * Nodes are grouped by what a decision asks of them: a new claim asks for a
   role policy and a device size (``PoolGroup``); a join also asks for the
-  claim's width (``SeatGroup``). Two nodes in one group are interchangeable
-  but for their names and their free capacity.
+  claim's width (``SeatGroup``, which the reasons count by; the join itself
+  reads width and device size folded into each claim's slack). Two nodes in
+  one group are interchangeable but for their names and their free capacity.
 * A group is made once per fleet and shared by every node of its shape, so
   the indexes key on the group object itself: equal means identical, and a
   dictionary lookup hashes nothing but an address.
