@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, nargs="+", default=[100, 1000, 10_000])
     parser.add_argument("--events", type=int, default=30_000)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--repeat", type=int, default=3, help="end-to-end runs; best is kept")
+    parser.add_argument("--repeat", type=int, default=5, help="end-to-end runs; best is kept")
     parser.add_argument("--profile", type=int, metavar="NODES",
                         help="profile the in-process replay at this fleet size instead")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
