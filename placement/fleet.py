@@ -33,7 +33,7 @@ from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator
 
 from placement.model import Claim, Node, PlacementError, Request, Role
-from placement.records import ClaimRecord, NodeRecord, PoolGroup, SeatGroup
+from placement.records import ClaimRecord, Groups, NodeRecord, PoolGroup, SeatGroup
 from placement.slack import Slack, SlackIndex
 
 __all__ = ["Fleet", "PoolGroup", "SeatGroup"]
@@ -49,9 +49,7 @@ class Fleet:
         self._parked: dict[str, int] = {}
         self._pools: dict[PoolGroup, dict[int, list[str]]] = {}
         self._seats: dict[frozenset[Role], dict[int, SlackIndex]] = {}
-        # One group object per shape, shared by every node of that shape (records.py).
-        self._pool_group_of: dict[tuple[frozenset[Role], int], PoolGroup] = {}
-        self._seat_group_of: dict[tuple[frozenset[Role], int, int], SeatGroup] = {}
+        self._groups = Groups()
         # Counters for reasons: nodes per (group, devices); claims with a free seat per
         # group; full claims per (group, seat limit); unallocated claims per (group,
         # devices of their node).
@@ -167,10 +165,7 @@ class Fleet:
     def add_node(self, node: Node) -> None:
         if node.name in self._nodes:
             raise PlacementError(f"node {node.name} already exists")
-        key = (node.roles, node.device_memory)
-        group = self._pool_group_of.get(key)
-        if group is None:
-            group = self._pool_group_of[key] = PoolGroup(node.roles, node.device_memory)
+        group = self._groups.pool_group(node)
         record = self._nodes[node.name] = NodeRecord(node, group)
         shape = (group, node.devices)
         self._shapes[shape] = self._shapes.get(shape, 0) + 1
@@ -325,7 +320,7 @@ class Fleet:
             self._unallocated[shape] = self._unallocated.get(shape, 0) + 1
             record.unallocated_key = shape
             return
-        group = self._seat_group(node, record.devices)
+        group = self._groups.seat_group(node, record.devices)
         workers = len(record.bookings)
         limit = node.node.max_workers_per_claim
         if workers >= limit:
@@ -371,16 +366,6 @@ class Fleet:
             by_free = self._pools[node.pool_group] = {}
             self._pool_views.clear()
         insort(by_free.setdefault(free, []), node.node.name)
-
-    def _seat_group(self, node: NodeRecord, devices: int) -> SeatGroup:
-        group = node.seat_groups.get(devices)
-        if group is None:
-            key = (node.node.roles, node.node.device_memory, devices)
-            group = self._seat_group_of.get(key)
-            if group is None:
-                group = self._seat_group_of[key] = SeatGroup(*key)
-            node.seat_groups[devices] = group
-        return group
 
     def _unfile_pool(self, node: NodeRecord) -> None:
         name = node.node.name

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from placement.model import Booking, Claim, Node, Role
 from placement.slack import SlackIndex
 
-__all__ = ["ClaimRecord", "NodeRecord", "PoolGroup", "SeatGroup"]
+__all__ = ["ClaimRecord", "Groups", "NodeRecord", "PoolGroup", "SeatGroup"]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -42,12 +42,42 @@ class SeatGroup:
 
 
 class NodeRecord:
+    """A node as the fleet files it: its hardware, its pool group, its seat groups by width."""
+
     __slots__ = ("node", "pool_group", "seat_groups")
 
     def __init__(self, node: Node, pool_group: PoolGroup) -> None:
         self.node = node
         self.pool_group = pool_group
-        self.seat_groups: dict[int, SeatGroup] = {}  # by claim width, filled by the fleet
+        self.seat_groups: dict[int, SeatGroup] = {}  # by claim width, filled by Groups
+
+
+class Groups:
+    """The one group object of each shape in a fleet."""
+
+    __slots__ = ("_pools", "_seats")
+
+    def __init__(self) -> None:
+        self._pools: dict[tuple[frozenset[Role], int], PoolGroup] = {}
+        self._seats: dict[tuple[frozenset[Role], int, int], SeatGroup] = {}
+
+    def pool_group(self, node: Node) -> PoolGroup:
+        key = (node.roles, node.device_memory)
+        group = self._pools.get(key)
+        if group is None:
+            group = self._pools[key] = PoolGroup(*key)
+        return group
+
+    def seat_group(self, node: NodeRecord, devices: int) -> SeatGroup:
+        """The group of a ``devices``-wide claim on ``node``, remembered on the node too."""
+        group = node.seat_groups.get(devices)
+        if group is None:
+            key = (node.node.roles, node.node.device_memory, devices)
+            group = self._seats.get(key)
+            if group is None:
+                group = self._seats[key] = SeatGroup(*key)
+            node.seat_groups[devices] = group
+        return group
 
 
 class ClaimRecord:
