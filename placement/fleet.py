@@ -285,11 +285,9 @@ class Fleet:
     def _join_slack(self, record: ClaimRecord) -> Slack:
         """The largest joiner the claim takes: what its devices hold, if its node can park it."""
         node = self._nodes[record.node].node
-        fits = record.devices * node.device_memory
         if node.host_memory is None:
-            return fits
-        room = _joiner_room(record, node.host_memory - self._parked.get(record.node, 0))
-        return room if room < fits else fits
+            return _largest_joiner(record, node, math.inf)
+        return _largest_joiner(record, node, node.host_memory - self._parked.get(record.node, 0))
 
     def _parked_share(self, record: ClaimRecord) -> int:
         """What the claim adds to its node's parked load: only once allocated and shared."""
@@ -307,9 +305,7 @@ class Fleet:
             room = hardware.host_memory - parked
             for name, record in self._claims_on[node].items():
                 if record.bucket is not None:
-                    fits = record.devices * hardware.device_memory
-                    slack = _joiner_room(record, room)
-                    record.bucket.update(name, slack if slack < fits else fits)
+                    record.bucket.update(name, _largest_joiner(record, hardware, room))
 
     def _file(self, record: ClaimRecord) -> None:
         node = self._nodes.get(record.node)
@@ -377,17 +373,21 @@ class Fleet:
             del by_free[free]
 
 
-def _joiner_room(record: ClaimRecord, room: int) -> Slack:
-    """The largest joiner a claim takes when its node has ``room`` bytes left to park."""
+def _largest_joiner(record: ClaimRecord, node: Node, room: Slack) -> Slack:
+    """The largest joiner a claim on ``node`` takes when ``room`` bytes are left to park.
+
+    What its devices hold caps it; ``room`` is ``inf`` when host memory is unknown.
+    """
+    fits = record.devices * node.device_memory
     workers = len(record.bookings)
     if workers == 0:
         # The joiner would be alone and park nothing: any size fits, unless the
         # node is already over its host memory (a fleet read from a cluster can be).
-        return math.inf if room >= 0 else -math.inf
+        return fits if room >= 0 else -math.inf
     if workers == 1:
         # The claim turns shared: its current worker starts counting too.
-        return room - record.parked_total
-    return room
+        room -= record.parked_total
+    return room if room < fits else fits
 
 
 def _roles_key(roles: frozenset[Role]) -> tuple[str, ...]:
