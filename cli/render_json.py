@@ -1,9 +1,13 @@
-"""The ``--output json`` document: exactly the shape SPEC section 3 gives.
+"""The ``--output json`` document: a fixed shape a script can rely on.
 
-``workers``, ``claims``, ``steps`` and ``expectations``, nothing else, so a
-script can rely on it. Step entries carry ``event`` plus what that event did;
+``workers``, ``claims``, ``steps`` and ``expectations``, nothing else. Step
+entries carry ``event``, ``at`` (the step's time) and what that event did;
 every step but ``expect`` lists under ``placed`` the workers it seated, the
 event's own worker first and then any pending worker the change let in.
+
+Times are seconds since the start when the scenario gives them, and event
+indices when it does not (waits then count events). A worker's ``waited`` is
+from its arrival to its seat, or, still pending, to the last event.
 """
 
 from __future__ import annotations
@@ -34,6 +38,21 @@ def render_json(report: Report) -> str:
 
 def to_document(report: Report) -> dict[str, Any]:
     failures = list(report.failures)
+    steps: list[dict[str, Any]] = []
+    arrived: dict[str, float] = {}
+    seated: dict[str, float] = {}
+    at: float = 0
+    for step, at in zip(report.steps, report.clock, strict=True):
+        if at.__class__ is float and at.is_integer():
+            at = int(at)
+        steps.append(_step(step, at))
+        if step.__class__ is ArriveStep:
+            arrived[step.worker] = at
+            seated.pop(step.worker, None)
+        if step.__class__ is not ExpectStep:
+            for seat in step.placed:  # type: ignore[union-attr]
+                seated[seat.worker] = at
+    end = at
     return {
         "workers": {
             state.name: {
@@ -45,6 +64,9 @@ def to_document(report: Report) -> dict[str, Any]:
                                     if state.memory_per_device is not None else None),
                 "owner": state.owner,
                 "reason": str(state.reason) if state.reason is not None else None,
+                "arrivedAt": arrived[state.name],
+                "placedAt": seated.get(state.name),
+                "waited": seated.get(state.name, end) - arrived[state.name],
             }
             for state in report.workers
         },
@@ -57,7 +79,7 @@ def to_document(report: Report) -> dict[str, Any]:
             }
             for claim in report.claims
         },
-        "steps": [_step(step) for step in report.steps],
+        "steps": steps,
         "expectations": {
             "passed": len(report.expectations) - len(failures),
             "failed": len(failures),
@@ -66,20 +88,20 @@ def to_document(report: Report) -> dict[str, Any]:
     }
 
 
-def _step(step: Step) -> dict[str, Any]:
+def _step(step: Step, at: float) -> dict[str, Any]:
     if isinstance(step, ArriveStep):
-        return {"event": "arrive", "worker": step.worker, "placed": _seats(step.placed),
-                "reason": step.reason}
+        return {"event": "arrive", "at": at, "worker": step.worker,
+                "placed": _seats(step.placed), "reason": step.reason}
     if isinstance(step, LeaveStep):
-        return {"event": "leave", "worker": step.worker, "claim": step.claim,
+        return {"event": "leave", "at": at, "worker": step.worker, "claim": step.claim,
                 "released": step.released, "placed": _seats(step.placed)}
     if isinstance(step, AllocateStep):
-        return {"event": "allocate", "worker": step.worker, "claim": step.claim,
+        return {"event": "allocate", "at": at, "worker": step.worker, "claim": step.claim,
                 "node": step.node, "placed": _seats(step.placed)}
     if isinstance(step, AddNodeStep):
-        return {"event": "addNode", "node": step.node, "placed": _seats(step.placed)}
+        return {"event": "addNode", "at": at, "node": step.node, "placed": _seats(step.placed)}
     assert isinstance(step, ExpectStep)
-    return {"event": "expect", "worker": step.worker, "expected": step.expected,
+    return {"event": "expect", "at": at, "worker": step.worker, "expected": step.expected,
             "passed": step.passed, "failure": step.failure}
 
 

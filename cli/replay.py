@@ -109,6 +109,13 @@ class Report:
     workers: tuple[WorkerState, ...]  # present at the end, in arrival order
     claims: tuple[Claim, ...]  # by name
     nodes: tuple[NodeSummary, ...]  # by name
+    # Seconds since the start, one per step; None when the scenario gives no times.
+    times: tuple[float, ...] | None = None
+
+    @property
+    def clock(self) -> tuple[float, ...] | range:
+        """Each step's time: seconds, or without times the step's index (waits count events)."""
+        return self.times if self.times is not None else range(len(self.steps))
 
     @property
     def expectations(self) -> tuple[ExpectStep, ...]:
@@ -243,7 +250,7 @@ class _Run:
             for node in fleet.nodes
         )
         workers = tuple(self.sim.state(worker) for worker in self.sim.workers())
-        return Report(self.scenario.dra, steps, workers, claims, nodes)
+        return Report(self.scenario.dra, steps, workers, claims, nodes, self.scenario.times)
 
 
 def _where_in_scenario(index: int, event: Event) -> str:

@@ -18,6 +18,7 @@ from typing import Any, ClassVar, TypeVar
 
 import attrs
 
+from cli.clock import format_duration, parse_duration
 from cli.document import ScenarioError, parse_document
 from cli.quantity import parse_quantity
 from placement import Node, Request, Role
@@ -121,6 +122,18 @@ def _host_memory(value: object) -> int:
     return parse_quantity(value, allow_zero=True)  # type: ignore[arg-type]
 
 
+def _bandwidth(value: object) -> int:
+    # Bytes per second, written as a quantity with an optional "/s": 25GB/s, 32Gi/s, 25G.
+    text = str(value).strip() if isinstance(value, str | int) else value
+    if isinstance(text, str):
+        text = text.removesuffix("/s").replace("iB", "i").replace("B", "")
+    try:
+        return parse_quantity(text)  # type: ignore[arg-type]
+    except ValueError:
+        raise ValueError(f"{_describe(value)} is not a bandwidth such as 25GB/s or "
+                         "32Gi/s") from None
+
+
 def _field(key: str, *validators: Any, parse: Callable[[object], object] | None = None,
            **kwargs: Any) -> Any:
     # One validator is passed bare: attrs wraps a list in a combinator that
@@ -141,6 +154,9 @@ class NodeSpec:
     roles: tuple[str, ...] = _field("roles", _roles, parse=_to_roles, default=())
     max_workers_per_claim: int = _field("maxWorkersPerClaim", _count, default=1)
     product: str | None = _field("product", _optional_text, default=None)
+    # Only the report reads it: what one switch between two workers on a shared claim costs.
+    host_to_device_bandwidth: int | None = _field("hostToDeviceBandwidth", parse=_bandwidth,
+                                                  default=None)
 
     def to_node(self) -> Node:
         return Node(self.name, self.devices, self.device_memory, self.host_memory,
@@ -212,6 +228,8 @@ class Scenario:
     dra: str
     nodes: tuple[NodeSpec, ...]
     events: tuple[Event, ...]
+    # Seconds since the start, one per event; None when no event says ``at`` (cli.clock).
+    times: tuple[float, ...] | None = None
 
     @property
     def deferred(self) -> bool:
@@ -248,14 +266,32 @@ def build_scenario(document: object) -> Scenario:
                                 f'duplicate node "{node.name}" (first at nodes[{seen[node.name]}])')
         seen[node.name] = index
     events: list[Event] = []
+    times: list[float] = []
+    now, timed = 0.0, False
     for index, raw in enumerate(_list(document, "events")):
         try:
+            if type(raw) is dict and "at" in raw:
+                raw, at = {k: v for k, v in raw.items() if k != "at"}, raw["at"]
+                now, timed = _time(at, now, index), True
             events.append(_event(raw))
         except _FieldError as error:
             # The path is spelt out only for the bad event, not for the tens of
             # thousands of good ones.
             raise ScenarioError(_path(f"events[{index}]", error.key), error.message) from None
-    return Scenario(dra, nodes, tuple(events))
+        times.append(now)
+    return Scenario(dra, nodes, tuple(events), tuple(times) if timed else None)
+
+
+def _time(value: object, previous: float, index: int) -> float:
+    try:
+        seconds = parse_duration(value)
+    except ValueError as error:
+        raise _FieldError("at", str(error)) from None
+    if seconds < previous:
+        raise _FieldError("at", f"{format_duration(seconds)} is earlier than the previous "
+                          f"event's time ({format_duration(previous)}, events[{index - 1}]); "
+                          "times never go back")
+    return seconds
 
 
 def _at(where: str, build: Callable[..., _Model], *args: object) -> _Model:

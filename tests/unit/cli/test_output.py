@@ -30,6 +30,7 @@ def test_json_document_has_exactly_the_spec_shape(run: Run) -> None:
     assert doc["workers"]["a"] == {
         "phase": "Placed", "claim": "claim-a", "node": "box", "devices": 1,
         "memoryPerDevice": "10Gi", "owner": "qwen", "reason": None,
+        "arrivedAt": 0, "placedAt": 0, "waited": 0,
     }
     fft = doc["workers"]["fft"]
     assert fft["phase"] == "Pending"
@@ -37,6 +38,8 @@ def test_json_document_has_exactly_the_spec_shape(run: Run) -> None:
     assert fft["memoryPerDevice"] is None
     assert fft["owner"] == "fft"  # no owner: an owner of one
     assert fft["reason"].startswith("NoCapacity: ")
+    # No times in the scenario: the clock counts events, and fft waits to the last one.
+    assert (fft["arrivedAt"], fft["placedAt"], fft["waited"]) == (3, None, 2)
     assert doc["claims"] == {
         "claim-a": {"node": "box", "allocated": True, "devices": 1, "workers": ["a", "c"]},
     }
@@ -54,21 +57,21 @@ def test_json_steps_say_who_went_where(run: Run) -> None:
         "expect: {worker: fft, node: big}",
     ), "-o", "json"))
     a, b, c, fft, leave_a, leave_c, add, expect = doc["steps"]
-    assert a == {"event": "arrive", "worker": "a", "reason": None, "placed": [
+    assert a == {"event": "arrive", "at": 0, "worker": "a", "reason": None, "placed": [
         {"worker": "a", "claim": "claim-a", "node": "box", "devices": 1, "newClaim": True,
          "allocated": True, "retried": False, "workers": 1}]}
     assert c["placed"] == [
         {"worker": "c", "claim": "claim-a", "node": "box", "devices": 1, "newClaim": False,
          "allocated": True, "retried": False, "workers": 2}]
     assert fft["placed"] == [] and fft["reason"].startswith("NoCapacity")
-    assert leave_a == {"event": "leave", "worker": "a", "claim": "claim-a", "released": False,
-                       "placed": []}
+    assert leave_a == {"event": "leave", "at": 4, "worker": "a", "claim": "claim-a",
+                       "released": False, "placed": []}
     assert leave_c["released"] is True
     assert add["event"] == "addNode" and add["node"] == "big"
     assert add["placed"] == [
         {"worker": "fft", "claim": "claim-fft", "node": "big", "devices": 1, "newClaim": True,
          "allocated": True, "retried": True, "workers": 1}]
-    assert expect == {"event": "expect", "worker": "fft", "expected": {"node": "big"},
+    assert expect == {"event": "expect", "at": 7, "worker": "fft", "expected": {"node": "big"},
                       "passed": True, "failure": None}
     assert b["placed"][0]["claim"] == "claim-b"
 
@@ -131,7 +134,10 @@ def test_deferred_dra_places_then_allocates(run: Run) -> None:
     assert doc["workers"]["a"] == {
         "phase": "Placing", "claim": "claim-a", "node": None, "devices": 1,
         "memoryPerDevice": "10Gi", "owner": "qwen", "reason": None,
+        "arrivedAt": 0, "placedAt": 0, "waited": 0,
     }
+    # c arrived at event 3 and got its seat when b's claim was allocated, event 5.
+    assert (doc["workers"]["c"]["placedAt"], doc["workers"]["c"]["waited"]) == (5, 2)
     # An unallocated claim reports the node it was sized against.
     assert doc["claims"]["claim-a"] == {"node": "box", "allocated": False, "devices": 1,
                                         "workers": ["a"]}
