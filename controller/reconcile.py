@@ -244,7 +244,7 @@ class Reconciler:
             view = views[held]
             return self._start(worker, prepared, held, view.devices,
                                view.node if view.allocated else "",
-                               f"resumed on claim {held}")
+                               f"resumed on claim {held}", pin=view.node)
         worker_objs = self.api.list(kube.WORKERS)
         self.metrics.pending.set(_pending(worker_objs))
         workers = [Worker.from_obj(o) for o in worker_objs]
@@ -269,13 +269,14 @@ class Reconciler:
                 worker, prepared, worker.own_claim, decision.devices, "",
                 f"new claim {worker.own_claim}: {decision.devices} device(s) of "
                 f"{format_quantity(decision.memory_floor)}..."
-                f"{format_quantity(decision.memory_ceiling)}, sized for node {decision.node}")
+                f"{format_quantity(decision.memory_ceiling)}, sized for node {decision.node}",
+                pin=decision.node)
         if isinstance(decision, JoinClaim):
             self.metrics.decisions.labels(outcome="join_claim").inc()
             others = fleet.fleet.workers_on(decision.claim)
             return self._start(worker, prepared, decision.claim, decision.devices, decision.node,
                                f"joined claim {decision.claim} on node {decision.node} "
-                               f"({others} other worker(s))")
+                               f"({others} other worker(s))", pin=decision.node)
         assert isinstance(decision, Wait)
         reason = decision.reason
         self.metrics.decisions.labels(
@@ -309,8 +310,10 @@ class Reconciler:
             raise _Conclude(Outcome(FAILED, "TemplateError", str(exc))) from exc
 
     def _start(self, worker: Worker, prepared: Obj, claim: str, devices: int, node: str,
-               how: str) -> Result:
-        pod = render.stamp(prepared, worker, claim, self.api.namespace)
+               how: str, *, pin: str) -> Result:
+        """Create the pod on ``claim``, pinned to ``pin`` (the node placement chose);
+        ``node`` is the allocation's node once observed (the status reports only that)."""
+        pod = render.stamp(prepared, worker, claim, self.api.namespace, pin)
         try:
             self.api.create(kube.PODS, pod)
         except kube.AlreadyExists:

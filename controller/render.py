@@ -17,8 +17,11 @@ Rules:
   merges by name (an overlay entry replaces the template's entry of that name).
 * Stamps: the ``gpu`` claim reference and its consumption by the worker
   container, a controller owner reference to the worker, node affinity as two
-  ORed terms, sanitized identity labels, exact identity env vars and
-  annotations.
+  ORed terms each also requiring the node placement chose, sanitized identity
+  labels, exact identity env vars and annotations.
+* The pod is pinned to the chosen node: kube-scheduler and DRA carry the
+  decision out rather than re-make it, so the claim is allocated where its
+  devices and host memory were counted.
 """
 
 from __future__ import annotations
@@ -165,14 +168,19 @@ def prepare(text: str, worker: Worker, source: str) -> Obj:
     return apply_overlay(pod, worker.overlay, source)
 
 
-def node_affinity(role: str) -> Obj:
+def node_affinity(role: str, node: str) -> Obj:
     """Two ORed terms: enabled AND this role's label; or enabled AND neither role label.
 
     A node selector cannot say "labelled for this role, or not labelled at
     all", and a node naming no role accepts both: without the second term the
-    documented default would be unschedulable.
+    documented default would be unschedulable. Each term also requires
+    ``node`` by name (terms are ORed, so a pin in only one would not pin);
+    an empty ``node`` (a claim that never said where it was sized) pins
+    nothing.
     """
     enabled = {"key": naming.NODE_ENABLED, "operator": "In", "values": ["true"]}
+    pin = ({"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+           if node else {})
     return {
         "nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": {
@@ -181,12 +189,12 @@ def node_affinity(role: str) -> Obj:
                         enabled,
                         {"key": naming.NODE_ROLE_LABELS[role], "operator": "In",
                          "values": ["true"]},
-                    ]},
+                    ], **pin},
                     {"matchExpressions": [
                         enabled,
                         *({"key": label, "operator": "DoesNotExist"}
                           for label in naming.NODE_ROLE_LABELS.values()),
-                    ]},
+                    ], **pin},
                 ]
             }
         }
@@ -215,8 +223,12 @@ def identity_env(worker: Worker, claim: str) -> list[Obj]:
     ]
 
 
-def stamp(prepared: Obj, worker: Worker, claim: str, namespace: str) -> Obj:
-    """The pod to create: a prepared template with every placement-owned field set."""
+def stamp(prepared: Obj, worker: Worker, claim: str, namespace: str, node: str) -> Obj:
+    """The pod to create: a prepared template with every placement-owned field set.
+
+    ``node`` is the node placement chose for the claim (where it is allocated,
+    or the node it was sized for); the pod may run nowhere else.
+    """
     pod: dict[str, Any] = copy.deepcopy(prepared)
     labels = {**prepared["metadata"].get("labels", {}), **identity_labels(worker, claim)}
     annotations = {
@@ -236,7 +248,7 @@ def stamp(prepared: Obj, worker: Worker, claim: str, namespace: str) -> Obj:
     }
     spec = pod["spec"]
     spec["resourceClaims"] = [{"name": naming.CLAIM_REQUEST, "resourceClaimName": claim}]
-    spec["affinity"] = node_affinity(worker.role)
+    spec["affinity"] = node_affinity(worker.role, node)
     container = spec["containers"][worker_container_index(spec, "template")]
     resources = container.setdefault("resources", {})
     resources["claims"] = [{"name": naming.CLAIM_REQUEST}]

@@ -10,10 +10,13 @@ GPU nodes are enabled with one worker per claim for the session.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 from controller_fixtures import Env, GiB, GpuNode, crd, gpu_nodes, orw  # noqa: F401
 from kubernetes import client
+
+from controller import render
 
 
 def whole_node(nodes: list[GpuNode]) -> str:
@@ -54,6 +57,44 @@ def test_placed_worker_runs_on_an_allocated_claim(orw: Env) -> None:
     env = {e.name: e.value for e in pod.spec.containers[0].env}
     assert env["OPEN_RL_TIME_SLICE_GROUP"] == status["claimName"]
     assert env["OPEN_RL_TIME_SLICE_OWNER"] == "team-a"
+
+
+def pinned_nodes(pod: Any) -> set[str]:
+    terms = pod.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution
+    return {value for term in terms.node_selector_terms for field in term.match_fields or []
+            if field.key == "metadata.name" for value in field.values}
+
+
+def test_pods_run_on_the_node_placement_chose(orw: Env, gpu_nodes: list[GpuNode]) -> None:
+    orw.start()
+    memory = whole_node(gpu_nodes)  # one per node that fits: every such node gets chosen once
+    fits = [n for n in gpu_nodes if n.devices * n.device_memory >= int(memory[:-2]) * GiB]
+    names = [f"w{i}" for i in range(len(fits))]
+    for name in names:
+        orw.create_worker(name, memory)
+    chosen = set()
+    for name in names:
+        status = orw.wait_phase(name, "Running", timeout=120)
+        claim = orw.claims()[status["claimName"]]
+        sized_for = claim["metadata"]["annotations"]["openrl.io/sized-for-node"]
+        pod = orw.pod(f"orw-{name}")
+        assert pinned_nodes(pod) == {sized_for}
+        assert pod.spec.node_name == status["nodeName"] == sized_for
+        chosen.add(sized_for)
+    assert chosen == {n.name for n in fits}
+
+    # The real scheduler honours the pin: the same affinity naming a node that is not
+    # there leaves a pod unschedulable, although enabled nodes have room.
+    stray = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "stray"},
+             "spec": {"affinity": render.node_affinity("trainer", "no-such-node"),
+                      "containers": [{"name": "c", "image": "none"}]}}
+    orw.core.create_namespaced_pod(orw.namespace, stray)
+    reason = orw.cluster.wait_for(
+        lambda: next((c.message for c in (orw.pod("stray").status.conditions or [])
+                      if c.type == "PodScheduled" and c.status == "False"), None),
+        what="the stray pod to be found unschedulable")
+    assert "NodeAffinity" in reason or "affinity" in reason
+    assert orw.pod("stray").spec.node_name is None
 
 
 def test_recreated_worker_never_inherits_claim_or_pod(orw: Env) -> None:

@@ -378,3 +378,41 @@ def test_pod_security_refusal_fails_but_rbac_refusal_retries(cluster: Cluster) -
         pass
     cluster.reconcile("w2")
     assert cluster.status("w2")["phase"] == "Placing"
+
+
+def pinned_node(api, pod_name: str) -> str:
+    """The one node a pod's affinity admits (every ORed term names the same node)."""
+    terms = api.obj(kube.PODS, pod_name)["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    nodes = {tuple(field["values"]) for term in terms for field in term["matchFields"]
+             if field["key"] == "metadata.name"}
+    assert len(nodes) == 1 and all(term["matchFields"] for term in terms)
+    (only,) = nodes.pop()
+    return str(only)
+
+
+def test_pod_is_pinned_to_the_node_placement_chose() -> None:
+    c = Cluster(nodes=3, devices=1, node_labels={"openrl.io/max-workers-per-claim": "2"})
+    for name in ("a", "b", "c"):
+        c.place(name)
+        sized_for = c.api.obj(kube.CLAIMS, c.status(name)["claimName"])["metadata"][
+            "annotations"]["openrl.io/sized-for-node"]
+        assert pinned_node(c.api, f"orw-{name}") == sized_for
+    assert {pinned_node(c.api, f"orw-{n}") for n in "abc"} == {"node-0", "node-1", "node-2"}
+    c.allocate_and_run("b")
+    c.allocate_and_run("a")
+    c.allocate_and_run("c")
+    joined = c.place("d")  # nothing free: joins an allocated claim, on its node
+    assert joined["phase"] == "Placing"
+    assert pinned_node(c.api, "orw-d") == joined["nodeName"]
+
+
+def test_recreated_pod_keeps_the_pin_of_its_claim() -> None:
+    c = Cluster(nodes=2, devices=1)
+    first = c.place("a")
+    node = pinned_node(c.api, "orw-a")
+    c.api.delete(kube.PODS, "orw-a")
+    c.api.finish_pod("orw-a")
+    c.reconcile("a")
+    assert c.status("a")["claimName"] == first["claimName"]
+    assert pinned_node(c.api, "orw-a") == node

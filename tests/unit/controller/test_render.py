@@ -11,9 +11,10 @@ def make_worker(**spec: object) -> Worker:
     return Worker.from_obj(obj)
 
 
-def render_pod(text: str = TEMPLATE, claim: str = "orw-claim", **spec: object) -> dict:
+def render_pod(text: str = TEMPLATE, claim: str = "orw-claim", node: str = "gpu-a",
+               **spec: object) -> dict:
     worker = make_worker(**spec)
-    return render.stamp(render.prepare(text, worker, "cm"), worker, claim, "openrl")
+    return render.stamp(render.prepare(text, worker, "cm"), worker, claim, "openrl", node)
 
 
 def worker_container(pod: dict) -> dict:
@@ -59,16 +60,28 @@ def test_owner_defaults_to_worker_name() -> None:
     assert pod["metadata"]["labels"]["timeslice.io/owner"] == "lora-1"
 
 
-def test_node_affinity_is_two_ored_terms() -> None:
-    terms = render_pod(role="sampler")["spec"]["affinity"]["nodeAffinity"][
+def node_terms(pod: dict) -> list[dict]:
+    terms: list[dict] = pod["spec"]["affinity"]["nodeAffinity"][
         "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    return terms
+
+
+def test_node_affinity_is_two_ored_terms_each_pinned_to_the_chosen_node() -> None:
+    terms = node_terms(render_pod(role="sampler", node="gpu-b"))
     enabled = {"key": "openrl.io/enabled", "operator": "In", "values": ["true"]}
+    pin = [{"key": "metadata.name", "operator": "In", "values": ["gpu-b"]}]
     assert terms == [
         {"matchExpressions": [enabled, {"key": "openrl.io/sampler", "operator": "In",
-                                        "values": ["true"]}]},
+                                        "values": ["true"]}],
+         "matchFields": pin},
         {"matchExpressions": [enabled, {"key": "openrl.io/trainer", "operator": "DoesNotExist"},
-                              {"key": "openrl.io/sampler", "operator": "DoesNotExist"}]},
+                              {"key": "openrl.io/sampler", "operator": "DoesNotExist"}],
+         "matchFields": pin},
     ]
+
+
+def test_a_claim_that_never_named_its_node_pins_nothing() -> None:
+    assert all("matchFields" not in term for term in node_terms(render_pod(node="")))
 
 
 def test_overlay_image_command_replace_args_append_env_merges() -> None:
