@@ -15,16 +15,16 @@ import importlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, NoReturn
 
 import click
 
 from cli.render_json import render_json
 from cli.render_table import render_table
-from cli.replay import replay
-from cli.scenario import ScenarioError, load_scenario
+from cli.replay import Report, replay
+from cli.scenario import Scenario, ScenarioError, load_scenario
 
-__all__ = ["main"]
+__all__ = ["fail", "main", "read_file"]
 
 EXIT_OK = 0
 EXIT_EXPECTATION_FAILED = 1
@@ -35,10 +35,12 @@ class _Commands(click.Group):
     """A command group whose heavier subcommands are imported on first use.
 
     ``openrl-place controller`` pulls in the Kubernetes client, which takes
-    longer to import than ``simulate`` takes to replay a small scenario.
+    longer to import than ``simulate`` takes to replay a small scenario;
+    ``compare`` brings process pools and, for its report, matplotlib.
     """
 
-    lazy: ClassVar[dict[str, str]] = {"controller": "controller.main:command"}
+    lazy: ClassVar[dict[str, str]] = {"controller": "controller.main:command",
+                                      "compare": "cli.compare:command"}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *self.lazy})
@@ -60,34 +62,62 @@ def main() -> None:
 
 @main.command(short_help="Replay a scenario of arrivals and departures offline.")
 @click.argument("file", type=click.Path(allow_dash=True, path_type=Path))
-@click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table",
-              show_default=True, help="table for people, json for scripts")
-def simulate(file: Path, output: str) -> None:
+@click.option("--output", "-o", type=click.Choice(["table", "json"]), default=None,
+              help="table for people (the default without --report), json for scripts")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="also write one self-contained HTML page with pictures (a path ending "
+                   "in .svg gets the over-time figure alone)")
+def simulate(file: Path, output: str | None, report_path: Path | None) -> None:
     """Replay the arrivals and departures in FILE (YAML or JSON; - reads stdin)
     through the placement decision, with DRA played by the simulator.
 
     Exit status: 0 every expectation held, 1 one failed, 2 the scenario cannot run.
     """
-    name = "<stdin>" if str(file) == "-" else str(file)
-    try:
-        text = sys.stdin.read() if str(file) == "-" else file.read_text(encoding="utf-8")
-    except OSError as error:
-        _fail(f"{name}: cannot read: {error.strerror or error}")
-    except UnicodeDecodeError:
-        _fail(f"{name}: not UTF-8 text")
+    if output is None and report_path is None:
+        output = "table"
+    name, text = read_file(file)
     with _collector_at_ease():
         try:
-            report = replay(load_scenario(text))
+            scenario = load_scenario(text)
+            report = replay(scenario)
         except ScenarioError as error:
-            _fail(f"{name}: {error}")
+            fail(f"{name}: {error}")
+        if report_path is not None:
+            _write_report(report_path, name, scenario, report)
         if output == "json":
             # Straight to stdout: click.echo would scan megabytes for colour codes.
             sys.stdout.write(render_json(report) + "\n")
-        else:
+        elif output == "table":
             title = (f"{name}: {_count(len(report.nodes), 'node')}, "
                      f"{_count(len(report.steps), 'event')}, dra: {report.dra}")
             click.echo("\n".join(render_table(report, title)))
     sys.exit(EXIT_EXPECTATION_FAILED if report.failures else EXIT_OK)
+
+
+def read_file(file: Path) -> tuple[str, str]:
+    """The name to show in messages and the text of FILE (``-``: stdin); exit 2 if unreadable."""
+    name = "<stdin>" if str(file) == "-" else str(file)
+    try:
+        text = sys.stdin.read() if str(file) == "-" else file.read_text(encoding="utf-8")
+    except OSError as error:
+        fail(f"{name}: cannot read: {error.strerror or error}")
+    except UnicodeDecodeError:
+        fail(f"{name}: not UTF-8 text")
+    return name, text
+
+
+def _write_report(path: Path, name: str, scenario: Scenario, report: Report) -> None:
+    # Imported here: matplotlib would slow every plain ``simulate`` down.
+    try:
+        from cli.report import write_report
+    except ImportError as error:
+        fail(f"--report needs matplotlib ({error}); install it with: "
+              "pip install 'openrl-place[report]'")
+    try:
+        size = write_report(path, name, scenario, report)
+    except OSError as error:
+        fail(f"{path}: cannot write the report: {error.strerror or error}")
+    click.echo(f"report: {path} ({size / 1024:,.0f} KB)", err=True)
 
 
 @contextlib.contextmanager
@@ -109,7 +139,8 @@ def _collector_at_ease() -> Iterator[None]:
             gc.enable()
 
 
-def _fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
+    """Say what cannot be done and exit with the bad-input status."""
     click.echo(message, err=True)
     sys.exit(EXIT_BAD_SCENARIO)
 

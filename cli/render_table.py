@@ -29,7 +29,7 @@ from cli.replay import (
 )
 from placement import Node, Phase, Placement, format_gib
 
-__all__ = ["render_table"]
+__all__ = ["columns", "render_table"]
 
 
 def render_table(report: Report, title: str) -> Iterator[str]:
@@ -38,12 +38,12 @@ def render_table(report: Report, title: str) -> Iterator[str]:
     yield click.style(title, bold=True)
     yield ""
     rows = list(_event_rows(report.steps, nodes))
-    yield from _columns(["#", "event", "worker", "outcome"], rows, right={0})
+    yield from columns(["#", "event", "worker", "outcome"], rows, right={0})
     yield ""
     yield click.style("Nodes", bold=True)
     if not report.nodes:
         yield "  (none)"
-    yield from () if not report.nodes else _columns(
+    yield from () if not report.nodes else columns(
         ["node", "product", "roles", "devices", "free", "claims", "seats", "parked / host"],
         [_node_row(summary) for summary in report.nodes],
         right={4, 5, 6},
@@ -51,7 +51,7 @@ def render_table(report: Report, title: str) -> Iterator[str]:
     yield ""
     yield click.style("Claims", bold=True)
     if report.claims:
-        yield from _columns(
+        yield from columns(
             ["claim", "node", "allocated", "devices", "workers"],
             [[claim.name, claim.node, "yes" if claim.allocated else "no (sized against)",
               str(claim.devices), ", ".join(claim.workers)] for claim in report.claims],
@@ -188,7 +188,7 @@ def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
-def _columns(headers: list[str], rows: list[list[str]], right: set[int]) -> Iterator[str]:
+def columns(headers: list[str], rows: list[list[str]], right: set[int]) -> Iterator[str]:
     """Rows padded into columns; the last column is never padded (it may be long)."""
     widths = [len(header) for header in headers]
     for row in rows:

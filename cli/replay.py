@@ -126,9 +126,16 @@ class Report:
         return tuple(step.failure for step in self.expectations if step.failure is not None)
 
 
-def replay(scenario: Scenario) -> Report:
-    """Run every event in order; raise ScenarioError for an event the scenario cannot mean."""
+def replay(scenario: Scenario, *, idle_allocations: bool = False) -> Report:
+    """Run every event in order; raise ScenarioError for an event the scenario cannot mean.
+
+    ``idle_allocations``: an ``allocate`` of a worker that is pending or whose
+    claim is already allocated does nothing instead (for replaying a scenario
+    under a node policy it was not written for, where such a worker may sit
+    elsewhere).
+    """
     run = _Run(scenario)
+    run.idle_allocations = idle_allocations
     steps = tuple(run.apply(index, event) for index, event in enumerate(scenario.events))
     return run.report(steps)
 
@@ -142,6 +149,7 @@ class _Run:
                               deferred_allocation=scenario.deferred)
         self.arrived_at: dict[str, int] = {}
         self.left_at: dict[str, int] = {}
+        self.idle_allocations = False
 
     def apply(self, index: int, event: Event) -> Step:
         try:
@@ -192,6 +200,9 @@ class _Run:
     def _allocate(self, worker: str, where: str) -> AllocateStep:
         self._require_worker(worker, where)
         claim = self.sim.fleet.claim_of(worker)
+        if self.idle_allocations and (claim is None or self.sim.fleet.is_allocated(claim)):
+            return AllocateStep(worker, claim or "", self.sim.fleet.claim_node(claim)
+                                if claim is not None else "", ())
         if claim is None:
             raise ScenarioError(where, f'worker "{worker}" is pending: it has no claim to allocate')
         if self.sim.fleet.is_allocated(claim):

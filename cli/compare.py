@@ -1,0 +1,228 @@
+"""``openrl-place compare``: one scenario under several node policies, side by side.
+
+``--set KEY=V1,V2,...`` names one node key (``maxWorkersPerClaim``,
+``hostMemory`` or ``devices``) and the values to try. Each value makes a
+variant: the scenario with that key set on every node ``--nodes`` selects
+(a shell-style pattern on node names, every node by default), nodes added
+later by ``addNode`` included. Each variant is replayed in full and
+summarised in one row (see ``cli.timeline`` for what the columns count).
+
+Variants are independent replays, so with several variants and several cores
+they run in separate processes; the scenario is parsed once, before.
+Expectations are not verdicts here: a scenario's ``expect`` lines were
+written for one policy, and a variant that breaks them is the point of the
+comparison, not an error.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import fnmatch
+import json
+import multiprocessing
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import click
+
+from cli.clock import format_duration
+from cli.main import fail, read_file
+from cli.quantity import parse_quantity
+from cli.render_table import columns
+from cli.replay import replay
+from cli.scenario import AddNode, NodeSpec, Scenario, ScenarioError, load_scenario
+from cli.timeline import Summary, Timeline, build_timeline
+
+__all__ = ["KEYS", "Variant", "command", "run_variants", "variants_of"]
+
+
+def _whole(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError("must be at least 1")
+    return value
+
+
+def _host_memory(text: str) -> int:
+    return parse_quantity(text, allow_zero=True)
+
+
+# The node keys a variant may set: the YAML key -> (NodeSpec attribute, parser).
+KEYS: dict[str, tuple[str, Callable[[str], int]]] = {
+    "maxWorkersPerClaim": ("max_workers_per_claim", _whole),
+    "hostMemory": ("host_memory", _host_memory),
+    "devices": ("devices", _whole),
+}
+
+
+@attrs.frozen
+class Variant:
+    label: str  # KEY=VALUE as written
+    summary: Summary
+    timeline: Timeline | None  # kept only when a report is drawn
+
+
+def variants_of(scenario: Scenario, key: str, values: list[str],
+                pattern: str) -> list[tuple[str, Scenario]]:
+    """One scenario per value; ValueError naming the bad value or an empty selection."""
+    attribute, parse = KEYS[key]
+    names = [spec.name for spec in scenario.nodes] + [
+        event.node.name for event in scenario.events if isinstance(event, AddNode)]
+    if not any(fnmatch.fnmatchcase(name, pattern) for name in names):
+        raise ValueError(f'--nodes "{pattern}" matches no node (the nodes: '
+                         f"{', '.join(names) if len(names) <= 10 else f'{len(names)} of them'})")
+    out = []
+    for text in values:
+        try:
+            value = parse(text)
+        except ValueError as error:
+            raise ValueError(f'--set {key}: "{text}": {error}') from None
+
+        def apply(spec: NodeSpec, value: int = value) -> NodeSpec:
+            if not fnmatch.fnmatchcase(spec.name, pattern):
+                return spec
+            changes: dict[str, Any] = {attribute: value}
+            return attrs.evolve(spec, **changes)
+
+        events = tuple(AddNode(apply(event.node)) if isinstance(event, AddNode) else event
+                       for event in scenario.events)
+        out.append((f"{key}={text}", attrs.evolve(
+            scenario, nodes=tuple(apply(spec) for spec in scenario.nodes), events=events)))
+    return out
+
+
+def run_variants(variants: list[tuple[str, Scenario]], *, keep_timelines: bool,
+                 processes: int | None = None) -> list[Variant]:
+    """Replay every variant, in parallel when there are several and cores to spare."""
+    jobs = processes if processes is not None else min(len(variants), os.cpu_count() or 1)
+    if jobs <= 1:
+        results = [_run(label, scenario, keep_timelines) for label, scenario in variants]
+    else:
+        context = multiprocessing.get_context(
+            "fork" if "fork" in multiprocessing.get_all_start_methods() else None)
+        with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
+            futures = [pool.submit(_run, label, scenario, keep_timelines)
+                       for label, scenario in variants]
+            results = [future.result() for future in futures]
+    for result in results:
+        if isinstance(result, str):
+            raise ValueError(result)
+    return [result for result in results if isinstance(result, Variant)]
+
+
+def _run(label: str, scenario: Scenario, keep_timeline: bool) -> Variant | str:
+    """The variant, or what stops it from replaying (as text: it crosses processes)."""
+    try:
+        report = replay(scenario, idle_allocations=True)
+    except ScenarioError as error:
+        return f"with {label}: {error}"
+    timeline = build_timeline(scenario, report)
+    summary = timeline.summary()
+    if not keep_timeline:
+        return Variant(label, summary, None)
+    # The side-by-side figures read only the counters over time: ship back no more.
+    return Variant(label, summary, dataclasses.replace(timeline, waits=[], shared=[]))
+
+
+# ------------------------------------------------------------------- command
+
+
+@click.command(short_help="Replay one scenario under several node policies, side by side.")
+@click.argument("file", type=click.Path(allow_dash=True, path_type=Path))
+@click.option("--set", "setting", required=True, metavar="KEY=V1,V2[,...]",
+              help=f"the node key to vary ({', '.join(KEYS)}) and the values to try")
+@click.option("--nodes", "pattern", default="*", show_default=True, metavar="PATTERN",
+              help="which nodes get the value: a shell-style pattern on node names")
+@click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table",
+              show_default=True, help="table for people, json for scripts")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="also write one self-contained HTML page drawing the variants side by side")
+def command(file: Path, setting: str, pattern: str, output: str,
+            report_path: Path | None) -> None:
+    """Replay FILE once per value of one node key and print a row per variant:
+    workers placed, pending at the end, waits (median, p95, longest), seats
+    taken at the peak, and idle devices over the scenario.
+
+    Example: openrl-place compare day.yaml --set maxWorkersPerClaim=1,2,4 --nodes 'l4-*'
+    """
+    key, _, listed = setting.partition("=")
+    if key not in KEYS:
+        fail(f'--set: unknown key "{key}" (one of {", ".join(KEYS)}), as --set KEY=V1,V2')
+    values = [value.strip() for value in listed.split(",")]
+    if not listed or not all(values):
+        fail(f"--set {key}: give the values to try, as --set {key}=V1,V2")
+    name, text = read_file(file)
+    try:
+        scenario = load_scenario(text)
+        variants = variants_of(scenario, key, values, pattern)
+        results = run_variants(variants, keep_timelines=report_path is not None)
+    except ScenarioError as error:
+        fail(f"{name}: {error}")
+    except ValueError as error:
+        fail(str(error))
+    timed = scenario.times is not None
+    if report_path is not None:
+        _write_report(report_path, name, key, results)
+    if output == "json":
+        sys.stdout.write(json.dumps(_document(key, pattern, timed, results)) + "\n")
+    else:
+        click.echo("\n".join(_table(name, key, pattern, timed, results)))
+
+
+def _write_report(path: Path, name: str, key: str, results: list[Variant]) -> None:
+    try:  # matplotlib only when a picture is asked for
+        from cli.report import Variant as Column
+        from cli.report import comparison_page, write_page
+    except ImportError as error:
+        fail(f"--report needs matplotlib ({error}); install it with: "
+             "pip install 'openrl-place[report]'")
+    page = comparison_page(name, key, [Column(v.label, v.timeline, v.summary)
+                                       for v in results if v.timeline is not None])
+    try:
+        size = write_page(path, page)
+    except OSError as error:
+        fail(f"{path}: cannot write the report: {error.strerror or error}")
+    click.echo(f"report: {path} ({size / 1024:,.0f} KB)", err=True)
+
+
+def _document(key: str, pattern: str, timed: bool, results: list[Variant]) -> dict[str, Any]:
+    idle = "deviceHoursIdle" if timed else "deviceEventsIdle"
+    return {
+        "key": key,
+        "nodes": pattern,
+        "clock": "seconds" if timed else "events",
+        "variants": [{
+            "variant": variant.label,
+            "value": variant.label.partition("=")[2],
+            "placed": variant.summary.placed,
+            "pending": variant.summary.pending,
+            "waits": {"median": variant.summary.waits.median, "p95": variant.summary.waits.p95,
+                      "max": variant.summary.waits.longest},
+            "seatsUsed": variant.summary.seats_peak,
+            idle: round(variant.summary.idle, 3),
+        } for variant in results],
+    }
+
+
+def _table(name: str, key: str, pattern: str, timed: bool,
+           results: list[Variant]) -> list[str]:
+    def wait(value: float) -> str:
+        return format_duration(value) if timed else f"{value:g} ev"
+
+    rows = [[v.label, f"{v.summary.placed:,}", f"{v.summary.pending:,}",
+             wait(v.summary.waits.median), wait(v.summary.waits.p95),
+             wait(v.summary.waits.longest), f"{v.summary.seats_peak:,}",
+             f"{v.summary.idle:,.1f}"] for v in results]
+    where = "every node" if pattern == "*" else f'nodes matching "{pattern}"'
+    return [
+        click.style(f"{name}: {key} on {where}", bold=True),
+        "",
+        *columns(["variant", "placed", "pending", "median wait", "p95 wait", "longest wait",
+                  "seats (peak)", "device-hours idle" if timed else "device-events idle"],
+                 rows, right={1, 2, 3, 4, 5, 6}),
+    ]

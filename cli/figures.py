@@ -1,0 +1,164 @@
+"""The report's pictures: matplotlib figures rendered to SVG text.
+
+Imported only when a report is asked for: matplotlib takes longer to import
+than ``simulate`` takes to replay a small scenario. No pyplot (no GUI
+backend, no global figure registry): each figure is built, rendered and
+dropped. The SVG keeps text as text (smaller, and selectable in the page) and
+is reproducible: fixed ids, no date stamp.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+
+import matplotlib
+from matplotlib.artist import Artist
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+from cli.timeline import ROLES, USES, Sampled, Timeline, Wait, downsample
+
+__all__ = ["over_time", "side_by_side", "waits"]
+
+COLOURS = {"trainer": "#4c72b0", "sampler": "#dd8452", "both": "#8172b3"}
+LABELS = {"trainer": "trainers", "sampler": "samplers", "both": "trainers and samplers"}
+POINTS = 600  # intervals on the time axis: finer than a page is wide
+
+matplotlib.rcParams.update({
+    "svg.fonttype": "none",
+    "font.size": 9,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "legend.frameon": False,
+})
+
+
+class _Axis:
+    """Seconds shown in the unit that suits the scenario's length; events without a clock."""
+
+    def __init__(self, timed: bool, end: float) -> None:
+        if not timed:
+            self.scale, self.label = 1.0, "event"
+        elif end >= 3 * 3600:
+            self.scale, self.label = 3600.0, "hours since the start"
+        elif end >= 3 * 60:
+            self.scale, self.label = 60.0, "minutes since the start"
+        else:
+            self.scale, self.label = 1.0, "seconds since the start"
+
+    def __call__(self, times: Sequence[float]) -> list[float]:
+        return [t / self.scale for t in times]
+
+
+def over_time(timeline: Timeline, title: str = "") -> str:
+    """Devices in use, seats taken and pending workers, stacked by role, on one time axis."""
+    figure = Figure(figsize=(10, 7.2), layout="constrained")
+    axes = figure.subplots(3, 1, sharex=True)
+    _panels(axes, timeline, _Axis(timeline.timed, timeline.end))
+    _legend(figure)
+    if title:
+        figure.suptitle(title, fontsize=11)
+    return _svg(figure, "over-time")
+
+
+def side_by_side(timelines: Sequence[tuple[str, Timeline]]) -> str:
+    """One column of :func:`over_time`'s panels per variant, on shared scales."""
+    columns = len(timelines)
+    figure = Figure(figsize=(max(6.0, 3.6 * columns), 7.2), layout="constrained")
+    grid = figure.subplots(3, columns, sharex=True, sharey="row", squeeze=False)
+    end = max(timeline.end for _, timeline in timelines)
+    timed = all(timeline.timed for _, timeline in timelines)
+    for column, (name, timeline) in enumerate(timelines):
+        axes = [grid[row][column] for row in range(3)]
+        _panels(axes, timeline, _Axis(timed, end))
+        axes[0].set_title(name, fontsize=10)
+        if column:
+            for ax in axes:
+                ax.set_ylabel("")
+    _legend(figure)
+    return _svg(figure, "side-by-side")
+
+
+def waits(all_waits: Sequence[Wait], timed: bool) -> str:
+    """The share of arrivals that waited at most so long, one line per role."""
+    figure = Figure(figsize=(10, 2.8), layout="constrained")
+    ax = figure.subplots()
+    longest = max((wait.waited for wait in all_waits), default=0.0)
+    axis = _Axis(timed, longest)
+    for role in ROLES:
+        values = sorted(wait.waited for wait in all_waits if wait.role == role)
+        if not values:
+            continue
+        # At most POINTS quantiles: the curve's shape, whatever the number of workers.
+        step = max(1, len(values) // POINTS)
+        picked = [*values[::step], values[-1]]
+        shares = [*(min(1.0, (i * step + 1) / len(values)) for i in range(len(picked) - 1)), 1.0]
+        ax.step(axis(picked), shares, where="post", color=COLOURS[role],
+                label=f"{LABELS[role]} ({len(values):,})")
+    # Most waits are short and a few are very long: a log scale shows both (zero included).
+    ax.set_xscale("symlog", linthresh=1)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.set_xlabel(("waited, " + axis.label.split(" ")[0]) if timed else "waited, events")
+    ax.set_ylabel("share of arrivals")
+    ax.set_ylim(0, 1.02)
+    ax.legend(loc="lower right")
+    return _svg(figure, "waits")
+
+
+# ------------------------------------------------------------------ internal
+
+
+def _legend(figure: Figure) -> None:
+    """One legend above every panel: each thing drawn anywhere, named once."""
+    named: dict[str, Artist] = {}
+    for ax in figure.axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            named.setdefault(label, handle)
+    figure.legend(list(named.values()), list(named), loc="outside upper center",
+                  ncols=len(named), fontsize=8)
+
+
+def _panels(axes: Sequence[Axes], timeline: Timeline, axis: _Axis) -> None:
+    devices = downsample(timeline.times, timeline.devices, timeline.capacity, POINTS)
+    seats = downsample(timeline.times, timeline.seats, timeline.capacity, POINTS)
+    pending = downsample(timeline.times, timeline.pending, timeline.capacity, POINTS)
+    _stacked(axes[0], devices, USES, axis)
+    axes[0].step(axis(devices.times), devices.capacity, where="post", color="#333333",
+                 linestyle="--", linewidth=1, label="devices in the fleet")
+    axes[0].set_ylabel("devices in use")
+    _stacked(axes[1], seats, ROLES, axis)
+    axes[1].set_ylabel("seats taken")
+    _stacked(axes[2], pending, ROLES, axis)
+    axes[2].set_ylabel("pending workers")
+    axes[2].set_xlabel(axis.label)
+    for ax in axes:
+        ax.set_ylim(bottom=0)
+        ax.margins(x=0)
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def _stacked(ax: Axes, sampled: Sampled, keys: Sequence[str], axis: _Axis) -> None:
+    x = axis(sampled.times)
+    base = [0] * len(x)
+    for key in keys:
+        top = [b + v for b, v in zip(base, sampled.stacks[key], strict=True)]
+        if any(sampled.stacks[key]):
+            ax.fill_between(x, base, top, step="post", color=COLOURS[key], alpha=0.85,
+                            linewidth=0, label=LABELS[key])
+        base = top
+    if sampled.low != base:  # intervals where something came and went: their lowest point
+        ax.step(x, sampled.low, where="post", color="#222222", linewidth=0.5, alpha=0.6,
+                label="lowest within an interval")
+
+
+def _svg(figure: Figure, name: str) -> str:
+    buffer = io.StringIO()
+    # A salt per figure keeps element ids apart when several SVGs share one page.
+    with matplotlib.rc_context({"svg.hashsalt": f"openrl-place-{name}"}):
+        figure.savefig(buffer, format="svg", metadata={"Date": None})
+    text = buffer.getvalue()
+    return text[text.index("<svg"):]

@@ -1,0 +1,256 @@
+"""``--report``: one self-contained HTML page about a replay, or about several.
+
+The page needs nothing but itself: the pictures are SVG written into it, the
+style sits in the page, and a content security policy forbids fetching
+anything, so it opens the same with no network as with one (and a reference
+that slipped in would show as an error in the browser's console, which the
+browser test looks for).
+
+Tables stay readable however long the scenario: owners and shared claims
+are listed worst first, up to a limit, with a line saying how many more
+there are. The figures never leave anything out (see ``cli.timeline``).
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from cli import figures
+from cli.clock import format_duration
+from cli.replay import Report
+from cli.scenario import Scenario
+from cli.timeline import (
+    ROLES,
+    SharedClaim,
+    Summary,
+    Timeline,
+    Wait,
+    WaitStats,
+    build_timeline,
+    wait_stats,
+)
+from placement import format_gib
+
+__all__ = ["Variant", "comparison_page", "scenario_page", "write_page", "write_report"]
+
+ROWS = 50  # owners, shared claims, expectations: worst first, then "N more"
+
+_STYLE = """
+body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1100px;
+       padding: 0 1em; color: #1d1d1f; }
+h1 { font-size: 1.5em; margin-bottom: 0.2em; } h2 { margin-top: 1.8em; }
+p.lead { color: #555; margin-top: 0; }
+table { border-collapse: collapse; margin: 0.6em 0; }
+th, td { padding: 0.25em 0.8em; border-bottom: 1px solid #ddd; text-align: left; }
+td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; }
+tr.fail td { color: #b00020; } tr.best td { font-weight: 600; }
+figure { margin: 1em 0; } figure svg { max-width: 100%; height: auto; }
+figcaption { color: #555; font-size: 0.9em; }
+.more { color: #777; font-style: italic; }
+"""
+_POLICY = "default-src 'none'; style-src 'unsafe-inline'"
+
+Formatter = Callable[[float], str]
+
+
+@dataclass(frozen=True, slots=True)
+class Variant:
+    """One replay of a comparison: its label, its counters and its summary."""
+
+    label: str
+    timeline: Timeline
+    summary: Summary
+
+
+def write_report(path: Path, name: str, scenario: Scenario, report: Report) -> int:
+    """The page for one replay; a path ending in ``.svg`` gets the over-time figure alone."""
+    timeline = build_timeline(scenario, report)
+    if path.suffix.lower() == ".svg":
+        return write_page(path, figures.over_time(timeline, name))
+    return write_page(path, scenario_page(name, scenario, report, timeline))
+
+
+def write_page(path: Path, page: str) -> int:
+    """Write the page; return its size in bytes."""
+    data = page.encode("utf-8")
+    path.write_bytes(data)
+    return len(data)
+
+
+def scenario_page(name: str, scenario: Scenario, report: Report, timeline: Timeline) -> str:
+    fmt = _formatter(timeline.timed)
+    summary = timeline.summary()
+    devices = timeline.capacity[-1] if timeline.capacity else timeline.start_capacity
+    span = (f"{format_duration(timeline.end)} of scenario time" if timeline.timed
+            else "no times given: waits count events")
+    failed = len(report.failures)
+    parts = [
+        _head(f"openrl-place report: {name}"),
+        f"<h1>{_e(name)}</h1>",
+        f'<p class="lead">{len(report.nodes)} nodes, {devices:,} devices, '
+        f"{len(report.steps):,} events, {span}, dra: {_e(report.dra)}. "
+        f"{summary.placed:,} arrivals got a seat; {summary.pending:,} workers pending at "
+        f"the end; expectations: {len(report.expectations) - failed} held, {failed} failed.</p>",
+        "<h2>Over time</h2>",
+        _figure(figures.over_time(timeline), "over-time",
+                "Devices in use by the role of the workers on each claim (a claim that holds "
+                "both roles counts as both), against the devices in the fleet; seats taken and "
+                "pending workers by role. Each point is the busiest moment of its interval; "
+                "the thin line is the quietest."),
+        "<h2>Waits</h2>",
+        "<p>From arrival to a seat. A worker that never got one counts with the time it "
+        "waited until it left or the scenario ended.</p>",
+        _figure(figures.waits(timeline.waits, timeline.timed), "waits",
+                "Share of arrivals that waited at most so long, by role."),
+        "<h3>By role</h3>",
+        _wait_table("role", _group(timeline.waits, lambda w: w.role, ROLES), fmt),
+        "<h3>By owner</h3>",
+        _wait_table("owner", _group(timeline.waits, lambda w: w.owner), fmt, limit=ROWS),
+        "<h2>Shared claims</h2>",
+        _shared_section(timeline.shared),
+        "<h2>Expectations</h2>",
+        _expectations(report),
+        "</body></html>",
+    ]
+    return "\n".join(parts)
+
+
+def comparison_page(name: str, key: str, variants: Sequence[Variant]) -> str:
+    timed = all(variant.timeline.timed for variant in variants)
+    parts = [
+        _head(f"openrl-place compare: {name}"),
+        f"<h1>{_e(name)}: {_e(key)}</h1>",
+        f'<p class="lead">The same scenario replayed once per value of {_e(key)}.</p>',
+        comparison_table(variants, timed),
+        _figure(figures.side_by_side([(v.label, v.timeline) for v in variants]), "side-by-side",
+                "Per variant: devices in use, seats taken and pending workers, on shared "
+                "scales. Each point is the busiest moment of its interval."),
+        "</body></html>",
+    ]
+    return "\n".join(parts)
+
+
+def comparison_table(variants: Sequence[Variant], timed: bool) -> str:
+    fmt = _formatter(timed)
+    idle = "device-hours idle" if timed else "device-events idle"
+    rows = []
+    for variant in variants:
+        s = variant.summary
+        rows.append([variant.label, f"{s.placed:,}", f"{s.pending:,}", fmt(s.waits.median),
+                     fmt(s.waits.p95), fmt(s.waits.longest), f"{s.seats_peak:,}",
+                     f"{s.idle:,.1f}"])
+    return _table(["variant", "placed", "pending at the end", "median wait", "p95 wait",
+                   "longest wait", "seats taken (peak)", idle], rows, numeric=range(1, 8))
+
+
+# ------------------------------------------------------------------ sections
+
+
+def _head(title: str) -> str:
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f'<meta http-equiv="Content-Security-Policy" content="{_POLICY}">'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>{_e(title)}</title><style>{_STYLE}</style></head><body>")
+
+
+def _figure(svg: str, name: str, caption: str) -> str:
+    return (f'<figure id="figure-{name}" class="figure">{svg}'
+            f"<figcaption>{_e(caption)}</figcaption></figure>")
+
+
+def _group(waits: Iterable[Wait], key: Callable[[Wait], str],
+           order: Sequence[str] = ()) -> dict[str, WaitStats]:
+    groups: dict[str, list[Wait]] = {name: [] for name in order}
+    for wait in waits:
+        groups.setdefault(key(wait), []).append(wait)
+    return {name: wait_stats(group) for name, group in groups.items() if group}
+
+
+def _wait_table(label: str, stats: dict[str, WaitStats], fmt: Formatter,
+                limit: int | None = None) -> str:
+    ordered = list(stats.items())
+    if limit is not None:
+        ordered.sort(key=lambda item: (-item[1].p95, -item[1].longest, item[0]))
+    shown = ordered[:limit] if limit is not None else ordered
+    rows = [[name, f"{s.count:,}", f"{s.unseated:,}", fmt(s.median), fmt(s.p95),
+             fmt(s.longest)] for name, s in shown]
+    table = _table([label, "arrivals", "never seated", "median", "p95", "longest"], rows,
+                   numeric=range(1, 6))
+    return table + _more(len(ordered) - len(shown), f"{label}s", "by p95 wait")
+
+
+def _shared_section(shared: Sequence[SharedClaim]) -> str:
+    if not shared:
+        return "<p>No claim was ever shared.</p>"
+    ordered = sorted(shared, key=lambda c: (-c.switch_seconds[1], c.claim))
+    rows = []
+    for claim in ordered[:ROWS]:
+        cheapest, dearest = claim.switch_seconds
+        cost = (format_duration(dearest) if cheapest == dearest
+                else f"{format_duration(cheapest)} to {format_duration(dearest)}")
+        names = [f"{worker} ({format_gib(memory)})" for worker, memory in claim.workers[:6]]
+        if len(claim.workers) > 6:
+            names.append(f"and {len(claim.workers) - 6} more")
+        rows.append([claim.claim, claim.node, str(claim.devices), str(claim.most),
+                     ", ".join(names), f"{claim.bandwidth / 1e9:g}GB/s", cost])
+    intro = ("<p>Every claim that held two or more workers at once. One switch parks the "
+             "outgoing worker and restores the incoming one: both workers' memory over the "
+             "node's host-to-device bandwidth (<code>hostToDeviceBandwidth</code>, default "
+             "25GB/s). The range runs from the two smallest workers it held to the two "
+             "largest.</p>")
+    table = _table(["claim", "node", "devices", "most at once", "workers it held",
+                    "host-to-device", "one switch"], rows, numeric=(2, 3, 6))
+    return intro + table + _more(len(ordered) - ROWS, "shared claims", "by dearest switch")
+
+
+def _expectations(report: Report) -> str:
+    expectations = report.expectations
+    if not expectations:
+        return "<p>The scenario states no expectations.</p>"
+    # Failures first, so a long list still shows what went wrong.
+    ordered = sorted(expectations, key=lambda step: step.passed)
+    rows, classes = [], []
+    for step in ordered[:ROWS]:
+        expected = ", ".join(f"{key} {str(value).lower() if isinstance(value, bool) else value}"
+                             for key, value in step.expected.items())
+        rows.append([step.worker, expected or "present",
+                     "held" if step.passed else f"FAILED: {step.failure}"])
+        classes.append("" if step.passed else "fail")
+    failed = len(report.failures)
+    lead = f"<p>{len(expectations) - failed} held, {failed} failed.</p>"
+    return (lead + _table(["worker", "expected", "verdict"], rows, classes=classes)
+            + _more(len(ordered) - ROWS, "expectations", "failures first"))
+
+
+# ------------------------------------------------------------------- helpers
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: Iterable[int] = (),
+           classes: Sequence[str] = ()) -> str:
+    right = set(numeric)
+    head = "".join(f'<th class="n">{_e(h)}</th>' if i in right else f"<th>{_e(h)}</th>"
+                   for i, h in enumerate(header))
+    body = []
+    for index, row in enumerate(rows):
+        css = f' class="{classes[index]}"' if index < len(classes) and classes[index] else ""
+        cells = "".join(f'<td class="n">{_e(c)}</td>' if i in right else f"<td>{_e(c)}</td>"
+                        for i, c in enumerate(row))
+        body.append(f"<tr{css}>{cells}</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _more(count: int, what: str, order: str) -> str:
+    return f'<p class="more">{count:,} more {what} not listed ({order}).</p>' if count > 0 else ""
+
+
+def _formatter(timed: bool) -> Formatter:
+    if timed:
+        return format_duration
+    return lambda events: f"{events:,.0f} events" if events != 1 else "1 event"
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text))
