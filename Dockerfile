@@ -17,7 +17,7 @@ COPY pyproject.toml README.md ./
 COPY placement/ placement/
 COPY cli/ cli/
 COPY controller/ controller/
-RUN pip wheel --wheel-dir /wheels .
+RUN pip wheel --wheel-dir /wheels '.[controller]'
 
 FROM ${PYTHON_IMAGE}
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
@@ -25,7 +25,7 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
-    pip install --no-index --find-links /wheels openrl-place \
+    pip install --no-index --find-links /wheels 'openrl-place[controller]' \
     && groupadd --system --gid 65532 openrl \
     && useradd --system --uid 65532 --gid 65532 --no-create-home \
        --home-dir /nonexistent --shell /usr/sbin/nologin openrl

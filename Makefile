@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,report]'
+	$(BIN)/pip install --quiet -e '.[controller,dev,report]'
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -18,7 +18,7 @@ setup: $(STAMP)
 demo: setup
 	$(BIN)/openrl-place simulate examples/devbox.yaml
 
-## Lint, type-check the core, then every test (the e2e tests bring up the local control plane).
+## Lint and type-check, then every test (the e2e tests bring up the local control plane).
 test: lint
 	$(BIN)/pytest
 
@@ -28,7 +28,7 @@ test-fast: lint
 
 lint: setup
 	$(BIN)/ruff check placement cli controller tests bench
-	$(BIN)/mypy placement
+	$(BIN)/mypy --strict placement cli controller
 
 bench: setup
 	$(BIN)/python bench/simulate_bench.py

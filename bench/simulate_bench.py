@@ -17,7 +17,7 @@ one. With the same events, a larger fleet is also a less contended one, so
 last it times one decision on a saturated fleet of each size (every seat
 blocked by host memory), the case where a scan of the fleet would show.
 
-Targets (issue 2): >= 20,000 events/s end to end at 1,000 nodes, and a ten
+Targets: >= 20,000 events/s end to end at 1,000 nodes, and a ten
 times larger fleet costing at most twice as much per event. This is a
 measurement, not a test: it exits 0 unless --strict is given and a target is
 missed.

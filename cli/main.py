@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib
+import importlib.util
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,12 +36,17 @@ class _Commands(click.Group):
     """A command group whose heavier subcommands are imported on first use.
 
     ``openrl-place controller`` pulls in the Kubernetes client, which takes
-    longer to import than ``simulate`` takes to replay a small scenario;
-    ``compare`` brings process pools and, for its report, matplotlib.
+    longer to import than ``simulate`` takes to replay a small scenario, and
+    which only the ``controller`` extra installs; ``compare`` brings process
+    pools and, for its report, matplotlib.
     """
 
     lazy: ClassVar[dict[str, str]] = {"controller": "controller.main:command",
                                       "compare": "cli.compare:command"}
+    # What a command's extra installs: missing, the command says which extra to add.
+    extra: ClassVar[dict[str, tuple[str, ...]]] = {
+        "controller": ("kubernetes", "prometheus_client"),
+    }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *self.lazy})
@@ -48,7 +54,15 @@ class _Commands(click.Group):
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name in self.lazy:
             module, attribute = self.lazy[name].split(":")
-            command: click.Command = getattr(importlib.import_module(module), attribute)
+            try:
+                loaded = importlib.import_module(module)
+            except ModuleNotFoundError:
+                missing = [m for m in self.extra.get(name, ()) if not _installed(m)]
+                if not missing:
+                    raise
+                ctx.fail(f"openrl-place {name} needs the {name} extra ({', '.join(missing)} "
+                         f"not installed): pip install 'openrl-place[{name}]'")
+            command: click.Command = getattr(loaded, attribute)
             return command
         return super().get_command(ctx, name)
 
@@ -137,6 +151,13 @@ def _collector_at_ease() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ValueError:  # present in sys.modules as None: import blocked
+        return False
 
 
 def fail(message: str) -> NoReturn:

@@ -20,8 +20,8 @@ import attrs
 
 from cli.clock import format_duration, parse_duration
 from cli.document import ScenarioError, parse_document
-from cli.quantity import parse_quantity
 from placement import Node, Request, Role
+from placement.quantity import parse_quantity
 
 __all__ = [
     "AddNode",
@@ -114,12 +114,12 @@ def _to_roles(value: object) -> object:
 
 
 def _memory(value: object) -> int:
-    return parse_quantity(value)  # type: ignore[arg-type]  # the parser reports bad types
+    return parse_quantity(value)
 
 
 def _host_memory(value: object) -> int:
     # Zero is a real answer here: a node that can park nothing never shares.
-    return parse_quantity(value, allow_zero=True)  # type: ignore[arg-type]
+    return parse_quantity(value, allow_zero=True)
 
 
 def _bandwidth(value: object) -> int:

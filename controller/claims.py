@@ -27,8 +27,8 @@ import attrs
 
 from controller import naming
 from controller.objects import Obj, annotations_of, created_at, is_deleting, labels_of, name_of
-from controller.quantity import format_quantity
 from placement import NewClaim
+from placement.quantity import format_quantity
 
 
 def memory_selector(driver: str, floor: int, ceiling: int) -> str:

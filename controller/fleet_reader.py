@@ -39,8 +39,8 @@ from controller.objects import (
     pod_claim,
     worker_owner_uid,
 )
-from controller.quantity import QuantityError, memory_bytes
 from placement import Booking, Claim, Fleet, Node, Role
+from placement.quantity import QuantityError, parse_quantity
 
 
 @attrs.frozen
@@ -81,7 +81,7 @@ def _device_memory(device: Obj, driver: str) -> int | None:
     if not isinstance(entry, dict):
         return None
     try:
-        return memory_bytes(entry.get("value"))
+        return parse_quantity(entry.get("value"))
     except QuantityError:
         return None
 
@@ -168,7 +168,7 @@ def read_nodes(node_objs: list[Obj], hardware: dict[str, Hardware]) -> tuple[lis
         host_memory: int | None = None
         if host is not None:
             try:
-                host_memory = memory_bytes(host, allow_zero=True)
+                host_memory = parse_quantity(host, allow_zero=True)
             except QuantityError:
                 warnings.append(f"node {name}: allocatable memory {host!r} unreadable; "
                                 "host memory unchecked")
@@ -183,7 +183,7 @@ def read_bookings(workers: list[Worker], pods: list[Obj]) -> dict[str, Booked]:
     by_uid = {w.uid: w for w in workers}
     bookings: dict[str, Booked] = {}
     for worker in workers:
-        if worker.claim and worker.phase != "Failed":
+        if worker.claim and worker.phase != naming.Phase.FAILED:
             bookings[worker.name] = Booked(worker.name, worker.claim, worker.owner, worker.memory)
     for pod in pods:
         claim = pod_claim(pod)

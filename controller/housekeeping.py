@@ -44,7 +44,7 @@ def sweep(api: kube.Kube, settings: Settings, metrics: Metrics, now: dt.datetime
     workers = [Worker.from_obj(o) for o in api.list(kube.WORKERS)]
     pods = api.list(kube.PODS)  # every pod: an unmanaged pod may use our claim too
     # A Failed worker pins nothing: its pod, while it exists, speaks for it.
-    live = [w for w in workers if w.phase != "Failed"]
+    live = [w for w in workers if w.phase != naming.Phase.FAILED]
     referenced = {w.claim for w in live} | {w.own_claim for w in live}
     for pod in pods:
         referenced |= pod_claims(pod)

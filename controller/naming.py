@@ -10,13 +10,18 @@ Rules:
 * Label values carry *sanitized* identities (<= 63 characters, lower-case
   alphanumerics and '-', a hash of the whole appended when cut); environment
   variables and annotations carry the exact ones.
+* Status words are defined here once: the worker's phases, the reason kinds
+  its status and Events carry, and the pod phases the controller reads.
 """
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import re
 from typing import Any
+
+from placement import Role, WaitKind
 
 GROUP = "openrl.io"
 VERSION = "v1alpha1"
@@ -48,8 +53,57 @@ ANNOTATION_MEMORY = "openrl.io/memory"
 
 # Node policy, set by the operator.
 NODE_ENABLED = "openrl.io/enabled"
-NODE_ROLE_LABELS = {"trainer": "openrl.io/trainer", "sampler": "openrl.io/sampler"}
+NODE_ROLE_LABELS = {Role.TRAINER: "openrl.io/trainer", Role.SAMPLER: "openrl.io/sampler"}
 NODE_MAX_WORKERS = "openrl.io/max-workers-per-claim"
+
+
+
+class Phase(enum.StrEnum):
+    """An OpenRLWorker's ``status.phase``."""
+
+    PENDING = "Pending"  # no claim yet; the reason says why
+    PLACING = "Placing"  # claim and pod exist; waiting for allocation and the pod to run
+    RUNNING = "Running"
+    FAILED = "Failed"  # terminal
+
+
+class ReasonKind(enum.StrEnum):
+    """The ``<Kind>`` of ``status.reason``, which is also the ``Placed`` condition's reason."""
+
+    # Pending: placement's two answers, then the controller's own waits.
+    NO_CAPACITY = WaitKind.NO_CAPACITY.value  # never, on this hardware
+    WAITING_FOR_CAPACITY = WaitKind.WAITING_FOR_CAPACITY.value  # not yet
+    WAITING_FOR_PREDECESSOR = "WaitingForPredecessor"
+    TEMPLATE_NOT_FOUND = "TemplateNotFound"
+    # Placing: the condition's reason names the condition itself, as Kubernetes does.
+    PLACED = "Placed"
+    # Failed.
+    INVALID_SPEC = "InvalidSpec"
+    TEMPLATE_ERROR = "TemplateError"
+    POD_CONFLICT = "PodConflict"
+    POD_FAILED = "PodFailed"
+    UNSATISFIABLE = "Unsatisfiable"
+    UNSCHEDULABLE = "Unschedulable"
+
+
+# Kinds recorded as Warning Events; every other kind is Normal.
+WARNING_REASONS = frozenset({
+    ReasonKind.NO_CAPACITY, ReasonKind.INVALID_SPEC, ReasonKind.TEMPLATE_ERROR,
+    ReasonKind.TEMPLATE_NOT_FOUND, ReasonKind.POD_CONFLICT, ReasonKind.POD_FAILED,
+    ReasonKind.UNSATISFIABLE, ReasonKind.UNSCHEDULABLE,
+})
+
+CONDITION_PLACED = "Placed"  # the worker's one condition: True while Placing or Running
+
+
+class PodPhase(enum.StrEnum):
+    """A pod's ``status.phase``, as Kubernetes reports it."""
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
 
 # The node-local time-slicer's contract.
 LABEL_TIMESLICER = "accel-timeslicer"

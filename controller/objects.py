@@ -18,13 +18,14 @@ from typing import Any
 import attrs
 
 from controller import naming
-from controller.quantity import QuantityError, memory_bytes
+from placement import Role
+from placement.quantity import QuantityError, parse_quantity
 
 Obj = dict[str, Any]
 
-ROLES = ("trainer", "sampler")
-TERMINAL_POD_PHASES = ("Succeeded", "Failed")
+TERMINAL_POD_PHASES = (naming.PodPhase.SUCCEEDED, naming.PodPhase.FAILED)
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_ROLES = {role.value: role for role in Role}
 
 
 def parse_time(text: str | None) -> dt.datetime | None:
@@ -85,7 +86,7 @@ class Worker:
     name: str
     uid: str
     generation: int
-    role: str
+    role: Role  # a placeholder when spec_error says the spec's role is not one
     model_id: str
     owner: str
     memory: int
@@ -100,16 +101,15 @@ class Worker:
         spec = obj.get("spec") or {}
         name = name_of(obj)
         errors: list[str] = []
-        role = spec.get("role")
-        if role not in ROLES:
-            errors.append(f"spec.role {role!r} is not trainer or sampler")
-            role = ""
+        role = _ROLES.get(spec.get("role"))  # type: ignore[arg-type]  # any JSON value
+        if role is None:
+            errors.append(f"spec.role {spec.get('role')!r} is not trainer or sampler")
         model_id = spec.get("modelId")
         if not isinstance(model_id, str) or not model_id:
             errors.append("spec.modelId must be a non-empty string")
             model_id = ""
         try:
-            memory = memory_bytes(spec.get("memory"))
+            memory = parse_quantity(spec.get("memory"))
         except QuantityError as exc:
             errors.append(f"spec.memory: {exc}")
             memory = 0
@@ -126,12 +126,12 @@ class Worker:
             name=name,
             uid=uid_of(obj),
             generation=int(meta(obj).get("generation") or 0),
-            role=role or "",
+            role=role or Role.TRAINER,
             model_id=model_id,
             owner=str(spec.get("ownerId") or "") or name,
             memory=memory,
             estimator_version=str(spec.get("estimatorVersion") or ""),
-            template_name=str(template.get("name") or naming.template_name(role or "trainer")),
+            template_name=str(template.get("name") or naming.template_name(role or Role.TRAINER)),
             template_key=str(template.get("key") or naming.DEFAULT_TEMPLATE_KEY),
             overlay=overlay,
             spec_error="; ".join(errors) or None,
@@ -205,7 +205,7 @@ def pod_claims(pod: Obj) -> set[str]:
 
 
 def pod_phase(pod: Obj) -> str:
-    return str((pod.get("status") or {}).get("phase") or "Pending")
+    return str((pod.get("status") or {}).get("phase") or naming.PodPhase.PENDING)
 
 
 def pod_alive(pod: Obj) -> bool:

@@ -47,6 +47,7 @@ from controller.events import Recorder
 from controller.fleet_reader import FleetView, build_fleet
 from controller.logs import kv
 from controller.metrics import Metrics
+from controller.naming import Phase, PodPhase, ReasonKind
 from controller.objects import (
     Obj,
     Worker,
@@ -64,11 +65,11 @@ from controller.objects import (
     uid_of,
     worker_owner_uid,
 )
-from controller.quantity import format_quantity
 from controller.settings import Settings
-from controller.status import FAILED, PENDING, PLACING, RUNNING, Outcome
+from controller.status import Outcome
 from controller.work import SWEEP, WAKE, Result, is_pending, utcnow
-from placement import JoinClaim, NewClaim, Request, Role, Wait, decide, per_device_share
+from placement import JoinClaim, NewClaim, Request, Wait, decide, per_device_share
+from placement.quantity import format_quantity
 
 log = logging.getLogger("openrl.controller")
 
@@ -115,11 +116,11 @@ class Reconciler:
             return self._finalize(worker, pod)
         if naming.FINALIZER not in worker.finalizers:
             worker = self._add_finalizer(worker)
-        if worker.phase == FAILED:
+        if worker.phase == Phase.FAILED:
             return Result()
         try:
             if worker.spec_error:
-                raise _Conclude(Outcome(FAILED, "InvalidSpec", worker.spec_error))
+                raise _Conclude(Outcome(Phase.FAILED, ReasonKind.INVALID_SPEC, worker.spec_error))
             if pod is not None:
                 return self._with_pod(worker, pod)
             return self._place(worker)
@@ -175,7 +176,7 @@ class Reconciler:
         if not predecessor:
             who = labels_of(pod).get(naming.LABEL_WORKER) or owner.get("name") or "nobody"
             raise _Conclude(Outcome(
-                FAILED, "PodConflict",
+                Phase.FAILED, ReasonKind.POD_CONFLICT,
                 f"pod {name_of(pod)} exists and belongs to {who!r}, not to this worker; "
                 "nothing was deleted"))
         if not is_deleting(pod):
@@ -184,7 +185,7 @@ class Reconciler:
             log.info("deleting pod of an earlier incarnation",
                      extra=kv(worker=worker.name, pod=name_of(pod), old_uid=owner_uid))
         raise _Conclude(
-            Outcome(PENDING, "WaitingForPredecessor",
+            Outcome(Phase.PENDING, ReasonKind.WAITING_FOR_PREDECESSOR,
                     f"pod {name_of(pod)} belongs to an earlier {naming.KIND} named "
                     f"{worker.name} (uid {owner_uid}); it is being deleted, never adopted"),
             self.settings.retry_interval)
@@ -193,7 +194,7 @@ class Reconciler:
         claim = pod_claim(pod) or worker.claim
         node, devices = self._allocation(worker, claim)
         share = per_device_share(worker.memory, devices)
-        base = Outcome(PLACING, "Placed", "", claim=claim, devices=devices,
+        base = Outcome(Phase.PLACING, ReasonKind.PLACED, "", claim=claim, devices=devices,
                        memory_per_device=share, node=node, pod=name_of(pod))
         if is_deleting(pod):
             raise _Conclude(attrs.evolve(
@@ -201,10 +202,10 @@ class Reconciler:
                              f"claim {claim}"), self.settings.retry_interval)
         phase = pod_phase(pod)
         if not pod_alive(pod):
-            raise _Conclude(attrs.evolve(base, phase=FAILED, kind="PodFailed",
+            raise _Conclude(attrs.evolve(base, phase=Phase.FAILED, kind=ReasonKind.POD_FAILED,
                                          detail=pod_failure(pod)))
-        if phase == "Running":
-            raise _Conclude(attrs.evolve(base, phase=RUNNING, kind="",
+        if phase == PodPhase.RUNNING:
+            raise _Conclude(attrs.evolve(base, phase=Phase.RUNNING, kind="",
                                          detail=f"pod {name_of(pod)} running on node "
                                                 f"{pod_node(pod)}"))
         if pod_node(pod):
@@ -217,7 +218,7 @@ class Reconciler:
             with contextlib.suppress(kube.NotFound):
                 self.api.delete(kube.PODS, name_of(pod), uid=uid_of(pod))
             raise _Conclude(Outcome(
-                FAILED, "Unschedulable",
+                Phase.FAILED, ReasonKind.UNSCHEDULABLE,
                 f"pod {name_of(pod)} with claim {claim} was not scheduled within "
                 f"{self.settings.placement_timeout:.0f}s: {why}; pod deleted, seat released"))
         raise _Conclude(attrs.evolve(base, detail=f"pod {name_of(pod)} waiting for the scheduler "
@@ -253,7 +254,7 @@ class Reconciler:
                             claims=claims, workers=workers, pods=pods,
                             driver=self.settings.device_driver)
         self._observe(fleet)
-        request = Request(worker.name, Role(worker.role), worker.memory, worker.owner)
+        request = Request(worker.name, worker.role, worker.memory, worker.owner)
         decision = decide(request, fleet.fleet)
         if isinstance(decision, NewClaim):
             self.metrics.decisions.labels(outcome="new_claim").inc()
@@ -286,10 +287,10 @@ class Reconciler:
             waited = (self.now() - worker.created).total_seconds()
             left = self.settings.placement_timeout - waited
             if left <= 0:
-                raise _Conclude(Outcome(FAILED, "Unsatisfiable",
+                raise _Conclude(Outcome(Phase.FAILED, ReasonKind.UNSATISFIABLE,
                                         f"{reason} (waited {waited:.0f}s)"))
             retry = min(retry, left)
-        raise _Conclude(Outcome(PENDING, str(reason.kind), reason.detail), retry)
+        raise _Conclude(Outcome(Phase.PENDING, str(reason.kind), reason.detail), retry)
 
     def _template(self, worker: Worker) -> Obj:
         source = f"ConfigMap {self.api.namespace}/{worker.template_name} key {worker.template_key}"
@@ -297,17 +298,18 @@ class Reconciler:
             config_map = self.api.get(kube.CONFIGMAPS, worker.template_name)
         except (kube.NotFound, kube.Forbidden) as exc:
             missing = "not found" if isinstance(exc, kube.NotFound) else f"unreadable ({exc})"
-            raise _Conclude(Outcome(PENDING, "TemplateNotFound",
+            raise _Conclude(Outcome(Phase.PENDING, ReasonKind.TEMPLATE_NOT_FOUND,
                                     f"{source.rsplit(' key ', 1)[0]} {missing}"),
                             self.settings.retry_interval) from exc
         text = (config_map.get("data") or {}).get(worker.template_key)
         if text is None:
-            raise _Conclude(Outcome(PENDING, "TemplateNotFound", f"{source}: no such key"),
+            raise _Conclude(Outcome(Phase.PENDING, ReasonKind.TEMPLATE_NOT_FOUND,
+                                    f"{source}: no such key"),
                             self.settings.retry_interval)
         try:
             return render.prepare(text, worker, source)
         except render.TemplateError as exc:
-            raise _Conclude(Outcome(FAILED, "TemplateError", str(exc))) from exc
+            raise _Conclude(Outcome(Phase.FAILED, ReasonKind.TEMPLATE_ERROR, str(exc))) from exc
 
     def _start(self, worker: Worker, prepared: Obj, claim: str, devices: int, node: str,
                how: str, *, pin: str) -> Result:
@@ -325,12 +327,12 @@ class Reconciler:
             # A claim cut for it is left to the sweep (a Failed worker pins no claim).
             if isinstance(exc, kube.Forbidden) and "PodSecurity" not in exc.message:
                 raise  # RBAC: the operator's to fix; keep retrying
-            raise _Conclude(Outcome(FAILED, "TemplateError",
+            raise _Conclude(Outcome(Phase.FAILED, ReasonKind.TEMPLATE_ERROR,
                                     f"the API server refused pod {worker.pod_name} rendered "
                                     f"from {worker.template_name}: {exc.message}")) from exc
         log.info("created pod", extra=kv(worker=worker.name, pod=worker.pod_name, claim=claim,
                                          node=node))
-        raise _Conclude(Outcome(PLACING, "Placed", how, claim=claim, devices=devices,
+        raise _Conclude(Outcome(Phase.PLACING, ReasonKind.PLACED, how, claim=claim, devices=devices,
                                 memory_per_device=per_device_share(worker.memory, devices),
                                 node=node, pod=worker.pod_name),
                         self.settings.placement_timeout)
@@ -344,7 +346,7 @@ class Reconciler:
                                subresource="status")
             except kube.NotFound:
                 return Result()
-            level = logging.WARNING if outcome.phase == FAILED else logging.INFO
+            level = logging.WARNING if outcome.phase == Phase.FAILED else logging.INFO
             log.log(level, f"worker {outcome.phase.lower()}",
                     extra=kv(worker=worker.name, phase=outcome.phase, reason=outcome.reason,
                              claim=outcome.claim, node=outcome.node))

@@ -33,6 +33,7 @@ import yaml
 
 from controller import naming
 from controller.objects import Obj, Worker
+from placement import Role
 
 POD_FIELDS_OWNED = ("nodeName", "nodeSelector", "affinity", "resourceClaims")
 
@@ -168,7 +169,7 @@ def prepare(text: str, worker: Worker, source: str) -> Obj:
     return apply_overlay(pod, worker.overlay, source)
 
 
-def node_affinity(role: str, node: str) -> Obj:
+def node_affinity(role: Role, node: str) -> Obj:
     """Two ORed terms: enabled AND this role's label; or enabled AND neither role label.
 
     A node selector cannot say "labelled for this role, or not labelled at
@@ -205,7 +206,7 @@ def identity_labels(worker: Worker, claim: str) -> dict[str, str]:
     return {
         naming.LABEL_MANAGED: "true",
         naming.LABEL_WORKER: naming.label_value(worker.name),
-        naming.LABEL_ROLE: worker.role,
+        naming.LABEL_ROLE: worker.role.value,
         naming.LABEL_CLAIM: naming.label_value(claim),
         naming.LABEL_TIMESLICER: "true",
         naming.LABEL_TS_GROUP: naming.label_value(claim),

@@ -22,25 +22,17 @@ import datetime as dt
 
 import attrs
 
+from controller.naming import CONDITION_PLACED, WARNING_REASONS, Phase
 from controller.objects import Obj, Worker, format_time
-from controller.quantity import format_quantity
-
-PENDING, PLACING, RUNNING, FAILED = "Pending", "Placing", "Running", "Failed"
-CONDITION = "Placed"
-
-# Event type per reason kind; anything not listed is Normal.
-WARNING_KINDS = frozenset({
-    "NoCapacity", "InvalidSpec", "TemplateError", "TemplateNotFound", "PodConflict",
-    "PodFailed", "Unsatisfiable", "Unschedulable",
-})
+from placement.quantity import format_quantity
 
 
 @attrs.frozen
 class Outcome:
     """What one reconcile concluded about a worker."""
 
-    phase: str
-    kind: str = ""  # reason kind: NoCapacity, WaitingForCapacity, PodFailed, Placed, ...
+    phase: Phase
+    kind: str = ""  # a naming.ReasonKind, or "" (Running carries no reason)
     detail: str = ""
     claim: str = ""
     devices: int | None = None
@@ -58,9 +50,9 @@ class Outcome:
 def desired(worker: Worker, outcome: Outcome, now: dt.datetime) -> Obj:
     """The full status ``outcome`` means for ``worker`` (keys with None are removed)."""
     old = worker.status
-    placed = outcome.phase in (PLACING, RUNNING)
+    placed = outcome.phase in (Phase.PLACING, Phase.RUNNING)
     condition = {
-        "type": CONDITION,
+        "type": CONDITION_PLACED,
         "status": "True" if placed else "False",
         "reason": outcome.kind or outcome.phase,
         "message": outcome.detail or outcome.reason or outcome.phase,
@@ -68,7 +60,8 @@ def desired(worker: Worker, outcome: Outcome, now: dt.datetime) -> Obj:
         "lastTransitionTime": format_time(now),
     }
     for previous in old.get("conditions") or []:
-        if previous.get("type") == CONDITION and previous.get("status") == condition["status"]:
+        same = previous.get("status") == condition["status"]
+        if previous.get("type") == CONDITION_PLACED and same:
             condition["lastTransitionTime"] = previous.get("lastTransitionTime",
                                                            condition["lastTransitionTime"])
     share = outcome.memory_per_device
@@ -112,14 +105,14 @@ def transition(worker: Worker, outcome: Outcome) -> bool:
     pending (NoCapacity turning into WaitingForCapacity is news; a pod starting is not)."""
     if worker.phase != outcome.phase:
         return True
-    if outcome.phase != PENDING:
+    if outcome.phase != Phase.PENDING:
         return False
     old_kind = ""
     for cond in worker.status.get("conditions") or []:
-        if cond.get("type") == CONDITION:
+        if cond.get("type") == CONDITION_PLACED:
             old_kind = str(cond.get("reason") or "")
     return old_kind != (outcome.kind or outcome.phase)
 
 
 def event_type(outcome: Outcome) -> str:
-    return "Warning" if outcome.kind in WARNING_KINDS else "Normal"
+    return "Warning" if outcome.kind in WARNING_REASONS else "Normal"

@@ -158,7 +158,7 @@ def feeds(queue: WorkQueue, driver: str) -> list[Feed]:
         owner = controller_owner(obj) or {}
         if owner.get("kind") != naming.KIND or not owner.get("name"):
             return
-        if kind == "ADDED" and pod_phase(obj) == "Pending" and not pod_node(obj) \
+        if kind == "ADDED" and pod_phase(obj) == naming.PodPhase.PENDING and not pod_node(obj) \
                 and not meta(obj).get("deletionTimestamp"):
             return  # just created (by us): nothing to report until it is scheduled
         queue.add(str(owner["name"]))

@@ -11,12 +11,12 @@ import datetime as dt
 
 import attrs
 
+from controller.naming import Phase
 from controller.objects import Obj, age_order, is_deleting
 
 WAKE = "*wake"  # re-queue every pending worker
 SWEEP = "*sweep"  # delete orphaned claims
 HOUSEKEEPING_ORDER = ("0",)
-PENDING = "Pending"
 
 
 def worker_order(obj: Obj) -> tuple[str, ...]:
@@ -24,7 +24,8 @@ def worker_order(obj: Obj) -> tuple[str, ...]:
 
 
 def is_pending(obj: Obj) -> bool:
-    return not is_deleting(obj) and (obj.get("status") or {}).get("phase") in (None, "", PENDING)
+    phase = (obj.get("status") or {}).get("phase")
+    return not is_deleting(obj) and phase in (None, "", Phase.PENDING)
 
 
 def utcnow() -> dt.datetime:

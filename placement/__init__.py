@@ -20,15 +20,14 @@ from placement.fleet import Fleet
 from placement.model import (
     Booking,
     Claim,
-    GiB,
     Node,
     PlacementError,
     Request,
     Role,
     devices_needed,
-    format_gib,
     per_device_share,
 )
+from placement.quantity import GiB, format_gib
 from placement.simulation import Phase, Placement, Simulation, WorkerState
 
 

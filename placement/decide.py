@@ -40,7 +40,8 @@ import enum
 from dataclasses import dataclass
 
 from placement.fleet import Fleet, PoolGroup
-from placement.model import Node, Request, devices_needed, format_gib, per_device_share
+from placement.model import Node, Request, devices_needed, per_device_share
+from placement.quantity import format_gib
 from placement.slack import Slack
 
 __all__ = [

@@ -3,7 +3,7 @@
 Rules stated once, so the rest of the package can lean on them:
 
 * Every memory figure is an ``int`` of bytes. Quantities such as ``"10Gi"`` are
-  parsed at the edges (CLI, controller), never here.
+  parsed at the edges (CLI, controller; with ``placement.quantity``), never here.
 * A node is a *pool*: ``devices`` accelerators of at least ``device_memory``
   bytes each (the smallest device on the node, because DRA may pick any of
   them), plus ``host_memory`` bytes of allocatable RAM (``None`` = unknown,
@@ -33,19 +33,14 @@ from dataclasses import dataclass, field
 __all__ = [
     "Booking",
     "Claim",
-    "GiB",
     "Node",
     "PlacementError",
     "Request",
     "Role",
     "devices_needed",
-    "format_gib",
     "parked_load",
     "per_device_share",
 ]
-
-GiB = 1 << 30
-
 
 class PlacementError(ValueError):
     """Input the decision cannot be asked about (a malformed node, request or fleet change)."""
@@ -74,13 +69,6 @@ def per_device_share(memory: int, devices: int) -> int:
 def parked_load(bookings: Collection[Booking]) -> int:
     """Host RAM a claim's workers may park at once: nothing while one worker is alone."""
     return sum(b.parked_memory for b in bookings) if len(bookings) >= 2 else 0
-
-
-def format_gib(value: int) -> str:
-    """``10Gi`` for whole GiB, otherwise up to two decimals (``1.5Gi``); display only."""
-    if value % GiB == 0:
-        return f"{value // GiB}Gi"
-    return f"{value / GiB:.2f}".rstrip("0").rstrip(".") + "Gi"
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,8 +13,8 @@ the result, never the scheduler.
     books.py label | unlabel              set / restore the nodes' openrl.io labels
     books.py controller-env RENDERED      the scheduler's settings from a rendered overlay
     books.py preflight                    clean up an aborted run's workers, refuse a busy namespace
-    books.py smoke                        the smoke run (SPEC section 5)
-    books.py stress                       the churn run (SPEC section 5)
+    books.py smoke                        the smoke run (one worker more than devices: spread, then share)
+    books.py stress                       the churn run (workers churned over the seats, books checked)
     books.py teardown                     delete this run's workers, wait for an empty fleet
     books.py force-clean                  strip finalizers, delete leftovers (no scheduler)
     books.py show                         print the books
@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 import os
 import random
 import re
@@ -44,6 +43,8 @@ from typing import Any
 import yaml
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
+
+from placement.quantity import QuantityError, format_gib, parse_quantity
 
 GROUP, VERSION, PLURAL = "openrl.io", "v1alpha1", "openrlworkers"
 RESOURCE_GROUP, RESOURCE_VERSION = "resource.k8s.io", "v1"
@@ -97,35 +98,12 @@ class Settings:
 
 # ---------------------------------------------------------------- quantities
 
-_SUFFIX = {
-    "": 1,
-    "k": 10**3,
-    "M": 10**6,
-    "G": 10**9,
-    "T": 10**12,
-    "P": 10**15,
-    "E": 10**18,
-    "Ki": 2**10,
-    "Mi": 2**20,
-    "Gi": 2**30,
-    "Ti": 2**40,
-    "Pi": 2**50,
-    "Ei": 2**60,
-}
-
-
 def quantity(value: str | int) -> int:
-    """Bytes in a Kubernetes quantity (enough of the grammar for memory sizes)."""
-    if isinstance(value, int):
-        return value
-    m = re.fullmatch(r"([0-9]+(?:\.[0-9]*)?)([kMGTPE]i?|)", value.strip())
-    if not m or m.group(2) == "ki":
-        raise SetupError(f"not a memory quantity: {value!r}")
-    return math.ceil(float(m.group(1)) * _SUFFIX[m.group(2)])
-
-
-def gib(n: int) -> str:
-    return f"{n / 2**30:g}Gi"
+    """Bytes in a Kubernetes quantity, by the product's own parser."""
+    try:
+        return parse_quantity(value)
+    except QuantityError as e:
+        raise SetupError(f"not a memory quantity: {e}") from e
 
 
 # ------------------------------------------------------------------- cluster
@@ -407,7 +385,7 @@ def check_hardware(cl: Cluster, want_gpus: int | None) -> Inventory:
     if too_big:
         raise SetupError(
             f"MEMORY={cl.s.memory} does not fit one device on "
-            + ", ".join(f"{n} ({gib(m)})" for n, m in sorted(too_big.items()))
+            + ", ".join(f"{n} ({format_gib(m)})" for n, m in sorted(too_big.items()))
             + "; these runs count one device per worker"
         )
     return inv

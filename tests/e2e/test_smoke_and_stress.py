@@ -1,4 +1,4 @@
-"""SPEC section 5 as part of the suite: hack/smoke.sh and hack/stress.sh on the session's cluster.
+"""The operator's checks in the suite: hack/smoke.sh and hack/stress.sh on the session's cluster.
 
 The scripts are the verification an operator runs by hand (``make smoke``,
 ``make stress``); running them here makes CI prove the same thing: the shipped

@@ -227,6 +227,20 @@ def test_the_controller_is_a_subcommand_loaded_only_when_asked() -> None:
     assert "simulate" in result.stdout
 
 
+
+def test_without_the_controller_extra_the_command_says_what_to_install() -> None:
+    import subprocess
+    import sys
+
+    # A module set to None in sys.modules cannot be imported: as if never installed.
+    probe = ("import sys; sys.modules['kubernetes'] = None; sys.argv = ['openrl-place', "
+             "'controller', '--help']; from cli.main import main; main()")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 2
+    assert "pip install 'openrl-place[controller]'" in done.stderr
+    assert "Traceback" not in done.stderr
+
 def test_zero_host_memory_means_nothing_can_be_parked(run: Run) -> None:
     text = """
         nodes:

@@ -11,7 +11,6 @@ from placement import (
     Request,
     Role,
     devices_needed,
-    format_gib,
     per_device_share,
 )
 
@@ -34,12 +33,6 @@ def test_per_device_share_rounds_up_so_no_byte_is_lost() -> None:
     assert per_device_share(120 * GiB, 2) == 60 * GiB
     assert per_device_share(10, 3) == 4
     assert per_device_share(1, 8) == 1
-
-
-def test_format_gib() -> None:
-    assert format_gib(10 * GiB) == "10Gi"
-    assert format_gib(3 * GiB // 2) == "1.5Gi"
-    assert format_gib(0) == "0Gi"
 
 
 def test_a_node_naming_no_roles_accepts_both() -> None:

@@ -1,4 +1,4 @@
-"""Kubernetes quantities ("10Gi", "60G", "1.5Ti", "512Mi") as whole bytes.
+"""Kubernetes quantities ("10Gi", "60G", "1.5Ti", "512Mi") as whole bytes, and back.
 
 The grammar is Kubernetes' own: an optionally signed decimal number
 (``5``, ``1.5``, ``.5``, ``5.``) followed by a binary suffix (Ki Mi Gi Ti Pi
@@ -6,8 +6,14 @@ Ei, powers of 1024), a decimal suffix (n u m k M G T P E, powers of 1000), an
 exponent (``e3``, ``E-2``) or nothing. Like Kubernetes, a value that is not a
 whole number of bytes is rounded up.
 
-The CLI and the controller both read memory through this one function, so a
-scenario and a cluster can never disagree about what "80Gi" means.
+The CLI, the controller and the hack scripts all read memory through this
+one parser, so a scenario and a cluster can never disagree about what "80Gi"
+means. Every step is integer (or exact fraction) arithmetic: no size is too
+large to parse or to print.
+
+Two ways back to text: ``format_quantity`` is exact and machine-readable (the
+largest binary suffix that states the value, else plain bytes; what goes into
+labels and CEL), ``format_gib`` is for people (GiB with up to two decimals).
 """
 
 from __future__ import annotations
@@ -16,10 +22,14 @@ import re
 from fractions import Fraction
 from functools import lru_cache
 
-__all__ = ["QuantityError", "parse_quantity"]
+from placement.model import PlacementError
+
+__all__ = ["GiB", "QuantityError", "format_gib", "format_quantity", "parse_quantity"]
+
+GiB = 1 << 30
 
 
-class QuantityError(ValueError):
+class QuantityError(PlacementError):
     """Text that is not a Kubernetes quantity, or not one that memory can be."""
 
 
@@ -42,13 +52,17 @@ _LOOKALIKES = {"b": "", "B": "", "K": "k", "KB": "k", "kB": "k", "Kb": "k", "KiB
                "EiB": "Ei", "gi": "Gi", "mi": "Mi", "ki": "Ki", "ti": "Ti"}
 
 
-def parse_quantity(text: str | int, *, allow_zero: bool = False) -> int:
-    """Bytes in ``text`` (a quantity string, or an int already in bytes).
+def parse_quantity(text: object, *, allow_zero: bool = False) -> int:
+    """Bytes in ``text``: a quantity string, or a number already in bytes.
 
-    Negative values are always refused and zero unless ``allow_zero``: every
-    accelerator estimate and device size must be positive, and only a node's
-    host memory can meaningfully be nothing.
+    A number must be whole (an int, or a float with nothing after the point,
+    which is how a JSON decoder may hand over a large integer). Negative values
+    are always refused and zero unless ``allow_zero``: every accelerator
+    estimate and device size must be positive, and only a node's host memory
+    can meaningfully be nothing.
     """
+    if isinstance(text, float) and text.is_integer():
+        text = int(text)
     if isinstance(text, bool) or not isinstance(text, int | str):
         raise QuantityError(f"{text!r} is not a Kubernetes quantity (write it as a string "
                             'such as "10Gi")')
@@ -99,6 +113,35 @@ def _not_a_quantity(text: str) -> str:
             hint += f' or "{number}{better[0].upper()}i"'
         return f"{message}; did you mean {hint}?"
     return f'{message} (examples: "10Gi", "60G", "1.5Ti", "512Mi")'
+
+
+_BINARY_LARGEST_FIRST = sorted(_BINARY.items(), key=lambda item: -item[1])
+
+
+def format_quantity(value: int) -> str:
+    """``80Gi``, ``7680Mi``, or plain bytes when no binary suffix is exact.
+
+    ``parse_quantity(format_quantity(n)) == n`` for every positive ``n``.
+    """
+    if value > 0:
+        for suffix, size in _BINARY_LARGEST_FIRST:
+            if value % size == 0:
+                return f"{value // size}{suffix}"
+    return str(value)
+
+
+def format_gib(value: int) -> str:
+    """``10Gi`` for whole GiB, otherwise up to two decimals (``1.5Gi``); display only.
+
+    Rounded half to even on the exact value, so it reads like ``f"{x:.2f}"``
+    of a float but never overflows one.
+    """
+    if value % GiB == 0:
+        return f"{value // GiB}Gi"
+    hundredths = round(Fraction(abs(value) * 100, GiB))
+    sign = "-" if value < 0 else ""
+    text = f"{sign}{hundredths // 100}.{hundredths % 100:02d}".rstrip("0").rstrip(".")
+    return text + "Gi"
 
 
 def _show(text: str | int) -> str:

@@ -1,10 +1,12 @@
-"""Kubernetes quantities at the edges: what memory figures the CLI and controller accept."""
+"""Kubernetes quantities: the memory figures every edge accepts, and how they print."""
 
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from cli.quantity import QuantityError, parse_quantity
+from placement.quantity import QuantityError, format_gib, format_quantity, parse_quantity
 
 GI = 1 << 30
 
@@ -90,10 +92,16 @@ def test_refuses_with_a_clear_message(text: str, fragment: str) -> None:
     assert f'"{text}"' in str(raised.value) or text == ""
 
 
-@pytest.mark.parametrize("value", [1.5, True, None, [1], {"a": 1}])
+def test_a_whole_float_is_a_number_of_bytes() -> None:
+    # A JSON decoder may hand a large integer over as a float.
+    assert parse_quantity(8.0) == 8
+    assert parse_quantity(1e12) == 10**12
+
+
+@pytest.mark.parametrize("value", [1.5, True, None, [1], {"a": 1}, float("inf"), float("nan")])
 def test_refuses_values_that_are_not_strings_or_ints(value: object) -> None:
     with pytest.raises(QuantityError, match="not a Kubernetes quantity"):
-        parse_quantity(value)  # type: ignore[arg-type]
+        parse_quantity(value)
 
 
 def test_zero_allowed_only_when_asked() -> None:
@@ -108,3 +116,46 @@ def test_zero_allowed_only_when_asked() -> None:
 def test_error_is_a_value_error() -> None:
     # Callers (the controller, the scenario loader) catch ValueError.
     assert issubclass(QuantityError, ValueError)
+
+
+def test_error_is_the_librarys_error() -> None:
+    from placement import PlacementError
+
+    assert issubclass(QuantityError, PlacementError)
+
+
+def test_format_gib_for_people() -> None:
+    assert format_gib(10 * GI) == "10Gi"
+    assert format_gib(3 * GI // 2) == "1.5Gi"
+    assert format_gib(GI + GI // 3) == "1.33Gi"
+    assert format_gib(GI // 200) == "0Gi"  # rounds like "%.2f": half to even
+    assert format_gib(0) == "0Gi"
+
+
+def test_format_quantity_is_exact() -> None:
+    assert format_quantity(80 * GI) == "80Gi"
+    assert format_quantity(7680 << 20) == "7680Mi"
+    assert format_quantity(1000) == "1000"
+    assert format_quantity(0) == "0"
+
+
+def test_any_size_parses_and_prints() -> None:
+    # Exact arithmetic all the way: no float in between to overflow.
+    huge = parse_quantity("1e100")
+    assert huge == 10**100
+    assert parse_quantity(format_quantity(huge)) == huge
+    assert format_gib(huge).endswith("Gi")
+    assert format_gib(huge * GI) == f"{huge}Gi"
+    assert parse_quantity(f"{huge}Ei") == huge << 60
+
+
+@given(st.integers(min_value=1, max_value=1 << 200))
+def test_format_quantity_round_trips(value: int) -> None:
+    assert parse_quantity(format_quantity(value)) == value
+
+
+@given(st.integers(min_value=0, max_value=1 << 50))
+def test_format_gib_reads_like_two_decimals_of_a_float(value: int) -> None:
+    # Where a float is exact, the result is what "%.2f" of it would print.
+    expected = f"{value / GI:.2f}".rstrip("0").rstrip(".") + "Gi"
+    assert format_gib(value) == (f"{value // GI}Gi" if value % GI == 0 else expected)
