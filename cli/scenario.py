@@ -128,7 +128,7 @@ def _bandwidth(value: object) -> int:
     if isinstance(text, str):
         text = text.removesuffix("/s").replace("iB", "i").replace("B", "")
     try:
-        return parse_quantity(text)  # type: ignore[arg-type]
+        return parse_quantity(text)
     except ValueError:
         raise ValueError(f"{_describe(value)} is not a bandwidth such as 25GB/s or "
                          "32Gi/s") from None
