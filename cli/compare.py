@@ -32,11 +32,11 @@ import click
 
 from cli.clock import format_duration
 from cli.main import fail, read_file
-from cli.quantity import parse_quantity
 from cli.render_table import columns
 from cli.replay import replay
 from cli.scenario import AddNode, NodeSpec, Scenario, ScenarioError, load_scenario
 from cli.timeline import Summary, Timeline, build_timeline
+from placement.quantity import parse_quantity
 
 __all__ = ["KEYS", "Variant", "command", "run_variants", "variants_of"]
 
