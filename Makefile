@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test test-fast lint bench cluster-up cluster-down cluster-status smoke stress clean
+.PHONY: setup browser demo test test-fast lint bench cluster-up cluster-down cluster-status smoke stress clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,8 +18,18 @@ setup: $(STAMP)
 demo: setup
 	$(BIN)/openrl-place simulate examples/devbox.yaml
 
+## Debian's Chromium for the browser test of the report pages, where apt-get can install it
+## (elsewhere that test says it has no browser and skips).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian's chromium for the browser test"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null \
+	      || echo "chromium could not be installed: the browser test will skip"; \
+	  else echo "no chromium and no apt-get as root: the browser test will skip"; fi; }
+
 ## Lint and type-check, then every test (the e2e tests bring up the local control plane).
-test: lint
+test: lint browser
 	$(BIN)/pytest
 
 ## The suite without the control plane.
@@ -32,6 +42,7 @@ lint: setup
 
 bench: setup
 	$(BIN)/python bench/simulate_bench.py
+	$(BIN)/python bench/report_bench.py
 
 cluster-up: setup
 	hack/cluster.sh up

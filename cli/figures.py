@@ -24,6 +24,8 @@ __all__ = ["over_time", "side_by_side", "waits"]
 
 COLOURS = {"trainer": "#4c72b0", "sampler": "#dd8452", "both": "#8172b3"}
 LABELS = {"trainer": "trainers", "sampler": "samplers", "both": "trainers and samplers"}
+CAPACITY = "devices in the fleet"
+LOW = "lowest within an interval"
 POINTS = 600  # intervals on the time axis: finer than a page is wide
 
 matplotlib.rcParams.update({
@@ -59,9 +61,9 @@ def over_time(timeline: Timeline, title: str = "") -> str:
     figure = Figure(figsize=(10, 7.2), layout="constrained")
     axes = figure.subplots(3, 1, sharex=True)
     _panels(axes, timeline, _Axis(timeline.timed, timeline.end))
-    _legend(figure)
+    _finish(figure)
     if title:
-        figure.suptitle(title, fontsize=11)
+        axes[0].set_title(title, fontsize=10)
     return _svg(figure, "over-time")
 
 
@@ -79,7 +81,7 @@ def side_by_side(timelines: Sequence[tuple[str, Timeline]]) -> str:
         if column:
             for ax in axes:
                 ax.set_ylabel("")
-    _legend(figure)
+    _finish(figure)
     return _svg(figure, "side-by-side")
 
 
@@ -112,14 +114,18 @@ def waits(all_waits: Sequence[Wait], timed: bool) -> str:
 # ------------------------------------------------------------------ internal
 
 
-def _legend(figure: Figure) -> None:
-    """One legend above every panel: each thing drawn anywhere, named once."""
+def _finish(figure: Figure) -> None:
+    """Counts start at zero; one legend above every panel names each thing drawn once."""
     named: dict[str, Artist] = {}
     for ax in figure.axes:
+        # Only now: on shared axes, an earlier limit would cut off a later panel's data.
+        ax.set_ylim(bottom=0)
         for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
             named.setdefault(label, handle)
-    figure.legend(list(named.values()), list(named), loc="outside upper center",
-                  ncols=len(named), fontsize=8)
+    order = [*(LABELS[key] for key in USES), CAPACITY, LOW]
+    labels = sorted(named, key=order.index)
+    figure.legend([named[label] for label in labels], labels, loc="outside upper center",
+                  ncols=len(labels), fontsize=8)
 
 
 def _panels(axes: Sequence[Axes], timeline: Timeline, axis: _Axis) -> None:
@@ -128,7 +134,7 @@ def _panels(axes: Sequence[Axes], timeline: Timeline, axis: _Axis) -> None:
     pending = downsample(timeline.times, timeline.pending, timeline.capacity, POINTS)
     _stacked(axes[0], devices, USES, axis)
     axes[0].step(axis(devices.times), devices.capacity, where="post", color="#333333",
-                 linestyle="--", linewidth=1, label="devices in the fleet")
+                 linestyle="--", linewidth=1, label=CAPACITY)
     axes[0].set_ylabel("devices in use")
     _stacked(axes[1], seats, ROLES, axis)
     axes[1].set_ylabel("seats taken")
@@ -136,7 +142,6 @@ def _panels(axes: Sequence[Axes], timeline: Timeline, axis: _Axis) -> None:
     axes[2].set_ylabel("pending workers")
     axes[2].set_xlabel(axis.label)
     for ax in axes:
-        ax.set_ylim(bottom=0)
         ax.margins(x=0)
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
 
@@ -152,7 +157,7 @@ def _stacked(ax: Axes, sampled: Sampled, keys: Sequence[str], axis: _Axis) -> No
         base = top
     if sampled.low != base:  # intervals where something came and went: their lowest point
         ax.step(x, sampled.low, where="post", color="#222222", linewidth=0.5, alpha=0.6,
-                label="lowest within an interval")
+                label=LOW)
 
 
 def _svg(figure: Figure, name: str) -> str:

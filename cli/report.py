@@ -44,7 +44,9 @@ body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1100p
 h1 { font-size: 1.5em; margin-bottom: 0.2em; } h2 { margin-top: 1.8em; }
 p.lead { color: #555; margin-top: 0; }
 table { border-collapse: collapse; margin: 0.6em 0; }
-th, td { padding: 0.25em 0.8em; border-bottom: 1px solid #ddd; text-align: left; }
+th, td { padding: 0.25em 0.8em; border-bottom: 1px solid #ddd; text-align: left;
+         white-space: nowrap; }
+td.wrap { white-space: normal; }
 td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; }
 tr.fail td { color: #b00020; } tr.best td { font-weight: 600; }
 figure { margin: 1em 0; } figure svg { max-width: 100%; height: auto; }
@@ -202,7 +204,7 @@ def _shared_section(shared: Sequence[SharedClaim]) -> str:
              "25GB/s). The range runs from the two smallest workers it held to the two "
              "largest.</p>")
     table = _table(["claim", "node", "devices", "most at once", "workers it held",
-                    "host-to-device", "one switch"], rows, numeric=(2, 3, 6))
+                    "host-to-device", "one switch"], rows, numeric=(2, 3, 6), wrap=(4,))
     return intro + table + _more(len(ordered) - ROWS, "shared claims", "by dearest switch")
 
 
@@ -221,7 +223,7 @@ def _expectations(report: Report) -> str:
         classes.append("" if step.passed else "fail")
     failed = len(report.failures)
     lead = f"<p>{len(expectations) - failed} held, {failed} failed.</p>"
-    return (lead + _table(["worker", "expected", "verdict"], rows, classes=classes)
+    return (lead + _table(["worker", "expected", "verdict"], rows, classes=classes, wrap=(2,))
             + _more(len(ordered) - ROWS, "expectations", "failures first"))
 
 
@@ -229,15 +231,16 @@ def _expectations(report: Report) -> str:
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: Iterable[int] = (),
-           classes: Sequence[str] = ()) -> str:
-    right = set(numeric)
+           classes: Sequence[str] = (), wrap: Iterable[int] = ()) -> str:
+    right, wrapped = set(numeric), set(wrap)
     head = "".join(f'<th class="n">{_e(h)}</th>' if i in right else f"<th>{_e(h)}</th>"
                    for i, h in enumerate(header))
     body = []
     for index, row in enumerate(rows):
         css = f' class="{classes[index]}"' if index < len(classes) and classes[index] else ""
-        cells = "".join(f'<td class="n">{_e(c)}</td>' if i in right else f"<td>{_e(c)}</td>"
-                        for i, c in enumerate(row))
+        cells = "".join(f'<td class="n">{_e(c)}</td>' if i in right
+                        else f'<td class="wrap">{_e(c)}</td>' if i in wrapped
+                        else f"<td>{_e(c)}</td>" for i, c in enumerate(row))
         body.append(f"<tr{css}>{cells}</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
