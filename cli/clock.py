@@ -47,8 +47,8 @@ def parse_duration(value: object) -> float:
     return seconds
 
 
-def format_duration(seconds: float) -> str:
-    """``1h30m``, ``12m``, ``45s``, ``1.5s``: the largest units, for people."""
+def format_duration(seconds: float, units: int = 2) -> str:
+    """``1h30m``, ``12m``, ``45s``, ``1.5s``: the largest ``units`` units, for people."""
     if seconds < 60:
         return f"{seconds:.3g}s" if seconds < 10 else f"{round(seconds)}s"
     whole = round(seconds)
@@ -56,7 +56,7 @@ def format_duration(seconds: float) -> str:
     hours, rest = divmod(rest, 3600)
     minutes, secs = divmod(rest, 60)
     parts = [(days, "d"), (hours, "h"), (minutes, "m"), (secs, "s")]
-    # Two units are plenty for a reading: 1d4h, 2h15m, 12m30s.
+    # Two units are plenty for a reading (1d4h, 2h15m, 12m30s); a timestamp may want all.
     first = next(i for i, (count, _) in enumerate(parts) if count)
-    shown = [f"{count}{unit}" for count, unit in parts[first:first + 2] if count]
+    shown = [f"{count}{unit}" for count, unit in parts[first:first + units] if count]
     return "".join(shown)

@@ -107,7 +107,8 @@ def waits(all_waits: Sequence[Wait], timed: bool) -> str:
     ax.set_xlabel(("waited, " + axis.label.split(" ")[0]) if timed else "waited, events")
     ax.set_ylabel("share of arrivals")
     ax.set_ylim(0, 1.02)
-    ax.legend(loc="lower right")
+    if ax.get_legend_handles_labels()[1]:
+        ax.legend(loc="lower right")
     return _svg(figure, "waits")
 
 
@@ -124,6 +125,8 @@ def _finish(figure: Figure) -> None:
             named.setdefault(label, handle)
     order = [*(LABELS[key] for key in USES), CAPACITY, LOW]
     labels = sorted(named, key=order.index)
+    if not labels:
+        return
     figure.legend([named[label] for label in labels], labels, loc="outside upper center",
                   ncols=len(labels), fontsize=8)
 

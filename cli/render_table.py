@@ -17,6 +17,7 @@ from collections.abc import Iterator, Sequence
 
 import click
 
+from cli.clock import format_duration
 from cli.replay import (
     AddNodeStep,
     AllocateStep,
@@ -38,7 +39,14 @@ def render_table(report: Report, title: str) -> Iterator[str]:
     yield click.style(title, bold=True)
     yield ""
     rows = list(_event_rows(report.steps, nodes))
-    yield from columns(["#", "event", "worker", "outcome"], rows, right={0})
+    headers = ["#", "event", "worker", "outcome"]
+    if report.times is not None:
+        # A scenario with times: when each event happened, since the start.
+        times = report.times
+        headers.insert(1, "at")
+        rows = [[row[0], format_duration(times[int(row[0])], units=4) if row[0] else "", *row[1:]]
+                for row in rows]
+    yield from columns(headers, rows, right={0, 1} if report.times is not None else {0})
     yield ""
     yield click.style("Nodes", bold=True)
     if not report.nodes:

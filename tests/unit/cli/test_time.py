@@ -122,3 +122,12 @@ def test_host_to_device_bandwidth_is_a_node_key(run: Run) -> None:
     bad = run(text.replace("25GB/s", "fast"))
     assert bad.exit_code == 2
     assert 'nodes[0].hostToDeviceBandwidth: "fast" is not a bandwidth' in bad.output
+
+
+def test_the_table_says_when_each_event_happened(run: Run) -> None:
+    result = run(devbox(lora("a", "0"), lora("b", "1h30m"), "leave: a"))
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[2].split()[:4] == ["#", "at", "event", "worker"]
+    assert lines[4].split()[:3] == ["1", "1h30m", "arrive"]
+    assert lines[5].split()[:3] == ["2", "1h30m", "leave"]
