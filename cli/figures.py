@@ -76,7 +76,8 @@ def side_by_side(timelines: Sequence[tuple[str, Timeline]]) -> str:
     timed = all(timeline.timed for _, timeline in timelines)
     for column, (name, timeline) in enumerate(timelines):
         axes = [grid[row][column] for row in range(3)]
-        _panels(axes, timeline, _Axis(timed, end))
+        # A narrower column needs fewer intervals to look just as fine.
+        _panels(axes, timeline, _Axis(timed, end), max(150, POINTS // columns))
         axes[0].set_title(name, fontsize=10)
         if column:
             for ax in axes:
@@ -131,10 +132,10 @@ def _finish(figure: Figure) -> None:
                   ncols=len(labels), fontsize=8)
 
 
-def _panels(axes: Sequence[Axes], timeline: Timeline, axis: _Axis) -> None:
-    devices = downsample(timeline.times, timeline.devices, timeline.capacity, POINTS)
-    seats = downsample(timeline.times, timeline.seats, timeline.capacity, POINTS)
-    pending = downsample(timeline.times, timeline.pending, timeline.capacity, POINTS)
+def _panels(axes: Sequence[Axes], timeline: Timeline, axis: _Axis, points: int = POINTS) -> None:
+    devices = downsample(timeline.times, timeline.devices, timeline.capacity, points)
+    seats = downsample(timeline.times, timeline.seats, timeline.capacity, points)
+    pending = downsample(timeline.times, timeline.pending, timeline.capacity, points)
     _stacked(axes[0], devices, USES, axis)
     axes[0].step(axis(devices.times), devices.capacity, where="post", color="#333333",
                  linestyle="--", linewidth=1, label=CAPACITY)
@@ -150,6 +151,7 @@ def _panels(axes: Sequence[Axes], timeline: Timeline, axis: _Axis) -> None:
 
 
 def _stacked(ax: Axes, sampled: Sampled, keys: Sequence[str], axis: _Axis) -> None:
+    sampled = _compact(sampled)
     x = axis(sampled.times)
     base = [0] * len(x)
     for key in keys:
@@ -161,6 +163,24 @@ def _stacked(ax: Axes, sampled: Sampled, keys: Sequence[str], axis: _Axis) -> No
     if sampled.low != base:  # intervals where something came and went: their lowest point
         ax.step(x, sampled.low, where="post", color="#222222", linewidth=0.5, alpha=0.6,
                 label=LOW)
+
+
+def _compact(sampled: Sampled) -> Sampled:
+    """Drop each point that repeats the one before: a step drawn from it would be flat anyway.
+
+    Most events leave a given panel unchanged (an expectation, a worker joining
+    a claim whose devices already count), and each point kept costs the SVG
+    four vertices per stack.
+    """
+    columns = [*sampled.stacks.values(), sampled.low, sampled.capacity]
+    last = len(sampled.times) - 1
+    keep = [i for i in range(last + 1)
+            if i in (0, last) or any(column[i] != column[i - 1] for column in columns)]
+    if len(keep) == len(sampled.times):
+        return sampled
+    return Sampled([sampled.times[i] for i in keep],
+                   {key: [values[i] for i in keep] for key, values in sampled.stacks.items()},
+                   [sampled.low[i] for i in keep], [sampled.capacity[i] for i in keep])
 
 
 def _svg(figure: Figure, name: str) -> str:

@@ -129,7 +129,8 @@ def comparison_page(name: str, key: str, variants: Sequence[Variant]) -> str:
         comparison_table(variants, timed),
         _figure(figures.side_by_side([(v.label, v.timeline) for v in variants]), "side-by-side",
                 "Per variant: devices in use, seats taken and pending workers, on shared "
-                "scales. Each point is the busiest moment of its interval."),
+                "scales. Each point is the busiest moment of its interval; the thin line is "
+                "the quietest."),
         "</body></html>",
     ]
     return "\n".join(parts)
