@@ -24,12 +24,20 @@ from cli.render_json import render_json
 from cli.render_table import render_table
 from cli.replay import Report, replay
 from cli.scenario import Scenario, ScenarioError, load_scenario
+from cli.show import printable
+from placement.quantity import parse_quantity
 
-__all__ = ["fail", "main", "read_file"]
+__all__ = ["fail", "file_kind", "main", "read_file"]
 
 EXIT_OK = 0
 EXIT_EXPECTATION_FAILED = 1
 EXIT_BAD_SCENARIO = 2
+
+# Larger than any scenario written by hand or generated for a benchmark, small
+# enough that a mistaken path (a device, a log) is refused before it is read.
+DEFAULT_MAX_SIZE = "100Mi"
+# An error message is one line of at most this many characters.
+LONGEST_MESSAGE = 1000
 
 
 class _Commands(click.Group):
@@ -81,7 +89,9 @@ def main() -> None:
 @click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path),
               help="also write one self-contained HTML page with pictures (a path ending "
                    "in .svg gets the over-time figure alone)")
-def simulate(file: Path, output: str | None, report_path: Path | None) -> None:
+@click.option("--max-size", default=DEFAULT_MAX_SIZE, show_default=True, metavar="SIZE",
+              help="refuse a larger FILE (a quantity of bytes, e.g. 500Mi)")
+def simulate(file: Path, output: str | None, report_path: Path | None, max_size: str) -> None:
     """Replay the arrivals and departures in FILE (YAML or JSON; - reads stdin)
     through the placement decision, with DRA played by the simulator.
 
@@ -89,10 +99,10 @@ def simulate(file: Path, output: str | None, report_path: Path | None) -> None:
     """
     if output is None and report_path is None:
         output = "table"
-    name, text = read_file(file)
+    name, text = read_file(file, max_size)
     with _collector_at_ease():
         try:
-            scenario = load_scenario(text)
+            scenario = load_scenario(text, kind=file_kind(file))
             report = replay(scenario)
         except ScenarioError as error:
             fail(f"{name}: {error}")
@@ -108,16 +118,37 @@ def simulate(file: Path, output: str | None, report_path: Path | None) -> None:
     sys.exit(EXIT_EXPECTATION_FAILED if report.failures else EXIT_OK)
 
 
-def read_file(file: Path) -> tuple[str, str]:
-    """The name to show in messages and the text of FILE (``-``: stdin); exit 2 if unreadable."""
-    name = "<stdin>" if str(file) == "-" else str(file)
+def read_file(file: Path, max_size: str = DEFAULT_MAX_SIZE) -> tuple[str, str]:
+    """The name to show in messages and the text of FILE (``-``: stdin); exit 2 if unreadable.
+
+    Never reads more than ``max_size`` (a quantity of bytes) and one byte, so
+    a device or a runaway pipe is refused instead of filling memory.
+    """
     try:
-        text = sys.stdin.read() if str(file) == "-" else file.read_text(encoding="utf-8")
+        limit = parse_quantity(max_size)
+    except ValueError as error:
+        raise click.BadParameter(printable(str(error)), param_hint="--max-size") from None
+    name = printable("<stdin>" if str(file) == "-" else str(file))
+    try:
+        if str(file) == "-":
+            data = sys.stdin.buffer.read(limit + 1)
+        else:
+            with file.open("rb") as stream:
+                data = stream.read(limit + 1)
     except OSError as error:
         fail(f"{name}: cannot read: {error.strerror or error}")
-    except UnicodeDecodeError:
-        fail(f"{name}: not UTF-8 text")
-    return name, text
+    if len(data) > limit:
+        fail(f"{name}: larger than {printable(max_size)}, the most simulate reads; "
+             "raise it with --max-size if the scenario really is that large")
+    try:
+        return name, data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        fail(f"{name}: not UTF-8 text (byte {error.start:,} cannot be decoded)")
+
+
+def file_kind(file: Path) -> str:
+    """``json`` or ``yaml`` when the file's name says which, else empty (either)."""
+    return {".json": "json", ".yaml": "yaml", ".yml": "yaml"}.get(file.suffix.lower(), "")
 
 
 def _write_report(path: Path, name: str, scenario: Scenario, report: Report) -> None:
@@ -161,7 +192,14 @@ def _installed(module: str) -> bool:
 
 
 def fail(message: str) -> NoReturn:
-    """Say what cannot be done and exit with the bad-input status."""
+    """Say what cannot be done and exit with the bad-input status.
+
+    The messages echo values from the scenario already escaped and cut; this
+    is the last guard that whatever is printed is one short line.
+    """
+    message = printable(message)
+    if len(message) > LONGEST_MESSAGE:
+        message = message[:LONGEST_MESSAGE] + "..."
     click.echo(message, err=True)
     sys.exit(EXIT_BAD_SCENARIO)
 

@@ -8,7 +8,10 @@ memory against host memory), claims (node, allocated, devices, workers) and
 totals, and finally the expectations that did not hold.
 
 Styling (``click.style``) is stripped by ``click.echo`` when the output is not
-a terminal, so pipes and files get plain text.
+a terminal, so pipes and files get plain text. Everything the scenario named
+(workers, claims, nodes, products, expected values) goes through
+``cli.show.printable`` before any styling is added: a name holding a newline
+or a terminal escape is shown escaped, one row, no codes reaching the terminal.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from cli.replay import (
     Report,
     Step,
 )
+from cli.show import printable as shown
 from placement import Node, Phase, Placement, format_gib
 
 __all__ = ["columns", "render_table"]
@@ -61,8 +65,9 @@ def render_table(report: Report, title: str) -> Iterator[str]:
     if report.claims:
         yield from columns(
             ["claim", "node", "allocated", "devices", "workers"],
-            [[claim.name, claim.node, "yes" if claim.allocated else "no (sized against)",
-              str(claim.devices), ", ".join(claim.workers)] for claim in report.claims],
+            [[shown(claim.name), shown(claim.node),
+              "yes" if claim.allocated else "no (sized against)", str(claim.devices),
+              shown(", ".join(claim.workers))] for claim in report.claims],
             right={3},
         )
     else:
@@ -82,37 +87,39 @@ def _event_rows(steps: Sequence[Step], nodes: dict[str, Node]) -> Iterator[list[
             own, retried = (step.placed[0], step.placed[1:]) if step.placed else (None, ())
             outcome = (_seat_text(own, nodes) if own is not None
                        else click.style("waits", fg="yellow") + f"  {step.reason}")
-            yield [str(index), "arrive", step.worker, outcome]
+            yield [str(index), "arrive", shown(step.worker), outcome]
         elif isinstance(step, LeaveStep):
-            yield [str(index), "leave", step.worker, _leave_text(step)]
+            yield [str(index), "leave", shown(step.worker), _leave_text(step)]
         elif isinstance(step, AllocateStep):
-            yield [str(index), "allocate", step.worker,
-                   f"DRA allocates {step.claim} on {step.node}"]
+            yield [str(index), "allocate", shown(step.worker),
+                   f"DRA allocates {shown(step.claim)} on {shown(step.node)}"]
         elif isinstance(step, AddNodeStep):
             node = nodes[step.node]
-            yield [str(index), "addNode", step.node, f"joins the fleet: {_node_text(node)}"]
+            yield [str(index), "addNode", shown(step.node),
+                   f"joins the fleet: {_node_text(node)}"]
         else:
-            yield [str(index), "expect", step.worker, _expect_text(step)]
+            yield [str(index), "expect", shown(step.worker), _expect_text(step)]
         for seat in retried:
-            yield ["", "", f"  + {seat.worker}", f"was pending: {_seat_text(seat, nodes)}"]
+            yield ["", "", f"  + {shown(seat.worker)}",
+                   f"was pending: {_seat_text(seat, nodes)}"]
 
 
 def _seat_text(seat: Placement, nodes: dict[str, Node]) -> str:
     devices = _plural(seat.devices, "device")
     if seat.new_claim:
         state = "" if seat.allocated else ", waiting for DRA to allocate"
-        return f"new claim {seat.claim} on {seat.node} ({devices}{state})"
+        return f"new claim {shown(seat.claim)} on {shown(seat.node)} ({devices}{state})"
     limit = nodes[seat.node].max_workers_per_claim
-    return (click.style("shares", fg="cyan")
-            + f" {seat.claim} on {seat.node} ({devices}, {seat.workers}/{limit} workers)")
+    return (click.style("shares", fg="cyan") + f" {shown(seat.claim)} on {shown(seat.node)} "
+            f"({devices}, {seat.workers}/{limit} workers)")
 
 
 def _leave_text(step: LeaveStep) -> str:
     if step.claim is None:
         return "leaves while pending"
     if step.released:
-        return f"leaves {step.claim}; the claim is released and its devices return"
-    return f"leaves {step.claim}; the claim stays with its other workers"
+        return f"leaves {shown(step.claim)}; the claim is released and its devices return"
+    return f"leaves {shown(step.claim)}; the claim stays with its other workers"
 
 
 def _expect_text(step: ExpectStep) -> str:
@@ -122,7 +129,7 @@ def _expect_text(step: ExpectStep) -> str:
         return click.style("ok", fg="green") + f"    {wanted}"
     # The failure names the event and worker already shown on the line.
     detail = step.failure.split(": ", 1)[1]
-    return click.style("FAIL", fg="red", bold=True) + f"  {detail}"
+    return click.style("FAIL", fg="red", bold=True) + f"  {shown(detail)}"
 
 
 def _yaml_value(value: object) -> str:
@@ -130,8 +137,8 @@ def _yaml_value(value: object) -> str:
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, str) and " " in value:
-        return f'"{value}"'
-    return str(value)
+        return f'"{shown(value)}"'
+    return shown(str(value))
 
 
 # ------------------------------------------------------------------ summary
@@ -148,8 +155,8 @@ def _node_row(summary: NodeSummary) -> list[str]:
     node = summary.node
     host = format_gib(node.host_memory) if node.host_memory is not None else "unchecked"
     return [
-        node.name,
-        node.product or "-",
+        shown(node.name),
+        shown(node.product) or "-",
         "+".join(sorted(node.roles)) or "any",
         f"{node.devices} x {format_gib(node.device_memory)}",
         str(summary.free_devices),
@@ -186,7 +193,7 @@ def _totals(report: Report) -> Iterator[str]:
                                       fg="red", bold=True)
     yield ""
     for failure in failures:
-        yield click.style("FAIL ", fg="red", bold=True) + failure
+        yield click.style("FAIL ", fg="red", bold=True) + shown(failure)
 
 
 # ------------------------------------------------------------------ helpers

@@ -29,6 +29,7 @@ from cli.scenario import (
     Scenario,
     ScenarioError,
 )
+from cli.show import excerpt
 from placement import Claim, Node, Phase, Placement, PlacementError, Simulation, WorkerState
 
 __all__ = [
@@ -176,7 +177,7 @@ class _Run:
     def _arrive(self, index: int, event: Arrive) -> ArriveStep:
         if event.name in self.sim:
             raise ScenarioError(f"{_where_in_scenario(index, event)}.name",
-                                f'worker "{event.name}" is already here '
+                                f"worker {excerpt(event.name)} is already here "
                                 f"(it arrived at events[{self.arrived_at[event.name]}])")
         placed = tuple(self.sim.arrive(event.to_request()))
         self.arrived_at[event.name] = index
@@ -204,12 +205,13 @@ class _Run:
             return AllocateStep(worker, claim or "", self.sim.fleet.claim_node(claim)
                                 if claim is not None else "", ())
         if claim is None:
-            raise ScenarioError(where, f'worker "{worker}" is pending: it has no claim to allocate')
+            raise ScenarioError(where, f"worker {excerpt(worker)} is pending: it has no claim to "
+                                "allocate")
         if self.sim.fleet.is_allocated(claim):
             why = (" (with dra: instant every claim is allocated when it is cut)"
                    if not self.scenario.deferred else "")
-            raise ScenarioError(where, f'claim "{claim}" of worker "{worker}" is already '
-                                f"allocated{why}")
+            raise ScenarioError(where, f"claim {excerpt(claim)} of worker {excerpt(worker)} "
+                                f"is already allocated{why}")
         allocated, placements = self.sim.allocate(worker)
         return AllocateStep(worker, allocated, self.sim.fleet.claim_node(allocated),
                             tuple(placements))
@@ -217,7 +219,7 @@ class _Run:
     def _add_node(self, event: AddNode, where: str) -> AddNodeStep:
         name = event.node.name
         if self.sim.fleet.node(name) is not None:
-            raise ScenarioError(f"{where}.name", f'duplicate node "{name}"')
+            raise ScenarioError(f"{where}.name", f"duplicate node {excerpt(name)}")
         return AddNodeStep(name, tuple(self.sim.add_node(event.node.to_node())))
 
     def _expect(self, index: int, event: Expect, where: str) -> ExpectStep:
@@ -225,7 +227,7 @@ class _Run:
         if event.shares_with is not None:
             self._require_worker(event.shares_with, f"{where}.sharesWith")
         if event.node is not None and self.sim.fleet.node(event.node) is None:
-            raise ScenarioError(f"{where}.node", f'no node named "{event.node}"')
+            raise ScenarioError(f"{where}.node", f"no node named {excerpt(event.node)}")
         problems = _check(event, self.sim)
         failure = (f"events[{index}] expect {event.worker}: " + "; ".join(problems)
                    if problems else None)
@@ -240,7 +242,7 @@ class _Run:
             history = f"it left at events[{self.left_at[worker]}]"
         else:
             history = "no such worker has arrived"
-        raise ScenarioError(where, f'worker "{worker}" is not here ({history})')
+        raise ScenarioError(where, f"worker {excerpt(worker)} is not here ({history})")
 
     # ------------------------------------------------------------------ ending
 

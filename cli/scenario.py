@@ -20,7 +20,9 @@ import attrs
 
 from cli.clock import format_duration, parse_duration
 from cli.document import ScenarioError, parse_document
+from cli.show import EXCERPT, LongNumber, describe, excerpt, number_digits, printable
 from placement import Node, Request, Role
+from placement.quantity import LONGEST as LONGEST_QUANTITY
 from placement.quantity import parse_quantity
 
 __all__ = [
@@ -61,10 +63,23 @@ def _key(attribute: attrs.Attribute[Any]) -> str:
 
 def _name(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if not isinstance(value, str):
-        raise _FieldError(_key(attribute), f"must be a name (a string), got {_describe(value)}"
-                          + ("; quote it" if isinstance(value, bool | int | float) else ""))
+        quote = isinstance(value, bool | int | float | LongNumber)
+        raise _FieldError(_key(attribute), f"must be a name (a string), got {describe(value)}"
+                          + ("; quote it" if quote else ""))
     if not value:
         raise _FieldError(_key(attribute), "must not be empty")
+    _unicode(attribute, value)
+
+
+def _unicode(attribute: attrs.Attribute[Any], value: str) -> None:
+    # A JSON escape can spell half of a surrogate pair, which is no character
+    # at all: no terminal can print it and no Kubernetes name can hold it.
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _FieldError(_key(attribute), f"{excerpt(value)} is not valid Unicode text "
+                              "(it holds half of a surrogate pair)") from None
 
 
 def _optional_name(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -74,38 +89,48 @@ def _optional_name(instance: object, attribute: attrs.Attribute[Any], value: obj
 
 def _optional_text(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if value is not None and (not isinstance(value, str) or not value):
-        raise _FieldError(_key(attribute), f"must be non-empty text, got {_describe(value)}")
+        raise _FieldError(_key(attribute), f"must be non-empty text, got {describe(value)}")
+    if value is not None:
+        _unicode(attribute, value)
 
 
 def _count(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if value is None:
         return
+    if isinstance(value, LongNumber) or (isinstance(value, int) and value > _LARGEST_COUNT):
+        raise _FieldError(_key(attribute), f"is out of range, got {describe(value)} "
+                          f"(at most {_LARGEST_COUNT:,})")
     if isinstance(value, bool) or not isinstance(value, int):
-        raise _FieldError(_key(attribute), f"must be a whole number, got {_describe(value)}")
+        raise _FieldError(_key(attribute), f"must be a whole number, got {describe(value)}")
     if value < 1:
-        raise _FieldError(_key(attribute), f"must be at least 1, got {value}")
+        raise _FieldError(_key(attribute), f"must be at least 1, got {describe(value)}")
+
+
+# Counts are devices on a node or workers on a claim: a billion is already absurd,
+# and a bound keeps every figure the table prints short.
+_LARGEST_COUNT = 10**9
 
 
 def _one_of(*choices: str) -> Callable[[object, attrs.Attribute[Any], object], None]:
     def check(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
         if value is not None and value not in choices:
-            raise _FieldError(_key(attribute), f"{_describe(value)} is not one of "
+            raise _FieldError(_key(attribute), f"{describe(value)} is not one of "
                               + ", ".join(choices))
     return check
 
 
 def _boolean(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if value is not None and not isinstance(value, bool):
-        raise _FieldError(_key(attribute), f"must be true or false, got {_describe(value)}")
+        raise _FieldError(_key(attribute), f"must be true or false, got {describe(value)}")
 
 
 def _roles(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if not isinstance(value, tuple):
-        raise _FieldError(_key(attribute), f"must be a list of roles, got {_describe(value)}")
+        raise _FieldError(_key(attribute), f"must be a list of roles, got {describe(value)}")
     for role in value:
         if role not in ROLES:
             raise _FieldError(_key(attribute),
-                              f"{_describe(role)} is not a role ({', '.join(ROLES)})")
+                              f"{describe(role)} is not a role ({', '.join(ROLES)})")
 
 
 def _to_roles(value: object) -> object:
@@ -114,23 +139,46 @@ def _to_roles(value: object) -> object:
 
 
 def _memory(value: object) -> int:
-    return parse_quantity(value)
+    return _size(value)
 
 
 def _host_memory(value: object) -> int:
     # Zero is a real answer here: a node that can park nothing never shares.
-    return parse_quantity(value, allow_zero=True)
+    return _size(value, allow_zero=True)
+
+
+def _size(value: object, *, allow_zero: bool = False) -> int:
+    return parse_quantity(_quantity_text(value), allow_zero=allow_zero)
+
+
+def _quantity_text(value: object) -> str | int:
+    """``value`` if it can be a quantity; a ValueError saying why not otherwise.
+
+    A size has at most as many digits as a quantity has characters: more than
+    any real size needs (and such a size still prints exactly), few enough
+    that every step stays cheap.
+    """
+    if isinstance(value, str):
+        return value  # the parser bounds its length
+    if isinstance(value, LongNumber) or (isinstance(value, int)
+                                         and number_digits(value) > LONGEST_QUANTITY):
+        raise ValueError(f"is out of range, got {describe(value)} "
+                         f"(at most {LONGEST_QUANTITY} digits)")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"must be a Kubernetes quantity such as \"10Gi\", got "
+                         f"{describe(value)}")
+    return value
 
 
 def _bandwidth(value: object) -> int:
     # Bytes per second, written as a quantity with an optional "/s": 25GB/s, 32Gi/s, 25G.
-    text = str(value).strip() if isinstance(value, str | int) else value
+    text = _quantity_text(value)
     if isinstance(text, str):
-        text = text.removesuffix("/s").replace("iB", "i").replace("B", "")
+        text = text.strip().removesuffix("/s").replace("iB", "i").replace("B", "")
     try:
         return parse_quantity(text)
     except ValueError:
-        raise ValueError(f"{_describe(value)} is not a bandwidth such as 25GB/s or "
+        raise ValueError(f"{describe(value)} is not a bandwidth such as 25GB/s or "
                          "32Gi/s") from None
 
 
@@ -242,9 +290,12 @@ _SCENARIO_KEYS = ("dra", "nodes", "events")
 _EVENT_KINDS = ("arrive", "leave", "allocate", "addNode", "expect")
 
 
-def load_scenario(text: str) -> Scenario:
-    """Parse and check a scenario document; raise ScenarioError naming the bad field."""
-    return build_scenario(parse_document(text))
+def load_scenario(text: str, *, kind: str = "") -> Scenario:
+    """Parse and check a scenario document; raise ScenarioError naming the bad field.
+
+    ``kind`` is ``json`` or ``yaml`` when the file's name says which, else empty.
+    """
+    return build_scenario(parse_document(text, kind=kind))
 
 
 def build_scenario(document: object) -> Scenario:
@@ -252,18 +303,19 @@ def build_scenario(document: object) -> Scenario:
         raise ScenarioError("", "the scenario is empty (expected the keys dra, nodes, events)")
     if not isinstance(document, dict):
         raise ScenarioError("", f"must be a mapping with the keys dra, nodes, events, "
-                            f"got {_describe(document)}")
+                            f"got {describe(document)}")
     _reject_unknown(document, _SCENARIO_KEYS, "")
     dra = document.get("dra", "instant")
     if dra not in DRA_MODES:
-        raise ScenarioError("dra", f"{_describe(dra)} is not one of instant, deferred")
+        raise ScenarioError("dra", f"{describe(dra)} is not one of instant, deferred")
     nodes = tuple(_at(f"nodes[{i}]", _build, NodeSpec, raw)
                   for i, raw in enumerate(_list(document, "nodes")))
     seen: dict[str, int] = {}
     for index, node in enumerate(nodes):
         if node.name in seen:
             raise ScenarioError(f"nodes[{index}].name",
-                                f'duplicate node "{node.name}" (first at nodes[{seen[node.name]}])')
+                                f"duplicate node {excerpt(node.name)} "
+                                f"(first at nodes[{seen[node.name]}])")
         seen[node.name] = index
     events: list[Event] = []
     times: list[float] = []
@@ -283,10 +335,16 @@ def build_scenario(document: object) -> Scenario:
 
 
 def _time(value: object, previous: float, index: int) -> float:
+    too_long = isinstance(value, str) and len(value) > EXCERPT
+    if too_long or not isinstance(value, str | int | float):
+        raise _FieldError("at", f"must be a duration such as 90s, 12m or 1h30m, or seconds, "
+                          f"got {describe(value)}")
     try:
         seconds = parse_duration(value)
     except ValueError as error:
         raise _FieldError("at", str(error)) from None
+    except OverflowError:  # an int too large for a float
+        raise _FieldError("at", f"is out of range, got {describe(value)}") from None
     if seconds < previous:
         raise _FieldError("at", f"{format_duration(seconds)} is earlier than the previous "
                           f"event's time ({format_duration(previous)}, events[{index - 1}]); "
@@ -310,7 +368,7 @@ def _list(document: Mapping[str, object], key: str) -> list[object]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise ScenarioError(key, f"must be a list, got {_describe(value)}")
+        raise ScenarioError(key, f"must be a list, got {describe(value)}")
     return value
 
 
@@ -336,7 +394,7 @@ def _event(raw: object) -> Event:
     except _FieldError as error:
         raise _FieldError(_path(kind, "" if kind in ("leave", "allocate") else error.key),
                           error.message) from None
-    raise _FieldError(str(kind), _unknown_key_message(str(kind), _EVENT_KINDS, "event"))
+    raise _FieldError(_key_text(kind), _unknown_key_message(kind, _EVENT_KINDS, "event"))
 
 
 _Model = TypeVar("_Model")
@@ -358,13 +416,13 @@ def _build(cls: type[_Model], raw: object) -> _Model:
     schema = _schema(cls)
     if type(raw) is not dict:
         raise _FieldError("", f"must be a mapping with the keys {', '.join(schema)}, "
-                          f"got {_describe(raw)}")
+                          f"got {describe(raw)}")
     kwargs: dict[str, object] = {}
     for key, value in raw.items():
         try:
             attribute, parse, required = schema[key]
         except (KeyError, TypeError):
-            raise _FieldError(str(key), _unknown_key_message(str(key), tuple(schema), "key")
+            raise _FieldError(_key_text(key), _unknown_key_message(key, tuple(schema), "key")
                               ) from None
         if value is None:
             # An empty value (`hostMemory:`) means the same as leaving the key out.
@@ -387,25 +445,20 @@ def _build(cls: type[_Model], raw: object) -> _Model:
 def _reject_unknown(raw: Mapping[object, object], known: tuple[str, ...], where: str) -> None:
     for key in raw:
         if key not in known:
-            raise ScenarioError(f"{where}.{key}" if where else str(key),
-                                _unknown_key_message(str(key), known, "key"))
+            text = _key_text(key)
+            raise ScenarioError(f"{where}.{text}" if where else text,
+                                _unknown_key_message(key, known, "key"))
 
 
-def _unknown_key_message(key: str, known: tuple[str, ...], what: str) -> str:
-    close = difflib.get_close_matches(key, known, n=1)
+def _unknown_key_message(key: object, known: tuple[str, ...], what: str) -> str:
+    close = (difflib.get_close_matches(key, known, n=1)
+             if isinstance(key, str) and len(key) <= EXCERPT else [])
     hint = f'; did you mean "{close[0]}"?' if close else f" (expected one of {', '.join(known)})"
     return f"unknown {what}{hint}"
 
 
-def _describe(value: object) -> str:
-    if value is None:
-        return "nothing"
-    if isinstance(value, str):
-        return f'"{value}"'
-    if isinstance(value, bool):
-        return f"{str(value).lower()} (a boolean)"
-    if isinstance(value, dict):
-        return "a mapping"
-    if isinstance(value, list | tuple):
-        return "a list"
-    return repr(value)
+def _key_text(key: object) -> str:
+    """A key as a path shows it: as written when it is short text, else described."""
+    if isinstance(key, str) and len(key) <= EXCERPT:
+        return printable(key)
+    return f"<{describe(key)}>"

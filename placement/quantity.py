@@ -33,6 +33,12 @@ class QuantityError(PlacementError):
     """Text that is not a Kubernetes quantity, or not one that memory can be."""
 
 
+# Characters of a quantity at most: far more than any size needs (every step
+# stays cheap, and the interpreter's limit on converting digits is never met).
+LONGEST = 400
+# Characters of a quantity a message quotes before cutting it short.
+_SHOWN = 60
+
 _BINARY = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "Pi": 1 << 50, "Ei": 1 << 60}
 _DECIMAL_EXPONENT = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15,
                      "E": 18}
@@ -64,8 +70,11 @@ def parse_quantity(text: object, *, allow_zero: bool = False) -> int:
     if isinstance(text, float) and text.is_integer():
         text = int(text)
     if isinstance(text, bool) or not isinstance(text, int | str):
-        raise QuantityError(f"{text!r} is not a Kubernetes quantity (write it as a string "
+        raise QuantityError(f"{_kind(text)} is not a Kubernetes quantity (write it as a string "
                             'such as "10Gi")')
+    if isinstance(text, str) and len(text) > LONGEST:
+        raise QuantityError(f"{_show(text)} is too long to be a quantity "
+                            f"(at most {LONGEST} characters)")
     value = text if isinstance(text, int) else _parse_text(text)
     if value < 0:
         raise QuantityError(f"{_show(text)} is negative; memory must be positive")
@@ -106,7 +115,7 @@ def _not_a_quantity(text: str) -> str:
         return f"{message} (remove the surrounding spaces)"
     head = re.match(r"[+-]?[0-9]*\.?[0-9]*", stripped)
     number, unit = (head.group(), stripped[head.end():]) if head else ("", stripped)
-    if number and unit in _LOOKALIKES:
+    if number and unit in _LOOKALIKES and len(number) <= _SHOWN:
         better = _LOOKALIKES[unit]
         hint = f'"{number}{better}"'
         if better and not better.endswith("i"):
@@ -145,4 +154,21 @@ def format_gib(value: int) -> str:
 
 
 def _show(text: str | int) -> str:
-    return f'"{text}"' if isinstance(text, str) else str(text)
+    """The text as a message quotes it: whole when short, else its start and its length."""
+    if isinstance(text, int):
+        return str(text)
+    if len(text) <= _SHOWN:
+        return f'"{text}"'
+    return f'"{text[:_SHOWN]}..." ({len(text):,} characters)'
+
+
+def _kind(value: object) -> str:
+    """What a value that is no quantity is, in the words of YAML and JSON rather than Python's."""
+    if isinstance(value, bool):
+        return f"{str(value).lower()} (a boolean)"
+    if value is None:
+        return "nothing"
+    if isinstance(value, float):
+        return str(value)
+    return "a mapping" if isinstance(value, dict) else "a list" if isinstance(
+        value, list | tuple) else "a value of another kind"

@@ -77,3 +77,62 @@ def events(draw: st.DrawFn, max_size: int = 40) -> list[Event]:
         else:
             out.append(Event(kind, index=draw(st.integers(min_value=0, max_value=1000))))
     return out
+
+
+# ------------------------------------------------------- scenario documents
+# Plain data a scenario reader may be handed: mostly the scenario's own
+# vocabulary (so documents get past the first checks and into the fields),
+# with the values that have broken readers before -- huge and odd numbers,
+# text with control characters, escapes and lone surrogates, wrong types.
+
+SCENARIO_KEYS = ["dra", "nodes", "events", "name", "devices", "deviceMemory", "hostMemory",
+                 "roles", "maxWorkersPerClaim", "product", "arrive", "leave", "allocate",
+                 "addNode", "expect", "role", "memory", "owner", "worker", "phase", "node",
+                 "sharesWith", "alone", "reason", "at"]
+awkward_text = st.one_of(
+    st.sampled_from(["", "a", "b", "box", "trainer", "sampler", "instant", "deferred",
+                     "Placed", "Pending", "10Gi", "1Ti", "0", "-1Gi", "10Gb", "1e400", "1.5",
+                     "12:30", "90s", "1h30m", "\n", "a\nb", "\x1b[2J", "w\ud800", "\u202e",
+                     "9" * 500, "x" * 200]),
+    st.text(max_size=20),
+)
+awkward_numbers = st.one_of(
+    st.integers(min_value=-3, max_value=10),
+    st.integers(),
+    st.sampled_from([10**30, 10**400, -(10**20), 2**63]),
+    st.floats(allow_nan=False),
+)
+scalars = st.one_of(st.none(), st.booleans(), awkward_numbers, awkward_text)
+
+
+def scenario_documents() -> st.SearchStrategy[object]:
+    keys = st.one_of(st.sampled_from(SCENARIO_KEYS), awkward_text)
+    return st.recursive(
+        scalars,
+        lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                st.dictionaries(keys, inner, max_size=5)),
+        max_leaves=25,
+    )
+
+
+@st.composite
+def near_valid_documents(draw: st.DrawFn) -> dict[str, object]:
+    """A small valid scenario with a few of its values (or keys) swapped for awkward ones."""
+    anything = st.one_of(scalars, scenario_documents())
+    node = {"name": "a", "devices": 2, "deviceMemory": "24Gi", "hostMemory": "94Gi",
+            "maxWorkersPerClaim": 2, "roles": ["trainer", "sampler"], "product": "L4"}
+    arrive = {"name": "w", "role": "trainer", "memory": "10Gi", "owner": "o"}
+    expect = {"worker": "w", "phase": "Placed", "node": "a", "alone": True,
+              "reason": "x", "devices": 1}
+    document: dict[str, object] = {
+        "dra": "instant",
+        "nodes": [node],
+        "events": [{"arrive": arrive}, {"expect": expect}, {"at": "1m", "leave": "w"},
+                   {"addNode": dict(node, name="b")}, {"allocate": "w"}],
+    }
+    targets: list[dict[str, object]] = [document, node, arrive, expect]
+    for _ in range(draw(st.integers(min_value=1, max_value=3))):
+        target = draw(st.sampled_from(targets))
+        key = draw(st.one_of(st.sampled_from(sorted(target)), st.sampled_from(SCENARIO_KEYS)))
+        target[key] = draw(anything)
+    return document

@@ -30,8 +30,8 @@ def assert_bad(result_text: str, exit_code: int, where: str, fragment: str) -> N
         ("", "", "the scenario is empty"),
         ("- 1\n- 2\n", "", "must be a mapping"),
         ("nodes: [\n", "line 2, column 1", "not valid YAML"),
-        ("dra: instant\ndra: deferred\n", "line 2, column 1", "duplicate key 'dra'"),
-        ('{"dra": "instant", "dra": "deferred"}', "", "duplicate key 'dra'"),
+        ("dra: instant\ndra: deferred\n", "line 2, column 1", 'duplicate key "dra"'),
+        ('{"dra": "instant", "dra": "deferred"}', "", 'duplicate key "dra"'),
         ("nodez: []\n", "nodez", 'unknown key; did you mean "nodes"?'),
         ("dra: later\n", "dra", '"later" is not one of instant, deferred'),
         ("nodes: box\n", "nodes", "must be a list"),
@@ -161,7 +161,7 @@ def test_not_utf8(tmp_path: Path) -> None:
     path.write_bytes(b"\xff\xfe\x00garbage")
     result = CliRunner().invoke(main, ["simulate", str(path)])
     assert result.exit_code == 2
-    assert result.stderr.strip() == f"{path}: not UTF-8 text"
+    assert result.stderr.strip() == f"{path}: not UTF-8 text (byte 0 cannot be decoded)"
 
 
 def test_unknown_output_format_is_a_usage_error(run: Run) -> None:
