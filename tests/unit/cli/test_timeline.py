@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import textwrap
+from collections import Counter
 
+import pytest
+
+from bench.generate import generate
+from cli.render_json import to_document
 from cli.replay import replay
-from cli.scenario import load_scenario
-from cli.timeline import Timeline, build_timeline, downsample, wait_stats
+from cli.scenario import build_scenario, load_scenario
+from cli.timeline import ROLES, USES, Timeline, build_timeline, downsample, wait_stats
 
 # A dev box: 2 x 24Gi, 94Gi of host memory, four workers per claim.
 BOX = """
@@ -118,3 +123,28 @@ def test_down_sampling_leaves_short_series_alone() -> None:
     assert sampled.times == [0, 5, 5, 9]
     assert sampled.stacks == {"a": [1, 2, 3, 0], "b": [0, 0, 1, 1]}
     assert sampled.low == [1, 2, 4, 1]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_counters_end_where_the_replay_ends(seed: int) -> None:
+    # A generated day under contention, one event a minute.
+    document = generate(nodes=6, events=600, seed=seed, live=70)
+    for minute, event in enumerate(document["events"]):
+        event["at"] = minute * 60
+    scenario = build_scenario(document)
+    report = replay(scenario)
+    t = build_timeline(scenario, report)
+    by_role = Counter(str(state.role) for state in report.workers if state.claim is not None)
+    waiting = Counter(str(state.role) for state in report.workers if state.claim is None)
+    assert {role: t.seats[role][-1] for role in ROLES} == {r: by_role[r] for r in ROLES}
+    assert {role: t.pending[role][-1] for role in ROLES} == {r: waiting[r] for r in ROLES}
+    assert sum(t.devices[use][-1] for use in USES) == sum(c.devices for c in report.claims)
+    assert t.capacity[-1] == sum(summary.node.devices for summary in report.nodes)
+    for step in range(len(t.times)):
+        assert sum(t.devices[use][step] for use in USES) <= t.capacity[step]
+    # The waits agree with the JSON document's, worker by worker.
+    workers = to_document(report)["workers"]
+    last_wait = {wait.worker: wait for wait in t.waits}
+    for name, worker in workers.items():
+        assert last_wait[name].waited == worker["waited"]
+        assert last_wait[name].placed == worker["placedAt"]
