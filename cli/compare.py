@@ -31,7 +31,7 @@ import attrs
 import click
 
 from cli.clock import format_duration
-from cli.main import fail, read_file
+from cli.main import fail, file_kind, read_file
 from cli.render_table import columns
 from cli.replay import replay
 from cli.scenario import AddNode, NodeSpec, Scenario, ScenarioError, load_scenario
@@ -158,7 +158,7 @@ def command(file: Path, setting: str, pattern: str, output: str,
         fail(f"--set {key}: give the values to try, as --set {key}=V1,V2")
     name, text = read_file(file)
     try:
-        scenario = load_scenario(text)
+        scenario = load_scenario(text, kind=file_kind(file))
         variants = variants_of(scenario, key, values, pattern)
         results = run_variants(variants, keep_timelines=report_path is not None)
     except ScenarioError as error:
