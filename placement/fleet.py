@@ -10,7 +10,7 @@ Rules of the books:
 * A worker holds at most one booking; a claim name is unique.
 * Claims on a node the fleet does not know (yet) are kept but invisible to
   the decision until that node is added.
-* Every change is an explicit operation (``add_node``, ``add_claim``,
+* Every change is an explicit operation (``add_node``, ``remove_node``, ``add_claim``,
   ``book``, ``release``, ``drop_claim``, ``allocate``). Reading never
   changes an answer (at most it tightens a cached bound inside the slack
   index), so ``decide`` stays a pure function of the request and the fleet.
@@ -174,6 +174,27 @@ class Fleet:
             self._shift_parked(node.name, self._parked_share(waiting[claim]))
             self._file(waiting[claim])
         self._file_pool(record)
+
+    def remove_node(self, name: str) -> Node:
+        """Take a node out (gone, relabelled, or its hardware changed); return it.
+
+        Its claims stay, invisible to the decision as claims on an unknown node
+        are, until a node of that name is added again.
+        """
+        record = self._nodes.get(name)
+        if record is None:
+            raise PlacementError(f"unknown node {name}")
+        self._unfile_pool(record)
+        for claim in self._claims_on.get(name, {}).values():
+            self._unfile(claim)
+        self._parked.pop(name, None)
+        del self._free[name]
+        shape = (record.pool_group, record.node.devices)
+        self._shapes[shape] -= 1
+        if not self._shapes[shape]:
+            del self._shapes[shape]
+        del self._nodes[name]
+        return record.node
 
     def add_claim(self, claim: Claim) -> None:
         """Take in a claim as it is, bookings included (a fleet read from a cluster)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from hypothesis import strategies as st
 
@@ -136,3 +137,65 @@ def near_valid_documents(draw: st.DrawFn) -> dict[str, object]:
         key = draw(st.one_of(st.sampled_from(sorted(target)), st.sampled_from(SCENARIO_KEYS)))
         target[key] = draw(anything)
     return document
+
+
+# ------------------------------------------------------------- API objects
+# Shaped like the API server's, for the controller's cache.
+
+def fake_slice(node: str, devices: int, memory: str, *, generation: int = 1,
+               count: int = 1, driver: str = "gpu.example.com") -> dict[str, Any]:
+    """One ResourceSlice of ``node``'s pool; ``count`` > 1 leaves the generation incomplete."""
+    return {
+        "metadata": {"name": f"{node}-slice"},
+        "spec": {"driver": driver, "nodeName": node,
+                 "pool": {"name": node, "generation": generation, "resourceSliceCount": count},
+                 "devices": [{"name": f"gpu-{i}", "capacity": {"memory": {"value": memory}}}
+                             for i in range(devices)]},
+    }
+
+
+@st.composite
+def fake_nodes(draw: st.DrawFn) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(Node, ResourceSlice) pairs: enabled GPU nodes with their policy labels."""
+    out = []
+    for i in range(draw(st.integers(min_value=1, max_value=3))):
+        name = f"node-{i}"
+        labels = {"openrl.io/enabled": "true",
+                  "openrl.io/max-workers-per-claim": str(draw(st.integers(1, 3)))}
+        labels.update(draw(st.sampled_from([{}, {"openrl.io/trainer": "true"},
+                                            {"openrl.io/sampler": "true"}])))
+        host = draw(st.sampled_from(["64Gi", "200Gi", "1Ti"]))
+        node = {"metadata": {"name": name, "uid": f"uid-{name}", "labels": labels},
+                "status": {"allocatable": {"memory": host}}}
+        memory = draw(st.sampled_from(["24Gi", "80Gi"]))
+        out.append((node, fake_slice(name, draw(st.integers(1, 2)), memory)))
+    return out
+
+
+@st.composite
+def fake_worker(draw: st.DrawFn) -> dict[str, Any]:
+    name = draw(st.sampled_from([f"w{i}" for i in range(10)]))
+    return {
+        "apiVersion": "openrl.io/v1alpha1", "kind": "OpenRLWorker",
+        "metadata": {"name": name, "uid": f"uid-{name}-{draw(st.integers(0, 3))}",
+                     "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"role": draw(st.sampled_from(["trainer", "sampler"])), "modelId": "m",
+                 "memory": draw(st.sampled_from(["10Gi", "10Gi", "30Gi", "50Gi", "90Gi"])),
+                 "ownerId": draw(st.sampled_from(["", "team-a"]))},
+    }
+
+
+def pod_for(worker: dict[str, Any], claim: str) -> dict[str, Any]:
+    """The managed pod a decision creates for ``worker`` on ``claim`` (the fields we read)."""
+    name = worker["metadata"]["name"]
+    return {
+        "metadata": {"name": f"orw-{name}",
+                     "labels": {"openrl.io/managed": "true", "openrl.io/worker": name},
+                     "annotations": {"openrl.io/memory": "1",
+                                     "openrl.io/owner": worker["spec"].get("ownerId") or name},
+                     "ownerReferences": [{
+                         "apiVersion": "openrl.io/v1alpha1", "kind": "OpenRLWorker",
+                         "name": name, "uid": worker["metadata"]["uid"], "controller": True}]},
+        "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimName": claim}]},
+        "status": {"phase": "Pending"},
+    }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from placement import Booking, Claim, Fleet, GiB, Node, PlacementError, Request, Role
+from placement import Booking, Claim, Fleet, GiB, Node, PlacementError, Request, Role, decide
 
 
 def seat(worker: str, memory_gib: int) -> Booking:
@@ -76,3 +76,24 @@ def test_snapshots_are_frozen_values() -> None:
     fleet.book("c", Request("b", Role.TRAINER, GiB))
     assert snapshot is not None and snapshot.workers == ("a",)
     assert fleet.claims[0].workers == ("a", "b")
+
+
+def test_a_removed_node_hides_its_claims_until_it_returns_changed() -> None:
+    fleet = Fleet([Node("n", 4, 80 * GiB, host_memory=100 * GiB, max_workers_per_claim=2),
+                   Node("m", 2, 80 * GiB)],
+                  [Claim("pair", "n", 1, bookings=(seat("a", 30), seat("b", 20))),
+                   Claim("lone", "n", 1, bookings=(seat("c", 10),))])
+    assert fleet.remove_node("n").devices == 4
+    assert [node.name for node in fleet.nodes] == ["m"]
+    assert fleet.claim_of("a") == "pair"  # the books keep the claims and their seats
+    request = Request("d", Role.TRAINER, 10 * GiB)
+    wider = Node("n", 8, 80 * GiB, host_memory=100 * GiB, max_workers_per_claim=2)
+    fleet.add_node(wider)
+    fresh = Fleet([wider, Node("m", 2, 80 * GiB)], fleet.claims)
+    for name in ("n", "m"):
+        assert fleet.free_devices(name) == fresh.free_devices(name)
+        assert fleet.parked_load(name) == fresh.parked_load(name)
+    assert fleet.parked_load("n") == 50 * GiB
+    assert decide(request, fleet) == decide(request, fresh)
+    with pytest.raises(PlacementError, match="unknown node gone"):
+        fleet.remove_node("gone")

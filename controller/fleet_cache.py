@@ -1,0 +1,300 @@
+"""Placement's fleet kept current from object changes, never rebuilt per decision.
+
+Rules:
+
+* The same reading as ``fleet_reader.build_fleet`` (which stays the plain
+  reference): per pool only the latest complete generation of the driver's
+  slices; enabled nodes with devices; managed claims not being deleted;
+  bookings from each non-Failed worker's status, overridden by the claim its
+  live pod consumes; a live managed pod whose worker is gone books as
+  ``pod/<name>``. Where a worker has several live pods, the last by name wins.
+* Every change costs what it touches: a slice re-reads its pool's nodes, a
+  node is taken out of the fleet and put back, a claim (or a booking on it) is
+  dropped and re-added with its seats -- a few workers, never the fleet.
+* It holds no lock and does no I/O; the cache around it serializes changes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from controller import naming
+from controller.claims import ClaimView, read_claim
+from controller.fleet_reader import Booked, Hardware, read_nodes, read_slices
+from controller.objects import (
+    Obj,
+    Worker,
+    annotations_of,
+    labels_of,
+    pod_alive,
+    pod_claim,
+    worker_owner_uid,
+)
+from placement import Booking, Claim, Fleet, Node
+
+__all__ = ["FleetCache"]
+
+
+class FleetCache:
+    def __init__(self, driver: str) -> None:
+        self.driver = driver
+        self.fleet = Fleet()
+        self.nodes: dict[str, Node] = {}  # as filed in the fleet
+        self.claims: dict[str, ClaimView] = {}  # managed claims not being deleted
+        self.bookings: dict[str, Booked] = {}  # holder -> its booking
+        self.pool_nodes: dict[str, str] = {}
+        self._slices: dict[str, Obj] = {}
+        self._pool_slices: dict[str, set[str]] = {}
+        self._node_pools: dict[str, Counter[str]] = {}  # node -> pools naming it (slice count)
+        self._hardware: dict[str, Hardware] = {}
+        self._pool_notes: dict[str, list[str]] = {}
+        self._node_objs: dict[str, Obj] = {}
+        self._node_warnings: dict[str, list[str]] = {}
+        self._claim_objs: dict[str, Obj] = {}
+        self._by_pool: set[str] = set()  # allocated claims whose node comes from a pool
+        self._in_fleet: dict[str, Claim] = {}
+        self._on_claim: dict[str, set[str]] = {}  # claim -> holders booked on it
+        self._workers: dict[str, Worker] = {}
+        self._worker_by_uid: dict[str, str] = {}
+        self._pods: dict[str, Obj] = {}
+        self._pods_of: dict[str, set[str]] = {}  # worker uid -> pods it controls
+
+    # ---------------------------------------------------------------- reading
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        notes = [n for pool in sorted(self._pool_notes) for n in self._pool_notes[pool]]
+        return (*notes, *(w for node in sorted(self._node_warnings)
+                          for w in self._node_warnings[node]))
+
+    @property
+    def seats_total(self) -> int:
+        return sum(n.devices * n.max_workers_per_claim for n in self.nodes.values())
+
+    @property
+    def seats_used(self) -> int:
+        return sum(len(c.bookings) for c in self._in_fleet.values())
+
+    # ---------------------------------------------------------------- changes
+
+    def slice_changed(self, name: str, obj: Obj | None) -> None:
+        old = self._slices.pop(name, None)
+        touched_pools: set[str] = set()
+        touched_nodes: set[str] = set()
+        if old is not None:
+            pool, node = _pool_and_node(old)
+            self._pool_slices[pool].discard(name)
+            if not self._pool_slices[pool]:
+                del self._pool_slices[pool]
+            self._unname(node, pool)
+            touched_pools.add(pool)
+            touched_nodes.add(node)
+        if obj is not None and (obj.get("spec") or {}).get("driver") == self.driver:
+            self._slices[name] = obj
+            pool, node = _pool_and_node(obj)
+            self._pool_slices.setdefault(pool, set()).add(name)
+            self._node_pools.setdefault(node, Counter())[pool] += 1
+            touched_pools.add(pool)
+            touched_nodes.add(node)
+        for pool in touched_pools:
+            touched_nodes |= self._reread_pool(pool)
+        for node in sorted(touched_nodes - {""}):
+            self._reread_hardware(node)
+        for claim in sorted(self._by_pool):
+            self.claim_changed(claim, self._claim_objs.get(claim))
+
+    def node_changed(self, name: str, obj: Obj | None) -> None:
+        if obj is None:
+            self._node_objs.pop(name, None)
+        else:
+            self._node_objs[name] = obj
+        self._refile_node(name)
+
+    def claim_changed(self, name: str, obj: Obj | None) -> None:
+        self._by_pool.discard(name)
+        if obj is None:
+            self._claim_objs.pop(name, None)
+            self.claims.pop(name, None)
+        else:
+            self._claim_objs[name] = obj
+            view = read_claim(obj, self.pool_nodes)
+            if view.deleting:
+                self.claims.pop(name, None)
+            else:
+                self.claims[name] = view
+            allocation = (obj.get("status") or {}).get("allocation")
+            if allocation and not _single_node(allocation):
+                self._by_pool.add(name)
+        self._sync_claim(name)
+
+    def worker_changed(self, name: str, obj: Obj | None) -> None:
+        old = self._workers.pop(name, None)
+        uids: set[str] = set()
+        if old is not None:
+            self._worker_by_uid.pop(old.uid, None)
+            uids.add(old.uid)
+        if obj is not None:
+            worker = Worker.from_obj(obj)
+            self._workers[name] = worker
+            self._worker_by_uid[worker.uid] = name
+            uids.add(worker.uid)
+        self._rebook(name)
+        for uid in uids:
+            for pod in sorted(self._pods_of.get(uid, ())):
+                self._rebook(f"pod/{pod}")
+
+    def pod_changed(self, name: str, obj: Obj | None) -> None:
+        old = self._pods.pop(name, None)
+        uids: set[str] = set()
+        if old is not None:
+            uid = worker_owner_uid(old)
+            self._pods_of[uid].discard(name)
+            if not self._pods_of[uid]:
+                del self._pods_of[uid]
+            uids.add(uid)
+        if obj is not None:
+            self._pods[name] = obj
+            uid = worker_owner_uid(obj)
+            self._pods_of.setdefault(uid, set()).add(name)
+            uids.add(uid)
+        self._rebook(f"pod/{name}")
+        for uid in uids:
+            worker = self._worker_by_uid.get(uid)
+            if worker is not None:
+                self._rebook(worker)
+
+    # ------------------------------------------------------------- hardware
+
+    def _unname(self, node: str, pool: str) -> None:
+        pools = self._node_pools.get(node)
+        if pools is None:
+            return
+        pools[pool] -= 1
+        if pools[pool] <= 0:
+            del pools[pool]
+        if not pools:
+            del self._node_pools[node]
+
+    def _reread_pool(self, pool: str) -> set[str]:
+        """Re-read one pool's slices; the nodes whose hardware may have changed."""
+        before = {self.pool_nodes[pool]} if pool in self.pool_nodes else set()
+        slices = [self._slices[s] for s in sorted(self._pool_slices.get(pool, ()))]
+        _, pool_nodes, notes = read_slices(slices, self.driver)
+        self._pool_notes.pop(pool, None)
+        if notes:
+            self._pool_notes[pool] = notes
+        self.pool_nodes.pop(pool, None)
+        if pool in pool_nodes:
+            self.pool_nodes[pool] = pool_nodes[pool]
+        named = {_pool_and_node(s)[1] for s in slices}
+        return before | named | set(pool_nodes.values())
+
+    def _reread_hardware(self, node: str) -> None:
+        pools = self._node_pools.get(node, Counter())
+        slices = [self._slices[s] for pool in sorted(pools)
+                  for s in sorted(self._pool_slices.get(pool, ()))]
+        hardware, _, _ = read_slices(slices, self.driver)
+        if node in hardware:
+            self._hardware[node] = hardware[node]
+        else:
+            self._hardware.pop(node, None)
+        self._refile_node(node)
+
+    def _refile_node(self, name: str) -> None:
+        obj, hardware = self._node_objs.get(name), self._hardware.get(name)
+        desired: Node | None = None
+        self._node_warnings.pop(name, None)
+        if obj is not None and hardware is not None:
+            nodes, warnings = read_nodes([obj], {name: hardware})
+            desired = nodes[0] if nodes else None
+            if warnings:
+                self._node_warnings[name] = warnings
+        current = self.nodes.get(name)
+        if desired == current:
+            return
+        if current is not None:
+            self.fleet.remove_node(name)
+            del self.nodes[name]
+        if desired is not None:
+            self.fleet.add_node(desired)
+            self.nodes[name] = desired
+
+    # ------------------------------------------------------------- bookings
+
+    def _rebook(self, holder: str) -> None:
+        new = self._booking_of(holder)
+        old = self.bookings.get(holder)
+        if new == old:
+            return
+        if old is not None:
+            del self.bookings[holder]
+            self._on_claim[old.claim].discard(holder)
+            if not self._on_claim[old.claim]:
+                del self._on_claim[old.claim]
+            self._sync_claim(old.claim)
+        if new is not None:
+            self.bookings[holder] = new
+            self._on_claim.setdefault(new.claim, set()).add(holder)
+            self._sync_claim(new.claim)
+
+    def _booking_of(self, holder: str) -> Booked | None:
+        if holder.startswith("pod/"):
+            pod = self._pods.get(holder[4:])
+            if pod is None or not pod_alive(pod) or not pod_claim(pod):
+                return None
+            if worker_owner_uid(pod) in self._worker_by_uid:
+                return None  # its worker holds the seat
+            if labels_of(pod).get(naming.LABEL_MANAGED) != "true":
+                return None
+            notes = annotations_of(pod)
+            try:
+                memory = max(0, int(notes.get(naming.ANNOTATION_MEMORY, "0")))
+            except ValueError:
+                memory = 0
+            return Booked(holder, pod_claim(pod), notes.get(naming.ANNOTATION_OWNER, holder),
+                          memory)
+        worker = self._workers.get(holder)
+        if worker is None:
+            return None
+        live = [name for name in self._pods_of.get(worker.uid, ())
+                if pod_alive(self._pods[name]) and pod_claim(self._pods[name])]
+        if live:
+            claim = pod_claim(self._pods[max(live)])
+        elif worker.claim and worker.phase != "Failed":
+            claim = worker.claim
+        else:
+            return None
+        return Booked(holder, claim, worker.owner, worker.memory)
+
+    def _sync_claim(self, name: str) -> None:
+        """Put the claim into the fleet as it now reads, seats included (or take it out)."""
+        view = self.claims.get(name)
+        desired: Claim | None = None
+        if view is not None and view.node:
+            seats = sorted(self._on_claim.get(name, ()))
+            desired = Claim(name, view.node, view.devices, view.allocated, tuple(
+                Booking(h, self.bookings[h].owner, self.bookings[h].memory) for h in seats))
+        current = self._in_fleet.get(name)
+        if desired == current:
+            return
+        if current is not None:
+            for booking in current.bookings:
+                self.fleet.release(booking.worker)
+            self.fleet.drop_claim(name)
+            del self._in_fleet[name]
+        if desired is not None:
+            self.fleet.add_claim(desired)
+            self._in_fleet[name] = desired
+
+
+def _pool_and_node(item: Obj) -> tuple[str, str]:
+    spec = item.get("spec") or {}
+    return str((spec.get("pool") or {}).get("name", "")), str(spec.get("nodeName") or "")
+
+
+def _single_node(allocation: Obj) -> bool:
+    for term in (allocation.get("nodeSelector") or {}).get("nodeSelectorTerms") or []:
+        for field in term.get("matchFields") or []:
+            if field.get("key") == "metadata.name" and len(field.get("values") or []) == 1:
+                return True
+    return False

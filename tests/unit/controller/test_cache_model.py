@@ -1,0 +1,309 @@
+"""The fleet cache against a model of the API server: watch events (late, stale and
+duplicated), re-lists, decisions assumed into the cache, write answers, failed writes
+and restarts. After every step the cache's fleet is the fleet built from scratch from
+the very objects it holds, and no seat has been promised twice."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
+
+from controller import kube
+from controller.cache import Cache, strip
+from controller.claims import build_claim
+from controller.fleet_reader import build_fleet
+from controller.objects import Obj, Worker
+from placement import Fleet, JoinClaim, NewClaim, Request, Role, decide
+from tests.strategies import fake_nodes, fake_slice, fake_worker, pod_for
+
+DRIVER = "gpu.example.com"
+Kind = kube.Resource
+
+
+def fleet_state(fleet: Fleet) -> Any:
+    """Everything a decision reads, in a comparable form."""
+    claims = sorted((c.name, c.node, c.devices, c.allocated,
+                     tuple(sorted((b.worker, b.owner, b.parked_memory) for b in c.bookings)))
+                    for c in fleet.claims)
+    nodes = [(n, fleet.free_devices(n.name), fleet.parked_load(n.name)) for n in fleet.nodes]
+    return nodes, claims
+
+
+def rebuilt(objects: dict[str, dict[str, Obj]]) -> Fleet:
+    def of(res: Kind) -> list[Obj]:
+        return [objects[res.plural][n] for n in sorted(objects[res.plural])]
+
+    return build_fleet(slices=of(kube.SLICES), nodes=of(kube.NODES), claims=of(kube.CLAIMS),
+                       workers=[Worker.from_obj(o) for o in of(kube.WORKERS)],
+                       pods=of(kube.PODS), driver=DRIVER).fleet
+
+
+def over_promised(fleet: Fleet) -> list[str]:
+    """Claims over their seats and nodes over their devices or host memory."""
+    wrong = []
+    for node in fleet.nodes:
+        claims = [c for c in fleet.claims if c.node == node.name]
+        if sum(c.devices for c in claims) > node.devices:
+            wrong.append(f"node {node.name}: more devices reserved than it has")
+        if node.host_memory is not None and fleet.parked_load(node.name) > node.host_memory:
+            wrong.append(f"node {node.name}: parks more than its host memory")
+        wrong += [f"claim {c.name}: {len(c.bookings)} seats" for c in claims
+                  if len(c.bookings) > node.max_workers_per_claim]
+    return wrong
+
+
+class CacheModel(RuleBasedStateMachine):
+    """The server holds the truth; the cache hears about it through a delayed channel."""
+
+    workers = Bundle("workers")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rv = 0
+        self.server: dict[str, dict[str, Obj]] = {r.plural: {} for r in (
+            kube.SLICES, kube.NODES, kube.CLAIMS, kube.WORKERS, kube.PODS)}
+        self.resources = {r.plural: r for r in (kube.SLICES, kube.NODES, kube.CLAIMS,
+                                                kube.WORKERS, kube.PODS)}
+        self.pending: list[tuple[Kind, str, Obj]] = []  # sent by the server, not yet heard
+        self.history: list[tuple[Kind, str, Obj]] = []  # everything ever sent
+        self.in_flight: list[tuple[Kind, Obj]] = []  # assumed writes awaiting an answer
+        self.cache = Cache(DRIVER)
+        self.decisions = 0
+
+    # ------------------------------------------------------------ the server
+
+    def _send(self, res: Kind, kind: str, obj: Obj) -> Obj:
+        self.rv += 1
+        obj = {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(self.rv)}}
+        if kind == "DELETED":
+            self.server[res.plural].pop(obj["metadata"]["name"], None)
+        else:
+            self.server[res.plural][obj["metadata"]["name"]] = obj
+        self.pending.append((res, kind, obj))
+        self.history.append((res, kind, obj))
+        return obj
+
+    @initialize(data=st.data())
+    def nodes_appear(self, data: st.DataObject) -> None:
+        for node, slice_ in data.draw(fake_nodes()):
+            self._send(kube.NODES, "ADDED", node)
+            self._send(kube.SLICES, "ADDED", slice_)
+
+    @rule(data=st.data())
+    def node_relabelled(self, data: st.DataObject) -> None:
+        names = sorted(self.server[kube.NODES.plural])
+        if not names:
+            return
+        node = self.server[kube.NODES.plural][data.draw(st.sampled_from(names))]
+        labels = dict(node["metadata"]["labels"])
+        labels["openrl.io/enabled"] = "false" if labels.get(
+            "openrl.io/enabled") == "true" else "true"
+        self._send(kube.NODES, "MODIFIED", {**node, "metadata": {**node["metadata"],
+                                                                 "labels": labels}})
+
+    @rule(data=st.data())
+    def slice_republished(self, data: st.DataObject) -> None:
+        """A new generation, complete or (for a while) not."""
+        names = sorted(self.server[kube.SLICES.plural])
+        if not names:
+            return
+        old = self.server[kube.SLICES.plural][data.draw(st.sampled_from(names))]
+        pool = old["spec"]["pool"]
+        self._send(kube.SLICES, "MODIFIED", fake_slice(
+            old["spec"]["nodeName"], len(old["spec"]["devices"]),
+            old["spec"]["devices"][0]["capacity"]["memory"]["value"],
+            generation=pool["generation"] + 1,
+            count=data.draw(st.sampled_from([1, 1, 2]))))
+
+    @rule(target=workers, worker=fake_worker())
+    def worker_created(self, worker: Obj) -> str:
+        name = worker["metadata"]["name"]
+        if name not in self.server[kube.WORKERS.plural]:
+            self._send(kube.WORKERS, "ADDED", worker)
+        return name
+
+    @rule(name=workers)
+    def worker_deleted(self, name: str) -> None:
+        worker = self.server[kube.WORKERS.plural].get(name)
+        if worker is not None:
+            self._send(kube.WORKERS, "DELETED", worker)
+
+    @rule(data=st.data())
+    def pod_ends(self, data: st.DataObject) -> None:
+        """A pod finishes (its seat frees) or is deleted."""
+        names = sorted(self.server[kube.PODS.plural])
+        if not names:
+            return
+        pod = self.server[kube.PODS.plural][data.draw(st.sampled_from(names))]
+        if data.draw(st.booleans()):
+            self._send(kube.PODS, "DELETED", pod)
+        else:
+            self._send(kube.PODS, "MODIFIED", {**pod, "status": {"phase": "Succeeded"}})
+
+    @rule()
+    def dra_catches_up(self) -> None:
+        for _, claim in sorted(self.server[kube.CLAIMS.plural].items()):
+            if claim.get("status", {}).get("allocation") is None:
+                self._allocate(claim)
+
+    @rule(data=st.data())
+    def claim_allocated_or_swept(self, data: st.DataObject) -> None:
+        names = sorted(self.server[kube.CLAIMS.plural])
+        if not names:
+            return
+        claim = self.server[kube.CLAIMS.plural][data.draw(st.sampled_from(names))]
+        if claim.get("status", {}).get("allocation") is None:
+            self._allocate(claim)
+            return
+        promised = rebuilt(self._truth())
+        on_it = next((c for c in promised.claims if c.name == claim["metadata"]["name"]), None)
+        if on_it is None or not on_it.bookings:  # the sweep deletes only what nobody holds
+            self._send(kube.CLAIMS, "DELETED", claim)
+
+    def _allocate(self, claim: Obj) -> None:
+        """DRA allocates the claim on the node it was sized for, as the pod's pin demands."""
+        node = claim["metadata"]["annotations"]["openrl.io/sized-for-node"]
+        allocation = {"nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": [node]}]}]},
+            "devices": {"results": [{"pool": node}] * claim["spec"]["devices"][
+                "requests"][0]["exactly"]["count"]}}
+        self._send(kube.CLAIMS, "MODIFIED", {**claim, "status": {"allocation": allocation}})
+
+    # ----------------------------------------------------------- the channel
+
+    @precondition(lambda self: self.pending)
+    @rule(count=st.sampled_from([1, 2, 5, 1000]))
+    def deliver(self, count: int) -> None:
+        for res, kind, obj in self.pending[:count]:
+            self.cache.event(res, kind, obj)
+        del self.pending[:count]
+
+    @precondition(lambda self: self.history)
+    @rule(data=st.data())
+    def deliver_stale_or_duplicate(self, data: st.DataObject) -> None:
+        heard = len(self.history) - len(self.pending)
+        if heard:
+            res, kind, obj = self.history[data.draw(st.integers(0, heard - 1))]
+            self.cache.event(res, kind, obj)
+
+    @rule()
+    def watch_expired_relist(self) -> None:
+        """410 Gone: what was not yet heard is lost; a list brings the present."""
+        self.pending.clear()
+        for plural, objects in self.server.items():
+            self.cache.relist(self.resources[plural], list(objects.values()), str(self.rv))
+
+    @rule(lands=st.booleans())
+    def restart(self, lands: bool) -> None:
+        """A new leader: writes in flight land on the server or not; it lists everything."""
+        if lands:
+            for res, obj in self.in_flight:
+                if obj["metadata"]["name"] not in self.server[res.plural]:
+                    self._send(res, "ADDED", obj)
+        self.in_flight.clear()
+        self.pending.clear()
+        self.cache = Cache(DRIVER)
+        for plural, objects in self.server.items():
+            self.cache.relist(self.resources[plural], list(objects.values()), str(self.rv))
+
+    # ------------------------------------------------------ decide and write
+
+    @rule()
+    def decide_for_everyone(self) -> None:
+        """A wake: every worker the cache knows, oldest name first."""
+        for name in sorted(self.cache.stores[kube.WORKERS.plural].objs):
+            self.decide_and_assume(name)
+
+    @rule(name=workers)
+    def decide_and_assume(self, name: str) -> None:
+        worker_obj = self.cache.get(kube.WORKERS, name)
+        if worker_obj is None or self.cache.get(kube.PODS, f"orw-{name}") is not None:
+            return
+        worker = Worker.from_obj(worker_obj)
+        if name in self.cache.fleet.bookings:
+            return
+        if worker.own_claim in self.cache.fleet.claims:  # cut before a lost pod write
+            self._assume(kube.PODS, pod_for(worker_obj, worker.own_claim))
+            return
+        request = Request(name, Role(worker.role), worker.memory, worker.owner)
+        decision = decide(request, self.cache.fleet.fleet)
+        if isinstance(decision, NewClaim):
+            claim = build_claim(worker.own_claim, decision, namespace="ns",
+                                device_class=DRIVER, driver=DRIVER, worker=name)
+            self._assume(kube.CLAIMS, claim)
+            self._assume(kube.PODS, pod_for(worker_obj, worker.own_claim))
+        elif isinstance(decision, JoinClaim):
+            self._assume(kube.PODS, pod_for(worker_obj, decision.claim))
+        self.decisions += 1
+
+    def _assume(self, res: Kind, obj: Obj) -> None:
+        self.cache.assume(res, obj)
+        self.in_flight.append((res, obj))
+
+    @precondition(lambda self: self.in_flight)
+    @rule(data=st.data(), succeeds=st.booleans())
+    def write_answered(self, data: st.DataObject, succeeds: bool) -> None:
+        res, obj = self.in_flight.pop(data.draw(st.integers(0, len(self.in_flight) - 1)))
+        name = obj["metadata"]["name"]
+        if succeeds and name not in self.server[res.plural]:
+            # The claim's devices, or the pod's seat, are now the server's to tell.
+            self.cache.confirm(res, self._send(res, "ADDED", obj))
+        else:  # refused (or AlreadyExists): the assumption goes
+            self.cache.forget(res, name)
+
+    @rule()
+    def everything_lands(self) -> None:
+        """A quiet moment: every write succeeds, DRA allocates, the watches catch up."""
+        while self.in_flight:
+            res, obj = self.in_flight.pop(0)
+            if obj["metadata"]["name"] in self.server[res.plural]:
+                self.cache.forget(res, obj["metadata"]["name"])
+            else:
+                self.cache.confirm(res, self._send(res, "ADDED", obj))
+        self.dra_catches_up()
+        self.deliver(len(self.pending))
+
+    # ------------------------------------------------------------ the checks
+
+    def _truth(self) -> dict[str, dict[str, Obj]]:
+        """What has been promised: the server's objects and the writes still in flight."""
+        truth = {plural: {n: strip(self.resources[plural], o) for n, o in objs.items()}
+                 for plural, objs in self.server.items()}
+        for res, obj in self.in_flight:
+            truth[res.plural].setdefault(obj["metadata"]["name"], strip(res, obj))
+        return truth
+
+    @invariant()
+    def cache_fleet_is_the_fleet_of_its_objects(self) -> None:
+        held = {plural: dict(store.objs) for plural, store in self.cache.stores.items()
+                if plural in self.server}
+        assert fleet_state(self.cache.fleet.fleet) == fleet_state(rebuilt(held))
+
+    @invariant()
+    def no_seat_promised_twice(self) -> None:
+        assert over_promised(rebuilt(self._truth())) == []
+
+    @invariant()
+    def heard_everything_means_equal_to_the_server(self) -> None:
+        if self.pending or self.in_flight:
+            return
+        held = {plural: dict(store.objs) for plural, store in self.cache.stores.items()
+                if plural in self.server}
+        assert held == {plural: {n: strip(self.resources[plural], o) for n, o in objs.items()}
+                        for plural, objs in self.server.items()}
+
+
+CacheModel.TestCase.settings = settings(
+    max_examples=60, stateful_step_count=40, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+test_cache_model = CacheModel.TestCase
