@@ -47,7 +47,8 @@ from bench.generate import generate
 from cli.render_json import render_json
 from cli.replay import Report, replay
 from cli.scenario import load_scenario
-from placement import Booking, Claim, Fleet, GiB, Node, Phase, Request, Role, decide
+from placement import Booking, Claim, Fleet, GiB, Node, Request, Role, decide
+from placement.simulation import Phase
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
@@ -141,8 +142,8 @@ def saturated_fleet(nodes: int) -> Fleet:
     for i in range(nodes):
         for device in range(8):
             workers = ("a", "b") if device < 4 else ("a",)
-            claims.append(Claim(f"c{i:05d}-{device}", f"n{i:05d}", 1, True,
-                                tuple(Booking(f"w{i}-{device}{w}", "o", 20 * GiB)
+            claims.append(Claim(f"c{i:05d}-{device}", f"n{i:05d}", 1, allocated=True,
+                                bookings=tuple(Booking(f"w{i}-{device}{w}", "o", 20 * GiB)
                                       for w in workers)))
     return Fleet(fleet_nodes, claims)
 

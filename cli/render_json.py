@@ -24,7 +24,8 @@ from cli.replay import (
     Report,
     Step,
 )
-from placement import Placement, format_gib
+from placement.quantity import format_gib
+from placement.simulation import Placement
 
 __all__ = ["render_json", "to_document"]
 

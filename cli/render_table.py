@@ -32,7 +32,9 @@ from cli.replay import (
     Step,
 )
 from cli.show import printable as shown
-from placement import Node, Phase, Placement, format_gib
+from placement import Node
+from placement.quantity import format_gib
+from placement.simulation import Phase, Placement
 
 __all__ = ["columns", "render_table"]
 

@@ -30,7 +30,8 @@ from cli.scenario import (
     ScenarioError,
 )
 from cli.show import excerpt
-from placement import Claim, Node, Phase, Placement, PlacementError, Simulation, WorkerState
+from placement import Claim, Node, PlacementError
+from placement.simulation import Phase, Placement, Simulation, WorkerState
 
 __all__ = [
     "AddNodeStep",

@@ -32,7 +32,7 @@ from cli.timeline import (
     build_timeline,
     wait_stats,
 )
-from placement import format_gib
+from placement.quantity import format_gib
 
 __all__ = ["Variant", "comparison_page", "scenario_page", "write_page", "write_report"]
 

@@ -260,7 +260,7 @@ class FleetCache:
                 if pod_alive(self._pods[name]) and pod_claim(self._pods[name])]
         if live:
             claim = pod_claim(self._pods[max(live)])
-        elif worker.claim and worker.phase != "Failed":
+        elif worker.claim and worker.phase != naming.Phase.FAILED:
             claim = worker.claim
         else:
             return None
@@ -272,15 +272,15 @@ class FleetCache:
         desired: Claim | None = None
         if view is not None and view.node:
             seats = sorted(self._on_claim.get(name, ()))
-            desired = Claim(name, view.node, view.devices, view.allocated, tuple(
+            desired = Claim(name, view.node, view.devices, allocated=view.allocated, bookings=tuple(
                 Booking(h, self.bookings[h].owner, self.bookings[h].memory) for h in seats))
         current = self._in_fleet.get(name)
         if desired == current:
             return
         if current is not None:
             for booking in current.bookings:
-                self.fleet.release(booking.worker)
-            self.fleet.drop_claim(name)
+                self.fleet.unbook(booking.worker)
+            self.fleet.remove_claim(name)
             del self._in_fleet[name]
         if desired is not None:
             self.fleet.add_claim(desired)

@@ -68,7 +68,8 @@ from controller.objects import (
 from controller.settings import Settings
 from controller.status import Outcome
 from controller.work import SWEEP, WAKE, Result, is_pending, utcnow
-from placement import JoinClaim, NewClaim, Request, Wait, decide, per_device_share
+from placement import JoinClaim, NewClaim, Request, Wait, decide
+from placement.model import per_device_share
 from placement.quantity import format_quantity
 
 log = logging.getLogger("openrl.controller")

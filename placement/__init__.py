@@ -2,33 +2,25 @@
 
 Standard library only, no I/O. Callers (the controller, the offline simulator)
 turn the world into ``Node``, ``Claim`` and ``Request`` values, build a
-``Fleet``, ask ``decide`` and act on the answer.
+``Fleet``, ask ``decide`` and act on the answer::
+
+    from placement import GiB, Fleet, Node, Request, Role, decide
+
+    fleet = Fleet([Node("box", devices=2, device_memory=24 * GiB, host_memory=94 * GiB)])
+    answer = decide(Request("lora-1", Role.TRAINER, memory=10 * GiB), fleet)
+    print(answer)  # NewClaim(node='box', devices=1, memory_floor=10737418240, ...)
+
+The names here are the library. Beyond them: ``placement.quantity`` reads and
+prints Kubernetes quantities, ``placement.simulation`` plays arrivals and
+departures offline, ``placement.decide`` also has ``explain`` and
+``find_seat``, and ``placement.model`` the arithmetic (``devices_needed``,
+``per_device_share``).
 """
 
-from placement.decide import (
-    Decision,
-    JoinClaim,
-    NewClaim,
-    Reason,
-    Wait,
-    WaitKind,
-    decide,
-    explain,
-    find_seat,
-)
+from placement.decide import JoinClaim, NewClaim, Reason, Wait, WaitKind, decide
 from placement.fleet import Fleet
-from placement.model import (
-    Booking,
-    Claim,
-    Node,
-    PlacementError,
-    Request,
-    Role,
-    devices_needed,
-    per_device_share,
-)
-from placement.quantity import GiB, format_gib
-from placement.simulation import Phase, Placement, Simulation, WorkerState
+from placement.model import Booking, Claim, Node, PlacementError, Request, Role
+from placement.quantity import GiB
 
 
 def __getattr__(name: str) -> str:
@@ -43,30 +35,21 @@ def __getattr__(name: str) -> str:
             return "0+unknown"
     raise AttributeError(f"module 'placement' has no attribute {name!r}")
 
+
 __all__ = [
     "Booking",
     "Claim",
-    "Decision",
     "Fleet",
     "GiB",
     "JoinClaim",
     "NewClaim",
     "Node",
-    "Phase",
-    "Placement",
     "PlacementError",
     "Reason",
     "Request",
     "Role",
-    "Simulation",
     "Wait",
     "WaitKind",
-    "WorkerState",
     "__version__",
     "decide",
-    "devices_needed",
-    "explain",
-    "find_seat",
-    "format_gib",
-    "per_device_share",
 ]

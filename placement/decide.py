@@ -39,25 +39,23 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from placement.fleet import Fleet, PoolGroup
+from placement.fleet import Fleet
 from placement.model import Node, Request, devices_needed, per_device_share
 from placement.quantity import format_gib
+from placement.records import PoolGroup
 from placement.slack import Slack
 
+# best_pool, best_claim and offer_of are the package's own (the simulation's fast path).
 __all__ = [
     "Decision",
     "JoinClaim",
     "NewClaim",
-    "NodeOffer",
     "Reason",
     "Wait",
     "WaitKind",
-    "best_claim",
-    "best_pool",
     "decide",
     "explain",
     "find_seat",
-    "offer_of",
 ]
 
 

@@ -10,10 +10,25 @@ Rules of the books:
 * A worker holds at most one booking; a claim name is unique.
 * Claims on a node the fleet does not know (yet) are kept but invisible to
   the decision until that node is added.
-* Every change is an explicit operation (``add_node``, ``remove_node``, ``add_claim``,
-  ``book``, ``release``, ``drop_claim``, ``allocate``). Reading never
-  changes an answer (at most it tightens a cached bound inside the slack
-  index), so ``decide`` stays a pure function of the request and the fleet.
+* Every change is an explicit operation, and every operation checks what it
+  changes, raising ``PlacementError`` and changing nothing when it would break
+  the books. Two kinds:
+
+  - *decisions* carried out: ``cut`` (a new claim for one worker) and
+    ``book`` (a join). They check what ``decide`` checks: the node accepts
+    the role, the devices are free (``cut``) or the claim is allocated and
+    has a seat (``book``), the worker fits the devices by itself, and the
+    node can park everyone after a join.
+  - *facts* recorded: ``add_node``, ``replace_node``, ``remove_node``,
+    ``add_claim``, ``allocate``, ``unbook``, ``remove_claim`` and
+    ``book(..., observed=True)``. A cluster can be over its limits (a node
+    relabelled to fewer seats, host memory shrunk), so these check only what
+    cannot be: a duplicate name, a worker booked twice, an unknown claim, a
+    claim wider than its node, removing a claim that still has workers.
+
+  Reading never changes an answer (at most it tightens a cached bound inside
+  the slack index), so ``decide`` stays a pure function of the request and
+  the fleet.
 
 The indexes are the whole of the speed story. Pools are bucketed by (role
 policy, device memory), then by free devices, each bucket a sorted list of
@@ -32,11 +47,11 @@ import math
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator
 
-from placement.model import Claim, Node, PlacementError, Request, Role
+from placement.model import Claim, Node, PlacementError, Request, Role, per_device_share
 from placement.records import ClaimRecord, Groups, NodeRecord, PoolGroup, SeatGroup
 from placement.slack import Slack, SlackIndex
 
-__all__ = ["Fleet", "PoolGroup", "SeatGroup"]
+__all__ = ["Fleet"]
 
 
 class Fleet:
@@ -163,43 +178,57 @@ class Fleet:
     # ------------------------------------------------------------- operations
 
     def add_node(self, node: Node) -> None:
+        """A node joins the fleet; claims already filed against its name become visible."""
+        if not isinstance(node, Node):
+            raise PlacementError(f"add_node takes a Node, got {node!r}")
         if node.name in self._nodes:
             raise PlacementError(f"node {node.name} already exists")
+        waiting = self._claims_on.get(node.name, {})
+        for name in sorted(waiting):
+            self._check_width(name, node, waiting[name].devices)
         group = self._groups.pool_group(node)
         record = self._nodes[node.name] = NodeRecord(node, group)
         shape = (group, node.devices)
         self._shapes[shape] = self._shapes.get(shape, 0) + 1
-        waiting = self._claims_on.get(node.name, {})
         for claim in sorted(waiting):
             self._shift_parked(node.name, self._parked_share(waiting[claim]))
             self._file(waiting[claim])
         self._file_pool(record)
 
+    def replace_node(self, node: Node) -> None:
+        """A known node changed (labels, hardware, host memory); its claims stay on it."""
+        old = self.remove_node(node.name)
+        try:
+            self.add_node(node)
+        except PlacementError:
+            self.add_node(old)
+            raise
+
     def remove_node(self, name: str) -> Node:
         """Take a node out (gone, relabelled, or its hardware changed); return it.
 
-        Its claims stay, invisible to the decision as claims on an unknown node
-        are, until a node of that name is added again.
+        Its claims and their bookings stay, invisible to the decision as claims
+        on an unknown node are, until a node of that name is added again.
         """
-        record = self._nodes.get(name)
-        if record is None:
-            raise PlacementError(f"unknown node {name}")
+        record = self._require_node(name)
         self._unfile_pool(record)
         for claim in self._claims_on.get(name, {}).values():
             self._unfile(claim)
-        self._parked.pop(name, None)
-        del self._free[name]
         shape = (record.pool_group, record.node.devices)
         self._shapes[shape] -= 1
         if not self._shapes[shape]:
             del self._shapes[shape]
-        del self._nodes[name]
+        del self._nodes[name], self._free[name]
+        self._parked.pop(name, None)
         return record.node
 
     def add_claim(self, claim: Claim) -> None:
         """Take in a claim as it is, bookings included (a fleet read from a cluster)."""
+        if not isinstance(claim, Claim):
+            raise PlacementError(f"add_claim takes a Claim, got {claim!r}")
         if claim.name in self._claims:
             raise PlacementError(f"claim {claim.name} already exists")
+        self._check_width(claim.name, claim.node, claim.devices)
         for booking in claim.bookings:
             self._check_unbooked(booking.worker)
         record = ClaimRecord(claim.name, claim.node, claim.devices, claim.allocated)
@@ -207,11 +236,27 @@ class Fleet:
             record.seat(booking.worker, booking.owner, booking.parked_memory)
         self._add_record(record)
 
-    def cut(self, name: str, node: str, devices: int, allocated: bool, request: Request) -> None:
-        """Create a claim for one worker: the placement of a ``NewClaim``."""
+    def cut(self, name: str, node: str, devices: int, request: Request, *,
+            allocated: bool = True) -> None:
+        """Create claim ``name`` of ``devices`` devices on ``node`` for one worker (a ``NewClaim``).
+
+        ``allocated=False`` leaves it sized against ``node`` and reserving its
+        devices there until ``allocate`` records where DRA put it.
+        """
         if name in self._claims:
             raise PlacementError(f"claim {name} already exists")
         self._check_unbooked(request.name)
+        hardware = self._require_node(node).node
+        if type(devices) is not int or devices < 1:
+            raise PlacementError(f"claim {name}: devices must be an int >= 1, got {devices!r}")
+        if not hardware.accepts(request.role):
+            raise PlacementError(f"node {node} does not accept {request.role} workers")
+        if devices > self._free[node]:
+            raise PlacementError(f"claim {name}: node {node} has {self._free[node]} free "
+                                 f"device(s), not {devices}")
+        if per_device_share(request.memory, devices) > hardware.device_memory:
+            raise PlacementError(f"worker {request.name} does not fit {devices} device(s) of "
+                                 f"node {node}")
         record = ClaimRecord(name, node, devices, allocated)
         record.seat(request.name, request.owner, request.memory)
         self._add_record(record)
@@ -228,10 +273,16 @@ class Fleet:
             self._file(record)
             self._file_pool(node)
 
-    def book(self, claim: str, request: Request) -> None:
-        """Seat a worker on an existing claim (a join)."""
+    def book(self, claim: str, request: Request, *, observed: bool = False) -> None:
+        """Seat a worker on an existing claim: a join (a ``JoinClaim``).
+
+        ``observed=True`` records a booking that already exists (a fleet read
+        from a cluster), where the join checks may no longer hold.
+        """
         record = self._require_claim(claim)
         self._check_unbooked(request.name)
+        if not observed:
+            self._check_join(record, request)
         before = self._parked_share(record)
         self._unfile(record)
         record.seat(request.name, request.owner, request.memory)
@@ -240,7 +291,7 @@ class Fleet:
             self._shift_parked(record.node, self._parked_share(record) - before)
         self._file(record)
 
-    def release(self, worker: str) -> str:
+    def unbook(self, worker: str) -> str:
         """Take a worker off its claim; return that claim's name. The claim stays."""
         claim = self._claim_of.get(worker)
         if claim is None:
@@ -255,7 +306,7 @@ class Fleet:
         self._file(record)
         return claim
 
-    def drop_claim(self, claim: str) -> None:
+    def remove_claim(self, claim: str) -> None:
         """Delete an empty claim; its devices return to its node at once."""
         record = self._require_claim(claim)
         if record.bookings:
@@ -270,7 +321,7 @@ class Fleet:
         if node is not None:
             self._file_pool(node)
 
-    def allocate(self, claim: str, node: str | None = None) -> None:
+    def allocate(self, claim: str, *, node: str | None = None) -> None:
         """Record DRA's allocation of a claim, on the node it was sized against by default."""
         record = self._require_claim(claim)
         if record.allocated:
@@ -278,6 +329,7 @@ class Fleet:
         target = record.node if node is None else node
         if target not in self._nodes:
             raise PlacementError(f"claim {claim}: unknown node {target}")
+        self._check_width(claim, target, record.devices)
         touched = [self._nodes[n] for n in sorted({record.node, target}) if n in self._nodes]
         for pool in touched:
             self._unfile_pool(pool)
@@ -298,6 +350,45 @@ class Fleet:
         if record is None:
             raise PlacementError(f"unknown claim {claim}")
         return record
+
+    def _require_node(self, name: str) -> NodeRecord:
+        record = self._nodes.get(name)
+        if record is None:
+            raise PlacementError(f"unknown node {name}")
+        return record
+
+    def _check_width(self, claim: str, node: str | Node, devices: int) -> None:
+        """A claim never holds more devices than its node has (a node not known: unchecked)."""
+        if isinstance(node, str):
+            record = self._nodes.get(node)
+            if record is None:
+                return
+            node = record.node
+        if devices > node.devices:
+            raise PlacementError(f"claim {claim} holds {devices} devices, node {node.name} has "
+                                 f"{node.devices}")
+
+    def _check_join(self, record: ClaimRecord, request: Request) -> None:
+        """What ``decide`` checks before a join, each refusal saying which check failed."""
+        name = record.name
+        if not record.allocated:
+            raise PlacementError(f"claim {name} is not allocated yet: it cannot be joined")
+        node = self._nodes.get(record.node)
+        if node is None:
+            raise PlacementError(f"claim {name}: its node {record.node} is not in the fleet")
+        hardware = node.node
+        if not hardware.accepts(request.role):
+            raise PlacementError(f"node {hardware.name} does not accept {request.role} workers")
+        if len(record.bookings) >= hardware.max_workers_per_claim:
+            raise PlacementError(f"claim {name} is full at {hardware.max_workers_per_claim} "
+                                 "worker(s)")
+        if per_device_share(request.memory, record.devices) > hardware.device_memory:
+            raise PlacementError(f"worker {request.name} does not fit claim {name}'s "
+                                 f"{record.devices} device(s)")
+        assert record.bucket is not None  # allocated, on a known node, with a free seat
+        if request.memory > record.bucket.slack(name):
+            raise PlacementError(f"node {hardware.name} cannot park worker {request.name} "
+                                 f"on claim {name}: host memory")
 
     def _check_unbooked(self, worker: str) -> None:
         if worker in self._claim_of:

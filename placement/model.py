@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Collection
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 
 __all__ = [
     "Booking",
@@ -38,7 +38,6 @@ __all__ = [
     "Request",
     "Role",
     "devices_needed",
-    "parked_load",
     "per_device_share",
 ]
 
@@ -73,6 +72,8 @@ def parked_load(bookings: Collection[Booking]) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Node:
+    """A pool: ``devices`` accelerators of ``device_memory`` bytes each, on one host."""
+
     name: str
     devices: int
     device_memory: int
@@ -82,21 +83,17 @@ class Node:
     product: str = ""
 
     def __post_init__(self) -> None:
-        if not self.name:
-            raise PlacementError("node name must not be empty")
-        if self.devices < 1:
-            raise PlacementError(f"node {self.name}: devices must be >= 1, got {self.devices}")
-        if self.device_memory < 1:
-            raise PlacementError(f"node {self.name}: device memory must be > 0")
-        if self.host_memory is not None and self.host_memory < 0:
-            raise PlacementError(f"node {self.name}: host memory must not be negative")
-        if self.max_workers_per_claim < 1:
-            raise PlacementError(
-                f"node {self.name}: max workers per claim must be >= 1, "
-                f"got {self.max_workers_per_claim}"
-            )
+        _check_name("node", self.name)
+        where = f"node {self.name}"
+        _check_whole(where, "devices", self.devices, 1)
+        _check_whole(where, "device_memory", self.device_memory, 1, bytes_=True)
+        if self.host_memory is not None:
+            _check_whole(where, "host_memory", self.host_memory, 0, bytes_=True)
+        _check_whole(where, "max_workers_per_claim", self.max_workers_per_claim, 1)
+        if type(self.product) is not str:
+            raise PlacementError(f"{where}: product must be a string, got {_show(self.product)}")
         # Normalise so that equal policies compare (and index) equal.
-        object.__setattr__(self, "roles", frozenset(Role(r) for r in self.roles))
+        object.__setattr__(self, "roles", _roles(where, self.roles))
 
     def accepts(self, role: Role) -> bool:
         return not self.roles or role in self.roles
@@ -112,12 +109,14 @@ class Request:
     owner: str = ""
 
     def __post_init__(self) -> None:
-        if not self.name:
-            raise PlacementError("worker name must not be empty")
-        if self.memory <= 0:
-            raise PlacementError(f"worker {self.name}: memory must be > 0, got {self.memory}")
+        _check_name("worker", self.name)
+        if type(self.memory) is not int or self.memory <= 0:
+            _check_whole(f"worker {self.name}", "memory", self.memory, 1, bytes_=True)
         if type(self.role) is not Role:  # an Enum call costs more than the rest of a request
-            object.__setattr__(self, "role", Role(self.role))
+            object.__setattr__(self, "role", _role(f"worker {self.name}", "role", self.role))
+        if type(self.owner) is not str:
+            raise PlacementError(f"worker {self.name}: owner must be a string, "
+                                 f"got {_show(self.owner)}")
         if not self.owner:
             object.__setattr__(self, "owner", self.name)
 
@@ -129,6 +128,13 @@ class Booking:
     worker: str
     owner: str
     parked_memory: int
+
+    def __post_init__(self) -> None:
+        _check_name("booked worker", self.worker)
+        where = f"booking of {self.worker}"
+        if type(self.owner) is not str:
+            raise PlacementError(f"{where}: owner must be a string, got {_show(self.owner)}")
+        _check_whole(where, "parked_memory", self.parked_memory, 0, bytes_=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,16 +148,29 @@ class Claim:
     name: str
     node: str
     devices: int
+    _: KW_ONLY
     allocated: bool = True
     bookings: tuple[Booking, ...] = field(default=())
 
     def __post_init__(self) -> None:
-        if not self.name:
-            raise PlacementError("claim name must not be empty")
-        if self.devices < 1:
-            raise PlacementError(f"claim {self.name}: devices must be >= 1, got {self.devices}")
+        _check_name("claim", self.name)
+        where = f"claim {self.name}"
+        _check_name(f"{where}: node", self.node)
+        _check_whole(where, "devices", self.devices, 1)
+        if type(self.allocated) is not bool:
+            raise PlacementError(f"{where}: allocated must be True or False, "
+                                 f"got {_show(self.allocated)}")
+        bookings = tuple(self.bookings)
+        for booking in bookings:
+            if not isinstance(booking, Booking):
+                raise PlacementError(f"{where}: bookings must be Booking values, "
+                                     f"got {_show(booking)}")
+        workers = [b.worker for b in bookings]
+        if len(set(workers)) != len(workers):
+            twice = sorted({w for w in workers if workers.count(w) > 1})
+            raise PlacementError(f"{where}: worker {', '.join(twice)} booked twice")
         # Bookings are a set in meaning; keep one canonical order for determinism.
-        object.__setattr__(self, "bookings", tuple(sorted(self.bookings, key=_booking_key)))
+        object.__setattr__(self, "bookings", tuple(sorted(bookings, key=_booking_key)))
 
     @property
     def workers(self) -> tuple[str, ...]:
@@ -159,6 +178,52 @@ class Claim:
 
     def parked_load(self) -> int:
         return parked_load(self.bookings)
+
+
+# Construction checks: every value a caller hands the library is checked for
+# its type as well as its range, so a float device count, an infinite size or
+# a role spelled wrong is refused where it enters, naming the field and why.
+
+_ROLES = {role.value: role for role in Role}
+
+
+def _show(value: object) -> str:
+    kind = type(value).__name__
+    return f"{value!r} ({'an' if kind[0] in 'aeiou' else 'a'} {kind})"
+
+
+def _check_name(what: str, value: object) -> None:
+    if type(value) is not str or not value:
+        if type(value) is str:
+            raise PlacementError(f"{what} name must not be empty")
+        raise PlacementError(f"{what} name must be a string, got {_show(value)}")
+
+
+def _check_whole(where: str, field_name: str, value: object, minimum: int, *,
+                 bytes_: bool = False) -> None:
+    if type(value) is not int:
+        unit = "a whole number of bytes" if bytes_ else "a whole number"
+        hint = (" (parse quantities such as \"10Gi\" with placement.quantity.parse_quantity)"
+                if bytes_ and isinstance(value, str) else "")
+        raise PlacementError(f"{where}: {field_name} must be {unit} (an int), "
+                             f"got {_show(value)}{hint}")
+    if value < minimum:
+        bound = "> 0" if minimum == 1 and bytes_ else f">= {minimum}"
+        raise PlacementError(f"{where}: {field_name} must be {bound}, got {value}")
+
+
+def _role(where: str, field_name: str, value: object) -> Role:
+    role = _ROLES.get(value) if isinstance(value, str) else None
+    if role is None:
+        raise PlacementError(f"{where}: {field_name} must be one of "
+                             f"{', '.join(_ROLES)}, got {_show(value)}")
+    return role
+
+
+def _roles(where: str, value: object) -> frozenset[Role]:
+    if isinstance(value, str) or not isinstance(value, Collection):
+        raise PlacementError(f"{where}: roles must be a set of roles, got {_show(value)}")
+    return frozenset(_role(where, "each of roles", role) for role in value)
 
 
 def _booking_key(booking: Booking) -> str:

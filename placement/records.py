@@ -21,8 +21,6 @@ from dataclasses import dataclass
 from placement.model import Booking, Claim, Node, Role
 from placement.slack import SlackIndex
 
-__all__ = ["ClaimRecord", "Groups", "NodeRecord", "PoolGroup", "SeatGroup"]
-
 
 @dataclass(frozen=True, slots=True, eq=False)
 class PoolGroup:
@@ -113,6 +111,6 @@ class ClaimRecord:
         return self.parked_total if len(self.bookings) >= 2 else 0
 
     def snapshot(self) -> Claim:
-        return Claim(self.name, self.node, self.devices, self.allocated,
-                     tuple(Booking(worker, owner, parked)
-                           for worker, (owner, parked) in self.bookings.items()))
+        return Claim(self.name, self.node, self.devices, allocated=self.allocated,
+                     bookings=tuple(Booking(worker, owner, parked)
+                                    for worker, (owner, parked) in self.bookings.items()))

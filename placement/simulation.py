@@ -123,9 +123,9 @@ class Simulation:
                 del self._pending[_class_of(request)]
             return []
         node = self.fleet.claim_node(claim)
-        self.fleet.release(worker)
+        self.fleet.unbook(worker)
         if self.fleet.workers_on(claim) == 0:
-            self.fleet.drop_claim(claim)
+            self.fleet.remove_claim(claim)
         return self._retry_pending(node)
 
     def allocate(self, worker: str) -> tuple[str, list[Placement]]:
@@ -187,7 +187,7 @@ class Simulation:
             node, devices, _ = pool
             name = self._claim_name(request.name)
             allocated = not self.deferred_allocation
-            fleet.cut(name, node, devices, allocated, request)
+            fleet.cut(name, node, devices, request, allocated=allocated)
             return Placement(request.name, name, node, devices, new_claim=True,
                              allocated=allocated, retried=retried, workers=1)
         claim = best_claim(request, fleet)

@@ -24,8 +24,6 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterator
 
-__all__ = ["SlackIndex"]
-
 BLOCK = 64  # names per block (split at twice this)
 CHUNK = 32  # blocks per chunk
 

@@ -7,7 +7,8 @@ nodes with single 80Gi devices and 180Gi of host memory.
 
 from __future__ import annotations
 
-from placement import GiB, Phase, Role, Simulation, WaitKind
+from placement import GiB, Role, WaitKind
+from placement.simulation import Phase, Simulation
 from tests.behavior.conftest import (
     FFT_8B,
     LORA,

@@ -154,7 +154,7 @@ def test_an_unallocated_claim_reserves_the_pool_it_was_sized_against() -> None:
 def test_allocation_elsewhere_moves_the_reservation() -> None:
     fleet = Fleet([Node("a", 1, 80 * GiB), Node("b", 1, 80 * GiB)],
                   [Claim("c", "a", 1, allocated=False, bookings=(seat("w", 10),))])
-    fleet.allocate("c", "b")
+    fleet.allocate("c", node="b")
     assert (fleet.free_devices("a"), fleet.free_devices("b")) == (1, 0)
 
 

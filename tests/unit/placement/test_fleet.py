@@ -20,14 +20,14 @@ def test_free_devices_count_allocated_and_sized_against_claims() -> None:
 
 
 def test_parked_load_counts_only_shared_allocated_claims() -> None:
-    fleet = Fleet([Node("n", 8, 80 * GiB)], [
+    fleet = Fleet([Node("n", 8, 80 * GiB, max_workers_per_claim=2)], [
         Claim("lone", "n", 1, bookings=(seat("a", 60),)),
         Claim("pair", "n", 1, bookings=(seat("b", 30), seat("c", 20))),
     ])
     assert fleet.parked_load("n") == 50 * GiB
     fleet.book("lone", Request("d", Role.TRAINER, 10 * GiB))
     assert fleet.parked_load("n") == 120 * GiB
-    fleet.release("b")
+    fleet.unbook("b")
     assert fleet.parked_load("n") == 70 * GiB  # pair is lone again: c parks nothing
 
 
@@ -39,9 +39,9 @@ def test_a_claim_on_an_unknown_node_waits_for_that_node() -> None:
 
 def test_release_keeps_the_claim_and_drop_returns_its_devices() -> None:
     fleet = Fleet([Node("n", 1, 80 * GiB)], [Claim("c", "n", 1, bookings=(seat("a", 10),))])
-    assert fleet.release("a") == "c"
+    assert fleet.unbook("a") == "c"
     assert fleet.free_devices("n") == 0
-    fleet.drop_claim("c")
+    fleet.remove_claim("c")
     assert fleet.free_devices("n") == 1
 
 
@@ -53,8 +53,8 @@ def test_release_keeps_the_claim_and_drop_returns_its_devices() -> None:
         (lambda f: f.add_claim(Claim("d", "n", 1, bookings=(seat("a", 1),))),
          "worker a is already on claim c"),
         (lambda f: f.book("nope", Request("x", Role.TRAINER, GiB)), "unknown claim nope"),
-        (lambda f: f.release("ghost"), "worker ghost holds no booking"),
-        (lambda f: f.drop_claim("c"), "claim c still has workers: a"),
+        (lambda f: f.unbook("ghost"), "worker ghost holds no booking"),
+        (lambda f: f.remove_claim("c"), "claim c still has workers: a"),
         (lambda f: f.allocate("c"), "claim c is already allocated"),
     ],
 )
@@ -67,11 +67,12 @@ def test_impossible_changes_are_refused_by_name(change: object, message: str) ->
 def test_allocating_onto_an_unknown_node_is_refused() -> None:
     fleet = Fleet([Node("n", 1, 80 * GiB)], [Claim("c", "n", 1, allocated=False)])
     with pytest.raises(PlacementError, match="unknown node elsewhere"):
-        fleet.allocate("c", "elsewhere")
+        fleet.allocate("c", node="elsewhere")
 
 
 def test_snapshots_are_frozen_values() -> None:
-    fleet = Fleet([Node("n", 1, 80 * GiB)], [Claim("c", "n", 1, bookings=(seat("a", 10),))])
+    fleet = Fleet([Node("n", 1, 80 * GiB, max_workers_per_claim=2)],
+                  [Claim("c", "n", 1, bookings=(seat("a", 10),))])
     snapshot = fleet.claim("c")
     fleet.book("c", Request("b", Role.TRAINER, GiB))
     assert snapshot is not None and snapshot.workers == ("a",)
@@ -97,3 +98,88 @@ def test_a_removed_node_hides_its_claims_until_it_returns_changed() -> None:
     assert decide(request, fleet) == decide(request, fresh)
     with pytest.raises(PlacementError, match="unknown node gone"):
         fleet.remove_node("gone")
+
+
+def trainer(name: str, memory_gib: int) -> Request:
+    return Request(name, Role.TRAINER, memory_gib * GiB)
+
+
+def books() -> Fleet:
+    """One 2 x 24Gi trainer node with 40Gi of host memory and two seats per claim."""
+    node = Node("n", 2, 24 * GiB, 40 * GiB, frozenset({Role.TRAINER}), max_workers_per_claim=2)
+    return Fleet([node], [Claim("c", "n", 1, bookings=(seat("a", 20),)),
+                          Claim("pending", "n", 1, allocated=False)])
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda f: f.cut("x", "ghost", 1, trainer("x", 1)), "unknown node ghost"),
+        (lambda f: f.cut("x", "n", 1, Request("x", Role.SAMPLER, GiB)),
+         "node n does not accept sampler workers"),
+        (lambda f: f.cut("x", "n", 2, trainer("x", 1)), "node n has 0 free device"),
+        (lambda f: f.cut("c", "n", 1, trainer("x", 1)), "claim c already exists"),
+        (lambda f: f.cut("x", "n", 1.0, trainer("x", 1)), "devices must be an int >= 1"),
+        (lambda f: f.cut("x", "n", 1, trainer("a", 1)), "worker a is already on claim c"),
+        (lambda f: f.book("pending", trainer("x", 1)), "claim pending is not allocated yet"),
+        (lambda f: f.book("c", Request("x", Role.SAMPLER, GiB)),
+         "node n does not accept sampler workers"),
+        (lambda f: f.book("c", trainer("x", 25)), "worker x does not fit claim c's 1 device"),
+        (lambda f: f.book("c", trainer("x", 24)), "node n cannot park worker x on claim c"),
+        (lambda f: f.add_claim(Claim("wide", "n", 3)), "claim wide holds 3 devices, node n has 2"),
+        (lambda f: f.allocate("pending", node="ghost"), "unknown node ghost"),
+        (lambda f: f.remove_node("ghost"), "unknown node ghost"),
+        (lambda f: f.replace_node(Node("ghost", 1, GiB)), "unknown node ghost"),
+    ],
+)
+def test_a_change_that_would_break_the_books_is_refused_and_changes_nothing(
+        change: object, message: str) -> None:
+    fleet = books()
+    before = (fleet.nodes, fleet.claims, fleet.free_devices("n"), fleet.parked_load("n"))
+    with pytest.raises(PlacementError, match=message):
+        change(fleet)  # type: ignore[operator]
+    assert (fleet.nodes, fleet.claims, fleet.free_devices("n"), fleet.parked_load("n")) == before
+
+
+def test_a_join_that_fits_is_carried_out() -> None:
+    fleet = books()
+    fleet.book("c", trainer("b", 24 - 20 + 10))  # parks 20 + 14 = 34Gi of 40Gi
+    assert fleet.parked_load("n") == 34 * GiB
+    with pytest.raises(PlacementError, match="claim c is full at 2 worker"):
+        fleet.book("c", trainer("x", 1))
+
+
+def test_an_observed_booking_is_recorded_even_past_the_limits() -> None:
+    fleet = books()
+    fleet.book("c", trainer("b", 24), observed=True)
+    fleet.book("c", trainer("d", 24), observed=True)  # a third worker on a two-seat claim
+    assert fleet.parked_load("n") == 68 * GiB  # over the host's 40Gi: the cluster says so
+    with pytest.raises(PlacementError, match="worker b is already on claim c"):
+        fleet.book("pending", trainer("b", 1), observed=True)
+
+
+def test_a_removed_node_takes_its_claims_out_of_sight_until_it_is_back() -> None:
+    fleet = books()
+    fleet.remove_node("n")
+    assert fleet.node("n") is None
+    assert fleet.claim("c") is not None and fleet.claim_of("a") == "c"
+    fleet.add_node(Node("n", 2, 24 * GiB, 40 * GiB, max_workers_per_claim=2))
+    assert fleet.free_devices("n") == 0
+
+
+def test_replacing_a_node_keeps_its_claims_and_applies_its_new_policy() -> None:
+    fleet = books()
+    fleet.replace_node(Node("n", 2, 24 * GiB, 40 * GiB, frozenset({Role.SAMPLER}), 2))
+    with pytest.raises(PlacementError, match="does not accept trainer"):
+        fleet.book("c", trainer("b", 1))
+    fleet.book("c", Request("s", Role.SAMPLER, GiB))
+    assert fleet.claim("c").workers == ("a", "s")  # type: ignore[union-attr]
+
+
+def test_a_node_too_narrow_for_its_claims_is_refused_and_the_old_one_kept() -> None:
+    fleet = Fleet([Node("n", 2, 24 * GiB)], [Claim("wide", "n", 2)])
+    with pytest.raises(PlacementError, match="claim wide holds 2 devices, node n has 1"):
+        fleet.replace_node(Node("n", 1, 24 * GiB))
+    assert fleet.node("n") == Node("n", 2, 24 * GiB)
+    fleet.remove_claim("wide")
+    assert fleet.free_devices("n") == 2

@@ -1,18 +1,12 @@
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+
 import pytest
 
-from placement import (
-    Booking,
-    Claim,
-    GiB,
-    Node,
-    PlacementError,
-    Request,
-    Role,
-    devices_needed,
-    per_device_share,
-)
+from placement import Booking, Claim, GiB, Node, PlacementError, Request, Role
+from placement.model import devices_needed, per_device_share
 
 
 @pytest.mark.parametrize(
@@ -51,9 +45,20 @@ def test_roles_given_as_strings_compare_equal_to_enums() -> None:
     ("kwargs", "message"),
     [
         ({"devices": 0}, "devices must be >= 1"),
-        ({"device_memory": 0}, "device memory must be > 0"),
-        ({"max_workers_per_claim": 0}, "max workers per claim must be >= 1"),
-        ({"host_memory": -1}, "host memory must not be negative"),
+        ({"device_memory": 0}, "device_memory must be > 0"),
+        ({"max_workers_per_claim": 0}, "max_workers_per_claim must be >= 1"),
+        ({"host_memory": -1}, "host_memory must be >= 0"),
+        ({"devices": 1.5}, "devices must be a whole number \\(an int\\), got 1.5 \\(a float\\)"),
+        ({"devices": "2"}, "devices must be a whole number \\(an int\\), got '2' \\(a str\\)"),
+        ({"devices": True}, "devices must be a whole number \\(an int\\), got True \\(a bool\\)"),
+        ({"device_memory": math.inf}, "device_memory must be a whole number of bytes"),
+        ({"device_memory": "80Gi"}, "parse quantities such as"),
+        ({"host_memory": math.nan}, "host_memory must be a whole number of bytes"),
+        ({"max_workers_per_claim": 2.0}, "max_workers_per_claim must be a whole number"),
+        ({"roles": "trainer"}, "roles must be a set of roles"),
+        ({"roles": {"critic"}}, "must be one of trainer, sampler, got 'critic'"),
+        ({"product": None}, "product must be a string"),
+        ({"name": 7}, "node name must be a string, got 7 \\(an int\\)"),
         ({"name": ""}, "node name must not be empty"),
     ],
 )
@@ -71,8 +76,52 @@ def test_a_worker_naming_no_owner_owns_itself() -> None:
 def test_requests_need_positive_memory_and_a_known_role() -> None:
     with pytest.raises(PlacementError, match="memory must be > 0"):
         Request("w", Role.TRAINER, 0)
-    with pytest.raises(ValueError, match="'critic' is not a valid Role"):
+    with pytest.raises(PlacementError, match="worker w: role must be one of trainer, sampler"):
         Request("w", "critic", GiB)  # type: ignore[arg-type]
+    assert Request("w", "sampler", GiB).role is Role.SAMPLER  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("memory", "message"),
+    [
+        (math.inf, "memory must be a whole number of bytes \\(an int\\), got inf \\(a float\\)"),
+        (math.nan, "got nan \\(a float\\)"),
+        (10.0 * GiB, "a whole number of bytes"),
+        (True, "got True \\(a bool\\)"),
+        ("10Gi", "parse quantities such as"),
+        (-1, "memory must be > 0"),
+    ],
+)
+def test_a_request_refuses_a_size_that_is_not_bytes(memory: object, message: str) -> None:
+    with pytest.raises(PlacementError, match=message) as raised:
+        Request("w", Role.TRAINER, memory)  # type: ignore[arg-type]
+    assert str(raised.value).startswith("worker w: memory must be")
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: Request("", Role.TRAINER, GiB), "worker name must not be empty"),
+        (lambda: Request("w", Role.TRAINER, GiB, owner=3), "worker w: owner must be a string"),
+        (lambda: Booking("w", "o", -1), "booking of w: parked_memory must be >= 0"),
+        (lambda: Booking("w", "o", 1.5), "parked_memory must be a whole number of bytes"),
+        (lambda: Claim("c", "n", 0), "claim c: devices must be >= 1"),
+        (lambda: Claim("c", "n", 2.0), "claim c: devices must be a whole number"),
+        (lambda: Claim("c", "", 1), "claim c: node name must not be empty"),
+        (lambda: Claim("c", "n", 1, allocated=1), "allocated must be True or False"),
+        (lambda: Claim("c", "n", 1, bookings=("w",)), "bookings must be Booking values"),
+        (lambda: Claim("c", "n", 1, bookings=(Booking("w", "o", 1), Booking("w", "p", 2))),
+         "worker w booked twice"),
+    ],
+)
+def test_every_value_is_checked_where_it_enters(build: Callable[[], object], message: str) -> None:
+    with pytest.raises(PlacementError, match=message):
+        build()
+
+
+def test_a_claims_allocated_flag_is_keyword_only() -> None:
+    with pytest.raises(TypeError):
+        Claim("c", "n", 1, False)  # type: ignore[misc]
 
 
 def test_a_lone_worker_parks_nothing_and_a_shared_claim_parks_everyone() -> None:

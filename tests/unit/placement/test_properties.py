@@ -9,18 +9,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from placement import (
-    Booking,
-    Claim,
-    Fleet,
-    JoinClaim,
-    NewClaim,
-    Node,
-    Request,
-    Simulation,
-    Wait,
-    decide,
-)
+from placement import Booking, Claim, Fleet, JoinClaim, NewClaim, Node, Request, Wait, decide
+from placement.simulation import Simulation
 from tests.reference import RefClaim, ReferenceSimulation, accepts, needed, reference_decide
 from tests.strategies import Event, events, node_lists, requests
 
