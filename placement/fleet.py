@@ -46,6 +46,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator
+from typing import NoReturn
 
 from placement.model import Claim, Node, PlacementError, Request, Role, per_device_share
 from placement.records import ClaimRecord, Groups, NodeRecord, PoolGroup, SeatGroup
@@ -246,17 +247,12 @@ class Fleet:
         if name in self._claims:
             raise PlacementError(f"claim {name} already exists")
         self._check_unbooked(request.name)
-        hardware = self._require_node(node).node
-        if type(devices) is not int or devices < 1:
-            raise PlacementError(f"claim {name}: devices must be an int >= 1, got {devices!r}")
-        if not hardware.accepts(request.role):
-            raise PlacementError(f"node {node} does not accept {request.role} workers")
-        if devices > self._free[node]:
-            raise PlacementError(f"claim {name}: node {node} has {self._free[node]} free "
-                                 f"device(s), not {devices}")
-        if per_device_share(request.memory, devices) > hardware.device_memory:
-            raise PlacementError(f"worker {request.name} does not fit {devices} device(s) of "
-                                 f"node {node}")
+        known = self._nodes.get(node)
+        # One test for the common case (a decision carried out), the reasons only on refusal.
+        if (known is None or type(devices) is not int or not 1 <= devices <= self._free[node]
+                or request.memory > devices * known.node.device_memory
+                or (known.node.roles and request.role not in known.node.roles)):
+            self._refuse_cut(name, node, devices, request)
         record = ClaimRecord(name, node, devices, allocated)
         record.seat(request.name, request.owner, request.memory)
         self._add_record(record)
@@ -282,7 +278,12 @@ class Fleet:
         record = self._require_claim(claim)
         self._check_unbooked(request.name)
         if not observed:
-            self._check_join(record, request)
+            bucket = record.bucket  # set only for an allocated claim with a free seat
+            roles = self._nodes[record.node].node.roles if bucket is not None else None
+            # The claim's slack already says "fits its devices and its node can park it".
+            if (bucket is None or request.memory > bucket.slack(claim)
+                    or (roles and request.role not in roles)):
+                self._refuse_join(record, request)
         before = self._parked_share(record)
         self._unfile(record)
         record.seat(request.name, request.owner, request.memory)
@@ -368,8 +369,21 @@ class Fleet:
             raise PlacementError(f"claim {claim} holds {devices} devices, node {node.name} has "
                                  f"{node.devices}")
 
-    def _check_join(self, record: ClaimRecord, request: Request) -> None:
-        """What ``decide`` checks before a join, each refusal saying which check failed."""
+    def _refuse_cut(self, name: str, node: str, devices: int, request: Request) -> NoReturn:
+        """Why claim ``name`` cannot be cut for ``request``: what ``decide`` checks first."""
+        hardware = self._require_node(node).node
+        if type(devices) is not int or devices < 1:
+            raise PlacementError(f"claim {name}: devices must be an int >= 1, got {devices!r}")
+        if not hardware.accepts(request.role):
+            raise PlacementError(f"node {node} does not accept {request.role} workers")
+        if devices > self._free[node]:
+            raise PlacementError(f"claim {name}: node {node} has {self._free[node]} free "
+                                 f"device(s), not {devices}")
+        raise PlacementError(f"worker {request.name} does not fit {devices} device(s) of "
+                             f"node {node}")
+
+    def _refuse_join(self, record: ClaimRecord, request: Request) -> NoReturn:
+        """Why ``request`` cannot join the claim, naming the check that fails."""
         name = record.name
         if not record.allocated:
             raise PlacementError(f"claim {name} is not allocated yet: it cannot be joined")
@@ -385,10 +399,8 @@ class Fleet:
         if per_device_share(request.memory, record.devices) > hardware.device_memory:
             raise PlacementError(f"worker {request.name} does not fit claim {name}'s "
                                  f"{record.devices} device(s)")
-        assert record.bucket is not None  # allocated, on a known node, with a free seat
-        if request.memory > record.bucket.slack(name):
-            raise PlacementError(f"node {hardware.name} cannot park worker {request.name} "
-                                 f"on claim {name}: host memory")
+        raise PlacementError(f"node {hardware.name} cannot park worker {request.name} "
+                             f"on claim {name}: host memory")
 
     def _check_unbooked(self, worker: str) -> None:
         if worker in self._claim_of:

@@ -109,16 +109,18 @@ class Request:
     owner: str = ""
 
     def __post_init__(self) -> None:
-        _check_name("worker", self.name)
+        # Inline tests first: a simulation builds one request per arrival.
+        if type(self.name) is not str or not self.name:
+            _check_name("worker", self.name)
         if type(self.memory) is not int or self.memory <= 0:
             _check_whole(f"worker {self.name}", "memory", self.memory, 1, bytes_=True)
         if type(self.role) is not Role:  # an Enum call costs more than the rest of a request
             object.__setattr__(self, "role", _role(f"worker {self.name}", "role", self.role))
-        if type(self.owner) is not str:
-            raise PlacementError(f"worker {self.name}: owner must be a string, "
-                                 f"got {_show(self.owner)}")
         if not self.owner:
             object.__setattr__(self, "owner", self.name)
+        elif type(self.owner) is not str:
+            raise PlacementError(f"worker {self.name}: owner must be a string, "
+                                 f"got {_show(self.owner)}")
 
 
 @dataclass(frozen=True, slots=True)
