@@ -42,6 +42,7 @@ lint: setup
 
 bench: setup
 	$(BIN)/python bench/simulate_bench.py
+	$(BIN)/python bench/hostile_bench.py
 	$(BIN)/python bench/report_bench.py
 
 cluster-up: setup

@@ -20,29 +20,32 @@ result against a plain full scan):
 
 * Every change touches one node, and a worker that found no seat before can
   only find one there. What a node can seat is one memory threshold per role
-  (``NodeOffer``), so one comparison dismisses a worker; and no node seats a
-  worker larger than all its devices together, which dismisses most workers
-  that wait for ever (``NoCapacity``) before that threshold is worked out.
-* The decision reads only a worker's role and memory, so pending workers are
-  kept in classes of equal (role, memory): when the oldest of a class cannot
-  be placed, none of that class can.
-* A failure also rules out every larger class of the same role: more memory
-  never needs fewer devices, a smaller share or less host RAM.
+  (``NodeOffer``), and the pending queue (``placement.pending``) answers "the
+  oldest worker of this role under that threshold" without walking its
+  workers or its distinct sizes; a worker leaving while pending is removed
+  in O(1).
+* A failure (the threshold can be an upper bound) rules out every larger
+  worker of the same role: more memory never needs fewer devices, a smaller
+  share or less host RAM.
 * An arrival is decided alone: the pending workers were already tried
   against the same fleet. Only a new allocated claim can give them something
   (a seat to join), so only then are they retried.
+* A claim's name is found without trying every taken ``-N`` in turn: the
+  suffixes a name has used, and those given back, are remembered per worker
+  name (``_ClaimNames``).
 """
 
 from __future__ import annotations
 
 import enum
-from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from heapq import heappop, heappush
 
 from placement.decide import Reason, best_claim, best_pool, explain, offer_of
 from placement.fleet import Fleet
 from placement.model import Node, PlacementError, Request, Role, per_device_share
+from placement.pending import PendingQueue
 
 __all__ = ["Phase", "Placement", "Simulation", "WorkerState"]
 
@@ -81,9 +84,6 @@ class WorkerState:
     reason: Reason | None
 
 
-_PendingClass = tuple[Role, int]
-
-
 class Simulation:
     def __init__(self, nodes: tuple[Node, ...] = (), *, deferred_allocation: bool = False) -> None:
         self.fleet = Fleet(nodes)
@@ -91,7 +91,8 @@ class Simulation:
         self._requests: dict[str, Request] = {}
         self._arrival: dict[str, int] = {}
         self._next_arrival = 0
-        self._pending: dict[_PendingClass, deque[str]] = {}
+        self._pending = PendingQueue()
+        self._names = _ClaimNames(self.fleet.has_claim)
 
     # ----------------------------------------------------------------- events
 
@@ -103,7 +104,8 @@ class Simulation:
         self._next_arrival += 1
         placed = self._try_place(request, retried=False)
         if placed is None:
-            self._pending.setdefault(_class_of(request), deque()).append(request.name)
+            self._pending.add(self._arrival[request.name], request.name, request.role,
+                              request.memory)
             return []
         if not (placed.new_claim and placed.allocated):
             # Taking a seat or reserving a pool only consumes capacity: nobody can gain.
@@ -114,18 +116,16 @@ class Simulation:
         request = self._requests.pop(worker, None)
         if request is None:
             raise PlacementError(f"worker {worker} is not here")
-        del self._arrival[worker]
+        arrival = self._arrival.pop(worker)
         claim = self.fleet.claim_of(worker)
         if claim is None:
-            queue = self._pending[_class_of(request)]
-            queue.remove(worker)
-            if not queue:
-                del self._pending[_class_of(request)]
+            self._pending.remove(arrival)
             return []
         node = self.fleet.claim_node(claim)
         self.fleet.unbook(worker)
         if self.fleet.workers_on(claim) == 0:
             self.fleet.remove_claim(claim)
+            self._names.released(claim)
         return self._retry_pending(node)
 
     def allocate(self, worker: str) -> tuple[str, list[Placement]]:
@@ -152,7 +152,7 @@ class Simulation:
         return iter(sorted(self._requests, key=self._arrival.__getitem__))
 
     def pending_count(self) -> int:
-        return sum(len(queue) for queue in self._pending.values())
+        return len(self._pending)
 
     def state(self, worker: str) -> WorkerState:
         request = self._requests.get(worker)
@@ -203,55 +203,95 @@ class Simulation:
 
         Every pending worker found no seat before the change, and only
         ``changed_node`` changed, so a seat can only appear there; each
-        placement this makes lands there too. A cheap look at that one node
-        tells which classes are worth a full decision.
+        placement this makes lands there too. What the node can seat is one
+        threshold per role, so the pending queue is asked for the oldest
+        worker under it, never walked.
         """
         placed: list[Placement] = []
+        pending = self._pending
+        if not pending:
+            return placed
         node = self.fleet.node(changed_node)
         if node is None:
             return placed
-        # Nothing on the node can ever take more than all of its devices: workers
-        # beyond that (often ones no node can hold) are not worth looking at it for.
-        largest = node.devices * node.device_memory
-        while self._pending:
-            candidates = [key for key in self._pending
-                          if key[1] <= largest and node.accepts(key[0])]
-            if not candidates:
-                break
+        roles = [role for role in Role if node.accepts(role)]
+        while pending:
             offer = offer_of(self.fleet, changed_node)
             assert offer is not None
-            hopeful = [key for key in candidates
-                       if offer.could_seat(self._requests[self._pending[key][0]])]
             # A worker that cannot be placed means no larger worker of its role can be
             # either (more memory never needs fewer devices, a smaller share or less host
-            # RAM), so one failure rules out every bigger class until the fleet changes.
-            smallest_failure: dict[Role, int] = {}
-            for key in sorted(hopeful, key=lambda k: self._arrival[self._pending[k][0]]):
-                role, memory = key
-                if memory >= smallest_failure.get(role, memory + 1):
-                    continue
-                queue = self._pending[key]
-                outcome = self._try_place(self._requests[queue[0]], retried=True)
-                if outcome is None:
-                    smallest_failure[role] = memory
-                    continue
-                queue.popleft()
-                if not queue:
-                    del self._pending[key]
-                placed.append(outcome)
-                break  # the fleet changed: start again from the oldest
-            else:
-                break
+            # RAM): a failure lowers that role's bound until the fleet changes.
+            bounds: dict[Role, float] = dict.fromkeys(roles, offer.capacity)
+            while True:
+                oldest: tuple[int, str, int] | None = None
+                role_of_oldest = roles[0] if roles else Role.TRAINER
+                for role in roles:
+                    found = pending.oldest(role, bounds[role])
+                    if found is not None and (oldest is None or found[0] < oldest[0]):
+                        oldest, role_of_oldest = found, role
+                if oldest is None:
+                    return placed
+                arrival, worker, memory = oldest
+                outcome = self._try_place(self._requests[worker], retried=True)
+                if outcome is not None:
+                    pending.remove(arrival)
+                    placed.append(outcome)
+                    break  # the fleet changed: ask again from the oldest
+                bounds[role_of_oldest] = memory - 1
         return placed
 
     def _claim_name(self, worker: str) -> str:
-        base = f"claim-{worker}"
-        name, suffix = base, 1
-        while self.fleet.has_claim(name):
+        return self._names.new(f"claim-{worker}")
+
+
+class _ClaimNames:
+    """``base``, else ``base-2``, ``base-3``, ...: the first that no claim has, found quickly.
+
+    Trying the names in turn costs as many tries as there are taken ones, and
+    a worker that comes back again and again while the claims it cut live on
+    makes that grow without bound. So per base (only once its plain name was
+    found taken) this keeps the next suffix never tried and a heap of tried
+    suffixes whose names have since been released. A heap entry is checked
+    when it comes out (the name may have been taken again, maybe by a claim of
+    another base: ``claim-a-2`` is also the plain name for worker ``a-2``).
+    """
+
+    __slots__ = ("_freed", "_next", "_taken")
+
+    def __init__(self, taken: Callable[[str], bool]) -> None:
+        self._taken = taken
+        self._next: dict[str, int] = {}  # every suffix below it was handed out or found taken
+        self._freed: dict[str, list[int]] = {}  # suffixes below _next released since
+
+    def new(self, base: str) -> str:
+        freed = self._freed.get(base)
+        while freed:
+            suffix = heappop(freed)
+            name = _spell(base, suffix)
+            if not self._taken(name):
+                return name
+        suffix = self._next.get(base, 1)
+        name = _spell(base, suffix)
+        while self._taken(name):
             suffix += 1
-            name = f"{base}-{suffix}"
+            name = _spell(base, suffix)
+        if suffix > 1:
+            self._next[base] = suffix + 1
         return name
 
+    def released(self, name: str) -> None:
+        """``name`` is free again: it may be the plain name of one base, or a suffix of another."""
+        self._give_back(name, 1)
+        base, dash, digits = name.rpartition("-")
+        if dash and 0 < len(digits) <= 18 and digits.isascii() and digits.isdigit():
+            suffix = int(digits)
+            if suffix >= 2 and str(suffix) == digits:
+                self._give_back(base, suffix)
 
-def _class_of(request: Request) -> _PendingClass:
-    return request.role, request.memory
+    def _give_back(self, base: str, suffix: int) -> None:
+        if suffix < self._next.get(base, 1):
+            heappush(self._freed.setdefault(base, []), suffix)
+
+
+def _spell(base: str, suffix: int) -> str:
+    return base if suffix == 1 else f"{base}-{suffix}"

@@ -6,10 +6,23 @@ a plain transcription of the rules.
 
 from __future__ import annotations
 
+from unittest import mock
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from placement import Booking, Claim, Fleet, JoinClaim, NewClaim, Node, Request, Wait, decide
+from placement import (
+    Booking,
+    Claim,
+    Fleet,
+    JoinClaim,
+    NewClaim,
+    Node,
+    Request,
+    Wait,
+    decide,
+    pending,
+)
 from placement.simulation import Simulation
 from tests.reference import RefClaim, ReferenceSimulation, accepts, needed, reference_decide
 from tests.strategies import Event, events, node_lists, requests
@@ -138,6 +151,21 @@ def test_simulation_agrees_with_the_plain_transcription(
     for event in script:
         apply(sim, ref, event)
         assert books(sim) == ref.books()
+
+
+@settings(max_examples=150, deadline=None)
+@given(node_lists(max_size=3), events(max_size=120), st.booleans())
+def test_many_pending_classes_agree_with_the_plain_transcription(
+    node_list: list[Node], script: list[Event], deferred: bool
+) -> None:
+    # Blocks of two classes in the pending index, and long scripts: many classes
+    # wait at once, so the index's splits and its tree are on the path.
+    with mock.patch.object(pending, "BLOCK", 2):
+        sim = Simulation(tuple(node_list), deferred_allocation=deferred)
+        ref = ReferenceSimulation(node_list, deferred=deferred)
+        for event in script:
+            apply(sim, ref, event)
+            assert books(sim) == ref.books()
 
 
 def check_books(sim: Simulation) -> None:
