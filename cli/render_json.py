@@ -1,6 +1,9 @@
 """The ``--output json`` document: a fixed shape a script can rely on.
 
-``workers``, ``claims``, ``steps`` and ``expectations``, nothing else. Step
+``workers``, ``claims``, ``steps`` and ``expectations``, nothing else. A
+pending worker also carries ``wouldSeat``: the smallest single change to the
+final fleet that would seat it (``placement.remedy``), or null when none
+would. Step
 entries carry ``event``, ``at`` (the step's time) and what that event did;
 every step but ``expect`` lists under ``placed`` the workers it seated, the
 event's own worker first and then any pending worker the change let in.
@@ -24,7 +27,9 @@ from cli.replay import (
     Report,
     Step,
 )
+from placement import Fleet, Request, Role
 from placement.quantity import format_gib
+from placement.remedy import smallest_change
 from placement.simulation import Placement
 
 __all__ = ["render_json", "to_document"]
@@ -54,6 +59,7 @@ def to_document(report: Report) -> dict[str, Any]:
             for seat in step.placed:  # type: ignore[union-attr]
                 seated[seat.worker] = at
     end = at
+    would_seat = _would_seat(report)
     return {
         "workers": {
             state.name: {
@@ -68,6 +74,8 @@ def to_document(report: Report) -> dict[str, Any]:
                 "arrivedAt": arrived[state.name],
                 "placedAt": seated.get(state.name),
                 "waited": seated.get(state.name, end) - arrived[state.name],
+                **({"wouldSeat": would_seat[state.role, state.memory]}
+                   if state.claim is None else {}),
             }
             for state in report.workers
         },
@@ -87,6 +95,22 @@ def to_document(report: Report) -> dict[str, Any]:
             "failures": failures,
         },
     }
+
+
+def _would_seat(report: Report) -> dict[tuple[Role, int], dict[str, object] | None]:
+    """The smallest change that would seat each pending worker, per (role, memory).
+
+    The decision reads nothing else of a worker, so one answer serves a class.
+    """
+    classes = {(s.role, s.memory) for s in report.workers if s.claim is None}
+    if not classes:
+        return {}
+    fleet = Fleet((summary.node for summary in report.nodes), report.claims)
+    answers: dict[tuple[Role, int], dict[str, object] | None] = {}
+    for role, memory in sorted(classes):
+        change = smallest_change(Request("pending", role, memory), fleet)
+        answers[role, memory] = change.to_dict() if change is not None else None
+    return answers
 
 
 def _step(step: Step, at: float) -> dict[str, Any]:

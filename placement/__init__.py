@@ -14,7 +14,8 @@ The names here are the library. Beyond them: ``placement.quantity`` reads and
 prints Kubernetes quantities, ``placement.simulation`` plays arrivals and
 departures offline, ``placement.decide`` also has ``explain`` and
 ``find_seat``, and ``placement.model`` the arithmetic (``devices_needed``,
-``per_device_share``).
+``per_device_share``), and ``placement.remedy`` tells why a worker waits,
+node by node, and the smallest change that would seat it.
 """
 
 from placement.decide import JoinClaim, NewClaim, Reason, Wait, WaitKind, decide

@@ -265,3 +265,20 @@ def test_empty_values_mean_absent(run: Run) -> None:
     """
     doc = document(run(text, "-o", "json"))
     assert doc["workers"]["a"]["owner"] == "a"
+
+
+def test_a_pending_worker_says_what_single_change_would_seat_it(run: Run) -> None:
+    doc = document(run(devbox(
+        *(LORA.format(f"l{i}") for i in range(9)),
+        "arrive: {name: fft, role: trainer, memory: 60Gi}",
+    ), "--output", "json"))
+    workers = doc["workers"]
+    assert "wouldSeat" not in workers["l0"]  # placed workers carry none
+    # Two L4s, four seats each: the ninth LoRA waits for a seat or a device.
+    assert workers["l8"]["reason"].startswith("WaitingForCapacity")
+    assert workers["l8"]["wouldSeat"] == {
+        "kind": "freeDevices", "node": "box", "amount": 1,
+        "text": "1 more free 24Gi device on box (a node for both roles)"}
+    # The 60Gi worker never fits one node: nothing within this hardware seats it.
+    assert workers["fft"]["reason"].startswith("NoCapacity")
+    assert workers["fft"]["wouldSeat"] is None

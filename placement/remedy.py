@@ -1,0 +1,266 @@
+"""Why one worker waits, node by node, and the smallest change that would seat it.
+
+Rules:
+
+* Read-only and pure: the caller's fleet is never changed. Every "would this
+  seat it?" is answered by the decision itself (``find_seat``) on a private
+  copy of the fleet with one thing changed, never by restating the rules: a
+  remedy offered here is one ``decide`` would act on.
+* One change at a time. The kinds, from least to most intrusive:
+  a claim the worker could join gets allocated (wait for DRA); more free
+  devices on one node (departures, or a bigger node); a higher
+  max-workers-per-claim on one node; more host memory on one node; one node
+  labelled for the worker's role. Within a kind the smallest amount wins,
+  then the node name. A worker no single change can seat gets none: with a
+  ``NoCapacity`` reason that means no node of this fleet's hardware could
+  ever hold it.
+* Each enabled node gets one verdict line for the worker: whether it accepts
+  the role, its device geometry and free devices, and what each of its
+  claims says to a join (full, too small, not yet allocated, host memory).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+from placement.decide import Reason, explain, find_seat
+from placement.fleet import Fleet
+from placement.model import (
+    Booking,
+    Claim,
+    Node,
+    Request,
+    devices_needed,
+    parked_load,
+    per_device_share,
+)
+from placement.quantity import format_gib
+
+__all__ = ["Change", "ClaimVerdict", "Diagnosis", "NodeVerdict", "diagnose", "smallest_change"]
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimVerdict:
+    claim: str
+    workers: int
+    devices: int
+    verdict: str  # open | full | too small | not yet allocated | host memory
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class NodeVerdict:
+    node: str
+    roles: tuple[str, ...]  # empty: both
+    accepts: bool
+    devices: int
+    device_memory: int
+    free_devices: int
+    needed: int  # devices the worker needs on this node
+    host_memory: int | None
+    parked: int
+    max_workers_per_claim: int
+    claims: tuple[ClaimVerdict, ...]
+    summary: str  # one line
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One change to the fleet that would seat the worker."""
+
+    kind: str  # allocation | freeDevices | maxWorkersPerClaim | hostMemory | role
+    node: str
+    amount: int  # claims allocated, devices, seats per claim, bytes, or 1 (a label)
+    text: str
+    claim: str = ""  # the claim an allocation is about
+
+    def to_dict(self) -> dict[str, object]:
+        document: dict[str, object] = {"kind": self.kind, "node": self.node,
+                                       "amount": self.amount, "text": self.text}
+        if self.claim:
+            document["claim"] = self.claim
+        return document
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnosis:
+    reason: Reason | None  # None: the worker would be seated as the fleet stands
+    nodes: tuple[NodeVerdict, ...]
+    change: Change | None  # the smallest change that would seat it; None: no single one
+
+
+def diagnose(request: Request, fleet: Fleet) -> Diagnosis:
+    """Every enabled node's verdict for ``request``, its reason, and the smallest remedy."""
+    claims_on: dict[str, list[Claim]] = {}
+    for claim in fleet.claims:
+        claims_on.setdefault(claim.node, []).append(claim)
+    verdicts = tuple(_node_verdict(request, fleet, node, claims_on.get(node.name, []))
+                     for node in fleet.nodes)
+    if find_seat(request, fleet) is not None:
+        return Diagnosis(None, verdicts, None)
+    return Diagnosis(explain(request, fleet), verdicts, smallest_change(request, fleet))
+
+
+def smallest_change(request: Request, fleet: Fleet) -> Change | None:
+    """The least intrusive single change after which ``find_seat`` seats ``request``.
+
+    None when the worker is already seated as the fleet stands, or when no
+    one change to this fleet would seat it.
+    """
+    if find_seat(request, fleet) is not None:
+        return None
+    trial = Fleet(fleet.nodes, fleet.claims)  # private: trials change it and put it back
+    for change, node in _candidates(request, fleet):
+        if _seats_with(trial, request, change, node):
+            return change
+    return None
+
+
+# ------------------------------------------------------------------ verdicts
+
+
+def _node_verdict(request: Request, fleet: Fleet, node: Node, claims: list[Claim]) -> NodeVerdict:
+    needed = devices_needed(request.memory, node.device_memory)
+    free = fleet.free_devices(node.name)
+    parked = fleet.parked_load(node.name)
+    accepts = node.accepts(request.role)
+    claim_verdicts = tuple(_claim_verdict(request, node, claim, parked) for claim in claims)
+    geometry = f"{node.devices} x {format_gib(node.device_memory)}"
+    roles = tuple(sorted(str(role) for role in node.roles))
+    if not accepts:
+        summary = f"{geometry}; refuses {request.role} workers (takes {', '.join(roles)} only)"
+    elif needed > node.devices:
+        summary = (f"{geometry}; can never hold it: needs {needed} devices of "
+                   f"{format_gib(node.device_memory)} on one node")
+    else:
+        summary = f"{geometry}, {free} free; needs {needed}"
+        if free >= needed:
+            summary += ": a new claim fits"
+        elif claim_verdicts:
+            summary += "; claims: " + _tally(claim_verdicts)
+        else:
+            summary += "; no claims to join"
+    return NodeVerdict(
+        node=node.name, roles=roles, accepts=accepts, devices=node.devices,
+        device_memory=node.device_memory, free_devices=free, needed=needed,
+        host_memory=node.host_memory, parked=parked,
+        max_workers_per_claim=node.max_workers_per_claim, claims=claim_verdicts,
+        summary=summary)
+
+
+def _claim_verdict(request: Request, node: Node, claim: Claim, parked: int) -> ClaimVerdict:
+    workers = len(claim.bookings)
+    share = per_device_share(request.memory, claim.devices)
+
+    def verdict(kind: str, detail: str) -> ClaimVerdict:
+        return ClaimVerdict(claim.name, workers, claim.devices, kind, detail)
+
+    if not claim.allocated:
+        return verdict("not yet allocated", "never joined before DRA allocates it")
+    if share > node.device_memory:
+        return verdict("too small", f"{format_gib(share)} per device would not fit "
+                       f"{claim.devices} x {format_gib(node.device_memory)}")
+    if workers >= node.max_workers_per_claim:
+        return verdict("full", f"{workers}/{node.max_workers_per_claim} workers")
+    if node.host_memory is not None:
+        before = parked_load(claim.bookings)
+        after = parked_load((*claim.bookings, _joiner(request)))
+        needs = parked - before + after
+        if needs > node.host_memory:
+            return verdict("host memory", f"parking needs {format_gib(needs)} of "
+                           f"{format_gib(node.host_memory)} host memory")
+    return verdict("open", f"{workers}/{node.max_workers_per_claim} workers")
+
+
+def _joiner(request: Request) -> Booking:
+    return Booking(request.name, request.owner, request.memory)
+
+
+def _tally(verdicts: tuple[ClaimVerdict, ...]) -> str:
+    counts: dict[str, int] = {}
+    for item in verdicts:
+        counts[item.verdict] = counts.get(item.verdict, 0) + 1
+    order = ("open", "full", "too small", "host memory", "not yet allocated")
+    return ", ".join(f"{counts[kind]} {kind}" for kind in order if kind in counts)
+
+
+# ------------------------------------------------------------------ remedies
+
+
+def _candidates(request: Request, fleet: Fleet) -> Iterator[tuple[Change, Node]]:
+    """Single changes, least intrusive first; each with the node as it would be after it."""
+    role, memory = request.role, request.memory
+    nodes = fleet.nodes
+    claims = fleet.claims
+    # 1. A claim the worker could join once DRA allocates it.
+    pending = sorted((c.node, c.name) for c in claims if not c.allocated)
+    for node_name, claim_name in pending:
+        node = fleet.node(node_name)
+        if node is not None:
+            yield (Change("allocation", node_name, 1,
+                          f"claim {claim_name} allocated on {node_name}", claim_name), node)
+    # 2. More free devices on one node that could hold the worker at all.
+    wider = []
+    for node in nodes:
+        needed = devices_needed(memory, node.device_memory)
+        free = fleet.free_devices(node.name)
+        if node.accepts(role) and needed <= node.devices and free < needed:
+            wider.append((needed - free, node.device_memory, node.name, node))
+    for more, device_memory, name, node in sorted(wider, key=lambda w: w[:3]):
+        yield (Change("freeDevices", name, more,
+                      f"{more} more free {format_gib(device_memory)} device{_s(more)} on {name}"
+                      f" ({_kind_of(node)})"), replace(node, devices=node.devices + more))
+    # 3 and 4. A seat on a full claim; host room on a claim blocked by host memory.
+    seats: list[tuple[int, str, Node]] = []
+    room: list[tuple[int, str, Node]] = []
+    for claim in claims:
+        node = fleet.node(claim.node)
+        if (node is None or not claim.allocated or not node.accepts(role)
+                or per_device_share(memory, claim.devices) > node.device_memory):
+            continue
+        after = fleet.parked_load(node.name) - parked_load(claim.bookings) + parked_load(
+            (*claim.bookings, _joiner(request)))
+        if len(claim.bookings) >= node.max_workers_per_claim:
+            limit = len(claim.bookings) + 1
+            seats.append((limit, node.name, replace(node, max_workers_per_claim=limit)))
+        elif node.host_memory is not None and after > node.host_memory:
+            more = after - node.host_memory
+            room.append((more, node.name, replace(node, host_memory=node.host_memory + more)))
+    for limit, name, node in sorted(set(seats), key=lambda s: s[:2]):
+        yield Change("maxWorkersPerClaim", name, limit,
+                     f"max-workers-per-claim {limit} on {name}"), node
+    for more, name, node in sorted(set(room), key=lambda r: r[:2]):
+        yield Change("hostMemory", name, more,
+                     f"{format_gib(more)} more host memory on {name}"), node
+    # 5. A node that refuses the role, labelled for it.
+    for node in nodes:
+        if not node.accepts(role):
+            yield (Change("role", node.name, 1,
+                          f"{node.name} labelled for {role} workers"),
+                   replace(node, roles=node.roles | {role}))
+
+
+def _seats_with(trial: Fleet, request: Request, change: Change, node: Node) -> bool:
+    """Would ``find_seat`` seat the worker after ``change``? ``trial`` ends as it began."""
+    if change.kind == "allocation":
+        copy = Fleet(trial.nodes, trial.claims)  # no way back from an allocation: a copy
+        copy.allocate(change.claim)
+        return find_seat(request, copy) is not None
+    before = trial.node(node.name)
+    assert before is not None
+    trial.replace_node(node)
+    try:
+        return find_seat(request, trial) is not None
+    finally:
+        trial.replace_node(before)
+
+
+def _kind_of(node: Node) -> str:
+    if not node.roles:
+        return "a node for both roles"
+    return f"a {' and '.join(sorted(str(r) for r in node.roles))} node"
+
+
+def _s(count: int) -> str:
+    return "" if count == 1 else "s"

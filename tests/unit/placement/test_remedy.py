@@ -1,0 +1,130 @@
+"""What would seat a waiting worker: each story ends with one worker waiting, and asks."""
+
+from __future__ import annotations
+
+from placement import Fleet, GiB, Node, Request, Role
+from placement.decide import find_seat
+from placement.remedy import diagnose, smallest_change
+from placement.simulation import Simulation
+
+TRAINER = Role.TRAINER
+SAMPLER = Role.SAMPLER
+
+
+def _sim(*nodes: Node) -> Simulation:
+    return Simulation(nodes)
+
+
+def _arrive(sim: Simulation, name: str, gib: int, role: Role = TRAINER) -> Request:
+    request = Request(name, role, gib * GiB)
+    sim.arrive(request)
+    return request
+
+
+def test_a_worker_waiting_for_a_free_device_is_told_how_many() -> None:
+    sim = _sim(Node("gpu-1", 2, 80 * GiB, roles=frozenset({TRAINER})))
+    _arrive(sim, "a", 60)
+    _arrive(sim, "b", 60)
+    late = _arrive(sim, "late", 60)
+    change = smallest_change(late, sim.fleet)
+    assert change is not None
+    assert (change.kind, change.node, change.amount) == ("freeDevices", "gpu-1", 1)
+    assert change.text == "1 more free 80Gi device on gpu-1 (a trainer node)"
+
+
+def test_full_claims_suggest_one_more_seat_per_claim() -> None:
+    sim = _sim(Node("gpu-7", 1, 80 * GiB, host_memory=1024 * GiB, max_workers_per_claim=2))
+    _arrive(sim, "a", 30)
+    _arrive(sim, "b", 30)
+    late = _arrive(sim, "late", 30)
+    diagnosis = diagnose(late, sim.fleet)
+    assert diagnosis.reason is not None and "full at 2" in diagnosis.reason.detail
+    # Freeing a device comes first (it needs no policy change); then the seat.
+    assert diagnosis.change is not None and diagnosis.change.kind == "freeDevices"
+    (verdict,) = diagnosis.nodes
+    assert [c.verdict for c in verdict.claims] == ["full"]
+    assert "1 full" in verdict.summary
+
+
+def test_changes_come_least_intrusive_first() -> None:
+    # A free device needs no policy change, so it comes before one more seat per claim.
+    sim = _sim(Node("gpu-7", 1, 80 * GiB, host_memory=1024 * GiB, max_workers_per_claim=2))
+    _arrive(sim, "a", 30)
+    _arrive(sim, "b", 30)
+    late = Request("late", TRAINER, 30 * GiB)
+    sim.arrive(late)
+    fleet = Fleet(sim.fleet.nodes, sim.fleet.claims)
+    changes = [c.kind for c in _all_changes(late, fleet)]
+    assert changes[:2] == ["freeDevices", "maxWorkersPerClaim"]
+
+
+def test_host_memory_names_the_bytes_missing() -> None:
+    sim = _sim(Node("gpu-2", 1, 80 * GiB, host_memory=100 * GiB, max_workers_per_claim=4))
+    _arrive(sim, "a", 40)
+    _arrive(sim, "b", 40)  # parks 80Gi of 100Gi
+    late = _arrive(sim, "late", 32)  # 112Gi would be parked
+    diagnosis = diagnose(late, sim.fleet)
+    assert diagnosis.reason is not None and "host memory" in diagnosis.reason.detail
+    (verdict,) = diagnosis.nodes
+    assert [c.verdict for c in verdict.claims] == ["host memory"]
+    host = [c for c in _all_changes(late, sim.fleet) if c.kind == "hostMemory"]
+    assert host[0].text == "12Gi more host memory on gpu-2"
+    assert host[0].amount == 12 * GiB
+
+
+def test_no_capacity_gets_no_remedy_within_the_hardware() -> None:
+    sim = _sim(Node("box", 2, 24 * GiB, host_memory=94 * GiB))
+    late = _arrive(sim, "fft", 60)
+    diagnosis = diagnose(late, sim.fleet)
+    assert diagnosis.reason is not None and diagnosis.reason.never
+    assert diagnosis.change is None
+    (verdict,) = diagnosis.nodes
+    assert "can never hold it" in verdict.summary
+
+
+def test_a_role_label_is_offered_when_only_the_policy_hides_the_hardware() -> None:
+    sim = _sim(Node("t", 1, 80 * GiB, roles=frozenset({TRAINER})))
+    late = _arrive(sim, "s", 10, SAMPLER)
+    change = smallest_change(late, sim.fleet)
+    assert change is not None and (change.kind, change.node) == ("role", "t")
+    assert "refuses sampler" in diagnose(late, sim.fleet).nodes[0].summary
+
+
+def test_an_unallocated_claim_is_the_remedy_when_its_allocation_would_open_a_seat() -> None:
+    sim = Simulation((Node("g", 1, 80 * GiB, max_workers_per_claim=2),),
+                     deferred_allocation=True)
+    _arrive(sim, "a", 30)
+    late = _arrive(sim, "late", 30)
+    change = smallest_change(late, sim.fleet)
+    assert change is not None and change.kind == "allocation" and change.claim == "claim-a"
+
+
+def test_the_caller_fleet_is_left_as_it_was() -> None:
+    sim = _sim(Node("gpu-2", 1, 80 * GiB, host_memory=100 * GiB, max_workers_per_claim=4),
+               Node("t", 1, 80 * GiB, roles=frozenset({SAMPLER})))
+    _arrive(sim, "a", 40)
+    _arrive(sim, "b", 40)
+    _arrive(sim, "z", 10, SAMPLER)
+    late = _arrive(sim, "late", 32)
+    before = (sim.fleet.nodes, sim.fleet.claims)
+    diagnose(late, sim.fleet)
+    assert (sim.fleet.nodes, sim.fleet.claims) == before
+
+
+def test_every_change_offered_does_seat_the_worker() -> None:
+    sim = _sim(Node("gpu-2", 1, 80 * GiB, host_memory=100 * GiB, max_workers_per_claim=2),
+               Node("gpu-3", 2, 80 * GiB, host_memory=100 * GiB))
+    for i in range(4):
+        _arrive(sim, f"w{i}", 40)
+    late = _arrive(sim, "late", 40)
+    change = smallest_change(late, sim.fleet)
+    assert change is not None
+    assert find_seat(late, sim.fleet) is None
+
+
+def _all_changes(request: Request, fleet: Fleet) -> list:  # type: ignore[type-arg]
+    from placement.remedy import _candidates, _seats_with
+
+    trial = Fleet(fleet.nodes, fleet.claims)
+    return [change for change, node in _candidates(request, fleet)
+            if _seats_with(trial, request, change, node)]
