@@ -2,12 +2,15 @@
 
 Rules:
 
-* Wake-all re-queues every pending worker (no status yet, or Pending), oldest
-  arrival first; the queue's order does the rest.
+* Both read the cache, never the API: wake-all re-queues every pending worker
+  (no status yet, or Pending), oldest arrival first; the queue's order does
+  the rest.
 * The sweep deletes a managed claim only when nothing references it: no
   non-Failed worker's ``status.claimName`` or UID-derived claim name (a claim
   cut just before a lost pod write), no pod in the namespace (in any phase),
-  no consumer in the claim's ``status.reservedFor``. Never one younger than the
+  no consumer in the claim's ``status.reservedFor``. Only when the cache finds
+  such a claim are the namespace's pods listed (an unmanaged pod, which the
+  cache does not hold, may use it too). Never one younger than the
   reclaim grace; every delete carries the claim's UID and resourceVersion, so
   a claim that changed since it was read is left for the next sweep.
 * Both run as queue keys, never beside a reconcile: a reconcile joining a
@@ -21,33 +24,37 @@ import datetime as dt
 import logging
 
 from controller import kube, naming
+from controller.cache import Cache
 from controller.claims import read_claim
 from controller.logs import kv
 from controller.metrics import Metrics
-from controller.objects import Worker, is_deleting, name_of, pod_claims, uid_of
+from controller.objects import Obj, Worker, is_deleting, name_of, pod_claims, uid_of
 from controller.settings import Settings
 from controller.work import Result, is_pending, worker_order
 
 log = logging.getLogger("openrl.controller.sweep")
 
 
-def wake(api: kube.Kube, metrics: Metrics) -> Result:
-    objs = api.list(kube.WORKERS)
+def wake(cache: Cache, metrics: Metrics) -> Result:
+    objs = cache.items(kube.WORKERS)
     pending = [o for o in objs if is_pending(o)]
     metrics.pending.set(len(pending))
     keys = sorted(((name_of(o), worker_order(o)) for o in pending), key=lambda item: item[1])
     return Result(enqueue=tuple(keys))
 
 
-def sweep(api: kube.Kube, settings: Settings, metrics: Metrics, now: dt.datetime) -> Result:
-    claims = api.list(kube.CLAIMS, label_selector=naming.MANAGED_SELECTOR)
-    workers = [Worker.from_obj(o) for o in api.list(kube.WORKERS)]
-    pods = api.list(kube.PODS)  # every pod: an unmanaged pod may use our claim too
+def sweep(api: kube.Kube, cache: Cache, settings: Settings, metrics: Metrics,
+          now: dt.datetime) -> Result:
+    claims = cache.items(kube.CLAIMS)
+    workers = [Worker.from_obj(o) for o in cache.items(kube.WORKERS)]
     # A Failed worker pins nothing: its pod, while it exists, speaks for it.
     live = [w for w in workers if w.phase != naming.Phase.FAILED]
     referenced = {w.claim for w in live} | {w.own_claim for w in live}
-    for pod in pods:
+    for pod in cache.items(kube.PODS):
         referenced |= pod_claims(pod)
+    if any(_orphan(claim, referenced, now, settings.reclaim_grace) for claim in claims):
+        for pod in api.list(kube.PODS):  # every pod: an unmanaged pod may use our claim too
+            referenced |= pod_claims(pod)
     deleted = 0
     next_run = settings.reclaim_interval
     for claim in claims:
@@ -70,3 +77,10 @@ def sweep(api: kube.Kube, settings: Settings, metrics: Metrics, now: dt.datetime
                                                       age=int(age)))
     metrics.claims.set(sum(1 for c in claims if not is_deleting(c)) - deleted)
     return Result(requeue_after=next_run, wake=deleted > 0)
+
+
+def _orphan(claim: Obj, referenced: set[str], now: dt.datetime, grace: float) -> bool:
+    """Old enough, and nothing the cache holds uses it."""
+    view = read_claim(claim, {})
+    return not (view.deleting or view.reserved or view.name in referenced) and (
+        now - view.created).total_seconds() >= grace

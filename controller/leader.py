@@ -11,6 +11,11 @@ Rules:
 * The leader renews every retry period; if it cannot renew within the renew
   deadline it steps down (the caller stops reconciling at once), because
   another replica may take over as soon as the lease duration passes.
+* ``valid`` is what the loop and every write ask first: leading, and the last
+  renewal less than the renew deadline ago on this replica's monotonic clock.
+  The deadline is shorter than the lease, so a replica stops deciding and
+  writing before any other can take the lease over -- whether or not its
+  renewal thread has noticed yet.
 * On a clean shutdown the leader hands the lease back (empty holder), so a
   successor need not wait for it to expire.
 """
@@ -46,10 +51,18 @@ class LeaderElector:
         self.retry_period = retry_period
         self.clock, self.now = clock, now
         self.leading = False
+        self._renewed_at = -float("inf")  # monotonic time of the last successful write
         self._observed: tuple[str, str] | None = None
         self._observed_at = 0.0
 
+    def valid(self) -> bool:
+        """May this replica still act as leader (decide, write)?"""
+        return self.leading and self.clock() - self._renewed_at < self.renew_deadline
+
     def try_acquire_or_renew(self) -> bool:
+        # Measured from before the request: the lease runs from when it was written,
+        # and a slow answer must not stretch it.
+        started = self.clock()
         now = format_micro_time(self.now())
         try:
             lease = self.api.get(kube.LEASES, self.name, namespace=self.namespace)
@@ -82,7 +95,7 @@ class LeaderElector:
             return False
         spec = updated.get("spec") or {}
         self._observed = (self.identity, str(spec.get("renewTime") or ""))
-        self._observed_at = self.clock()
+        self._observed_at = self._renewed_at = started
         if not self.leading:
             log.info("became leader", extra=kv(lease=self.name, identity=self.identity))
         self.leading = True
@@ -97,6 +110,7 @@ class LeaderElector:
                      "leaseDurationSeconds": int(self.lease_duration),
                      "acquireTime": now, "renewTime": now, "leaseTransitions": 0},
         }
+        started = self.clock()
         try:
             self.api.create(kube.LEASES, body, namespace=self.namespace)
         except kube.KubeError as exc:
@@ -105,7 +119,8 @@ class LeaderElector:
             return False
         log.info("became leader", extra=kv(lease=self.name, identity=self.identity))
         self.leading = True
-        self._observed, self._observed_at = (self.identity, now), self.clock()
+        self._observed, self._observed_at = (self.identity, now), started
+        self._renewed_at = started
         return True
 
     def acquire(self, stop: threading.Event) -> bool:

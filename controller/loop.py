@@ -1,9 +1,16 @@
-"""The loop: watches feed one queue, one reconcile at a time.
+"""The loop: watches feed the cache and one queue, one decision at a time, writes in parallel.
 
 Rules:
 
-* Concurrency is one, on purpose: two reconciles at once would each decide
-  against a fleet missing the other's booking.
+* Decisions are one at a time, on purpose: two at once would each decide
+  against a fleet missing the other's booking. Their writes are not: each
+  reconcile's plan goes to a bounded pool (writes.py), and a worker whose
+  plan is still in flight is looked at again only once it has landed.
+* Nothing is decided before every watch has listed (the cache would lack
+  seats already promised), nor once ``may_act`` says this replica may no
+  longer lead: the loop stops instead.
+* A failed write comes back as a retry of its worker: with back-off, or soon
+  after a ``Conflict`` or an ``AlreadyExists`` (a read behind a newer write).
 * Nothing a reconcile raises stops the loop. API errors are retried with a
   per-key exponential delay; a ``Conflict`` (a stale read racing a newer
   write) is retried at once after a short pause; anything else is logged with
@@ -22,13 +29,15 @@ import time
 from collections.abc import Callable
 
 from controller import kube
+from controller.cache import Cache
 from controller.logs import kv
 from controller.metrics import Health, Metrics
 from controller.queue import WorkQueue
-from controller.reconcile import Reconciler
+from controller.reconcile import DROP, SOON, Reconciler
 from controller.settings import Settings
 from controller.watches import WAKE_DELAY, Watcher, feeds
 from controller.work import HOUSEKEEPING_ORDER, SWEEP, WAKE, Result, utcnow
+from controller.writes import Write, Writer
 
 log = logging.getLogger("openrl.controller.loop")
 
@@ -36,37 +45,64 @@ CONFLICT_DELAY = 0.2
 # A worker just let go of its claim: sweep shortly (the grace still protects young claims).
 SWEEP_SOON = 1.0
 SYNC_TIMEOUT = 60.0
+WRITE_CONCURRENCY = 16
+
+
+class NotLeading(kube.KubeError):
+    """This replica may no longer lead: it must not write."""
 
 
 class Controller:
     def __init__(self, api: kube.Kube, settings: Settings, *, metrics: Metrics | None = None,
-                 health: Health | None = None,
+                 health: Health | None = None, may_act: Callable[[], bool] = lambda: True,
+                 concurrency: int = WRITE_CONCURRENCY,
                  now: Callable[[], dt.datetime] = utcnow) -> None:
         self.api = api
         self.settings = settings
         self.metrics = metrics or Metrics()
         self.health = health or Health()
+        self.may_act = may_act
         self.queue = WorkQueue(max_delay=settings.retry_interval)
-        self.reconciler = Reconciler(api, settings, metrics=self.metrics, now=now)
+        self.cache = Cache(settings.device_driver)
+        self.writer = Writer(api, self.cache, concurrency=concurrency, fence=self._fence,
+                             done=self._written)
+        self.reconciler = Reconciler(api, settings, cache=self.cache, writer=self.writer,
+                                     metrics=self.metrics, now=now)
         self.reconciles = 0
         self.watchers: list[Watcher] = []
+        self._deferred: set[str] = set()  # came up while its plan was in flight
+        self._failing: set[str] = set()  # its last plan failed: keep its back-off
+        self._deferred_lock = threading.Lock()
+
+    def _fence(self) -> None:
+        if not self.may_act():
+            raise NotLeading(0, "NotLeading", "the lease may have passed to another replica")
 
     def start_watches(self, stop: threading.Event) -> bool:
-        """Start every watch; True once all of them have listed (False on timeout)."""
+        """Start every watch; True once all of them have listed (False if stopped first)."""
         synced = []
         for feed in feeds(self.queue, self.settings.device_driver):
             done = threading.Event()
-            watcher = Watcher(self.api, feed, stop, done)
+            watcher = Watcher(self.api, feed, self.cache, stop, done)
             watcher.start()
             self.watchers.append(watcher)
             synced.append(done)
         deadline = time.monotonic() + SYNC_TIMEOUT
-        return all(done.wait(max(0.0, deadline - time.monotonic())) for done in synced)
+        for done in synced:
+            while not done.wait(1.0):
+                self.health.beat()
+                if stop.is_set():
+                    return False
+                if time.monotonic() > deadline:
+                    log.warning("watches not synced yet; still waiting before any decision")
+                    deadline = time.monotonic() + SYNC_TIMEOUT
+        return True
 
     def run(self, stop: threading.Event) -> None:
         self.health.beat()
         if not self.start_watches(stop):
-            log.warning("watches not synced yet; starting anyway")
+            self.writer.close(wait=False)
+            return
         self.health.set_ready(True, "leading")
         self.queue.add(SWEEP, after=min(5.0, self.settings.reclaim_interval),
                        order=HOUSEKEEPING_ORDER)
@@ -77,19 +113,55 @@ class Controller:
             key = self.queue.get(timeout=1.0)
             if key is None:
                 continue
-            if stop.is_set():
+            if stop.is_set() or not self.may_act():
                 self.queue.done(key)
                 break
             self.process(key)
         self.queue.close()
+        self.writer.close(wait=True)
+
+    def _written(self, key: str, write: Write | None, error: kube.KubeError | None) -> None:
+        """A plan has landed (or failed): bring its worker back if that is due."""
+        with self._deferred_lock:
+            deferred = key in self._deferred
+            self._deferred.discard(key)
+            if error is None:
+                self._failing.discard(key)
+            else:
+                self._failing.add(key)
+        if error is None or write is None:
+            self.queue.forget(key)  # back-off resets once a worker's writes land
+            if deferred:
+                self.queue.add(key)
+            return
+        if isinstance(error, NotLeading):
+            return
+        verdict = self.reconciler.failed_write(key, write, error)
+        log.warning("write failed", extra=kv(key=key, verb=write.verb,
+                                             resource=write.res.plural, error=str(error),
+                                             then=verdict))
+        if verdict == SOON:
+            self.queue.add(key, after=CONFLICT_DELAY)
+        elif verdict != DROP:
+            self.queue.retry(key)
 
     def process(self, key: str) -> Result | None:
+        if self.writer.busy(key):
+            with self._deferred_lock:
+                self._deferred.add(key)
+            if self.writer.busy(key):  # else it landed meanwhile: go on
+                self.queue.done(key)
+                return None
+            with self._deferred_lock:
+                self._deferred.discard(key)
         started = time.monotonic()
         result: Result | None = None
         outcome = "error"
         try:
             result = self.reconciler(key)
-            self.queue.forget(key)
+            with self._deferred_lock:
+                if key not in self._failing and not self.writer.busy(key):
+                    self.queue.forget(key)
             for other, order in result.enqueue:
                 self.queue.add(other, order=order)
             if result.wake:

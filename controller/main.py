@@ -71,7 +71,10 @@ def run(settings: Settings, *, stop: threading.Event | None = None,
                 working.set()
 
             elector.keep(working, step_down)
-        controller = Controller(api, settings, metrics=metrics, health=health)
+        # A new term starts from a fresh cache: the Controller lists everything before
+        # its first decision, and stops deciding as soon as the lease is in doubt.
+        controller = Controller(api, settings, metrics=metrics, health=health,
+                                may_act=elector.valid if elector is not None else lambda: True)
         if started is not None:
             started(controller)
         controller.run(working)

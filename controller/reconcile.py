@@ -1,7 +1,14 @@
-"""One reconcile: one worker, the world read fresh, one decision, at most three writes.
+"""One reconcile: one worker, read from the cache, one decision, its writes planned.
 
-The sequence for a worker (every read is a fresh, consistent read from the API
-server, so a reconcile always sees the writes of the one before it):
+Every read comes from the cache the watches keep (cache.py), never from a
+LIST or GET; the cache already holds every earlier decision (assumed), so a
+reconcile always sees the seats promised before it. Writes are planned, not
+made: the plan (finalizer, claim, pod, status, Event) goes to the write pool
+(writes.py) once the reconcile returns, and a write that fails gives its
+seat back and brings the worker back with back-off. The rare deletions (a
+deleted worker's pod, a predecessor's, an unschedulable one) are made at once.
+
+The sequence for a worker:
 
 1. Read the worker and its pod (``orw-<name>``). Gone: nothing to do.
 2. Deleting: delete its pod; only once the pod is verifiably gone, remove the
@@ -21,9 +28,9 @@ server, so a reconcile always sees the writes of the one before it):
    - if the worker already holds a live claim (its status says so, or the
      claim derived from its UID exists after a lost write), recreate the pod
      on it: placed workers stay put;
-   - otherwise read the fleet (every worker, managed pod and claim, the
-     driver's slices, the nodes), decide, and write: create the claim (new
-     claims only), create the pod, patch the status.
+   - otherwise decide against the cache's fleet, assume the claim (new
+     claims only) and the pod into the cache, and plan: create the claim,
+     create the pod, patch the status.
 7. Waiting workers are retried at the retry interval (and woken by capacity
    changes); one no node could ever hold fails Unsatisfiable after the
    placement timeout.
@@ -42,9 +49,9 @@ from collections.abc import Callable
 import attrs
 
 from controller import housekeeping, kube, naming, render, status
+from controller.cache import Cache
 from controller.claims import build_claim, read_claim
 from controller.events import Recorder
-from controller.fleet_reader import FleetView, build_fleet
 from controller.logs import kv
 from controller.metrics import Metrics
 from controller.naming import Phase, PodPhase, ReasonKind
@@ -67,7 +74,8 @@ from controller.objects import (
 )
 from controller.settings import Settings
 from controller.status import Outcome
-from controller.work import SWEEP, WAKE, Result, is_pending, utcnow
+from controller.work import SWEEP, WAKE, Result, utcnow
+from controller.writes import Plan, Write, Writer
 from placement import JoinClaim, NewClaim, Request, Wait, decide
 from placement.model import per_device_share
 from placement.quantity import format_quantity
@@ -83,16 +91,22 @@ class _Conclude(Exception):
         self.requeue_after = requeue_after
 
 
-def _pending(objs: list[Obj]) -> int:
-    return sum(1 for o in objs if is_pending(o))
+# How long a placed pod may make progress short of Running before the status says so.
+STATUS_QUIET = 10.0
+
+# A write's failure, and what the loop does about it: retry with back-off, soon, or not.
+RETRY, SOON, DROP = "retry", "soon", "drop"
 
 
 class Reconciler:
-    def __init__(self, api: kube.Kube, settings: Settings, *, metrics: Metrics | None = None,
+    def __init__(self, api: kube.Kube, settings: Settings, *, cache: Cache,
+                 writer: Writer | None = None, metrics: Metrics | None = None,
                  recorder: Recorder | None = None,
                  now: Callable[[], dt.datetime] = utcnow) -> None:
         self.api = api
         self.settings = settings
+        self.cache = cache
+        self.writer = writer or Writer(api, cache, concurrency=0, done=self._written_inline)
         self.metrics = metrics or Metrics()
         self.now = now
         self.recorder = recorder or Recorder(api, settings.identity, now)
@@ -100,23 +114,32 @@ class Reconciler:
 
     def __call__(self, key: str) -> Result:
         if key == WAKE:
-            return housekeeping.wake(self.api, self.metrics)
+            self._observe()
+            return housekeeping.wake(self.cache, self.metrics)
         if key == SWEEP:
-            return housekeeping.sweep(self.api, self.settings, self.metrics, self.now())
+            return housekeeping.sweep(self.api, self.cache, self.settings, self.metrics,
+                                      self.now())
         return self.reconcile(key)
 
     # ------------------------------------------------------------- a worker
 
     def reconcile(self, name: str) -> Result:
+        plan = Plan(name)
         try:
-            worker = Worker.from_obj(self.api.get(kube.WORKERS, name))
-        except kube.NotFound:
+            return self._reconcile(name, plan)
+        finally:
+            self.writer.submit(plan)
+
+    def _reconcile(self, name: str, plan: Plan) -> Result:
+        obj = self.cache.get(kube.WORKERS, name)
+        if obj is None:
             return Result()
-        pod = self._pod(worker.pod_name)
+        worker = Worker.from_obj(obj)
+        pod = self.cache.get(kube.PODS, worker.pod_name)
         if worker.deleting:
             return self._finalize(worker, pod)
         if naming.FINALIZER not in worker.finalizers:
-            worker = self._add_finalizer(worker)
+            worker = self._add_finalizer(worker, plan)
         if worker.phase == Phase.FAILED:
             return Result()
         try:
@@ -124,20 +147,73 @@ class Reconciler:
                 raise _Conclude(Outcome(Phase.FAILED, ReasonKind.INVALID_SPEC, worker.spec_error))
             if pod is not None:
                 return self._with_pod(worker, pod)
-            return self._place(worker)
+            return self._place(worker, plan)
         except _Conclude as done:
-            return self._conclude(worker, done.outcome, done.requeue_after)
+            return self._conclude(worker, done.outcome, done.requeue_after, plan)
 
-    def _pod(self, name: str) -> Obj | None:
-        try:
-            return self.api.get(kube.PODS, name)
-        except kube.NotFound:
-            return None
-
-    def _add_finalizer(self, worker: Worker) -> Worker:
-        body = {"metadata": {"finalizers": [*worker.finalizers, naming.FINALIZER],
+    def _add_finalizer(self, worker: Worker, plan: Plan) -> Worker:
+        """Plan the finalizer (first, so it is there before any seat is written)."""
+        finalizers = [*worker.finalizers, naming.FINALIZER]
+        body = {"metadata": {"finalizers": finalizers,
                              "resourceVersion": worker.obj["metadata"]["resourceVersion"]}}
-        return Worker.from_obj(self.api.patch(kube.WORKERS, worker.name, body))
+        plan.writes.append(Write("patch", kube.WORKERS, worker.name, body))
+        return Worker.from_obj({**worker.obj, "metadata": {**worker.obj["metadata"],
+                                                           "finalizers": finalizers}})
+
+    def _written_inline(self, key: str, write: Write | None,
+                        error: kube.KubeError | None) -> None:
+        if write is not None and error is not None:
+            self.failed_write(key, write, error)
+
+    def _settle_existing_pod(self, key: str) -> str:
+        obj = self.cache.get(kube.WORKERS, key)
+        if obj is None:
+            return DROP
+        try:
+            pod = self.api.get(kube.PODS, naming.pod_name(key))
+        except kube.NotFound:
+            return SOON  # gone again meanwhile: try afresh
+        worker, plan = Worker.from_obj(obj), Plan(key)
+        try:
+            self._with_pod(worker, pod)
+        except _Conclude as done:
+            self._conclude(worker, done.outcome, done.requeue_after, plan)
+            if done.outcome.phase == Phase.FAILED:
+                return DROP
+        finally:
+            Writer(self.api, self.cache, concurrency=0, fence=self.writer.fence).submit(plan)
+        return SOON
+
+    def failed_write(self, key: str, write: Write, error: kube.KubeError) -> str:
+        """What a failed planned write means for the worker: RETRY, SOON or DROP.
+
+        Called from the write pool once the plan's assumptions are dropped.
+        """
+        if isinstance(error, kube.NotFound) and write.res == kube.WORKERS:
+            return DROP  # the worker is gone
+        if write.res == kube.PODS and isinstance(error, kube.AlreadyExists):
+            # Created since we looked, or not a pod the cache holds (not managed by us):
+            # read it once and settle whose it is.
+            return self._settle_existing_pod(key)
+        if write.res == kube.PODS and (isinstance(error, kube.Invalid) or (
+                isinstance(error, kube.Forbidden) and "PodSecurity" in error.message)):
+            # The API server refused the rendered pod itself (a field it rejects, or Pod
+            # Security admission): the template's doing, and retrying cannot fix it. A
+            # claim cut for it is left to the sweep (a Failed worker pins no claim).
+            obj = self.cache.get(kube.WORKERS, key)
+            if obj is None:
+                return DROP
+            worker = Worker.from_obj(obj)
+            plan = Plan(key)
+            self._conclude(worker, Outcome(
+                Phase.FAILED, ReasonKind.TEMPLATE_ERROR,
+                f"the API server refused pod {worker.pod_name} rendered from "
+                f"{worker.template_name}: {error.message}"), None, plan)
+            Writer(self.api, self.cache, concurrency=0, fence=self.writer.fence).submit(plan)
+            return DROP
+        if isinstance(error, kube.Conflict):
+            return SOON
+        return RETRY
 
     def _finalize(self, worker: Worker, pod: Obj | None) -> Result:
         # Only orw-<name> is ever created for a worker, so reading it by name is enough.
@@ -145,6 +221,7 @@ class Reconciler:
         for pod in mine:
             if not is_deleting(pod):
                 try:
+                    self.writer.fence()
                     self.api.delete(kube.PODS, name_of(pod), uid=uid_of(pod))
                     log.info("deleting pod of deleted worker",
                              extra=kv(worker=worker.name, pod=name_of(pod),
@@ -158,8 +235,9 @@ class Reconciler:
             remaining = [f for f in worker.finalizers if f != naming.FINALIZER]
             body = {"metadata": {"finalizers": remaining,
                                  "resourceVersion": worker.obj["metadata"]["resourceVersion"]}}
+            self.writer.fence()
             with contextlib.suppress(kube.NotFound):
-                self.api.patch(kube.WORKERS, worker.name, body)
+                self.cache.confirm(kube.WORKERS, self.api.patch(kube.WORKERS, worker.name, body))
             log.info("released seat of deleted worker",
                      extra=kv(worker=worker.name, claim=worker.claim))
         return Result(wake=True, sweep=True)
@@ -181,6 +259,7 @@ class Reconciler:
                 f"pod {name_of(pod)} exists and belongs to {who!r}, not to this worker; "
                 "nothing was deleted"))
         if not is_deleting(pod):
+            self.writer.fence()
             with contextlib.suppress(kube.NotFound):
                 self.api.delete(kube.PODS, name_of(pod), uid=uid_of(pod))
             log.info("deleting pod of an earlier incarnation",
@@ -209,13 +288,18 @@ class Reconciler:
             raise _Conclude(attrs.evolve(base, phase=Phase.RUNNING, kind="",
                                          detail=f"pod {name_of(pod)} running on node "
                                                 f"{pod_node(pod)}"))
+        waited = (self.now() - created_at(pod)).total_seconds()
+        if worker.phase == Phase.PLACING and worker.claim == claim and waited < STATUS_QUIET:
+            # Already reported Placing on this claim: progress short of Running is not
+            # worth a write while it is young (most pods run within it). Look again then.
+            return Result(requeue_after=STATUS_QUIET - waited)
         if pod_node(pod):
             raise _Conclude(attrs.evolve(base, detail=f"pod {name_of(pod)} starting on node "
                                                       f"{pod_node(pod)}"))
-        waited = (self.now() - created_at(pod)).total_seconds()
         scheduled = pod_condition(pod, "PodScheduled") or {}
         why = scheduled.get("message") or "not scheduled yet"
         if waited >= self.settings.placement_timeout:
+            self.writer.fence()
             with contextlib.suppress(kube.NotFound):
                 self.api.delete(kube.PODS, name_of(pod), uid=uid_of(pod))
             raise _Conclude(Outcome(
@@ -227,42 +311,39 @@ class Reconciler:
                         self.settings.placement_timeout - waited)
 
     def _allocation(self, worker: Worker, claim: str) -> tuple[str, int]:
-        """(node once allocated, devices) of the worker's claim; status first, then the API."""
+        """(node once allocated, devices) of the worker's claim; status first, then the cache."""
         known_devices = worker.status.get("deviceCount")
         if claim == worker.claim and worker.status.get("nodeName") and known_devices:
             return str(worker.status["nodeName"]), int(known_devices)
-        try:
-            view = read_claim(self.api.get(kube.CLAIMS, claim), {})
-        except kube.NotFound:
+        obj = self.cache.get(kube.CLAIMS, claim)
+        if obj is None:
             return "", int(known_devices or 1)
+        view = read_claim(obj, self.cache.fleet.pool_nodes)
         return (view.node if view.allocated else ""), view.devices
 
-    def _place(self, worker: Worker) -> Result:
+    def _place(self, worker: Worker, plan: Plan) -> Result:
         prepared = self._template(worker)
-        claims = self.api.list(kube.CLAIMS, label_selector=naming.MANAGED_SELECTOR)
-        views = {v.name: v for v in (read_claim(c, {}) for c in claims) if not v.deleting}
+        with self.cache.lock:  # decide and assume as one step: no decision in between
+            return self._decide(worker, prepared, plan)
+
+    def _decide(self, worker: Worker, prepared: Obj, plan: Plan) -> Result:
+        views = self.cache.fleet.claims
         held = next((c for c in (worker.claim, worker.own_claim) if c and c in views), None)
         if held is not None:
             view = views[held]
             return self._start(worker, prepared, held, view.devices,
                                view.node if view.allocated else "",
-                               f"resumed on claim {held}", pin=view.node)
-        worker_objs = self.api.list(kube.WORKERS)
-        self.metrics.pending.set(_pending(worker_objs))
-        workers = [Worker.from_obj(o) for o in worker_objs]
-        pods = self.api.list(kube.PODS, label_selector=naming.MANAGED_SELECTOR)
-        fleet = build_fleet(slices=self.api.list(kube.SLICES), nodes=self.api.list(kube.NODES),
-                            claims=claims, workers=workers, pods=pods,
-                            driver=self.settings.device_driver)
-        self._observe(fleet)
+                               f"resumed on claim {held}", plan, pin=view.node)
+        fleet = self.cache.fleet.fleet
         request = Request(worker.name, worker.role, worker.memory, worker.owner)
-        decision = decide(request, fleet.fleet)
+        decision = decide(request, fleet)
         if isinstance(decision, NewClaim):
             self.metrics.decisions.labels(outcome="new_claim").inc()
             body = build_claim(worker.own_claim, decision, namespace=self.api.namespace,
                                device_class=self.settings.device_class,
                                driver=self.settings.device_driver, worker=worker.name)
-            self.api.create(kube.CLAIMS, body)
+            self.cache.assume(kube.CLAIMS, body)
+            plan.writes.append(Write("create", kube.CLAIMS, worker.own_claim, body, assumed=True))
             log.info("cut claim", extra=kv(worker=worker.name, claim=worker.own_claim,
                                            node=decision.node, devices=decision.devices,
                                            floor=format_quantity(decision.memory_floor),
@@ -272,13 +353,13 @@ class Reconciler:
                 f"new claim {worker.own_claim}: {decision.devices} device(s) of "
                 f"{format_quantity(decision.memory_floor)}..."
                 f"{format_quantity(decision.memory_ceiling)}, sized for node {decision.node}",
-                pin=decision.node)
+                plan, pin=decision.node)
         if isinstance(decision, JoinClaim):
             self.metrics.decisions.labels(outcome="join_claim").inc()
-            others = fleet.fleet.workers_on(decision.claim)
+            others = fleet.workers_on(decision.claim)
             return self._start(worker, prepared, decision.claim, decision.devices, decision.node,
                                f"joined claim {decision.claim} on node {decision.node} "
-                               f"({others} other worker(s))", pin=decision.node)
+                               f"({others} other worker(s))", plan, pin=decision.node)
         assert isinstance(decision, Wait)
         reason = decision.reason
         self.metrics.decisions.labels(
@@ -295,13 +376,11 @@ class Reconciler:
 
     def _template(self, worker: Worker) -> Obj:
         source = f"ConfigMap {self.api.namespace}/{worker.template_name} key {worker.template_key}"
-        try:
-            config_map = self.api.get(kube.CONFIGMAPS, worker.template_name)
-        except (kube.NotFound, kube.Forbidden) as exc:
-            missing = "not found" if isinstance(exc, kube.NotFound) else f"unreadable ({exc})"
+        config_map = self.cache.get(kube.CONFIGMAPS, worker.template_name)
+        if config_map is None:
             raise _Conclude(Outcome(Phase.PENDING, ReasonKind.TEMPLATE_NOT_FOUND,
-                                    f"{source.rsplit(' key ', 1)[0]} {missing}"),
-                            self.settings.retry_interval) from exc
+                                    f"{source.rsplit(' key ', 1)[0]} not found"),
+                            self.settings.retry_interval)
         text = (config_map.get("data") or {}).get(worker.template_key)
         if text is None:
             raise _Conclude(Outcome(Phase.PENDING, ReasonKind.TEMPLATE_NOT_FOUND,
@@ -313,25 +392,14 @@ class Reconciler:
             raise _Conclude(Outcome(Phase.FAILED, ReasonKind.TEMPLATE_ERROR, str(exc))) from exc
 
     def _start(self, worker: Worker, prepared: Obj, claim: str, devices: int, node: str,
-               how: str, *, pin: str) -> Result:
-        """Create the pod on ``claim``, pinned to ``pin`` (the node placement chose);
-        ``node`` is the allocation's node once observed (the status reports only that)."""
+               how: str, plan: Plan, *, pin: str) -> Result:
+        """Assume and plan the pod on ``claim``, pinned to ``pin`` (the node placement
+        chose); ``node`` is the allocation's node once observed (the status reports only
+        that). A refusal of the pod is handled by ``failed_write``."""
         pod = render.stamp(prepared, worker, claim, self.api.namespace, pin)
-        try:
-            self.api.create(kube.PODS, pod)
-        except kube.AlreadyExists:
-            # Created since we looked (or not ours at all): find out whose it is.
-            return self._with_pod(worker, self.api.get(kube.PODS, worker.pod_name))
-        except (kube.Invalid, kube.Forbidden) as exc:
-            # The API server refused the rendered pod itself (a field it rejects, or Pod
-            # Security admission): that is the template's doing, and retrying cannot fix it.
-            # A claim cut for it is left to the sweep (a Failed worker pins no claim).
-            if isinstance(exc, kube.Forbidden) and "PodSecurity" not in exc.message:
-                raise  # RBAC: the operator's to fix; keep retrying
-            raise _Conclude(Outcome(Phase.FAILED, ReasonKind.TEMPLATE_ERROR,
-                                    f"the API server refused pod {worker.pod_name} rendered "
-                                    f"from {worker.template_name}: {exc.message}")) from exc
-        log.info("created pod", extra=kv(worker=worker.name, pod=worker.pod_name, claim=claim,
+        self.cache.assume(kube.PODS, pod)
+        plan.writes.append(Write("create", kube.PODS, worker.pod_name, pod, assumed=True))
+        log.info("creating pod", extra=kv(worker=worker.name, pod=worker.pod_name, claim=claim,
                                          node=node))
         raise _Conclude(Outcome(Phase.PLACING, ReasonKind.PLACED, how, claim=claim, devices=devices,
                                 memory_per_device=per_device_share(worker.memory, devices),
@@ -339,30 +407,33 @@ class Reconciler:
                         self.settings.placement_timeout)
 
     def _conclude(self, worker: Worker, outcome: Outcome,
-                  requeue_after: float | None) -> Result:
+                  requeue_after: float | None, plan: Plan) -> Result:
         new = status.desired(worker, outcome, self.now())
         if status.changed(worker, new):
-            try:
-                self.api.patch(kube.WORKERS, worker.name, status.patch_body(new),
-                               subresource="status")
-            except kube.NotFound:
-                return Result()
+            plan.writes.append(Write("patch", kube.WORKERS, worker.name, status.patch_body(new),
+                                     subresource="status"))
             level = logging.WARNING if outcome.phase == Phase.FAILED else logging.INFO
             log.log(level, f"worker {outcome.phase.lower()}",
                     extra=kv(worker=worker.name, phase=outcome.phase, reason=outcome.reason,
                              claim=outcome.claim, node=outcome.node))
             if status.transition(worker, outcome):
-                self.recorder.record(worker.obj, status.event_type(outcome),
-                                     outcome.kind or outcome.phase, outcome.phase,
-                                     outcome.reason or outcome.detail or outcome.phase)
+                obj, kind = worker.obj, status.event_type(outcome)
+                reason, action = outcome.kind or outcome.phase, outcome.phase
+                note = outcome.reason or outcome.detail or outcome.phase
+                plan.after.append(lambda: self.recorder.record(obj, kind, reason, action, note))
         return Result(requeue_after=requeue_after)
 
-    def _observe(self, fleet: FleetView) -> None:
-        self.metrics.claims.set(len(fleet.claims))
-        self.metrics.seats_used.set(fleet.seats_used)
-        self.metrics.seats_total.set(fleet.seats_total)
-        self.metrics.node_warnings.set(len(fleet.warnings))
-        for warning in fleet.warnings:
+    def _observe(self) -> None:
+        """Fleet gauges and node warnings, on each wake (never per decision)."""
+        with self.cache.lock:
+            fleet = self.cache.fleet
+            claims, used, total = len(fleet.claims), fleet.seats_used, fleet.seats_total
+            warnings = fleet.warnings
+        self.metrics.claims.set(claims)
+        self.metrics.seats_used.set(used)
+        self.metrics.seats_total.set(total)
+        self.metrics.node_warnings.set(len(warnings))
+        for warning in warnings:
             if warning not in self._warned:
                 self._warned.add(warning)
                 node = warning.split(":")[0].removeprefix("node ")

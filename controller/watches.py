@@ -5,6 +5,9 @@ Rules:
 * Each watched resource runs list-then-watch on its own thread and re-lists
   when the watch expires or breaks; a re-list is diffed against what was seen,
   so a deletion missed while disconnected is still noticed.
+* Every object is stripped to the fields the controller reads and handed to
+  the cache (cache.py) before anything is queued, so a reconcile woken by a
+  change already reads it. Template ConfigMaps are watched for the cache only.
 * A change matters only if its *signature* changed (status heartbeats, our
   own status writes and managed-fields churn are ignored), which keeps the
   loop from re-reading the world for nothing.
@@ -26,6 +29,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from controller import kube, naming
+from controller.cache import Cache, strip
 from controller.logs import kv
 from controller.objects import Obj, controller_owner, meta, name_of, pod_node, pod_phase
 from controller.queue import WorkQueue
@@ -74,10 +78,11 @@ class Feed:
 
 
 class Watcher(threading.Thread):
-    def __init__(self, api: kube.Kube, feed: Feed, stop: threading.Event,
+    def __init__(self, api: kube.Kube, feed: Feed, cache: Cache, stop: threading.Event,
                  synced: threading.Event, *, retry: float = 2.0) -> None:
         super().__init__(name=f"watch-{feed.resource.plural}", daemon=True)
         self.api, self.feed, self.stop, self.synced, self.retry = api, feed, stop, synced, retry
+        self.cache = cache
 
     def run(self) -> None:
         version = ""
@@ -87,6 +92,9 @@ class Watcher(threading.Thread):
                 if not version:
                     items, version = self.api.list_with_version(
                         self.feed.resource, label_selector=self.feed.label_selector)
+                    res = self.feed.resource
+                    items = [strip(res, o) for o in items if self.feed.accept(o)]
+                    self.cache.relist(res, items, version)
                     self.feed.relist(items)
                     self.synced.set()
                 for kind, obj in self.api.watch(self.feed.resource, version,
@@ -94,7 +102,9 @@ class Watcher(threading.Thread):
                     if self.stop.is_set():
                         return
                     version = meta(obj).get("resourceVersion") or version
-                    if kind in ("ADDED", "MODIFIED", "DELETED"):
+                    if kind in ("ADDED", "MODIFIED", "DELETED") and self.feed.accept(obj):
+                        obj = strip(self.feed.resource, obj)
+                        self.cache.event(self.feed.resource, kind, obj)
                         self.feed.event(kind, obj)
                 failures = 0
             except kube.Gone:
@@ -174,4 +184,5 @@ def feeds(queue: WorkQueue, driver: str) -> list[Feed]:
         Feed(kube.SLICES, _slice_signature, wake,
              accept=lambda o: (o.get("spec") or {}).get("driver") == driver),
         Feed(kube.NODES, _node_signature, wake),
+        Feed(kube.CONFIGMAPS, lambda o: meta(o).get("resourceVersion"), lambda *_: None),
     ]

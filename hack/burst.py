@@ -10,14 +10,23 @@ or Pending with a reason, and the controller's queue idle. Then it prints
   * reconciles per second (reconciles / time from first create to settled),
   * Kubernetes API requests per placed worker (every request the controller's
     API layer made, watches and leader election excluded, / Running workers),
-    with the breakdown by verb and resource.
+    with the breakdown by verb and resource,
+  * the process's peak resident memory (the controller runs in it).
+
+With --baseline it then measures kube-scheduler alone on the same cluster, in
+the same run: as many claims as there were workers, each shaped as the
+controller would cut it for that memory (one device request with the same CEL
+memory bounds), and as many pods consuming them (rendered from the same
+template, with the same role affinity but no node pinned), created directly
+and timed until every pod runs. It prints both times and their ratio. The two
+sides share the machine, so compare ratios, not absolute times.
 
 The fake GPU nodes are labelled openrl.io/enabled=true and
 max-workers-per-claim=MAXW for the run (labels restored afterwards); the
 namespace is deleted at the end. Usage:
 
   KUBECONFIG=.cluster/admin.kubeconfig .venv/bin/python hack/burst.py \\
-      [--workers 200] [--memory 10Gi] [--maxw 16] [--json]
+      [--workers 200] [--memory 10Gi] [--maxw 16] [--baseline] [--json]
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ import argparse
 import json
 import logging
 import os
+import resource
 import sys
 import threading
 import time
@@ -40,12 +50,16 @@ from kubernetes import client, config
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from controller import kube  # noqa: E402
+from controller import kube, naming, render  # noqa: E402
+from controller.claims import build_claim  # noqa: E402
 from controller.fleet_reader import read_slices  # noqa: E402
 from controller.loop import Controller  # noqa: E402
 from controller.main import run  # noqa: E402
 from controller.metrics import Metrics  # noqa: E402
+from controller.objects import Worker  # noqa: E402
 from controller.settings import Settings  # noqa: E402
+from placement import NewClaim  # noqa: E402
+from placement.quantity import parse_quantity  # noqa: E402
 
 GROUP, VERSION, PLURAL = "openrl.io", "v1alpha1", "openrlworkers"
 
@@ -68,6 +82,69 @@ def ensure_crd(api: client.ApiClient) -> None:
     raise SystemExit("the OpenRLWorker CRD never became established")
 
 
+def peak_rss_mb() -> float:
+    """The process's peak resident set (VmHWM), in MiB."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def baseline(core: client.CoreV1Api, custom: client.CustomObjectsApi, namespace: str,
+             workers: int, memory: str, driver: str, device_memory: int,
+             timeout: float) -> float:
+    """kube-scheduler alone: claims and pods created directly; seconds until all run."""
+    bytes_ = parse_quantity(memory)
+    shape = NewClaim(node="", devices=1, memory_floor=bytes_, memory_ceiling=device_memory)
+    template = yaml.safe_load(core.read_namespaced_config_map(
+        naming.template_name("trainer"), namespace).data[naming.DEFAULT_TEMPLATE_KEY])
+    started = time.monotonic()
+    for i in range(workers):
+        name = f"base-{i:04d}"
+        body = build_claim(f"claim-{name}", shape, namespace=namespace, device_class=driver,
+                           driver=driver, worker=name)
+        custom.create_namespaced_custom_object("resource.k8s.io", "v1", namespace,
+                                               "resourceclaims", body)
+        worker = Worker.from_obj({"apiVersion": "openrl.io/v1alpha1", "kind": "OpenRLWorker",
+                                  "metadata": {"name": name, "uid": f"uid-{name}"},
+                                  "spec": {"role": "trainer", "modelId": "burst",
+                                           "memory": memory}})
+        pod = render.stamp(render.prepare(yaml.safe_dump(template), worker, "baseline"),
+                           worker, f"claim-{name}", namespace, node="")
+        pod["metadata"]["name"] = name
+        pod["metadata"]["ownerReferences"] = []
+        core.create_namespaced_pod(namespace, pod)
+    while time.monotonic() - started < timeout:
+        pods = core.list_namespaced_pod(namespace, label_selector=f"{naming.LABEL_MANAGED}=true")
+        running = sum(1 for p in pods.items if p.status.phase == "Running"
+                      and p.metadata.name.startswith("base-"))
+        if running >= workers:
+            break
+        time.sleep(0.25)
+    return time.monotonic() - started
+
+
+def delete_all_claims(custom: client.CustomObjectsApi, namespace: str) -> None:
+    def names() -> list[str]:
+        items = custom.list_namespaced_custom_object("resource.k8s.io", "v1", namespace,
+                                                     "resourceclaims")["items"]
+        return [c["metadata"]["name"] for c in items]
+
+    for name in names():
+        try:
+            custom.delete_namespaced_custom_object("resource.k8s.io", "v1", namespace,
+                                                   "resourceclaims", name)
+        except client.ApiException as e:
+            if e.status != 404:
+                raise
+    deadline = time.monotonic() + 120
+    while names() and time.monotonic() < deadline:
+        time.sleep(0.5)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", type=int, default=int(os.environ.get("WORKERS", 200)))
@@ -76,6 +153,8 @@ def main() -> int:
     parser.add_argument("--driver", default=os.environ.get("OPEN_RL_DEVICE_CLASS",
                                                            "gpu.example.com"))
     parser.add_argument("--timeout", type=float, default=600)
+    parser.add_argument("--baseline", action="store_true",
+                        help="then time kube-scheduler alone on equivalent claims and pods")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--log-level", default="warning")
     args = parser.parse_args()
@@ -166,6 +245,10 @@ def main() -> int:
                 api_seconds[f"{sample.labels['verb']} {sample.labels['resource']}"] += \
                     sample.value
         running = phases.get("Running", 0)
+        rss = peak_rss_mb()
+        by_verb: Counter[str] = Counter()
+        for (verb, _res), n in calls.items():
+            by_verb[verb] += n
         claims = custom.list_namespaced_custom_object("resource.k8s.io", "v1", namespace,
                                                       "resourceclaims")["items"]
         figures = {
@@ -182,6 +265,11 @@ def main() -> int:
             "api_requests": sum(calls.values()),
             "api_requests_per_placed_worker": round(sum(calls.values()) / max(1, running), 1),
             "by_call": {f"{verb} {res}": n for (verb, res), n in sorted(calls.items())},
+            "per_placed_worker_by_call": {
+                f"{verb} {res}": round(n / max(1, running), 2)
+                for (verb, res), n in sorted(calls.items())},
+            "lists": sum(n for (verb, _), n in calls.items() if verb == "list"),
+            "peak_rss_mb": rss,
             "seconds_by_call": {k: round(v, 2) for k, v in sorted(api_seconds.items())},
         }
     finally:
@@ -195,6 +283,17 @@ def main() -> int:
             time.sleep(1)
         stop.set()
         thread.join(15)
+        if args.baseline and figures:
+            # The pipeline's claims go first: their devices are the baseline's.
+            delete_all_claims(custom, namespace)
+            memories = sorted(h.device_memory for h in hardware.values())
+            took = baseline(core, custom, namespace, args.workers, args.memory, args.driver,
+                            memories[0] if memories else parse_quantity("80Gi"), args.timeout)
+            figures["baseline_seconds"] = round(took, 2)
+            figures["ratio"] = round(figures["settle_seconds"] / max(took, 1e-9), 2)
+            for pod in core.list_namespaced_pod(namespace).items:
+                core.delete_namespaced_pod(pod.metadata.name, namespace, grace_period_seconds=0)
+            delete_all_claims(custom, namespace)
         for item in custom.list_namespaced_custom_object(GROUP, VERSION, namespace,
                                                          PLURAL)["items"]:
             custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL,
@@ -216,9 +315,15 @@ def main() -> int:
               f"({figures['reconciles_per_second']}/s; busy {figures['reconcile_busy_seconds']}s,"
               f" of which API {figures['api_seconds']}s)")
         print(f"  API requests: {figures['api_requests']} "
-              f"({figures['api_requests_per_placed_worker']} per placed worker)")
+              f"({figures['api_requests_per_placed_worker']} per placed worker; "
+              f"{figures['lists']} LISTs after start-up)")
         for call, n in figures["by_call"].items():
-            print(f"    {call:<28} {n:>6} {figures['seconds_by_call'].get(call, 0):>8.2f}s")
+            print(f"    {call:<28} {n:>6} {figures['per_placed_worker_by_call'][call]:>6.2f}"
+                  f"/worker {figures['seconds_by_call'].get(call, 0):>8.2f}s")
+        print(f"  peak RSS of the process running the controller: {figures['peak_rss_mb']} MiB")
+        if "baseline_seconds" in figures:
+            print(f"  kube-scheduler alone on {figures['workers']} equivalent claims and pods: "
+                  f"{figures['baseline_seconds']}s; pipeline / baseline = {figures['ratio']}x")
     return 0
 
 

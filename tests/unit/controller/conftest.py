@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from controller import kube
+from controller import kube, naming
+from controller.cache import Cache
 from controller.reconcile import Reconciler
 from controller.settings import Settings
 from tests.unit.controller.fake_kube import FakeKube
@@ -86,13 +87,20 @@ class Cluster:
         for role in ("trainer", "sampler"):
             self.api.put(kube.CONFIGMAPS, template_cm(role))
         self.settings = Settings(namespace="openrl", identity="test", **settings)
-        self.reconciler = Reconciler(self.api, self.settings, now=self.api.clock)  # type: ignore[arg-type]
+        self.cache = Cache(self.settings.device_driver)
+        self.reconciler = Reconciler(self.api, self.settings, cache=self.cache,  # type: ignore[arg-type]
+                                     now=self.api.clock)
+
+    def sync(self) -> None:
+        """The watches catch up: the cache lists what the fake API holds (no call counted)."""
+        sync_cache(self.cache, self.api)
 
     def add_worker(self, name: str, memory: str | int = "50Gi", role: str = "trainer",
                    **spec: Any) -> dict[str, Any]:
         return self.api.put(kube.WORKERS, worker_obj(name, memory, role, **spec))
 
     def reconcile(self, name: str) -> Any:
+        self.sync()
         return self.reconciler(name)
 
     def worker(self, name: str) -> dict[str, Any]:
@@ -119,6 +127,19 @@ class Cluster:
             self.api.allocate(status["claimName"], node)
         self.api.run_pod(status["podName"], node)
         self.reconcile(name)
+
+
+def sync_cache(cache: Cache, api: FakeKube) -> None:
+    """What the watches would list: managed pods and claims, the driver's slices, the rest."""
+    for res in (kube.SLICES, kube.NODES, kube.CLAIMS, kube.WORKERS, kube.PODS,
+                kube.CONFIGMAPS):
+        items = api.all(res)
+        if res in (kube.PODS, kube.CLAIMS):
+            items = [o for o in items if (o["metadata"].get("labels") or {}).get(
+                naming.LABEL_MANAGED) == "true"]
+        if res == kube.SLICES:
+            items = [o for o in items if o["spec"].get("driver") == DRIVER]
+        cache.relist(res, items)
 
 
 @pytest.fixture

@@ -75,7 +75,7 @@ def test_feed_only_reports_changed_signatures() -> None:
 
 def test_feeds_route_events_to_keys() -> None:
     q = WorkQueue()
-    worker_feed, pod_feed, claim_feed, slice_feed, node_feed = feeds(q, "gpu.example.com")
+    worker_feed, pod_feed, claim_feed, slice_feed, node_feed, _ = feeds(q, "gpu.example.com")
     worker_feed.event("ADDED", {"metadata": {"name": "w", "uid": "1",
                                              "creationTimestamp": "2026-01-01T00:00:00Z"}})
     worker_feed.event("MODIFIED", {"metadata": {"name": "w", "uid": "1",
