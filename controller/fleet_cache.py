@@ -12,6 +12,9 @@ Rules:
   node is taken out of the fleet and put back, a claim (or a booking on it) is
   dropped and re-added with its seats -- a few workers, never the fleet.
 * It holds no lock and does no I/O; the cache around it serializes changes.
+* What the fleet refuses (a node with fewer devices than a claim on it holds,
+  say) is left out and reported among the warnings, never raised: one odd
+  object must not stop the watches.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from controller.objects import (
     pod_claim,
     worker_owner_uid,
 )
-from placement import Booking, Claim, Fleet, Node
+from placement import Booking, Claim, Fleet, Node, PlacementError
 
 __all__ = ["FleetCache"]
 
@@ -53,6 +56,7 @@ class FleetCache:
         self._claim_objs: dict[str, Obj] = {}
         self._by_pool: set[str] = set()  # allocated claims whose node comes from a pool
         self._in_fleet: dict[str, Claim] = {}
+        self._claim_notes: dict[str, str] = {}  # claims the fleet refused, and why
         self._on_claim: dict[str, set[str]] = {}  # claim -> holders booked on it
         self._workers: dict[str, Worker] = {}
         self._worker_by_uid: dict[str, str] = {}
@@ -64,6 +68,7 @@ class FleetCache:
     @property
     def warnings(self) -> tuple[str, ...]:
         notes = [n for pool in sorted(self._pool_notes) for n in self._pool_notes[pool]]
+        notes += [self._claim_notes[c] for c in sorted(self._claim_notes)]
         return (*notes, *(w for node in sorted(self._node_warnings)
                           for w in self._node_warnings[node]))
 
@@ -216,7 +221,12 @@ class FleetCache:
             self.fleet.remove_node(name)
             del self.nodes[name]
         if desired is not None:
-            self.fleet.add_node(desired)
+            try:
+                self.fleet.add_node(desired)
+            except PlacementError as exc:  # e.g. fewer devices than a claim on it holds
+                self._node_warnings.setdefault(name, []).append(
+                    f"node {name}: left out of placement: {exc}")
+                return
             self.nodes[name] = desired
 
     # ------------------------------------------------------------- bookings
@@ -275,6 +285,8 @@ class FleetCache:
             desired = Claim(name, view.node, view.devices, allocated=view.allocated, bookings=tuple(
                 Booking(h, self.bookings[h].owner, self.bookings[h].memory) for h in seats))
         current = self._in_fleet.get(name)
+        if desired is None:
+            self._claim_notes.pop(name, None)
         if desired == current:
             return
         if current is not None:
@@ -283,7 +295,12 @@ class FleetCache:
             self.fleet.remove_claim(name)
             del self._in_fleet[name]
         if desired is not None:
-            self.fleet.add_claim(desired)
+            try:
+                self.fleet.add_claim(desired)
+            except PlacementError as exc:
+                self._claim_notes[name] = f"claim {name}: left out of placement: {exc}"
+                return
+            self._claim_notes.pop(name, None)
             self._in_fleet[name] = desired
 
 
