@@ -1,27 +1,18 @@
 """The decision: where one worker goes, or why it waits.
 
-The policy, in the order it is applied:
+The policy comes first, stated once as data and small functions: the spread
+ranking, the join checks and the join ranking. Everything after it carries
+the policy out quickly, with the fleet's index (``placement.index``) serving
+exactly what the policy names; ``tests/reference.py`` transcribes the same
+rules plainly and is the judge.
 
-1. Spread while a free pool exists. A pool is a node that accepts the
-   worker's role and has the devices the worker needs free. If any exists,
-   cut a new claim there; a lone worker parks nothing, so host memory is not
-   at stake. Ranked by:
-   a. fewest devices needed,
-   b. smallest device memory (the tightest fit),
-   c. fewest free devices left after placing (pack, keeping whole nodes free
-      for wide workers),
-   d. node name.
-2. Share only under contention, i.e. only when no pool is free. A worker may
-   join a claim when all of these hold:
-   a. the claim is allocated (nothing about a claim without a node can be
-      checked against anything real, so an unallocated claim is never joined);
-   b. the claim's node accepts the role;
-   c. the worker fits the claim's devices by itself (its per-device share is
-      at most the node's device memory): estimates are never summed, because
-      exactly one worker of a claim is resident at a time;
-   d. the claim has fewer workers than its node's max-workers-per-claim;
-   e. the node's host memory holds the parked load after the join.
-   Ranked by fewest workers, then claim name.
+1. Spread while a free pool exists: a node that accepts the worker's role and
+   has the devices it needs free gets a new claim. A lone worker parks
+   nothing, so host memory is not at stake. Candidates rank by
+   ``SPREAD_RANKING``.
+2. Share only under contention, i.e. only when no pool is free: the worker
+   may join a claim when every one of ``JOIN_CHECKS`` holds. Candidates rank
+   by ``JOIN_RANKING``.
 3. Otherwise wait, with a reason that tells "never" (``NoCapacity``) from
    "not yet" (``WaitingForCapacity``) and names what blocks the worker.
 
@@ -37,17 +28,26 @@ in which anything was added.
 from __future__ import annotations
 
 import enum
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from placement.fleet import Fleet
 from placement.model import Node, Request, devices_needed, per_device_share
 from placement.quantity import format_gib
 from placement.records import PoolGroup
-from placement.slack import Slack
+from placement.rooms import Room
+
+if TYPE_CHECKING:  # the fleet reads the policy below; the decision only reads a fleet
+    from placement.fleet import Fleet
 
 # best_pool, best_claim and offer_of are the package's own (the simulation's fast path).
 __all__ = [
+    "JOIN_CHECKS",
+    "JOIN_RANKING",
+    "SPREAD_RANKING",
     "Decision",
+    "JoinCandidate",
     "JoinClaim",
     "NewClaim",
     "Reason",
@@ -56,8 +56,98 @@ __all__ = [
     "decide",
     "explain",
     "find_seat",
+    "join_rank",
+    "join_room",
+    "spread_rank",
 ]
 
+# =================================================================== the policy
+
+# Step 1, spread: candidates compare by ``spread_rank``, smallest first.
+SPREAD_RANKING = (
+    "fewest devices needed",
+    "smallest device memory",  # the tightest fit keeps big devices for big workers
+    "fewest free devices left after placing",  # pack; keep whole nodes for wide workers
+    "node name",
+)
+
+
+def spread_rank(needed: int, device_memory: int, free_left: int,
+                node: str) -> tuple[int, int, int, str]:
+    """A free pool's place in ``SPREAD_RANKING``."""
+    return needed, device_memory, free_left, node
+
+
+@dataclass(frozen=True, slots=True)
+class JoinCandidate:
+    """What the join checks read about one claim."""
+
+    allocated: bool
+    node: Node | None  # None: the fleet does not know the claim's node
+    devices: int
+    workers: int
+    footprint: int  # the parked memory of its workers, shared or not
+    node_parked: int  # its node's parked load now
+
+
+def _parked_after_join(claim: JoinCandidate, request: Request) -> int:
+    # A claim of one worker turns shared: that worker starts parking too.
+    return claim.node_parked + request.memory + (claim.footprint if claim.workers == 1 else 0)
+
+
+# Step 2, share: a worker may join a claim when every check holds, in this order.
+JOIN_CHECKS: tuple[tuple[str, Callable[[JoinCandidate, Request], bool]], ...] = (
+    # Nothing about a claim without a node can be checked against anything
+    # real, so an unallocated claim is never joined.
+    ("the claim is allocated",
+     lambda claim, request: claim.allocated and claim.node is not None),
+    ("its node accepts the role",
+     lambda claim, request: claim.node is not None and claim.node.accepts(request.role)),
+    # Estimates are never summed: one worker of a claim is resident at a time.
+    ("the worker fits the claim's devices by itself",
+     lambda claim, request: claim.node is not None
+     and per_device_share(request.memory, claim.devices) <= claim.node.device_memory),
+    ("the claim has a free seat",
+     lambda claim, request: claim.node is not None
+     and claim.workers < claim.node.max_workers_per_claim),
+    ("the node's host memory holds the parked load after the join",
+     lambda claim, request: claim.node is not None
+     and (claim.node.host_memory is None
+          or _parked_after_join(claim, request) <= claim.node.host_memory)),
+)
+
+# Candidates compare by ``join_rank``, smallest first: load evens out across
+# claims before any claim fills up.
+JOIN_RANKING = ("fewest workers", "claim name")
+
+
+def join_rank(workers: int, claim: str) -> tuple[int, str]:
+    """An open claim's place in ``JOIN_RANKING``."""
+    return workers, claim
+
+
+def join_room(devices: int, workers: int, footprint: int, device_memory: int,
+              host_left: Room) -> Room:
+    """A claim's *room*: the largest joiner it takes now, for the fit and host-memory checks.
+
+    A worker of ``m`` bytes fits ``devices`` devices of ``device_memory``
+    exactly when ``m <= devices * device_memory``, and the node can park it
+    exactly when ``m`` (plus, if the claim turns shared, its one worker's
+    ``footprint``) is at most ``host_left``, what the node can still park
+    (``inf`` when its host memory is unknown). So both checks are
+    ``m <= room``; the index files each open claim with its room.
+    """
+    holds = devices * device_memory
+    if workers == 0:
+        # The joiner would be alone and park nothing: any size its devices hold,
+        # unless the node is already over its host memory (a cluster can be).
+        return holds if host_left >= 0 else -math.inf
+    if workers == 1:
+        host_left -= footprint
+    return host_left if host_left < holds else holds
+
+
+# ========================================================== carrying it out
 
 @dataclass(frozen=True, slots=True)
 class NewClaim:
@@ -132,7 +222,7 @@ def best_pool(request: Request, fleet: Fleet) -> tuple[str, int, int] | None:
     tens of thousands of times, reads the plain answer.
     """
     best: tuple[int, int, int, str] | None = None
-    for group, by_free in fleet.pool_groups(request.role):
+    for group, by_free in fleet.index.pool_groups(request.role):
         needed = devices_needed(request.memory, group.device_memory)
         tightest = -1
         for free in by_free:  # a handful of keys: at most the devices of a node, plus one
@@ -140,7 +230,9 @@ def best_pool(request: Request, fleet: Fleet) -> tuple[str, int, int] | None:
                 tightest = free
         if tightest < 0:
             continue
-        candidate = (needed, group.device_memory, tightest - needed, by_free[tightest][0])
+        # Within a group the tightest bucket's first name ranks best; across groups, compare.
+        candidate = spread_rank(needed, group.device_memory, tightest - needed,
+                                by_free[tightest][0])
         if best is None or candidate < best:
             best = candidate
     if best is None:
@@ -152,13 +244,15 @@ def best_pool(request: Request, fleet: Fleet) -> tuple[str, int, int] | None:
 def best_claim(request: Request, fleet: Fleet) -> str | None:
     """Rule 2, meaningful only when ``best_pool`` found nothing: the claim to join, if any.
 
-    Every open claim carries the largest joiner it takes (the fleet's slack:
-    what its devices hold, capped by what its node can still park), so the
-    size checks are one comparison inside the index.
+    The index holds only allocated claims with a free seat, by role policy
+    (the first, second and fourth join checks), each with its room
+    (``join_room``: the third and fifth), so the checks left are one
+    comparison inside a bucket.
     """
     memory = request.memory
-    open_seats = fleet.open_seats(request.role)
-    # Fewest workers first, then claim name across every role policy.
+    open_seats = fleet.index.open_seats(request.role)
+    # JOIN_RANKING: fewest workers first (one bucket per count), then the smallest
+    # claim name across every role policy's bucket of that count.
     for workers in sorted({n for by_workers in open_seats for n in by_workers}):
         found = None
         for by_workers in open_seats:
@@ -178,7 +272,7 @@ class NodeOffer:
 
     A worker of ``memory`` bytes can spread onto ``free`` devices of ``d``
     bytes exactly when ``memory <= free * d``, and join a k-device claim with
-    ``room`` to park exactly when ``memory <= min(room, k * d)``. So what a
+    ``host_left`` to park exactly when ``memory <= join_room(...)``. So what a
     node can seat is one threshold: every worker of an accepted role up to
     ``capacity`` bytes, and none above.
 
@@ -188,7 +282,7 @@ class NodeOffer:
     """
 
     node: Node
-    capacity: Slack
+    capacity: Room
 
     def could_seat(self, request: Request) -> bool:
         roles = self.node.roles
@@ -199,10 +293,10 @@ def offer_of(fleet: Fleet, node_name: str) -> NodeOffer | None:
     node = fleet.node(node_name)
     if node is None:
         return None
-    capacity: Slack = fleet.free_devices(node_name) * node.device_memory
-    joiner = fleet.largest_joiner_on(node_name)
-    if joiner is not None and joiner > capacity:
-        capacity = joiner
+    capacity: Room = fleet.free_devices(node_name) * node.device_memory
+    room = fleet.largest_room_on(node_name)
+    if room is not None and room > capacity:
+        capacity = room
     return NodeOffer(node, capacity)
 
 
@@ -210,7 +304,7 @@ def explain(request: Request, fleet: Fleet) -> Reason:
     """Why ``request`` cannot be placed right now (meaningful when ``decide`` says wait)."""
     role = request.role
     memory = request.memory
-    shapes = list(fleet.shapes(role))
+    shapes = list(fleet.index.shapes(role))
     if not shapes:
         return Reason(WaitKind.NO_CAPACITY, f"no enabled node accepts {role} workers")
 
@@ -232,7 +326,7 @@ def explain(request: Request, fleet: Fleet) -> Reason:
 
     blockers = [_free_devices_blocker(memory, fitting)]
     full_at = sorted({
-        limit for group, limit, _count in fleet.full_claims(role)
+        limit for group, limit, _count in fleet.index.full_claims(role)
         if per_device_share(memory, group.devices) <= group.device_memory
     })
     if full_at:
@@ -240,7 +334,7 @@ def explain(request: Request, fleet: Fleet) -> Reason:
         blockers.append(f"claims it fits are full at {limits} worker{_s(full_at[-1])}")
     # decide found no seat, so every open seat it fits is blocked by host memory.
     host_blocked = sum(
-        count for group, count in fleet.open_claims(role)
+        count for group, count in fleet.index.open_claims(role)
         if per_device_share(memory, group.devices) <= group.device_memory
     )
     if host_blocked:

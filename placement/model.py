@@ -65,11 +65,6 @@ def per_device_share(memory: int, devices: int) -> int:
     return _ceil_div(memory, devices)
 
 
-def parked_load(bookings: Collection[Booking]) -> int:
-    """Host RAM a claim's workers may park at once: nothing while one worker is alone."""
-    return sum(b.parked_memory for b in bookings) if len(bookings) >= 2 else 0
-
-
 @dataclass(frozen=True, slots=True)
 class Node:
     """A pool: ``devices`` accelerators of ``device_memory`` bytes each, on one host."""
@@ -132,11 +127,14 @@ class Booking:
     parked_memory: int
 
     def __post_init__(self) -> None:
-        _check_name("booked worker", self.worker)
-        where = f"booking of {self.worker}"
-        if type(self.owner) is not str:
-            raise PlacementError(f"{where}: owner must be a string, got {_show(self.owner)}")
-        _check_whole(where, "parked_memory", self.parked_memory, 0, bytes_=True)
+        # One test for the common case: every snapshot of a claim builds its bookings.
+        if (type(self.worker) is not str or not self.worker or type(self.owner) is not str
+                or type(self.parked_memory) is not int or self.parked_memory < 0):
+            _check_name("booked worker", self.worker)
+            where = f"booking of {self.worker}"
+            if type(self.owner) is not str:
+                raise PlacementError(f"{where}: owner must be a string, got {_show(self.owner)}")
+            _check_whole(where, "parked_memory", self.parked_memory, 0, bytes_=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,8 +176,12 @@ class Claim:
     def workers(self) -> tuple[str, ...]:
         return tuple(b.worker for b in self.bookings)
 
-    def parked_load(self) -> int:
-        return parked_load(self.bookings)
+    @property
+    def parked_memory(self) -> int:
+        """Host RAM its workers may park at once: all of theirs once shared, none while alone."""
+        if len(self.bookings) < 2:
+            return 0
+        return sum(booking.parked_memory for booking in self.bookings)
 
 
 # Construction checks: every value a caller hands the library is checked for

@@ -1,17 +1,21 @@
-"""The records behind the fleet's indexes: groups of alike nodes and claims, and mutable rows.
+"""The fleet's rows and the index's groups. Internal to the package.
 
 Rules:
 
+* A row is the books' mutable record of one node or claim. The fields above
+  the line in each row are the books; the ones below say where the index
+  filed the row, so unfiling needs no recomputation. Only the index writes
+  those.
 * Nodes are grouped by what a decision asks of them: a new claim asks for a
   role policy and a device size (``PoolGroup``); a join also asks for the
   claim's width (``SeatGroup``, which the reasons count by; the join itself
-  reads width and device size folded into each claim's slack). Two nodes in
+  reads width and device size folded into each claim's room). Two nodes in
   one group are interchangeable but for their names and their free capacity.
-* A group is made once per fleet and shared by every node of its shape, so
-  the indexes key on the group object itself: equal means identical, and a
+* A group is made once per index and shared by every node of its shape, so
+  the index keys on the group object itself: equal means identical, and a
   dictionary lookup hashes nothing but an address.
-* Rows are private and mutable; the fleet hands out only frozen snapshots
-  (``Claim``) or plain values.
+* The fleet hands out only frozen snapshots (``Node``, ``Claim``) or plain
+  values, never a row.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from placement.model import Booking, Claim, Node, Role
-from placement.slack import SlackIndex
+from placement.rooms import RoomIndex
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -39,19 +43,20 @@ class SeatGroup:
     devices: int
 
 
-class NodeRecord:
-    """A node as the fleet files it: its hardware, its pool group, its seat groups by width."""
+class NodeRow:
+    """A node in the books; the index's groups for it hang below the line."""
 
     __slots__ = ("node", "pool_group", "seat_groups")
 
-    def __init__(self, node: Node, pool_group: PoolGroup) -> None:
+    def __init__(self, node: Node) -> None:
         self.node = node
-        self.pool_group = pool_group
-        self.seat_groups: dict[int, SeatGroup] = {}  # by claim width, filled by Groups
+        # ---- the index's
+        self.pool_group: PoolGroup | None = None
+        self.seat_groups: dict[int, SeatGroup] = {}  # by claim width
 
 
 class Groups:
-    """The one group object of each shape in a fleet."""
+    """The one group object of each shape in an index."""
 
     __slots__ = ("_pools", "_seats")
 
@@ -66,21 +71,23 @@ class Groups:
             group = self._pools[key] = PoolGroup(*key)
         return group
 
-    def seat_group(self, node: NodeRecord, devices: int) -> SeatGroup:
-        """The group of a ``devices``-wide claim on ``node``, remembered on the node too."""
-        group = node.seat_groups.get(devices)
+    def seat_group(self, row: NodeRow, devices: int) -> SeatGroup:
+        """The group of a ``devices``-wide claim on the row's node, remembered on the row too."""
+        group = row.seat_groups.get(devices)
         if group is None:
-            key = (node.node.roles, node.node.device_memory, devices)
+            key = (row.node.roles, row.node.device_memory, devices)
             group = self._seats.get(key)
             if group is None:
                 group = self._seats[key] = SeatGroup(*key)
-            node.seat_groups[devices] = group
+            row.seat_groups[devices] = group
         return group
 
 
-class ClaimRecord:
-    __slots__ = ("allocated", "bookings", "bucket", "devices", "full_key", "name", "node",
-                 "open_key", "parked_total", "unallocated_key")
+class ClaimRow:
+    """A claim in the books: where it is, how wide, and who is booked on it."""
+
+    __slots__ = ("allocated", "bookings", "bucket", "devices", "footprint", "full_key", "name",
+                 "node", "open_key", "unallocated_key")
 
     def __init__(self, name: str, node: str, devices: int, allocated: bool) -> None:
         self.name = name
@@ -90,25 +97,26 @@ class ClaimRecord:
         # worker -> (owner, parked memory): a Booking is made only for a snapshot,
         # not once per seat taken.
         self.bookings: dict[str, tuple[str, int]] = {}
-        # Kept as bookings come and go: summing them on every change would cost
-        # a pass over the claim's workers each time its node's room is asked.
-        self.parked_total = 0
-        # Where the claim is filed, so unfiling needs no recomputation.
-        self.bucket: SlackIndex | None = None  # its open-seat bucket
+        # The parked memory of all its workers, shared or not, kept as bookings come
+        # and go: summing them on every change would cost a pass over the workers.
+        self.footprint = 0
+        # ---- the index's: where the claim is filed
+        self.bucket: RoomIndex | None = None  # its open-seat bucket
         self.open_key: SeatGroup | None = None  # counted as open (with a free seat)
         self.full_key: tuple[SeatGroup, int] | None = None  # counted as full
         self.unallocated_key: tuple[PoolGroup, int] | None = None  # counted as unallocated
 
     def seat(self, worker: str, owner: str, parked_memory: int) -> None:
         self.bookings[worker] = (owner, parked_memory)
-        self.parked_total += parked_memory
+        self.footprint += parked_memory
 
     def unseat(self, worker: str) -> None:
-        self.parked_total -= self.bookings.pop(worker)[1]
+        self.footprint -= self.bookings.pop(worker)[1]
 
-    def parked_load(self) -> int:
-        """What its workers may park at once: the rule of ``model.parked_load``, kept current."""
-        return self.parked_total if len(self.bookings) >= 2 else 0
+    @property
+    def parked_memory(self) -> int:
+        """What its workers may park at once: the rule of ``Claim.parked_memory``, kept current."""
+        return self.footprint if len(self.bookings) >= 2 else 0
 
     def snapshot(self) -> Claim:
         return Claim(self.name, self.node, self.devices, allocated=self.allocated,

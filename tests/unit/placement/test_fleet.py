@@ -121,11 +121,14 @@ def books() -> Fleet:
         (lambda f: f.cut("c", "n", 1, trainer("x", 1)), "claim c already exists"),
         (lambda f: f.cut("x", "n", 1.0, trainer("x", 1)), "devices must be an int >= 1"),
         (lambda f: f.cut("x", "n", 1, trainer("a", 1)), "worker a is already on claim c"),
-        (lambda f: f.book("pending", trainer("x", 1)), "claim pending is not allocated yet"),
+        (lambda f: f.book("pending", trainer("x", 1)),
+         "cannot join claim pending: the claim is allocated does not hold"),
         (lambda f: f.book("c", Request("x", Role.SAMPLER, GiB)),
-         "node n does not accept sampler workers"),
-        (lambda f: f.book("c", trainer("x", 25)), "worker x does not fit claim c's 1 device"),
-        (lambda f: f.book("c", trainer("x", 24)), "node n cannot park worker x on claim c"),
+         "worker x cannot join claim c: its node accepts the role does not hold"),
+        (lambda f: f.book("c", trainer("x", 25)),
+         "the worker fits the claim's devices by itself does not hold"),
+        (lambda f: f.book("c", trainer("x", 24)),
+         "the node's host memory holds the parked load after the join does not hold"),
         (lambda f: f.add_claim(Claim("wide", "n", 3)), "claim wide holds 3 devices, node n has 2"),
         (lambda f: f.allocate("pending", node="ghost"), "unknown node ghost"),
         (lambda f: f.remove_node("ghost"), "unknown node ghost"),
@@ -145,7 +148,7 @@ def test_a_join_that_fits_is_carried_out() -> None:
     fleet = books()
     fleet.book("c", trainer("b", 24 - 20 + 10))  # parks 20 + 14 = 34Gi of 40Gi
     assert fleet.parked_load("n") == 34 * GiB
-    with pytest.raises(PlacementError, match="claim c is full at 2 worker"):
+    with pytest.raises(PlacementError, match="the claim has a free seat does not hold"):
         fleet.book("c", trainer("x", 1))
 
 
@@ -170,7 +173,7 @@ def test_a_removed_node_takes_its_claims_out_of_sight_until_it_is_back() -> None
 def test_replacing_a_node_keeps_its_claims_and_applies_its_new_policy() -> None:
     fleet = books()
     fleet.replace_node(Node("n", 2, 24 * GiB, 40 * GiB, frozenset({Role.SAMPLER}), 2))
-    with pytest.raises(PlacementError, match="does not accept trainer"):
+    with pytest.raises(PlacementError, match="its node accepts the role does not hold"):
         fleet.book("c", trainer("b", 1))
     fleet.book("c", Request("s", Role.SAMPLER, GiB))
     assert fleet.claim("c").workers == ("a", "s")  # type: ignore[union-attr]

@@ -126,7 +126,7 @@ def test_a_claims_allocated_flag_is_keyword_only() -> None:
 
 def test_a_lone_worker_parks_nothing_and_a_shared_claim_parks_everyone() -> None:
     lone = Claim("c", "n", 1, bookings=(Booking("a", "a", 60 * GiB),))
-    assert lone.parked_load() == 0
+    assert lone.parked_memory == 0
     shared = Claim("c", "n", 1, bookings=(Booking("b", "b", 20 * GiB), Booking("a", "a", 60 * GiB)))
-    assert shared.parked_load() == 80 * GiB
+    assert shared.parked_memory == 80 * GiB
     assert shared.workers == ("a", "b")  # canonical order, whatever was given

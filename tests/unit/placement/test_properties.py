@@ -178,7 +178,7 @@ def check_books(sim: Simulation) -> None:
         assert all(len(c.bookings) <= node.max_workers_per_claim for c in on_node)
         # Every worker that may be parked at once fits in host memory.
         if node.host_memory is not None:
-            assert sum(c.parked_load() for c in on_node if c.allocated) <= node.host_memory
+            assert sum(c.parked_memory for c in on_node if c.allocated) <= node.host_memory
         for claim in on_node:
             assert all(-(-b.parked_memory // claim.devices) <= node.device_memory
                        for b in claim.bookings)

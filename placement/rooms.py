@@ -1,22 +1,24 @@
-"""A name-ordered set of claims, each with a slack, that finds the first name with enough slack.
+"""A name-ordered set of claims, each with its room, that finds the first name with enough room.
+
+Internal to the package: the index files each open claim here.
+
+A claim's *room* is the largest worker that could join it now: what its
+devices hold, capped by the host memory its node can still park (the policy
+in ``decide.py`` states it as ``join_room``); ``-inf`` when nothing may join.
 
 Why it exists: among allocated claims with the same number of workers, the
 join goes to the smallest claim name whose node can still park the joiner.
-Host room differs per claim, and walking names until one has room turns into
+Rooms differ per claim, and walking names until one has room turns into
 a scan of the whole fleet exactly when host memory is tight. So names are
-kept sorted in blocks, each block remembers its largest slack, and blocks
+kept sorted in blocks, each block remembers its largest room, and blocks
 are grouped into chunks that remember theirs: a query skips every chunk and
 block that has no room and reads names only inside one that does.
 
-What a block or chunk remembers is a bound, never below its largest slack:
-raised at once when a slack grows, but left alone when one shrinks or goes
-away. Slacks shrink all the time (every worker parked on a node shrinks its
-claims' room) and most blocks are never asked about before they grow again,
+What a block or chunk remembers is a bound, never below its largest room:
+raised at once when a room grows, but left alone when one shrinks or goes
+away. Rooms shrink all the time (every worker parked on a node shrinks its
+claims' rooms) and most blocks are never asked about before they grow again,
 so a bound is made exact only when a query reads a block and finds nothing.
-
-Slack is "how large a joiner still fits": an ``int`` of bytes (the fleet
-caps it by what the claim's devices hold), or ``-inf`` for a claim nothing
-may join.
 """
 
 from __future__ import annotations
@@ -27,37 +29,37 @@ from collections.abc import Iterator
 BLOCK = 64  # names per block (split at twice this)
 CHUNK = 32  # blocks per chunk
 
-Slack = int | float
+Room = int | float  # bytes, or -inf: nothing may join
 
 
-class SlackIndex:
-    __slots__ = ("_blocks", "_chunk_maxima", "_heads", "_maxima", "_slack")
+class RoomIndex:
+    __slots__ = ("_blocks", "_chunk_maxima", "_heads", "_maxima", "_rooms")
 
     def __init__(self) -> None:
         self._blocks: list[list[str]] = []
         self._heads: list[str] = []  # first name of each block, for bisecting
-        self._maxima: list[Slack] = []  # largest slack of each block
-        self._chunk_maxima: list[Slack] = []  # largest slack of each CHUNK blocks
-        self._slack: dict[str, Slack] = {}
+        self._maxima: list[Room] = []  # largest room of each block
+        self._chunk_maxima: list[Room] = []  # largest room of each CHUNK blocks
+        self._rooms: dict[str, Room] = {}
 
     def __len__(self) -> int:
-        return len(self._slack)
+        return len(self._rooms)
 
     def __bool__(self) -> bool:
-        return bool(self._slack)
+        return bool(self._rooms)
 
     def __contains__(self, name: object) -> bool:
-        return name in self._slack
+        return name in self._rooms
 
     def __iter__(self) -> Iterator[str]:
         for block in self._blocks:
             yield from block
 
-    def slack(self, name: str) -> Slack:
-        return self._slack[name]
+    def room(self, name: str) -> Room:
+        return self._rooms[name]
 
-    def first(self, at_least: Slack) -> str | None:
-        """The smallest name whose slack is at least ``at_least``, if any."""
+    def first(self, at_least: Room) -> str | None:
+        """The smallest name whose room is at least ``at_least``, if any."""
         maxima = self._maxima
         for chunk, chunk_top in enumerate(self._chunk_maxima):
             if chunk_top < at_least:
@@ -65,24 +67,24 @@ class SlackIndex:
             start = chunk * CHUNK
             for index in range(start, min(start + CHUNK, len(maxima))):
                 if maxima[index] >= at_least:
-                    slack = self._slack
+                    rooms = self._rooms
                     for name in self._blocks[index]:
-                        if slack[name] >= at_least:
+                        if rooms[name] >= at_least:
                             return name
-                    maxima[index] = max(map(slack.__getitem__, self._blocks[index]))
+                    maxima[index] = max(map(rooms.__getitem__, self._blocks[index]))
             # Nothing here was large enough: tighten the chunk's bound too.
             self._chunk_maxima[chunk] = max(maxima[start:start + CHUNK])
         return None
 
-    def add(self, name: str, slack: Slack) -> None:
-        if name in self._slack:
+    def add(self, name: str, room: Room) -> None:
+        if name in self._rooms:
             raise KeyError(f"{name!r} is already indexed")
-        self._slack[name] = slack
+        self._rooms[name] = room
         if not self._blocks:
             self._blocks.append([name])
             self._heads.append(name)
-            self._maxima.append(slack)
-            self._chunk_maxima.append(slack)
+            self._maxima.append(room)
+            self._chunk_maxima.append(room)
             return
         index = bisect_right(self._heads, name) - 1
         if index < 0:  # a new smallest name opens the first block
@@ -92,12 +94,12 @@ class SlackIndex:
         self._heads[index] = block[0]
         if len(block) > 2 * BLOCK:
             self._split(index)
-        elif slack > self._maxima[index]:
-            self._maxima[index] = slack
-            self._raise_chunk(index, slack)
+        elif room > self._maxima[index]:
+            self._maxima[index] = room
+            self._raise_chunk(index, room)
 
     def remove(self, name: str) -> None:
-        del self._slack[name]
+        del self._rooms[name]
         index = bisect_right(self._heads, name) - 1
         block = self._blocks[index]
         del block[bisect_left(block, name)]
@@ -107,15 +109,27 @@ class SlackIndex:
             return
         self._heads[index] = block[0]
 
-    def update(self, name: str, slack: Slack) -> None:
-        old = self._slack[name]
-        if old == slack:
+    def update(self, name: str, room: Room) -> None:
+        old = self._rooms[name]
+        if old == room:
             return
-        self._slack[name] = slack
+        self._rooms[name] = room
         index = bisect_right(self._heads, name) - 1
-        if slack > self._maxima[index]:
-            self._maxima[index] = slack
-            self._raise_chunk(index, slack)
+        if room > self._maxima[index]:
+            self._maxima[index] = room
+            self._raise_chunk(index, room)
+
+    def bounds_hold(self) -> bool:
+        """Blocks sorted and headed right, and no bound below what it bounds (for tests)."""
+        names = [name for block in self._blocks for name in block]
+        if names != sorted(self._rooms) or self._heads != [block[0] for block in self._blocks]:
+            return False
+        rooms = self._rooms
+        blocks_hold = all(top >= max(rooms[name] for name in block)
+                          for top, block in zip(self._maxima, self._blocks, strict=True))
+        chunks_hold = all(self._chunk_maxima[i // CHUNK] >= top
+                          for i, top in enumerate(self._maxima))
+        return blocks_hold and chunks_hold
 
     def _split(self, index: int) -> None:
         block = self._blocks[index]
@@ -123,15 +137,15 @@ class SlackIndex:
         del block[BLOCK:]
         self._blocks.insert(index + 1, upper)
         self._heads.insert(index + 1, upper[0])
-        lookup = self._slack.__getitem__
+        lookup = self._rooms.__getitem__
         self._maxima[index] = max(map(lookup, block))
         self._maxima.insert(index + 1, max(map(lookup, upper)))
         self._rebuild_chunks()
 
-    def _raise_chunk(self, index: int, slack: Slack) -> None:
+    def _raise_chunk(self, index: int, room: Room) -> None:
         chunk = index // CHUNK
-        if slack > self._chunk_maxima[chunk]:
-            self._chunk_maxima[chunk] = slack
+        if room > self._chunk_maxima[chunk]:
+            self._chunk_maxima[chunk] = room
 
     def _rebuild_chunks(self) -> None:
         # Blocks shifted: rare (one split per BLOCK insertions), so rebuild them all.

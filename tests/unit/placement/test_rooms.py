@@ -1,34 +1,34 @@
-"""The slack index against a plain sorted dict, under random operations."""
+"""The room index against a plain sorted dict, under random operations."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from placement.slack import BLOCK, SlackIndex
+from placement.rooms import BLOCK, RoomIndex
 
 names = st.integers(min_value=0, max_value=3 * BLOCK * 8).map(lambda i: f"claim-{i:05d}")
-slacks = st.one_of(st.integers(min_value=-50, max_value=50), st.just(float("inf")))
+rooms = st.one_of(st.integers(min_value=-50, max_value=50), st.just(float("inf")))
 operations = st.lists(st.tuples(st.sampled_from(["add", "remove", "update", "first"]),
-                                names, slacks), max_size=600)
+                                names, rooms), max_size=600)
 
 
 @settings(max_examples=150, deadline=None)
 @given(operations)
-def test_slack_index_agrees_with_a_plain_dict(ops: list[tuple[str, str, float]]) -> None:
-    index, plain = SlackIndex(), {}
-    for op, name, slack in ops:
+def test_room_index_agrees_with_a_plain_dict(ops: list[tuple[str, str, float]]) -> None:
+    index, plain = RoomIndex(), {}
+    for op, name, room in ops:
         if op == "add" and name not in plain:
-            index.add(name, slack)
-            plain[name] = slack
+            index.add(name, room)
+            plain[name] = room
         elif op == "remove" and name in plain:
             index.remove(name)
             del plain[name]
         elif op == "update" and name in plain:
-            index.update(name, slack)
-            plain[name] = slack
-        expected = next((n for n in sorted(plain) if plain[n] >= slack), None)
-        assert index.first(slack) == expected
+            index.update(name, room)
+            plain[name] = room
+        expected = next((n for n in sorted(plain) if plain[n] >= room), None)
+        assert index.first(room) == expected
         assert len(index) == len(plain)
     assert list(index) == sorted(plain)
 
@@ -37,19 +37,19 @@ def test_many_blocks_and_chunks_stay_consistent() -> None:
     import random
 
     rng = random.Random(7)
-    index, plain = SlackIndex(), {}
+    index, plain = RoomIndex(), {}
     for step in range(30_000):
         name = f"c{rng.randrange(20_000):05d}"
-        slack = rng.randrange(100)
+        room = rng.randrange(100)
         if name in plain and rng.random() < 0.3:
             index.remove(name)
             del plain[name]
         elif name in plain:
-            index.update(name, slack)
-            plain[name] = slack
+            index.update(name, room)
+            plain[name] = room
         else:
-            index.add(name, slack)
-            plain[name] = slack
+            index.add(name, room)
+            plain[name] = room
         if step % 500 == 0:
             for threshold in (0, 50, 95, 99, 100):
                 expected = next((n for n in sorted(plain) if plain[n] >= threshold), None)

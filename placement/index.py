@@ -1,0 +1,236 @@
+"""The fleet's index: what makes a decision cheap, derived from the books alone.
+
+Internal to the package. The books (``placement.fleet``) own the state and
+call in here on every change; nothing here is a fact of its own, so an index
+rebuilt from the books' nodes and claims files everything the same way
+(``describe`` gives both as plain data to compare).
+
+What is filed, and for which part of the policy in ``decide.py``:
+
+* Pools, for spreading: node names bucketed by pool group (role policy and
+  device size), then by free devices, each bucket a sorted list (so the name
+  tie-break is its head).
+* Open seats, for joining: allocated claims on known nodes with fewer workers
+  than their node's limit, bucketed by role policy, then by workers (the join
+  ranking's first key), each bucket a ``RoomIndex`` holding every claim with
+  its room (``join_room``: the fit and host-memory checks as one number). A
+  decision visits a bucket or two per worker count whatever the fleet's size
+  or hardware mix, and skips the claims that cannot take the worker.
+* Counters for the reasons: nodes per (pool group, devices); open claims per
+  seat group; full claims per (seat group, seat limit); unallocated claims
+  per (pool group, devices of the node they are sized against).
+
+Views come back in a canonical order (by group, never by insertion), so a
+decision never depends on the order in which the fleet was built.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from placement.decide import join_room
+from placement.model import Node, Role
+from placement.records import ClaimRow, Groups, NodeRow, PoolGroup, SeatGroup
+from placement.rooms import Room, RoomIndex
+
+
+class Index:
+    __slots__ = ("_full", "_groups", "_open", "_pool_views", "_pools", "_seat_views", "_seats",
+                 "_shapes", "_unallocated")
+
+    def __init__(self) -> None:
+        self._groups = Groups()
+        self._pools: dict[PoolGroup, dict[int, list[str]]] = {}
+        self._seats: dict[frozenset[Role], dict[int, RoomIndex]] = {}
+        self._shapes: dict[tuple[PoolGroup, int], int] = {}
+        self._open: dict[SeatGroup, int] = {}
+        self._full: dict[tuple[SeatGroup, int], int] = {}
+        self._unallocated: dict[tuple[PoolGroup, int], int] = {}
+        # Groups in canonical order per role, rebuilt only when a new group appears.
+        self._pool_views: dict[Role, list[tuple[PoolGroup, dict[int, list[str]]]]] = {}
+        self._seat_views: dict[Role, list[dict[int, RoomIndex]]] = {}
+
+    # ------------------------------------------------------------ the books call
+
+    def add_node(self, row: NodeRow) -> None:
+        group = row.pool_group = self._groups.pool_group(row.node)
+        shape = (group, row.node.devices)
+        self._shapes[shape] = self._shapes.get(shape, 0) + 1
+
+    def remove_node(self, row: NodeRow) -> None:
+        assert row.pool_group is not None
+        shape = (row.pool_group, row.node.devices)
+        self._shapes[shape] -= 1
+        if not self._shapes[shape]:
+            del self._shapes[shape]
+
+    def file_pool(self, row: NodeRow, free: int) -> None:
+        group = row.pool_group
+        assert group is not None
+        by_free = self._pools.get(group)
+        if by_free is None:
+            by_free = self._pools[group] = {}
+            self._pool_views.clear()
+        insort(by_free.setdefault(free, []), row.node.name)
+
+    def unfile_pool(self, row: NodeRow, free: int) -> None:
+        assert row.pool_group is not None
+        by_free = self._pools[row.pool_group]
+        names = by_free[free]
+        del names[bisect_left(names, row.node.name)]
+        if not names:
+            del by_free[free]
+
+    def file_claim(self, claim: ClaimRow, row: NodeRow, host_left: Room) -> None:
+        """File a claim on a known node; ``host_left`` is what the node can still park."""
+        node = row.node
+        if not claim.allocated:
+            assert row.pool_group is not None
+            shape = (row.pool_group, node.devices)
+            self._unallocated[shape] = self._unallocated.get(shape, 0) + 1
+            claim.unallocated_key = shape
+            return
+        group = self._groups.seat_group(row, claim.devices)
+        workers = len(claim.bookings)
+        limit = node.max_workers_per_claim
+        if workers >= limit:
+            full = (group, limit)
+            self._full[full] = self._full.get(full, 0) + 1
+            claim.full_key = full
+            return
+        by_workers = self._seats.get(group.roles)
+        if by_workers is None:
+            by_workers = self._seats[group.roles] = {}
+            self._seat_views.clear()
+        bucket = by_workers.get(workers)
+        if bucket is None:
+            bucket = by_workers[workers] = RoomIndex()
+        bucket.add(claim.name, join_room(claim.devices, workers, claim.footprint,
+                                         node.device_memory, host_left))
+        claim.bucket = bucket
+        self._open[group] = self._open.get(group, 0) + 1
+        claim.open_key = group
+
+    def unfile_claim(self, claim: ClaimRow) -> None:
+        bucket = claim.bucket
+        if bucket is not None:
+            bucket.remove(claim.name)
+            group = claim.open_key
+            assert group is not None
+            if not bucket:
+                del self._seats[group.roles][len(claim.bookings)]
+            claim.bucket = None
+            self._open[group] -= 1
+            claim.open_key = None
+        elif claim.full_key is not None:
+            self._full[claim.full_key] -= 1
+            claim.full_key = None
+        elif claim.unallocated_key is not None:
+            self._unallocated[claim.unallocated_key] -= 1
+            claim.unallocated_key = None
+
+    def host_left_changed(self, claims: Iterable[ClaimRow], node: Node, host_left: Room) -> None:
+        """A node's parked load moved: every open claim on it has a new room."""
+        device_memory = node.device_memory
+        for claim in claims:
+            bucket = claim.bucket
+            if bucket is not None:
+                bucket.update(claim.name, join_room(claim.devices, len(claim.bookings),
+                                                    claim.footprint, device_memory, host_left))
+
+    # -------------------------------------------------------- the decision reads
+
+    def pool_groups(self, role: Role) -> list[tuple[PoolGroup, dict[int, list[str]]]]:
+        """Pool groups accepting ``role``, each with node names by free devices."""
+        views = self._pool_views.get(role)
+        if views is None:
+            views = [(g, self._pools[g]) for g in sorted(self._pools, key=_group_key)
+                     if not g.roles or role in g.roles]
+            self._pool_views[role] = views
+        return views
+
+    def open_seats(self, role: Role) -> list[dict[int, RoomIndex]]:
+        """Claims with a free seat on nodes accepting ``role``, by workers (no empty buckets).
+
+        One mapping per role policy.
+        """
+        views = self._seat_views.get(role)
+        if views is None:
+            views = [self._seats[roles] for roles in sorted(self._seats, key=_roles_key)
+                     if not roles or role in roles]
+            self._seat_views[role] = views
+        return views
+
+    @staticmethod
+    def largest_room(claims: Iterable[ClaimRow]) -> Room | None:
+        """The largest room among these claims; None: none has a free seat."""
+        largest: Room | None = None
+        for claim in claims:
+            bucket = claim.bucket
+            if bucket is not None:
+                room = bucket.room(claim.name)
+                if largest is None or room > largest:
+                    largest = room
+        return largest
+
+    def open_claims(self, role: Role) -> Iterator[tuple[SeatGroup, int]]:
+        """(group, count) of allocated claims with a free seat, accepting role."""
+        for group, count in self._open.items():
+            if count and (not group.roles or role in group.roles):
+                yield group, count
+
+    def shapes(self, role: Role) -> Iterator[tuple[PoolGroup, int, int, int]]:
+        """(group, devices per node, nodes, unallocated claims) of the nodes accepting role."""
+        for (group, devices), count in sorted(self._shapes.items(), key=_shape_key):
+            if not group.roles or role in group.roles:
+                yield group, devices, count, self._unallocated.get((group, devices), 0)
+
+    def full_claims(self, role: Role) -> Iterator[tuple[SeatGroup, int, int]]:
+        """(group, seat limit, count) of allocated claims with no seat left, accepting role."""
+        for (group, limit), count in self._full.items():
+            if count and (not group.roles or role in group.roles):
+                yield group, limit, count
+
+    # ------------------------------------------------------------------ checking
+
+    def describe(self) -> dict[str, Any]:
+        """Everything filed, as plain comparable data (groups by their shape, no zeros).
+
+        Two indexes describe alike exactly when a decision and its reason read
+        the same from both. A room index's block bounds are left out: they are
+        upper bounds by design; ``RoomIndex.bounds_hold`` checks them.
+        """
+        def shape(group: PoolGroup | SeatGroup) -> tuple[object, ...]:
+            return (_roles_key(group.roles), *[getattr(group, f) for f in group.__slots__
+                                               if f != "roles"])
+
+        return {
+            "pools": {shape(g): {free: tuple(names) for free, names in by_free.items() if names}
+                      for g, by_free in self._pools.items() if any(by_free.values())},
+            "seats": {_roles_key(roles): {workers: tuple((name, bucket.room(name))
+                                                         for name in bucket)
+                                          for workers, bucket in by_workers.items()}
+                      for roles, by_workers in self._seats.items() if by_workers},
+            "shapes": {(shape(g), devices): n for (g, devices), n in self._shapes.items() if n},
+            "open": {shape(g): n for g, n in self._open.items() if n},
+            "full": {(shape(g), limit): n for (g, limit), n in self._full.items() if n},
+            "unallocated": {(shape(g), devices): n
+                            for (g, devices), n in self._unallocated.items() if n},
+            "bounds_hold": all(bucket.bounds_hold() for by_workers in self._seats.values()
+                               for bucket in by_workers.values()),
+        }
+
+
+def _roles_key(roles: frozenset[Role]) -> tuple[str, ...]:
+    return tuple(sorted(roles))
+
+
+def _group_key(group: PoolGroup) -> tuple[int, tuple[str, ...]]:
+    return group.device_memory, _roles_key(group.roles)
+
+
+def _shape_key(item: tuple[tuple[PoolGroup, int], int]) -> tuple[int, int, tuple[str, ...]]:
+    (group, devices), _ = item
+    return group.device_memory, devices, _roles_key(group.roles)

@@ -1,0 +1,99 @@
+"""The index is derived from the books alone: after any run of operations it equals a rebuild.
+
+A state machine drives a fleet through every operation the books offer --
+decisions carried out (``cut``, ``book``) and facts recorded (nodes added,
+replaced and removed, claims allocated, bookings observed and dropped, empty
+claims removed) -- and after each step compares the fleet's index with the
+index of a fleet built afresh from the same nodes and claims.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
+from placement import Fleet, JoinClaim, NewClaim, PlacementError, Request
+from placement.decide import find_seat
+from tests.strategies import nodes, requests
+
+NODE_NAMES = [f"node-{c}" for c in "abcd"]
+
+
+class Books(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fleet = Fleet()
+        self.count = 0
+
+    def _worker(self) -> str:
+        self.count += 1
+        return f"w{self.count}"
+
+    def _workers(self) -> list[str]:
+        return sorted(w for claim in self.fleet.claims for w in claim.workers)
+
+    @rule(data=st.data(), name=st.sampled_from(NODE_NAMES))
+    def add_or_replace_node(self, data: st.DataObject, name: str) -> None:
+        node = data.draw(nodes(name=name))
+        with contextlib.suppress(PlacementError):  # narrower than a claim on it: refused
+            if self.fleet.node(name) is None:
+                self.fleet.add_node(node)
+            else:
+                self.fleet.replace_node(node)
+
+    @rule(name=st.sampled_from(NODE_NAMES))
+    def remove_node(self, name: str) -> None:
+        if self.fleet.node(name) is not None:
+            self.fleet.remove_node(name)
+
+    @rule(data=st.data(), deferred=st.booleans())
+    def arrive(self, data: st.DataObject, deferred: bool) -> None:
+        request: Request = data.draw(requests(name=self._worker()))
+        seat = find_seat(request, self.fleet)
+        if isinstance(seat, NewClaim):
+            self.fleet.cut(f"claim-{request.name}", seat.node, seat.devices, request,
+                           allocated=not deferred)
+        elif isinstance(seat, JoinClaim):
+            self.fleet.book(seat.claim, request)
+
+    @rule(data=st.data(), index=st.integers(min_value=0, max_value=100))
+    def observe_booking(self, data: st.DataObject, index: int) -> None:
+        # A cluster may show a booking decide would not make: the books record it.
+        claims = self.fleet.claims
+        if claims:
+            claim = claims[index % len(claims)]
+            self.fleet.book(claim.name, data.draw(requests(name=self._worker())), observed=True)
+
+    @rule(index=st.integers(min_value=0, max_value=100))
+    def leave(self, index: int) -> None:
+        workers = self._workers()
+        if workers:
+            claim = self.fleet.unbook(workers[index % len(workers)])
+            if self.fleet.workers_on(claim) == 0:
+                self.fleet.remove_claim(claim)
+
+    @rule(index=st.integers(min_value=0, max_value=100), elsewhere=st.sampled_from(NODE_NAMES))
+    def allocate(self, index: int, elsewhere: str) -> None:
+        waiting = [c for c in self.fleet.claims if not c.allocated]
+        if waiting:
+            claim = waiting[index % len(waiting)]
+            target = claim.node if self.fleet.node(claim.node) else elsewhere
+            with contextlib.suppress(PlacementError):  # onto an unknown node: refused
+                self.fleet.allocate(claim.name, node=target)
+
+    @invariant()
+    def index_equals_a_rebuild(self) -> None:
+        rebuilt = Fleet(self.fleet.nodes, self.fleet.claims)
+        described = self.fleet.index.describe()
+        assert described["bounds_hold"]
+        assert described == rebuilt.index.describe()
+        for node in self.fleet.nodes:
+            assert self.fleet.free_devices(node.name) == rebuilt.free_devices(node.name)
+            assert self.fleet.parked_load(node.name) == rebuilt.parked_load(node.name)
+
+
+Books.TestCase.settings = settings(max_examples=150, stateful_step_count=30, deadline=None)
+test_the_index_is_derived_from_the_books = Books.TestCase
