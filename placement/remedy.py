@@ -32,7 +32,6 @@ from placement.model import (
     Node,
     Request,
     devices_needed,
-    parked_load,
     per_device_share,
 )
 from placement.quantity import format_gib
@@ -164,13 +163,18 @@ def _claim_verdict(request: Request, node: Node, claim: Claim, parked: int) -> C
     if workers >= node.max_workers_per_claim:
         return verdict("full", f"{workers}/{node.max_workers_per_claim} workers")
     if node.host_memory is not None:
-        before = parked_load(claim.bookings)
-        after = parked_load((*claim.bookings, _joiner(request)))
+        before = claim.parked_memory
+        after = _with_joiner(claim, request).parked_memory
         needs = parked - before + after
         if needs > node.host_memory:
             return verdict("host memory", f"parking needs {format_gib(needs)} of "
                            f"{format_gib(node.host_memory)} host memory")
     return verdict("open", f"{workers}/{node.max_workers_per_claim} workers")
+
+
+def _with_joiner(claim: Claim, request: Request) -> Claim:
+    """The claim as it would be with ``request`` booked on it."""
+    return replace(claim, bookings=(*claim.bookings, _joiner(request)))
 
 
 def _joiner(request: Request) -> Booking:
@@ -219,8 +223,8 @@ def _candidates(request: Request, fleet: Fleet) -> Iterator[tuple[Change, Node]]
         if (node is None or not claim.allocated or not node.accepts(role)
                 or per_device_share(memory, claim.devices) > node.device_memory):
             continue
-        after = fleet.parked_load(node.name) - parked_load(claim.bookings) + parked_load(
-            (*claim.bookings, _joiner(request)))
+        after = (fleet.parked_load(node.name) - claim.parked_memory
+                 + _with_joiner(claim, request).parked_memory)
         if len(claim.bookings) >= node.max_workers_per_claim:
             limit = len(claim.bookings) + 1
             seats.append((limit, node.name, replace(node, max_workers_per_claim=limit)))
