@@ -145,6 +145,36 @@ class Fleet:
 
     # ------------------------------------------------------------- operations
 
+    def copy(self) -> Fleet:
+        """An independent fleet with the same books, for trials that change it.
+
+        Cheaper than ``Fleet(fleet.nodes, fleet.claims)``: the rows are cloned
+        as they are (already checked) and the index is built from them at once.
+        """
+        twin = Fleet()
+        twin._nodes = {name: NodeRow(row.node) for name, row in self._nodes.items()}
+        for name, row in self._claims.items():
+            clone = twin._claims[name] = ClaimRow(name, row.node, row.devices, row.allocated)
+            clone.bookings = dict(row.bookings)
+            clone.footprint = row.footprint
+            twin._claims_on.setdefault(row.node, {})[name] = clone
+        twin._claim_of = dict(self._claim_of)
+        twin._parked = dict(self._parked)
+        twin._free = dict(self._free)
+        twin._build_index()
+        return twin
+
+    def _build_index(self) -> None:
+        """File every node and claim of the books into the (empty) index."""
+        index = self.index
+        for name in sorted(self._nodes):
+            row = self._nodes[name]
+            index.add_node(row)
+            index.file_pool(row, self._free[name])
+            host_left = self._host_left(row)
+            for claim in self._claims_on.get(name, {}).values():
+                index.file_claim(claim, row, host_left)
+
     def add_node(self, node: Node) -> None:
         """A node joins the fleet; claims already filed against its name become visible."""
         if not isinstance(node, Node):

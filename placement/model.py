@@ -153,24 +153,35 @@ class Claim:
     bookings: tuple[Booking, ...] = field(default=())
 
     def __post_init__(self) -> None:
+        name, node, devices = self.name, self.node, self.devices
+        # One test for the common case: the fleet builds a snapshot per claim it hands out.
+        if (type(name) is not str or not name or type(node) is not str or not node
+                or type(devices) is not int or devices < 1 or type(self.allocated) is not bool):
+            self._refuse()
+        bookings = self.bookings
+        if type(bookings) is not tuple:
+            bookings = tuple(bookings)
+        if bookings:
+            for booking in bookings:
+                if type(booking) is not Booking:
+                    raise PlacementError(f"claim {name}: bookings must be Booking values, "
+                                         f"got {_show(booking)}")
+            workers = [b.worker for b in bookings]
+            if len(set(workers)) != len(workers):
+                twice = sorted({w for w in workers if workers.count(w) > 1})
+                raise PlacementError(f"claim {name}: worker {', '.join(twice)} booked twice")
+            if len(bookings) > 1:
+                # A set in meaning; one canonical order for determinism.
+                bookings = tuple(sorted(bookings, key=_booking_key))
+        object.__setattr__(self, "bookings", bookings)
+
+    def _refuse(self) -> None:
         _check_name("claim", self.name)
         where = f"claim {self.name}"
         _check_name(f"{where}: node", self.node)
         _check_whole(where, "devices", self.devices, 1)
-        if type(self.allocated) is not bool:
-            raise PlacementError(f"{where}: allocated must be True or False, "
-                                 f"got {_show(self.allocated)}")
-        bookings = tuple(self.bookings)
-        for booking in bookings:
-            if not isinstance(booking, Booking):
-                raise PlacementError(f"{where}: bookings must be Booking values, "
-                                     f"got {_show(booking)}")
-        workers = [b.worker for b in bookings]
-        if len(set(workers)) != len(workers):
-            twice = sorted({w for w in workers if workers.count(w) > 1})
-            raise PlacementError(f"{where}: worker {', '.join(twice)} booked twice")
-        # Bookings are a set in meaning; keep one canonical order for determinism.
-        object.__setattr__(self, "bookings", tuple(sorted(bookings, key=_booking_key)))
+        raise PlacementError(f"{where}: allocated must be True or False, "
+                             f"got {_show(self.allocated)}")
 
     @property
     def workers(self) -> tuple[str, ...]:

@@ -109,7 +109,7 @@ def smallest_change(request: Request, fleet: Fleet) -> Change | None:
     """
     if find_seat(request, fleet) is not None:
         return None
-    trial = Fleet(fleet.nodes, fleet.claims)  # private: trials change it and put it back
+    trial = fleet.copy()  # private: trials change it and put it back
     for change, node in _candidates(request, fleet):
         if _seats_with(trial, request, change, node):
             return change
@@ -248,7 +248,7 @@ def _candidates(request: Request, fleet: Fleet) -> Iterator[tuple[Change, Node]]
 def _seats_with(trial: Fleet, request: Request, change: Change, node: Node) -> bool:
     """Would ``find_seat`` seat the worker after ``change``? ``trial`` ends as it began."""
     if change.kind == "allocation":
-        copy = Fleet(trial.nodes, trial.claims)  # no way back from an allocation: a copy
+        copy = trial.copy()  # no way back from an allocation: a copy
         copy.allocate(change.claim)
         return find_seat(request, copy) is not None
     before = trial.node(node.name)

@@ -90,6 +90,9 @@ class Books(RuleBasedStateMachine):
         described = self.fleet.index.describe()
         assert described["bounds_hold"]
         assert described == rebuilt.index.describe()
+        twin = self.fleet.copy()
+        assert twin.index.describe() == described
+        assert (twin.nodes, twin.claims) == (self.fleet.nodes, self.fleet.claims)
         for node in self.fleet.nodes:
             assert self.fleet.free_devices(node.name) == rebuilt.free_devices(node.name)
             assert self.fleet.parked_load(node.name) == rebuilt.parked_load(node.name)
