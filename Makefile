@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup browser demo test test-fast lint bench cluster-up cluster-down cluster-status smoke stress clean
+.PHONY: setup browser demo test test-fast lint bench bench-cache burst cluster-up cluster-down cluster-status smoke stress clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,10 +40,25 @@ lint: setup
 	$(BIN)/ruff check placement cli controller tests bench
 	$(BIN)/mypy --strict placement cli controller
 
-bench: setup
+bench: setup bench-cache
 	$(BIN)/python bench/simulate_bench.py
 	$(BIN)/python bench/hostile_bench.py
 	$(BIN)/python bench/report_bench.py
+
+## The controller's per-decision CPU and memory with 500, 5,000 and 10,000 workers cached
+## (no cluster).
+bench-cache: setup
+	$(BIN)/python bench/cache_bench.py
+
+## A burst on the local control plane: the pipeline (the controller as its own process)
+## and kube-scheduler alone on equivalent claims and pods, in one run. NODES fake nodes
+## (8 devices each) when the cluster is started here; WORKERS one-device workers.
+NODES   ?= 25
+WORKERS ?= 200
+burst: setup
+	FAKE_GPU_NODES=$(NODES) hack/cluster.sh up
+	KUBECONFIG=$(CURDIR)/.cluster/admin.kubeconfig $(BIN)/python hack/burst.py --baseline \
+	  --subprocess --maxw 1 --workers $(WORKERS) --timeout 1800
 
 cluster-up: setup
 	hack/cluster.sh up

@@ -124,8 +124,9 @@ def _error(status: int, body: str | bytes | None) -> KubeError:
 def load_api_client(kubeconfig: str | None) -> client.ApiClient:
     """``kubeconfig`` if given, else ``$KUBECONFIG``, else in-cluster, else ``~/.kube/config``."""
     configuration = client.Configuration()
-    # Five watches, the loop and the leader's renewals share the pool.
-    configuration.connection_pool_maxsize = 16
+    # Six watches, the write pool (16 plans in flight), the loop's own deletions and the
+    # leader's renewals share the pool; a full pool opens a new connection per request.
+    configuration.connection_pool_maxsize = 32
     if kubeconfig:
         config.load_kube_config(config_file=kubeconfig,  # type: ignore[no-untyped-call]
                                 client_configuration=configuration)

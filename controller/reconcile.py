@@ -92,7 +92,7 @@ class _Conclude(Exception):
 
 
 # How long a placed pod may make progress short of Running before the status says so.
-STATUS_QUIET = 10.0
+STATUS_QUIET = 30.0
 
 # A write's failure, and what the loop does about it: retry with back-off, soon, or not.
 RETRY, SOON, DROP = "retry", "soon", "drop"

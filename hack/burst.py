@@ -36,16 +36,21 @@ import json
 import logging
 import os
 import resource
+import socket
+import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import uuid
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import yaml
 from kubernetes import client, config
+from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -82,10 +87,10 @@ def ensure_crd(api: client.ApiClient) -> None:
     raise SystemExit("the OpenRLWorker CRD never became established")
 
 
-def peak_rss_mb() -> float:
-    """The process's peak resident set (VmHWM), in MiB."""
+def peak_rss_mb(pid: int | str = "self") -> float:
+    """A process's peak resident set (VmHWM), in MiB."""
     try:
-        for line in Path("/proc/self/status").read_text().splitlines():
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith("VmHWM:"):
                 return round(int(line.split()[1]) / 1024, 1)
     except OSError:
@@ -93,16 +98,119 @@ def peak_rss_mb() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
+class InProcess:
+    """The controller in a thread of this process (the default)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.metrics = Metrics()
+        self.api = kube.Kube(kube.load_api_client(None), settings.namespace,
+                             hook=self.metrics.api_request)
+        self.stop_event = threading.Event()
+        holder: list[Controller] = []
+        self.thread = threading.Thread(target=run, args=(settings,), daemon=True, kwargs={
+            "stop": self.stop_event, "api": self.api, "metrics": self.metrics,
+            "started": holder.append})
+        self.thread.start()
+        while not holder:
+            time.sleep(0.05)
+        self.controller = holder[0]
+
+    def calls(self) -> Counter[tuple[str, str]]:
+        return Counter(self.api.calls)
+
+    def reconciles(self) -> int:
+        return self.controller.reconciles
+
+    def due(self) -> list[str]:
+        return [k for k in self.controller.queue.due_within(2.0) if not k.startswith("*")]
+
+    def samples(self) -> list[Any]:
+        return [s for family in self.metrics.registry.collect() for s in family.samples]
+
+    def rss(self) -> float:
+        return peak_rss_mb()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.thread.join(15)
+
+
+class Subprocess:
+    """``openrl-place controller`` as its own process, read through its /metrics."""
+
+    def __init__(self, settings: Settings, kubeconfig: str) -> None:
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        command = [sys.executable, "-m", "controller", "--namespace", settings.namespace,
+                   "--no-leader-elect", "--http-address", f"127.0.0.1:{port}",
+                   "--device-class", settings.device_class, "--kubeconfig", kubeconfig,
+                   "--log-format", "text", "--log-level", "warning"]
+        self.proc = subprocess.Popen(command, cwd=ROOT)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"{self.url}/readyz", timeout=2):
+                    break
+            except OSError:
+                time.sleep(0.2)
+
+    def samples(self) -> list[Any]:
+        with urllib.request.urlopen(f"{self.url}/metrics", timeout=10) as response:
+            text = response.read().decode()
+        return [s for family in text_string_to_metric_families(text) for s in family.samples]
+
+    def calls(self) -> Counter[tuple[str, str]]:
+        out: Counter[tuple[str, str]] = Counter()
+        for sample in self.samples():
+            if sample.name == "openrl_place_api_requests_total":
+                out[(sample.labels["verb"], sample.labels["resource"])] += int(sample.value)
+        return out
+
+    def reconciles(self) -> int:
+        return int(sum(s.value for s in self.samples()
+                       if s.name == "openrl_place_reconciles_total"))
+
+    def due(self) -> list[str]:
+        return []  # not visible from outside: settled is every worker Running or waiting
+
+    def rss(self) -> float:
+        return peak_rss_mb(self.proc.pid)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def create_all(count: int, create: Any, concurrency: int) -> None:
+    """``create(i)`` for every i, ``concurrency`` at a time (a gateway asks in parallel)."""
+    if concurrency <= 1:
+        for i in range(count):
+            create(i)
+        return
+    with ThreadPoolExecutor(concurrency) as pool:
+        list(pool.map(create, range(count)))
+
+
 def baseline(core: client.CoreV1Api, custom: client.CustomObjectsApi, namespace: str,
              workers: int, memory: str, driver: str, device_memory: int,
-             timeout: float) -> float:
+             timeout: float, concurrency: int = 1) -> float:
     """kube-scheduler alone: claims and pods created directly; seconds until all run."""
     bytes_ = parse_quantity(memory)
     shape = NewClaim(node="", devices=1, memory_floor=bytes_, memory_ceiling=device_memory)
     template = yaml.safe_load(core.read_namespaced_config_map(
         naming.template_name("trainer"), namespace).data[naming.DEFAULT_TEMPLATE_KEY])
     started = time.monotonic()
-    for i in range(workers):
+
+    def create(i: int) -> None:
         name = f"base-{i:04d}"
         body = build_claim(f"claim-{name}", shape, namespace=namespace, device_class=driver,
                            driver=driver, worker=name)
@@ -117,6 +225,8 @@ def baseline(core: client.CoreV1Api, custom: client.CustomObjectsApi, namespace:
         pod["metadata"]["name"] = name
         pod["metadata"]["ownerReferences"] = []
         core.create_namespaced_pod(namespace, pod)
+
+    create_all(workers, create, concurrency)
     while time.monotonic() - started < timeout:
         pods = core.list_namespaced_pod(namespace, label_selector=f"{naming.LABEL_MANAGED}=true")
         running = sum(1 for p in pods.items if p.status.phase == "Running"
@@ -155,6 +265,11 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=600)
     parser.add_argument("--baseline", action="store_true",
                         help="then time kube-scheduler alone on equivalent claims and pods")
+    parser.add_argument("--subprocess", action="store_true",
+                        help="run the controller as its own process (as deployed); its "
+                             "figures come from its /metrics, its RSS from /proc")
+    parser.add_argument("--create-concurrency", type=int, default=1,
+                        help="objects created in parallel, on both sides (default 1)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--log-level", default="warning")
     args = parser.parse_args()
@@ -181,32 +296,27 @@ def main() -> int:
         saved[node] = {k: current.get(k) for k in labels}
         core.patch_node(node, {"metadata": {"labels": labels}})
 
-    metrics = Metrics()
     settings = Settings(namespace=namespace, leader_elect=False, http_address="",
                         device_class=args.driver, identity="burst")
-    counting = kube.Kube(kube.load_api_client(None), namespace, hook=metrics.api_request)
-    stop = threading.Event()
-    holder: list[Controller] = []
-    thread = threading.Thread(target=run, args=(settings,), daemon=True,
-                              kwargs={"stop": stop, "api": counting, "metrics": metrics,
-                                      "started": holder.append})
-    thread.start()
-    while not holder:
-        time.sleep(0.05)
-    controller = holder[0]
+    subject: InProcess | Subprocess = (
+        Subprocess(settings, os.environ.get("KUBECONFIG", "")) if args.subprocess
+        else InProcess(settings))
     time.sleep(1.0)  # let the watches list; their start-up is not part of the burst
-    calls_before = Counter(counting.calls)
-    reconciles_before = controller.reconciles
+    calls_before = subject.calls()
+    reconciles_before = subject.reconciles()
 
     figures: dict[str, Any] = {}
     try:
         started = time.monotonic()
-        for i in range(args.workers):
+
+        def create(i: int) -> None:
             custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, {
                 "apiVersion": f"{GROUP}/{VERSION}", "kind": "OpenRLWorker",
                 "metadata": {"name": f"burst-{i:03d}"},
                 "spec": {"role": "trainer", "modelId": "burst", "memory": args.memory,
                          "ownerId": f"owner-{i % 7}"}})
+
+        create_all(args.workers, create, args.create_concurrency)
         created = time.monotonic()
         phases: Counter[str] = Counter()
         progress_at = started + 10
@@ -222,30 +332,32 @@ def main() -> int:
                 for w in items)
             # Settled: nothing left to report, and no worker due for a look any time soon
             # (the sweep and the placement-timeout checks are always scheduled).
-            busy = [k for k in controller.queue.due_within(2.0) if not k.startswith("*")]
+            busy = subject.due()
             if settled and not busy:
                 break
             if progress_at <= time.monotonic():
                 progress_at += 10
                 print(f"  {time.monotonic() - started:5.0f}s {dict(phases)} "
-                      f"due={len(busy)} reconciles={controller.reconciles}",
+                      f"due={len(busy)} reconciles={subject.reconciles()}",
                       file=sys.stderr)
             time.sleep(0.25)
         elapsed = time.monotonic() - started
-        calls = Counter(counting.calls)
+        calls = subject.calls()
         calls.subtract(calls_before)
         calls = Counter({k: v for k, v in calls.items()
                          if v and k[0] != "watch" and k[1] != "leases"})
-        reconciles = controller.reconciles - reconciles_before
-        busy = sum(s.value for s in metrics.latency.collect()[0].samples
-                   if s.name.endswith("_sum"))
+        reconciles = subject.reconciles() - reconciles_before
+        samples = subject.samples()
+        busy = sum(s.value for s in samples
+                   if s.name == "openrl_place_reconcile_duration_seconds_sum")
         api_seconds: Counter[str] = Counter()
-        for sample in metrics.api_latency.collect()[0].samples:
-            if sample.name.endswith("_sum") and sample.labels["resource"] != "leases":
+        for sample in samples:
+            if sample.name == "openrl_place_api_request_duration_seconds_sum" \
+                    and sample.labels["resource"] != "leases":
                 api_seconds[f"{sample.labels['verb']} {sample.labels['resource']}"] += \
                     sample.value
         running = phases.get("Running", 0)
-        rss = peak_rss_mb()
+        rss = subject.rss()
         by_verb: Counter[str] = Counter()
         for (verb, _res), n in calls.items():
             by_verb[verb] += n
@@ -270,6 +382,8 @@ def main() -> int:
                 for (verb, res), n in sorted(calls.items())},
             "lists": sum(n for (verb, _), n in calls.items() if verb == "list"),
             "peak_rss_mb": rss,
+            "controller": "subprocess" if args.subprocess else "in-process",
+            "create_concurrency": args.create_concurrency,
             "seconds_by_call": {k: round(v, 2) for k, v in sorted(api_seconds.items())},
         }
     finally:
@@ -281,14 +395,14 @@ def main() -> int:
         while time.monotonic() < deadline and custom.list_namespaced_custom_object(
                 GROUP, VERSION, namespace, PLURAL)["items"]:
             time.sleep(1)
-        stop.set()
-        thread.join(15)
+        subject.stop()
         if args.baseline and figures:
             # The pipeline's claims go first: their devices are the baseline's.
             delete_all_claims(custom, namespace)
             memories = sorted(h.device_memory for h in hardware.values())
             took = baseline(core, custom, namespace, args.workers, args.memory, args.driver,
-                            memories[0] if memories else parse_quantity("80Gi"), args.timeout)
+                            memories[0] if memories else parse_quantity("80Gi"), args.timeout,
+                            args.create_concurrency)
             figures["baseline_seconds"] = round(took, 2)
             figures["ratio"] = round(figures["settle_seconds"] / max(took, 1e-9), 2)
             for pod in core.list_namespaced_pod(namespace).items:
@@ -320,7 +434,9 @@ def main() -> int:
         for call, n in figures["by_call"].items():
             print(f"    {call:<28} {n:>6} {figures['per_placed_worker_by_call'][call]:>6.2f}"
                   f"/worker {figures['seconds_by_call'].get(call, 0):>8.2f}s")
-        print(f"  peak RSS of the process running the controller: {figures['peak_rss_mb']} MiB")
+        where = ("the controller's process" if args.subprocess
+                 else "this process (controller and harness)")
+        print(f"  peak RSS of {where}: {figures['peak_rss_mb']} MiB")
         if "baseline_seconds" in figures:
             print(f"  kube-scheduler alone on {figures['workers']} equivalent claims and pods: "
                   f"{figures['baseline_seconds']}s; pipeline / baseline = {figures['ratio']}x")
