@@ -89,6 +89,11 @@ class ClaimView:
     created: dt.datetime
     reserved: bool  # DRA lists a consumer in status.reservedFor
 
+    @property
+    def joinable(self) -> bool:
+        """Allocated and not on its way out: only such a claim takes a joiner."""
+        return self.allocated and not self.deleting
+
 
 def requested_devices(claim: Obj) -> int:
     for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:

@@ -4,7 +4,8 @@ Rules:
 
 * The same reading as ``fleet_reader.build_fleet`` (which stays the plain
   reference): per pool only the latest complete generation of the driver's
-  slices; enabled nodes with devices; managed claims not being deleted;
+  slices; enabled nodes with devices; managed claims (one being deleted
+  books its devices and seats until it is gone, and is never joined);
   bookings from each non-Failed worker's status, overridden by the claim its
   live pod consumes; a live managed pod whose worker is gone books as
   ``pod/<name>``. Where a worker has several live pods, the last by name wins.
@@ -44,6 +45,7 @@ class FleetCache:
         self.fleet = Fleet()
         self.nodes: dict[str, Node] = {}  # as filed in the fleet
         self.claims: dict[str, ClaimView] = {}  # managed claims not being deleted
+        self._closing: dict[str, ClaimView] = {}  # being deleted: booked until gone
         self.bookings: dict[str, Booked] = {}  # holder -> its booking
         self.pool_nodes: dict[str, str] = {}
         self._slices: dict[str, Obj] = {}
@@ -120,13 +122,16 @@ class FleetCache:
         if obj is None:
             self._claim_objs.pop(name, None)
             self.claims.pop(name, None)
+            self._closing.pop(name, None)
         else:
             self._claim_objs[name] = obj
             view = read_claim(obj, self.pool_nodes)
             if view.deleting:
                 self.claims.pop(name, None)
+                self._closing[name] = view
             else:
                 self.claims[name] = view
+                self._closing.pop(name, None)
             allocation = (obj.get("status") or {}).get("allocation")
             if allocation and not _single_node(allocation):
                 self._by_pool.add(name)
@@ -278,11 +283,11 @@ class FleetCache:
 
     def _sync_claim(self, name: str) -> None:
         """Put the claim into the fleet as it now reads, seats included (or take it out)."""
-        view = self.claims.get(name)
+        view = self.claims.get(name) or self._closing.get(name)
         desired: Claim | None = None
         if view is not None and view.node:
             seats = sorted(self._on_claim.get(name, ()))
-            desired = Claim(name, view.node, view.devices, allocated=view.allocated, bookings=tuple(
+            desired = Claim(name, view.node, view.devices, allocated=view.joinable, bookings=tuple(
                 Booking(h, self.bookings[h].owner, self.bookings[h].memory) for h in seats))
         current = self._in_fleet.get(name)
         if desired is None:

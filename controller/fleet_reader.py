@@ -17,7 +17,11 @@ Rules:
   which is ``true`` accepts no role (the pod's node affinity would agree) and
   is left out. A malformed ``max-workers-per-claim`` falls back to 1; both are
   reported as warnings.
-* Claims: managed and not terminating. Bookings: every non-Failed worker's
+* Claims: managed. A terminating claim keeps its devices and seats booked
+  until it is gone (DRA keeps it, allocated, while a pod still uses it), but
+  reads as unallocated, so nobody joins a claim on its way out; ``claims``
+  of the view lists only the ones not terminating. Bookings: every
+  non-Failed worker's
   ``status.claimName``, overridden by the claim its live pod consumes (the
   pod wins after a lost status write). A live managed pod whose worker is
   gone still holds its seat (booked as ``pod/<name>``) until it is gone.
@@ -212,18 +216,19 @@ def build_fleet(
 ) -> FleetView:
     hardware, pool_nodes, notes = read_slices(slices, driver)
     placement_nodes, warnings = read_nodes(nodes, hardware)
-    views = {v.name: v for v in (read_claim(c, pool_nodes) for c in claims) if not v.deleting}
     bookings = read_bookings(workers, pods)
+    views = {v.name: v for v in (read_claim(c, pool_nodes) for c in claims)}
     on_claim: dict[str, list[Booking]] = {}
     for booked in bookings.values():
         if booked.claim in views:
             on_claim.setdefault(booked.claim, []).append(
                 Booking(booked.holder, booked.owner, booked.memory))
     fleet_claims = [
-        Claim(name=v.name, node=v.node, devices=v.devices, allocated=v.allocated,
+        Claim(name=v.name, node=v.node, devices=v.devices, allocated=v.joinable,
               bookings=tuple(on_claim.get(v.name, ())))
         for v in views.values() if v.node
     ]
     fleet = Fleet(placement_nodes, fleet_claims)
-    return FleetView(fleet=fleet, nodes=tuple(placement_nodes), claims=views,
+    live = {name: v for name, v in views.items() if not v.deleting}
+    return FleetView(fleet=fleet, nodes=tuple(placement_nodes), claims=live,
                      bookings=bookings, warnings=tuple(notes + warnings))

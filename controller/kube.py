@@ -179,7 +179,8 @@ class Kube:
               subresource: str | None = None) -> Obj:
         return self._request("patch", res, "PATCH",
                              res.path(self._ns(res, namespace), name, subresource),
-                             body=body, content_type="application/merge-patch+json")
+                             body=body, content_type="application/merge-patch+json",
+                             subresource=subresource)
 
     def replace(self, res: Resource, name: str, body: Obj, *,
                 namespace: str | None = None) -> Obj:
@@ -227,9 +228,10 @@ class Kube:
 
     def _request(self, verb: str, res: Resource, method: str, path: str,
                  query: Query | None = None, body: Obj | None = None,
-                 content_type: str = "application/json") -> Obj:
+                 content_type: str = "application/json", subresource: str | None = None) -> Obj:
         response = self._send(verb, res, method, path, query or [], body=body,
-                              content_type=content_type, timeout=REQUEST_TIMEOUT, read=True)
+                              content_type=content_type, timeout=REQUEST_TIMEOUT, read=True,
+                              subresource=subresource)
         try:
             return json.loads(response.data) if response.data else {}
         except ValueError as exc:
@@ -238,10 +240,13 @@ class Kube:
     def _send(self, verb: str, res: Resource, method: str, path: str,
               query: Query, *, body: Obj | None = None,
               content_type: str = "application/json",
-              timeout: float | tuple[float, float] = REQUEST_TIMEOUT, read: bool = False) -> Any:
+              timeout: float | tuple[float, float] = REQUEST_TIMEOUT, read: bool = False,
+              subresource: str | None = None) -> Any:
         """Send one request; with ``read`` the body is read too (and timed with it)."""
+        # Named as RBAC names it (``openrlworkers/status``), so a refusal can be matched.
+        plural = f"{res.plural}/{subresource}" if subresource else res.plural
         with self._lock:
-            self.calls[(verb, res.plural)] += 1
+            self.calls[(verb, plural)] += 1
         headers = {"Accept": "application/json", "Content-Type": content_type}
         status = 0
         started = time.monotonic()
@@ -264,7 +269,7 @@ class Kube:
             raise KubeError(0, "Unreachable", f"{verb} {res.plural}: {exc}") from exc
         finally:
             if self.hook is not None:
-                self.hook(verb, res.plural, status, time.monotonic() - started)
+                self.hook(verb, plural, status, time.monotonic() - started)
 
 
 def _selectors(label_selector: str | None, field_selector: str | None) -> Query:

@@ -77,6 +77,8 @@ class ReasonKind(enum.StrEnum):
     TEMPLATE_NOT_FOUND = "TemplateNotFound"
     # Placing: the condition's reason names the condition itself, as Kubernetes does.
     PLACED = "Placed"
+    # Placing or Running, on a claim someone is deleting.
+    CLAIM_DELETING = "ClaimDeleting"
     # Failed.
     INVALID_SPEC = "InvalidSpec"
     TEMPLATE_ERROR = "TemplateError"
@@ -90,7 +92,7 @@ class ReasonKind(enum.StrEnum):
 WARNING_REASONS = frozenset({
     ReasonKind.NO_CAPACITY, ReasonKind.INVALID_SPEC, ReasonKind.TEMPLATE_ERROR,
     ReasonKind.TEMPLATE_NOT_FOUND, ReasonKind.POD_CONFLICT, ReasonKind.POD_FAILED,
-    ReasonKind.UNSATISFIABLE, ReasonKind.UNSCHEDULABLE,
+    ReasonKind.UNSATISFIABLE, ReasonKind.UNSCHEDULABLE, ReasonKind.CLAIM_DELETING,
 })
 
 CONDITION_PLACED = "Placed"  # the worker's one condition: True while Placing or Running

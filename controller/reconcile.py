@@ -16,18 +16,20 @@ The sequence for a worker:
    pod) until then: a seat cannot free while the process may still hold the
    device.
 3. First sight: add the finalizer (the one extra write).
-4. Failed is terminal. A spec the controller cannot act on is InvalidSpec.
+4. Failed is terminal; a Failed worker's finished pod is deleted. A spec
+   the controller cannot act on is InvalidSpec.
 5. A pod named for the worker exists:
    - owned by this incarnation: report it (Placing, Running, PodFailed;
      Unschedulable once it has waited past the placement timeout);
    - owned by an earlier incarnation of the same name: delete it, wait until
      it is gone, never adopt it;
    - anything else: PodConflict, nothing deleted.
-6. No pod: read and check the template (TemplateNotFound waits;
-   TemplateError fails), then
+6. No pod: read and check the template (TemplateNotFound waits, keeping a
+   held claim's seat booked; TemplateError fails), then
    - if the worker already holds a live claim (its status says so, or the
      claim derived from its UID exists after a lost write), recreate the pod
-     on it: placed workers stay put;
+     on it -- placed workers stay put -- unless others already fill that
+     claim's seats: then it is decided afresh;
    - otherwise decide against the cache's fleet, assume the claim (new
      claims only) and the pod into the cache, and plan: create the claim,
      create the pod, patch the status.
@@ -45,12 +47,13 @@ import contextlib
 import datetime as dt
 import logging
 from collections.abc import Callable
+from typing import Any
 
 import attrs
 
 from controller import housekeeping, kube, naming, render, status
 from controller.cache import Cache
-from controller.claims import build_claim, read_claim
+from controller.claims import ClaimView, build_claim, read_claim
 from controller.events import Recorder
 from controller.logs import kv
 from controller.metrics import Metrics
@@ -141,7 +144,7 @@ class Reconciler:
         if naming.FINALIZER not in worker.finalizers:
             worker = self._add_finalizer(worker, plan)
         if worker.phase == Phase.FAILED:
-            return Result()
+            return self._drop_finished_pod(worker, pod)
         try:
             if worker.spec_error:
                 raise _Conclude(Outcome(Phase.FAILED, ReasonKind.INVALID_SPEC, worker.spec_error))
@@ -242,6 +245,23 @@ class Reconciler:
                      extra=kv(worker=worker.name, claim=worker.claim))
         return Result(wake=True, sweep=True)
 
+    def _drop_finished_pod(self, worker: Worker, pod: Obj | None) -> Result:
+        """A Failed worker's own finished pod is deleted once the failure is on record.
+
+        The status keeps why it ended. The pod holds no seat in our books, but while it
+        existed its claim's reservation was seen flipping between listing it and not,
+        many times a second, and a later joiner would have shared the claim with it.
+        """
+        if pod is None or pod_alive(pod) or is_deleting(pod) or \
+                worker_owner_uid(pod) != worker.uid:
+            return Result()
+        self.writer.fence()
+        with contextlib.suppress(kube.NotFound, kube.Conflict):
+            self.api.delete(kube.PODS, name_of(pod), uid=uid_of(pod))
+        log.info("deleted the finished pod of a failed worker",
+                 extra=kv(worker=worker.name, pod=name_of(pod), claim=pod_claim(pod)))
+        return Result(wake=True, sweep=True)
+
     def _with_pod(self, worker: Worker, pod: Obj) -> Result:
         owner = controller_owner(pod) or {}
         owner_uid = worker_owner_uid(pod)
@@ -272,18 +292,28 @@ class Reconciler:
 
     def _track(self, worker: Worker, pod: Obj) -> Result:
         claim = pod_claim(pod) or worker.claim
-        node, devices = self._allocation(worker, claim)
+        node, devices, closing = self._allocation(worker, claim)
         share = per_device_share(worker.memory, devices)
         base = Outcome(Phase.PLACING, ReasonKind.PLACED, "", claim=claim, devices=devices,
                        memory_per_device=share, node=node, pod=name_of(pod))
+        if closing and pod_alive(pod) and not is_deleting(pod):
+            # Someone deleted the claim under a placed worker: DRA keeps it (and its
+            # devices) until the pod is gone, and so do our books. Say so, loudly.
+            raise _Conclude(attrs.evolve(
+                base, phase=Phase.RUNNING if pod_phase(pod) == PodPhase.RUNNING else Phase.PLACING,
+                kind=ReasonKind.CLAIM_DELETING,
+                detail=f"claim {claim} is being deleted; its devices stay booked for pod "
+                       f"{name_of(pod)} until the pod is gone, and the worker is placed "
+                       "again after that"), self.settings.retry_interval)
         if is_deleting(pod):
             raise _Conclude(attrs.evolve(
                 base, detail=f"pod {name_of(pod)} is being deleted; it will be recreated on "
                              f"claim {claim}"), self.settings.retry_interval)
         phase = pod_phase(pod)
         if not pod_alive(pod):
+            # Back at once: with the failure on record, the finished pod goes.
             raise _Conclude(attrs.evolve(base, phase=Phase.FAILED, kind=ReasonKind.POD_FAILED,
-                                         detail=pod_failure(pod)))
+                                         detail=pod_failure(pod)), 1.0)
         if phase == PodPhase.RUNNING:
             raise _Conclude(attrs.evolve(base, phase=Phase.RUNNING, kind="",
                                          detail=f"pod {name_of(pod)} running on node "
@@ -310,26 +340,32 @@ class Reconciler:
                                                   f"with claim {claim}: {why}"),
                         self.settings.placement_timeout - waited)
 
-    def _allocation(self, worker: Worker, claim: str) -> tuple[str, int]:
-        """(node once allocated, devices) of the worker's claim; status first, then the cache."""
+    def _allocation(self, worker: Worker, claim: str) -> tuple[str, int, bool]:
+        """(node once allocated, devices, being deleted) of the worker's claim; status
+        first, then the cache."""
         known_devices = worker.status.get("deviceCount")
-        if claim == worker.claim and worker.status.get("nodeName") and known_devices:
-            return str(worker.status["nodeName"]), int(known_devices)
         obj = self.cache.get(kube.CLAIMS, claim)
+        closing = obj is not None and is_deleting(obj)
+        if claim == worker.claim and worker.status.get("nodeName") and known_devices:
+            return str(worker.status["nodeName"]), int(known_devices), closing
         if obj is None:
-            return "", int(known_devices or 1)
+            return "", int(known_devices or 1), False
         view = read_claim(obj, self.cache.fleet.pool_nodes)
-        return (view.node if view.allocated else ""), view.devices
+        return (view.node if view.allocated else ""), view.devices, closing
 
     def _place(self, worker: Worker, plan: Plan) -> Result:
-        prepared = self._template(worker)
+        with self.cache.lock:
+            views = self.cache.fleet.claims
+            held = next((c for c in (worker.claim, worker.own_claim) if c and c in views), None)
+            held_view = views.get(held) if held is not None else None
+        prepared = self._template(worker, held_view)
         with self.cache.lock:  # decide and assume as one step: no decision in between
             return self._decide(worker, prepared, plan)
 
     def _decide(self, worker: Worker, prepared: Obj, plan: Plan) -> Result:
         views = self.cache.fleet.claims
         held = next((c for c in (worker.claim, worker.own_claim) if c and c in views), None)
-        if held is not None:
+        if held is not None and self._seat_kept(worker, held):
             view = views[held]
             return self._start(worker, prepared, held, view.devices,
                                view.node if view.allocated else "",
@@ -337,6 +373,13 @@ class Reconciler:
         fleet = self.cache.fleet.fleet
         request = Request(worker.name, worker.role, worker.memory, worker.owner)
         decision = decide(request, fleet)
+        if isinstance(decision, NewClaim) and worker.own_claim in views:
+            # The claim named for this worker exists and others fill it: it cannot cut
+            # another, so it waits for a seat like anyone else.
+            raise _Conclude(Outcome(Phase.PENDING, ReasonKind.WAITING_FOR_CAPACITY,
+                                    f"claim {worker.own_claim}, cut for this worker, is "
+                                    "taken by others; waiting for a seat"),
+                            self.settings.retry_interval)
         if isinstance(decision, NewClaim):
             self.metrics.decisions.labels(outcome="new_claim").inc()
             body = build_claim(worker.own_claim, decision, namespace=self.api.namespace,
@@ -374,17 +417,48 @@ class Reconciler:
             retry = min(retry, left)
         raise _Conclude(Outcome(Phase.PENDING, str(reason.kind), reason.detail), retry)
 
-    def _template(self, worker: Worker) -> Obj:
+    def _seat_kept(self, worker: Worker, claim: str) -> bool:
+        """Whether a worker holding ``claim`` may recreate its pod there.
+
+        It may unless the claim is full without it. A placed worker never moves while
+        its seat is booked, and a recreated pod never takes a claim past its seats: a
+        claim full of others means this worker's booking was lost, and it goes through
+        the decision like a newcomer.
+        """
+        fleet = self.cache.fleet
+        if not fleet.fleet.has_claim(claim):
+            return True  # its node left placement: nothing to count against
+        node = fleet.nodes.get(fleet.fleet.claim_node(claim))
+        if node is None:
+            return True
+        others = sum(1 for b in fleet.bookings.values()
+                     if b.claim == claim and b.holder != worker.name)
+        if others < node.max_workers_per_claim:
+            return True
+        log.warning("the claim this worker held is full without it; deciding afresh",
+                    extra=kv(worker=worker.name, claim=claim, others=others))
+        return False
+
+    def _template(self, worker: Worker, held: ClaimView | None = None) -> Obj:
+        """The worker's prepared template. Waiting for it keeps a held claim's seat booked
+        (the status keeps the claim), so the seat cannot be promised to anyone else."""
         source = f"ConfigMap {self.api.namespace}/{worker.template_name} key {worker.template_key}"
+        keep: dict[str, Any] = {}
+        seat = ""
+        if held is not None:
+            keep = {"claim": held.name, "devices": held.devices,
+                    "memory_per_device": per_device_share(worker.memory, held.devices),
+                    "node": held.node if held.allocated else ""}
+            seat = f"; its seat on claim {held.name} stays booked"
         config_map = self.cache.get(kube.CONFIGMAPS, worker.template_name)
         if config_map is None:
             raise _Conclude(Outcome(Phase.PENDING, ReasonKind.TEMPLATE_NOT_FOUND,
-                                    f"{source.rsplit(' key ', 1)[0]} not found"),
+                                    f"{source.rsplit(' key ', 1)[0]} not found{seat}", **keep),
                             self.settings.retry_interval)
         text = (config_map.get("data") or {}).get(worker.template_key)
         if text is None:
             raise _Conclude(Outcome(Phase.PENDING, ReasonKind.TEMPLATE_NOT_FOUND,
-                                    f"{source}: no such key"),
+                                    f"{source}: no such key{seat}", **keep),
                             self.settings.retry_interval)
         try:
             return render.prepare(text, worker, source)

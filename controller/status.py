@@ -3,17 +3,20 @@
 Rules:
 
 * Phases: ``Pending`` (no seat yet; the reason is placement's, and its kind
-  tells "never" (NoCapacity) from "not yet" (WaitingForCapacity)),
+  tells "never" (NoCapacity) from "not yet" (WaitingForCapacity); or a seat
+  kept, with ``claimName``, while the worker waits for its pod template),
   ``Placing`` (claim and pod exist, the pod is not running yet), ``Running``
   (the pod runs), ``Failed`` (InvalidSpec, TemplateError, PodConflict,
-  PodFailed, Unsatisfiable, Unschedulable; terminal).
+  PodFailed, Unsatisfiable, Unschedulable; terminal). A placed worker whose
+  claim is being deleted keeps its phase, with reason ``ClaimDeleting``.
 * ``status.reason`` reads ``<Kind>: <detail>``; the ``Placed`` condition
   carries the kind as its reason and the detail as its message. Placed is
   True in Placing and Running.
 * ``nodeName`` is set only once the claim's allocation has been observed.
 * A status is written only when something other than a timestamp changed; a
   condition keeps its ``lastTransitionTime`` while its status holds.
-* An Event is recorded when the phase changes, or the reason's kind while pending.
+* An Event is recorded when the phase changes, or the reason's kind while pending,
+  or when a warning kind appears on a placed worker.
 """
 
 from __future__ import annotations
@@ -105,12 +108,13 @@ def transition(worker: Worker, outcome: Outcome) -> bool:
     pending (NoCapacity turning into WaitingForCapacity is news; a pod starting is not)."""
     if worker.phase != outcome.phase:
         return True
-    if outcome.phase != Phase.PENDING:
-        return False
     old_kind = ""
     for cond in worker.status.get("conditions") or []:
         if cond.get("type") == CONDITION_PLACED:
             old_kind = str(cond.get("reason") or "")
+    if outcome.phase != Phase.PENDING:
+        # A warning appearing on a placed worker (its claim being deleted) is news too.
+        return outcome.kind in WARNING_REASONS and old_kind != outcome.kind
     return old_kind != (outcome.kind or outcome.phase)
 
 

@@ -14,7 +14,8 @@ Rules:
 * What wakes what:
   - a worker (new, deleting): that worker; a worker gone: wake-all;
   - a pod of a worker (scheduled, phase, deletion): its worker;
-  - a managed claim deleted, allocated or terminating: wake-all;
+  - a managed claim deleted, allocated or terminating: wake-all; terminating
+    also wakes the workers whose pods it is reserved for;
   - a ResourceSlice of the driver changed: wake-all;
   - a node's openrl.io labels or allocatable memory changed: wake-all.
 * Wake-all is debounced (``WAKE_DELAY``): a burst of capacity events costs one
@@ -173,9 +174,16 @@ def feeds(queue: WorkQueue, driver: str) -> list[Feed]:
             return  # just created (by us): nothing to report until it is scheduled
         queue.add(str(owner["name"]))
 
-    def on_claim(kind: str, _obj: Obj) -> None:
+    def on_claim(kind: str, obj: Obj) -> None:
         if kind != "ADDED":  # a new claim is ours, placed already; its allocation is news
             wake()
+        if kind == "MODIFIED" and meta(obj).get("deletionTimestamp"):
+            # Its running workers are not pending: tell them directly. Pods are named
+            # orw-<worker>; a cut name finds no worker and costs one empty reconcile.
+            for consumer in (obj.get("status") or {}).get("reservedFor") or []:
+                pod = str(consumer.get("name") or "")
+                if consumer.get("resource") == "pods" and pod.startswith("orw-"):
+                    queue.add(pod.removeprefix("orw-"))
 
     return [
         Feed(kube.WORKERS, _worker_signature, on_worker),

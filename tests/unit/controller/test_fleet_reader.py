@@ -150,7 +150,31 @@ def test_build_fleet_joins_everything() -> None:
         workers=[worker("w1", "c1", "Running"), worker("w2", "c9", "Running")],
         pods=[], driver=DRIVER)
     assert set(view.claims) == {"c1"}
-    assert view.fleet.free_devices("a") == 7
+    assert view.fleet.free_devices("a") == 6  # c9 keeps its device until it is gone
     assert view.fleet.claim_of("w1") == "c1"
-    assert view.fleet.claim_of("w2") is None  # its claim is terminating
+    assert view.fleet.claim_of("w2") == "c9"  # booked there until then
+    assert not view.fleet.is_allocated("c9")  # and nobody joins it
     assert (view.seats_used, view.seats_total) == (1, 16)
+
+
+def test_terminating_claim_keeps_its_devices_until_gone_and_takes_nobody() -> None:
+    claim = {
+        "metadata": {"name": "c1", "labels": {"openrl.io/managed": "true"},
+                     "annotations": {"openrl.io/sized-for-node": "a"},
+                     "deletionTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"count": 4}}]}},
+        "status": {"allocation": {"devices": {"results": [
+            {"pool": "a", "device": f"gpu-{i}"} for i in range(4)]},
+            "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": ["a"]}]}]}}},
+    }
+    nodes = [node_obj("a", labels={"openrl.io/max-workers-per-claim": "2"})]
+    workers = [worker("w1", "c1", "Running")]
+    in_use = build_fleet(slices=[slice_obj("a", 8)], nodes=nodes, claims=[claim],
+                         workers=workers, pods=[pod("orw-w1", "c1", "uid-w1")], driver=DRIVER)
+    assert in_use.fleet.free_devices("a") == 4  # its devices are still DRA's
+    assert not in_use.fleet.is_allocated("c1")  # so it is never joined
+    assert "c1" not in in_use.claims  # not a claim to resume on
+    released = build_fleet(slices=[slice_obj("a", 8)], nodes=nodes, claims=[], workers=workers,
+                           pods=[], driver=DRIVER)
+    assert released.fleet.free_devices("a") == 8  # gone: its devices are free

@@ -143,7 +143,7 @@ def test_requests_on_the_wire(server_api) -> None:
     assert deleted["body"]["preconditions"] == {"uid": "u1", "resourceVersion": "7"}
     assert deleted["body"]["propagationPolicy"] == "Background"
     assert created["method"] == "POST"
-    assert hooked == [("list", "pods", 200), ("patch", "openrlworkers", 200),
+    assert hooked == [("list", "pods", 200), ("patch", "openrlworkers/status", 200),
                       ("delete", "resourceclaims", 200), ("create", "pods", 409),
                       ("get", "pods", 404)]
     assert api.calls[("list", "pods")] == 1

@@ -225,6 +225,51 @@ def test_pod_failure_fails_the_worker_and_frees_the_seat() -> None:
     # The dead worker holds nothing: the next worker takes a seat on its claim.
     b = c.place("b")
     assert b["phase"] == "Placing" and b["claimName"] == status["claimName"]
+    # With the failure on record, the finished pod goes.
+    c.reconcile("a")
+    assert c.api.obj(kube.PODS, "orw-a")["metadata"].get("deletionTimestamp") or \
+        c.api.obj(kube.PODS, "orw-a") is None
+
+
+def test_seat_stays_booked_while_the_template_is_missing() -> None:
+    c = Cluster(devices=1, node_labels={"openrl.io/max-workers-per-claim": "2"})
+    first = c.place("a")
+    c.allocate_and_run("a")
+    c.api.put(kube.CONFIGMAPS, template_cm(key="other.yaml"))
+    c.api.delete(kube.PODS, "orw-a")
+    c.api.finish_pod("orw-a")
+    c.reconcile("a")
+    status = c.status("a")
+    assert status["phase"] == "Pending" and status["claimName"] == first["claimName"]
+    assert status["reason"].startswith("TemplateNotFound") and "stays booked" in status["reason"]
+    # One seat left of two (samplers' template is there): b takes it, s must wait.
+    b = c.place("b", role="sampler")
+    assert b.get("claimName") == first["claimName"], b
+    assert c.place("s", role="sampler")["phase"] == "Pending"
+    c.api.put(kube.CONFIGMAPS, template_cm())
+    c.reconcile("a")
+    assert c.status("a")["claimName"] == first["claimName"]
+    assert c.status("a")["phase"] == "Placing"
+
+
+def test_recreated_pod_never_overfills_its_claim() -> None:
+    """A worker whose booking was lost comes back through the decision, not onto a
+    claim that others have filled meanwhile."""
+    c = Cluster(devices=2)
+    first = c.place("a")
+    c.allocate_and_run("a")
+    c.api.delete(kube.PODS, "orw-a")
+    c.api.finish_pod("orw-a")
+    # The booking is lost (an older version cleared it) and b took the seat.
+    c.api.edit(kube.WORKERS, "a", {"status": {"claimName": None, "phase": "Pending"}})
+    c.add_worker("b", "50Gi")
+    c.api.edit(kube.WORKERS, "b", {"status": {"claimName": first["claimName"],
+                                              "phase": "Running"}})
+    c.reconcile("a")
+    status = c.status("a")
+    # Its own claim (named for it) is taken, so it cannot cut one: it waits.
+    assert status["phase"] == "Pending" and "claimName" not in status
+    assert len(c.api.all(kube.PODS)) == 0
 
 
 def test_pod_never_scheduled_fails_unschedulable_and_releases(cluster: Cluster) -> None:

@@ -1,0 +1,192 @@
+"""Seats under the controller's feet: templates vanishing, pods deleted, claims deleted.
+
+Every story runs on the first fake GPU node with two seats per claim and
+workers four devices wide, so the node holds two claims and four seats, and a
+full fleet takes four workers. Each reproduced a seat promised twice (or a
+placed worker moved) on the local control plane before it was fixed.
+"""
+# ruff: noqa: F811
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from controller_fixtures import Env, GiB, GpuNode, crd, gpu_nodes, orw  # noqa: F401
+from kubernetes import client
+
+TEMPLATE = "openrl-template-trainer"
+
+
+@pytest.fixture
+def node(orw: Env, gpu_nodes: list[GpuNode]) -> Iterator[GpuNode]:
+    """The first node, enabled with two seats per claim; every other node disabled."""
+    first, *rest = gpu_nodes
+    changed = {first.name: {"openrl.io/max-workers-per-claim": "2"},
+               **{n.name: {"openrl.io/enabled": "false"} for n in rest}}
+    for name, labels in changed.items():
+        orw.core.patch_node(name, {"metadata": {"labels": labels}})
+    try:
+        yield first
+    finally:
+        for name, labels in changed.items():
+            back = {k: ("1" if k.endswith("max-workers-per-claim") else "true") for k in labels}
+            orw.core.patch_node(name, {"metadata": {"labels": back}})
+
+
+def wide(node: GpuNode) -> str:
+    """Half the node's devices, exactly: two such claims fill it."""
+    return f"{((node.devices // 2 - 1) * node.device_memory + GiB) // GiB}Gi"
+
+
+def pods_on(orw: Env, claim: str) -> list[str]:
+    return sorted(p.metadata.name for p in orw.core.list_namespaced_pod(orw.namespace).items
+                  if any(c.resource_claim_name == claim for c in p.spec.resource_claims or []))
+
+
+def fill(orw: Env, node: GpuNode) -> dict[str, str]:
+    """a and b cut a claim each, c and d join them: every seat taken. Worker -> claim."""
+    memory = wide(node)
+    placed = {}
+    for name in ("a", "b", "c", "d"):
+        orw.create_worker(name, memory)
+        placed[name] = orw.wait_phase(name, "Running", timeout=120)["claimName"]
+    assert len(set(placed.values())) == 2
+    return placed
+
+
+def set_template_key(orw: Env, present: bool, saved: dict[str, Any]) -> None:
+    if not present:
+        saved.update(orw.core.read_namespaced_config_map(TEMPLATE, orw.namespace).data)
+        orw.core.patch_namespaced_config_map(TEMPLATE, orw.namespace,
+                                             {"data": {"pod.yaml": None}})
+    else:
+        orw.core.patch_namespaced_config_map(TEMPLATE, orw.namespace, {"data": saved})
+
+
+def delete_pod(orw: Env, worker: str) -> None:
+    orw.core.delete_namespaced_pod(f"orw-{worker}", orw.namespace, grace_period_seconds=0)
+    orw.cluster.wait_for(lambda: orw.pod(f"orw-{worker}") is None,
+                         what=f"pod orw-{worker} gone")
+
+
+def waits_for_template(orw: Env, worker: str) -> dict[str, Any]:
+    return orw.cluster.wait_for(
+        lambda: (s := orw.status(worker)).get("reason", "").startswith("TemplateNotFound")
+        and s, what=f"{worker} to wait for its template")
+
+
+def test_worker_waiting_for_its_template_keeps_its_seat(orw: Env, node: GpuNode) -> None:
+    """Its pod gone and its template missing, a worker that cut a shared claim keeps
+    its seat: a newcomer cannot take it, and the worker comes back to the same claim
+    without pushing the claim past its seats."""
+    orw.start()
+    placed = fill(orw, node)
+    saved: dict[str, Any] = {}
+    set_template_key(orw, present=False, saved=saved)
+    delete_pod(orw, "a")
+    waiting = waits_for_template(orw, "a")
+    assert waiting["phase"] == "Pending"
+
+    orw.create_worker("s", wide(node), role="sampler")  # its template is still there
+    orw.cluster.wait_for(lambda: orw.status("s").get("reason", "").startswith(
+        "WaitingForCapacity"), what="the sampler to wait")
+    time.sleep(4)  # retries: the kept seat must stay kept
+    assert orw.status("s")["phase"] == "Pending"
+    assert len(pods_on(orw, placed["a"])) == 1
+
+    assert orw.status("a")["claimName"] == placed["a"]  # the seat, still booked
+    set_template_key(orw, present=True, saved=saved)
+    assert orw.wait_phase("a", "Running", timeout=60)["claimName"] == placed["a"]
+    time.sleep(3)
+    assert pods_on(orw, placed["a"]) == sorted(f"orw-{w}" for w, c in placed.items()
+                                               if c == placed["a"])
+    assert orw.status("s")["phase"] == "Pending"
+
+
+def test_joiner_waiting_for_its_template_is_not_moved(orw: Env, node: GpuNode) -> None:
+    """A joiner that lost its pod while its template was missing returns to its claim,
+    even when free devices appeared meanwhile."""
+    orw.start()
+    placed = fill(orw, node)
+    joiner = "c"  # arrived with every device taken: it joined a or b
+    saved: dict[str, Any] = {}
+    set_template_key(orw, present=False, saved=saved)
+    delete_pod(orw, joiner)
+    waits_for_template(orw, joiner)
+    # Free the other claim's devices: a worker deciding afresh would cut a claim there.
+    others = [w for w, c in placed.items() if c != placed[joiner]]
+    for name in others:
+        orw.delete_worker(name)
+    orw.cluster.wait_for(lambda: all(orw.worker(n) is None for n in others),
+                         what="the other claim's workers to go")
+    freed = {placed[n] for n in others}
+    orw.cluster.wait_for(lambda: not freed & set(orw.claims()),
+                         what="their claim to be swept", timeout=90)
+    set_template_key(orw, present=True, saved=saved)
+    status = orw.wait_phase(joiner, "Running", timeout=60)
+    assert status["claimName"] == placed[joiner]
+    assert pods_on(orw, placed[joiner]) == sorted(
+        f"orw-{w}" for w, c in placed.items() if c == placed[joiner])
+
+
+def test_deleted_claim_keeps_its_devices_until_its_pods_are_gone(
+        orw: Env, node: GpuNode) -> None:
+    """Deleting a claim two workers run on: DRA keeps it while the pods live, and so do
+    the books; no newcomer is priced against its devices; its workers are told."""
+    orw.start()
+    placed = fill(orw, node)
+    orw.create_worker("e", wide(node))
+    orw.cluster.wait_for(lambda: orw.status("e").get("reason", "").startswith(
+        "WaitingForCapacity"), what="the newcomer to wait")
+    doomed = placed["a"]
+    orw.custom.delete_namespaced_custom_object("resource.k8s.io", "v1", orw.namespace,
+                                               "resourceclaims", doomed)
+    on_it = sorted(w for w, c in placed.items() if c == doomed)
+    for name in on_it:
+        told = orw.cluster.wait_for(
+            lambda n=name: (s := orw.status(n)).get("reason", "").startswith("ClaimDeleting")
+            and s, what=f"{name} to be told its claim is going")
+        assert told["phase"] == "Running" and told["claimName"] == doomed
+        condition = next(c for c in told["conditions"] if c["type"] == "Placed")
+        assert condition["reason"] == "ClaimDeleting" and condition["status"] == "True"
+    events = orw.cluster.wait_for(
+        lambda: [e for e in client.EventsV1Api(orw.cluster.api).list_namespaced_event(
+            orw.namespace).items if e.reason == "ClaimDeleting"],
+        what="ClaimDeleting events")
+    assert {e.regarding.name for e in events} == set(on_it)
+    assert all(e.type == "Warning" for e in events)
+    time.sleep(4)  # retries and sweeps: the newcomer is not priced against those devices
+    assert orw.status("e")["phase"] == "Pending"
+    assert doomed in orw.claims()
+    assert len(orw.claims()) == 2
+
+
+def test_failed_pod_is_deleted_and_its_seat_settles(orw: Env, node: GpuNode) -> None:
+    """A worker whose pod failed is Failed (PodFailed); its finished pod is deleted, so
+    the claim's reservation settles on the pods that still run."""
+    orw.start()
+    placed = fill(orw, node)
+    orw.core.patch_namespaced_pod_status("orw-a", orw.namespace, {"status": {
+        "phase": "Failed", "reason": "Error", "message": "exit 3"}})
+    failed = orw.wait_phase("a", "Failed")
+    assert failed["reason"].startswith("PodFailed")
+    orw.cluster.wait_for(lambda: orw.pod("orw-a") is None, what="the failed pod to go")
+    partner = next(w for w, c in placed.items() if c == placed["a"] and w != "a")
+
+    def reserved() -> list[str]:
+        claim = orw.claims()[placed["a"]]
+        return sorted(r["name"] for r in (claim.get("status") or {}).get("reservedFor") or [])
+
+    orw.cluster.wait_for(lambda: reserved() == [f"orw-{partner}"],
+                         what="the reservation to settle on the partner")
+    seen = set()
+    for _ in range(20):
+        seen.add(tuple(reserved()))
+        time.sleep(0.1)
+    assert seen == {(f"orw-{partner}",)}
+    # The seat is free again: a newcomer joins it.
+    orw.create_worker("n", wide(node))
+    assert orw.wait_phase("n", "Running", timeout=60)["claimName"] == placed["a"]
