@@ -24,6 +24,7 @@ from cli.show import EXCERPT, LongNumber, describe, excerpt, number_digits, prin
 from placement import Node, Request, Role
 from placement.quantity import LONGEST as LONGEST_QUANTITY
 from placement.quantity import parse_quantity
+from placement.simulation import Phase
 
 __all__ = [
     "AddNode",
@@ -38,7 +39,7 @@ __all__ = [
     "load_scenario",
 ]
 
-PHASES = ("Placed", "Placing", "Pending")
+PHASES = tuple(phase.value for phase in Phase)
 ROLES = tuple(role.value for role in Role)
 DRA_MODES = ("instant", "deferred")
 
