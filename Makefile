@@ -4,7 +4,10 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup browser demo test test-fast lint bench bench-cache burst cluster-up cluster-down cluster-status smoke stress clean
+FIDELITY_SCENARIOS ?= 20
+FIDELITY_SEED      ?= 1
+
+.PHONY: fidelity setup browser demo test test-fast lint bench bench-cache burst cluster-up cluster-down cluster-status smoke stress clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -74,6 +77,17 @@ smoke: setup
 
 stress: setup
 	hack/stress.sh
+
+## Play generated scenarios on the local control plane (or $$KUBECONFIG) and compare every
+## step with simulate; ends with "fidelity: A/N scenarios, S/T steps agree".
+fidelity: setup
+	@started=0; \
+	if [ -z "$$KUBECONFIG" ] && ! hack/cluster.sh status >/dev/null 2>&1; then \
+	  hack/cluster.sh up >/dev/null && started=1 || exit 1; \
+	fi; \
+	$(BIN)/python hack/replay.py --keep-going --generate $(FIDELITY_SCENARIOS) \
+	  --seed $(FIDELITY_SEED); rc=$$?; \
+	if [ $$started = 1 ]; then hack/cluster.sh down; fi; exit $$rc
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -14,6 +14,10 @@ One process plays, for N nodes at once:
   off (deleted with grace period 0), as a kubelet would once the containers
   stopped.
 
+A program may also import this module and play nodes of its own
+(``FakeNodes.add`` / ``remove``: each node with its own geometry, host
+memory and labels), as hack/replay.py does for heterogeneous fleets.
+
 Nothing here schedules or allocates: kube-scheduler binds pods and allocates
 claims. Configuration comes from flags, falling back to the environment:
 
@@ -106,10 +110,13 @@ class FakeNodes:
         labels: dict[str, str],
     ) -> None:
         self.kubeconfig = kubeconfig
-        self.names = names
+        self.names = list(names)
         self.profile = profile
         self.driver = driver
         self.labels = labels
+        # Nodes added later (``add``) may each have their own geometry and labels.
+        self.profiles: dict[str, Profile] = {}
+        self.node_labels: dict[str, dict[str, str]] = {}
         self.stop = threading.Event()
         self.node_uids: dict[str, str] = {}
         # Reported as the nodes' kubelet version: the API server's own.
@@ -122,8 +129,11 @@ class FakeNodes:
 
     # ------------------------------------------------------------ node agent
 
-    def node_status(self) -> dict[str, Any]:
-        p = self.profile
+    def profile_of(self, name: str) -> Profile:
+        return self.profiles.get(name, self.profile)
+
+    def node_status(self, name: str) -> dict[str, Any]:
+        p = self.profile_of(name)
         resources = {
             "cpu": p.cpu,
             "memory": p.host_memory,
@@ -173,13 +183,14 @@ class FakeNodes:
             "kubernetes.io/arch": "amd64",
             FAKE_NODE_LABEL: "true",
             **self.labels,
+            **self.node_labels.get(name, {}),
         }
         body = {
             "apiVersion": "v1",
             "kind": "Node",
             "metadata": {"name": name, "labels": labels},
             "spec": {},
-            "status": self.node_status(),
+            "status": self.node_status(name),
         }
         try:
             node = core.create_node(body)
@@ -194,7 +205,7 @@ class FakeNodes:
         self.post_status(core, name)
 
     def post_status(self, core: client.CoreV1Api, name: str) -> None:
-        core.patch_node_status(name, {"status": self.node_status()})
+        core.patch_node_status(name, {"status": self.node_status(name)})
 
     def renew_lease(self, coord: client.CoordinationV1Api, name: str) -> None:
         ns = "kube-node-lease"
@@ -226,7 +237,7 @@ class FakeNodes:
     # ------------------------------------------------------------ DRA driver
 
     def slice_body(self, name: str) -> dict[str, Any]:
-        p = self.profile
+        p = self.profile_of(name)
         devices = [
             {
                 "name": f"gpu-{i}",
@@ -287,10 +298,34 @@ class FakeNodes:
         custom = client.CustomObjectsApi(api)
         self.kubelet_version = client.VersionApi(api).get_code().git_version
         self.ensure_device_class(custom)
-        for name in self.names:
+        for name in list(self.names):
             self.register_node(core, name)
             self.renew_lease(coord, name)
             self.ensure_slice(custom, name)
+
+    def add(self, name: str, profile: Profile, labels: dict[str, str]) -> None:
+        """One more node, with its own geometry and labels, registered and published now."""
+        self.profiles[name] = profile
+        self.node_labels[name] = labels
+        api = self.api()
+        self.register_node(client.CoreV1Api(api), name)
+        self.renew_lease(client.CoordinationV1Api(api), name)
+        self.ensure_slice(client.CustomObjectsApi(api), name)
+        self.names.append(name)
+
+    def remove(self, name: str) -> None:
+        """Stop playing a node and delete it (its slice and lease go with it: they are owned)."""
+        if name in self.names:
+            self.names.remove(name)
+        core = client.CoreV1Api(self.api())
+        try:
+            core.delete_node(name)
+        except ApiException as e:
+            if e.status != 404:
+                raise
+        self.node_uids.pop(name, None)
+        self.profiles.pop(name, None)
+        self.node_labels.pop(name, None)
 
     def heartbeat_loop(self) -> None:
         api = self.api()
@@ -299,7 +334,9 @@ class FakeNodes:
         last_status = last_slices = time.monotonic()
         while not self.stop.wait(LEASE_RENEW_EVERY):
             t = time.monotonic()
-            for name in self.names:
+            for name in list(self.names):
+                if name not in self.names:
+                    continue  # removed meanwhile: never bring it back
                 try:
                     if name not in self.node_uids or not self.node_exists(core, name):
                         self.register_node(core, name)

@@ -1,0 +1,582 @@
+#!/usr/bin/env python3
+"""Play scenarios against a live control plane and compare with ``simulate``, step by step.
+
+The simulator is only worth trusting if it predicts the cluster. This plays a
+scenario against a real kube-apiserver, kube-scheduler and DRA (the local
+control plane of hack/cluster.sh, or any cluster KUBECONFIG names) with the
+controller running in this process, and after every step compares the
+cluster with ``openrl-place simulate -o json`` of the scenario up to that
+step.
+
+How a scenario is played:
+
+* Its nodes are fake GPU nodes (hack/fakenodes) with the scenario's geometry,
+  host memory (allocatable memory; a node without ``hostMemory`` gets 1Pi,
+  which no parked load reaches), role labels and max-workers-per-claim. Each
+  scenario gets its own DRA driver and DeviceClass, namespace and node names,
+  so scenarios never see each other's fleet (nor the cluster's own nodes).
+* ``arrive`` creates an OpenRLWorker, ``leave`` deletes one, ``addNode``
+  registers one more fake node and publishes its devices. ``expect`` events
+  are the simulator's own checks and are not played.
+* Only ``dra: instant`` can be played: on a cluster DRA allocates a claim as
+  soon as kube-scheduler binds its pod, so there is no moment at which to
+  play ``allocate``. A deferred scenario is refused, naming this.
+* Arrival order is creation time (which the API server keeps to the second),
+  then name: two arrivals in one second would be ordered by name, not as the
+  scenario says, so an arrival waits for the next second when it must.
+* Each step is settled before the next: every worker has been reconciled
+  (Pending or Running, none Placing or deleting), every claim is allocated
+  and held by a worker (an orphan is swept first), the controller's queue has
+  nothing due and no write in flight, and that held twice in a row.
+
+What is compared (claim names differ on a cluster, so groups are compared,
+not names): which workers share a claim, each claim's node and device count,
+each worker's phase (Running on the cluster is Placed in the simulator), and
+for a pending worker the kind of its reason (NoCapacity or
+WaitingForCapacity). A settled cluster that differs is given a few seconds to
+catch up (a wake may still be on its way) before the step counts as a
+disagreement.
+
+  hack/replay.py [SCENARIO.yaml ...]       play these files
+  hack/replay.py --generate N --seed S     play N generated scenarios
+  --keep-going, --save DIR (write each generated scenario), --verbose
+
+Environment: KUBECONFIG (default: the local control plane's admin
+kubeconfig). The last line reads ``fidelity: A/N scenarios, S/T steps agree``;
+exit status 0 when everything agreed, 1 when something did not, 2 when a
+scenario cannot be played.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import json
+import logging
+import os
+import random
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "hack" / "fakenodes")]
+
+import fakenodes  # noqa: E402
+import yaml  # noqa: E402
+from kubernetes import client, config  # noqa: E402
+
+from cli.render_json import to_document  # noqa: E402
+from cli.replay import replay  # noqa: E402
+from cli.scenario import (  # noqa: E402
+    AddNode,
+    Arrive,
+    Expect,
+    Leave,
+    NodeSpec,
+    Scenario,
+    ScenarioError,
+    build_scenario,
+    load_scenario,
+)
+from controller import kube, naming  # noqa: E402
+from controller.claims import read_claim  # noqa: E402
+from controller.loop import Controller  # noqa: E402
+from controller.main import run  # noqa: E402
+from controller.settings import Settings  # noqa: E402
+from controller.work import SWEEP  # noqa: E402
+from placement.quantity import format_quantity  # noqa: E402
+
+log = logging.getLogger("replay")
+
+LOCAL_KUBECONFIG = ROOT / ".cluster" / "admin.kubeconfig"
+CRD = ROOT / "manifests" / "base" / "crd.yaml"
+TEMPLATES = ROOT / "manifests" / "base" / "pod-templates.yaml"
+UNCHECKED_HOST_MEMORY = "1Pi"
+SETTLE_TIMEOUT = float(os.environ.get("FIDELITY_SETTLE_TIMEOUT", "90"))
+CATCH_UP = float(os.environ.get("FIDELITY_CATCH_UP", "6"))
+POLL = 0.25
+GiB = 1 << 30
+
+
+class Unplayable(Exception):
+    """A scenario this harness cannot play against a cluster."""
+
+
+# ----------------------------------------------------------------- generation
+
+
+def generate(seed: int) -> dict[str, Any]:
+    """A small scenario that keeps a small fleet busy: mixed hardware, roles, host memory, churn.
+
+    Small on purpose: each step costs real API round trips. Every node names
+    its host memory, since a cluster always has one.
+    """
+    rng = random.Random(seed)
+    names = iter(f"n{i}" for i in range(100))
+    nodes = [_generated_node(rng, next(names)) for _ in range(rng.randint(1, 3))]
+    events: list[dict[str, Any]] = []
+    present: list[str] = []
+    arrived = 0
+    added = False
+    for _ in range(rng.randint(7, 11)):
+        roll = rng.random()
+        if present and roll < 0.3:
+            worker = present.pop(rng.randrange(len(present)))
+            events.append({"leave": worker})
+        elif not added and roll < 0.38:
+            added = True
+            events.append({"addNode": _generated_node(rng, next(names))})
+        else:
+            worker = f"w{arrived}"
+            arrived += 1
+            present.append(worker)
+            arrive: dict[str, Any] = {
+                "name": worker,
+                "role": rng.choice(["trainer", "trainer", "sampler"]),
+                "memory": f"{rng.choice([10, 20, 30, 40, 45, 60, 70, 100, 150, 250])}Gi",
+            }
+            if rng.random() < 0.5:
+                arrive["owner"] = rng.choice(["qwen", "llama"])
+            events.append({"arrive": arrive})
+    return {"dra": "instant", "nodes": nodes, "events": events}
+
+
+def _generated_node(rng: random.Random, name: str) -> dict[str, Any]:
+    node: dict[str, Any] = {
+        "name": name,
+        "devices": rng.choice([1, 1, 2, 3]),
+        "deviceMemory": rng.choice(["24Gi", "40Gi", "80Gi", "80Gi"]),
+        "hostMemory": f"{rng.choice([64, 96, 128, 200, 1024])}Gi",
+        "maxWorkersPerClaim": rng.choice([1, 2, 2, 3]),
+    }
+    roles = rng.choice([[], [], ["trainer"], ["sampler"], ["trainer", "sampler"]])
+    if roles:
+        node["roles"] = roles
+    return node
+
+
+# ----------------------------------------------------------------- comparison
+
+Groups = set[tuple[tuple[str, ...], str, int]]  # (workers, node, devices) per claim
+Phases = dict[str, str]  # worker -> Placed | Pending:<kind> | something else
+
+
+@dataclass(frozen=True)
+class View:
+    """What is compared: the sharing groups and every worker's phase."""
+
+    groups: frozenset[tuple[tuple[str, ...], str, int]]
+    phases: tuple[tuple[str, str], ...]
+
+    def differences(self, expected: View) -> list[str]:
+        lines = []
+        mine, theirs = dict(self.phases), dict(expected.phases)
+        for worker in sorted(set(mine) | set(theirs)):
+            if mine.get(worker) != theirs.get(worker):
+                lines.append(f"worker {worker}: simulate {theirs.get(worker, 'absent')}, "
+                             f"cluster {mine.get(worker, 'absent')}")
+        for group in sorted(expected.groups - self.groups):
+            lines.append(f"simulate only: {_group_text(group)}")
+        for group in sorted(self.groups - expected.groups):
+            lines.append(f"cluster only:  {_group_text(group)}")
+        return lines
+
+
+def _group_text(group: tuple[tuple[str, ...], str, int]) -> str:
+    workers, node, devices = group
+    return f"[{', '.join(workers)}] on {node} ({devices} device{'s' if devices > 1 else ''})"
+
+
+def simulated_view(scenario: Scenario, steps: int) -> View:
+    """``simulate -o json`` of the scenario's first ``steps`` events, as a View."""
+    prefix = Scenario(scenario.dra, scenario.nodes, scenario.events[:steps])
+    document = to_document(replay(prefix))
+    groups = frozenset((tuple(sorted(claim["workers"])), claim["node"], claim["devices"])
+                       for claim in document["claims"].values())
+    phases = tuple(sorted((name, _phase(worker["phase"], worker["reason"]))
+                          for name, worker in document["workers"].items()))
+    return View(groups, phases)
+
+
+def _phase(phase: str, reason: str | None) -> str:
+    if phase == "Pending":
+        return f"Pending:{(reason or '').split(':', 1)[0]}"
+    return phase
+
+
+# ----------------------------------------------------------------- the cluster
+
+
+@dataclass
+class Stage:
+    """One scenario's corner of the cluster: driver, namespace, fake nodes, controller."""
+
+    kubeconfig: str
+    tag: str  # unique per scenario: names its driver, namespace and nodes
+    api_client: client.ApiClient = field(init=False)
+    kube: kube.Kube = field(init=False)
+    fake: fakenodes.FakeNodes = field(init=False)
+    controller: Controller | None = None
+    stop: threading.Event = field(default_factory=threading.Event)
+    thread: threading.Thread | None = None
+    last_arrival: int = -1  # the second of the last creation
+    moving: str = ""  # why the cluster was last found unsettled
+
+    def __post_init__(self) -> None:
+        self.api_client = config.new_client_from_config(config_file=self.kubeconfig)
+        self.kube = kube.Kube(kube.load_api_client(self.kubeconfig), self.namespace)
+        self.fake = fakenodes.FakeNodes(self.kubeconfig, [], fakenodes.PROFILES["gpu80"],
+                                        self.driver, {})
+
+    @property
+    def namespace(self) -> str:
+        return f"fidelity-{self.tag}"
+
+    @property
+    def driver(self) -> str:
+        return f"{self.tag}.fidelity.example.com"
+
+    def node_name(self, name: str) -> str:
+        return f"{self.tag}-{name}"
+
+    def scenario_node(self, name: str) -> str:
+        return name.removeprefix(f"{self.tag}-")
+
+    # ------------------------------------------------------------- set up
+
+    def open(self, nodes: tuple[NodeSpec, ...]) -> None:
+        ensure_crd(self.api_client)
+        core = client.CoreV1Api(self.api_client)
+        core.create_namespace({"metadata": {"name": self.namespace}})
+        for document in yaml.safe_load_all(TEMPLATES.read_text()):
+            if document:
+                document["metadata"]["namespace"] = self.namespace
+                core.create_namespaced_config_map(self.namespace, document)
+        _wait(lambda: _exists(lambda: core.read_namespaced_service_account(
+            "default", self.namespace)), 60, "the namespace's default ServiceAccount")
+        self.fake.kubelet_version = client.VersionApi(self.api_client).get_code().git_version
+        self.fake.ensure_device_class(client.CustomObjectsApi(self.api_client))
+        for spec in nodes:
+            self.add_node(spec)
+        threading.Thread(target=self.fake.heartbeat_loop, daemon=True,
+                         name=f"heartbeat-{self.tag}").start()
+        threading.Thread(target=self.fake.kubelet_loop, daemon=True,
+                         name=f"kubelet-{self.tag}").start()
+        self._start_controller()
+
+    def _start_controller(self) -> None:
+        settings = Settings(
+            namespace=self.namespace, device_class=self.driver, leader_elect=False,
+            http_address="", identity=f"fidelity-{self.tag}",
+            # Pending workers move on capacity changes only (no timer hides a missed
+            # wake); a freed claim is swept at once, as the simulator releases it.
+            retry_interval="600s", placement_timeout="1h",
+            reclaim_interval="1s", reclaim_grace="0s",
+        )
+        ready = threading.Event()
+
+        def started(controller: Controller) -> None:
+            self.controller = controller
+            ready.set()
+
+        self.thread = threading.Thread(
+            target=run, args=(settings,), kwargs={"stop": self.stop, "api": self.kube,
+                                                  "started": started},
+            name=f"controller-{self.tag}", daemon=True)
+        self.thread.start()
+        if not ready.wait(60):
+            raise RuntimeError("the controller did not start")
+
+    def close(self) -> None:
+        """Let every worker go (the controller removes their finalizers), then take it all down."""
+        with contextlib.suppress(kube.KubeError):
+            for obj in self.kube.list(kube.WORKERS):
+                with contextlib.suppress(kube.NotFound):
+                    self.kube.delete(kube.WORKERS, obj["metadata"]["name"])
+            _wait(lambda: not self.kube.list(kube.WORKERS), 60, "every worker to be let go")
+        self.stop.set()
+        if self.thread is not None:
+            self.thread.join(15)
+        self.fake.stop.set()
+        for name in list(self.fake.names):
+            with contextlib.suppress(Exception):
+                self.fake.remove(name)
+        core = client.CoreV1Api(self.api_client)
+        with contextlib.suppress(client.ApiException):
+            core.delete_namespace(self.namespace)
+        with contextlib.suppress(client.ApiException):
+            client.CustomObjectsApi(self.api_client).delete_cluster_custom_object(
+                "resource.k8s.io", "v1", "deviceclasses", self.driver)
+
+    # ------------------------------------------------------------- events
+
+    def add_node(self, spec: NodeSpec) -> None:
+        labels = {naming.NODE_ENABLED: "true",
+                  naming.NODE_MAX_WORKERS: str(spec.max_workers_per_claim)}
+        for role in spec.roles:
+            labels[naming.NODE_ROLE_LABELS[role]] = "true"
+        host = (format_quantity(spec.host_memory) if spec.host_memory is not None
+                else UNCHECKED_HOST_MEMORY)
+        profile = fakenodes.Profile(devices=spec.devices,
+                                    device_memory=format_quantity(spec.device_memory),
+                                    product=spec.product or "Fidelity GPU", host_memory=host,
+                                    cpu="64")
+        self.fake.add(self.node_name(spec.name), profile, labels)
+
+    def arrive(self, event: Arrive) -> None:
+        # Arrival order is creation time, kept to the second: never two in one second.
+        while int(time.time()) <= self.last_arrival:
+            time.sleep(0.05)
+        spec: dict[str, Any] = {"role": event.role, "modelId": "fidelity",
+                                "memory": format_quantity(event.memory)}
+        if event.owner:
+            spec["ownerId"] = event.owner
+        body = {"apiVersion": f"{naming.GROUP}/v1alpha1", "kind": naming.KIND,
+                "metadata": {"name": event.name, "namespace": self.namespace}, "spec": spec}
+        created = self.kube.create(kube.WORKERS, body)
+        stamp = dt.datetime.fromisoformat(
+            created["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
+        self.last_arrival = int(stamp.timestamp())
+
+    def leave(self, worker: str) -> None:
+        self.kube.delete(kube.WORKERS, worker)
+
+    # ------------------------------------------------------------- reading
+
+    def settled_view(self, expected_workers: set[str]) -> View | None:
+        """The cluster as a View once it is settled; None while anything is still moving."""
+        workers = self.kube.list(kube.WORKERS)
+        claims = self.kube.list(kube.CLAIMS, label_selector=naming.MANAGED_SELECTOR)
+        names = {obj["metadata"]["name"] for obj in workers}
+        if names != expected_workers:
+            return self._moving(f"workers {sorted(names)}, expected {sorted(expected_workers)}")
+        holders: dict[str, list[str]] = {}
+        phases: list[tuple[str, str]] = []
+        for obj in workers:
+            status = obj.get("status") or {}
+            phase = status.get("phase")
+            name = obj["metadata"]["name"]
+            if obj["metadata"].get("deletionTimestamp") or phase not in ("Pending", "Running",
+                                                                         "Failed"):
+                return self._moving(f"worker {name} is {phase or 'unreconciled'}"
+                                    + (" and deleting" if obj["metadata"].get(
+                                        "deletionTimestamp") else ""))
+            if phase == "Running":
+                holders.setdefault(str(status.get("claimName")), []).append(name)
+                phases.append((name, "Placed"))
+            else:
+                phases.append((name, _phase(phase, status.get("reason"))))
+        groups = set()
+        for obj in claims:
+            view = read_claim(obj, {})
+            if view.deleting or not view.allocated or view.name not in holders:
+                # Being swept, not yet allocated, or held by no one (yet).
+                return self._moving(f"claim {view.name}: deleting={view.deleting}, "
+                                    f"allocated={view.allocated}, "
+                                    f"held={view.name in holders}")
+            groups.add((tuple(sorted(holders.pop(view.name))), self.scenario_node(view.node),
+                        view.devices))
+        if holders:
+            return self._moving(f"workers Running on unlisted claims: {sorted(holders)}")
+        # The sweep comes round every second; a claim it has yet to take is caught above.
+        due = [key for key in (self.controller.queue.due_within(1.0) if self.controller else ["-"])
+               if key != SWEEP]
+        if due:
+            return self._moving(f"the controller's queue has work due: {due}")
+        if self.controller is not None and self.controller.writer.in_flight():
+            return self._moving("the controller has writes in flight")
+        self.moving = ""
+        return View(frozenset(groups), tuple(sorted(phases)))
+
+    def _moving(self, why: str) -> None:
+        self.moving = why
+
+
+def ensure_crd(api_client: client.ApiClient) -> None:
+    extensions = client.ApiextensionsV1Api(api_client)
+    name = f"openrlworkers.{naming.GROUP}"
+    if not _exists(lambda: extensions.read_custom_resource_definition(name)):
+        with contextlib.suppress(client.ApiException):
+            extensions.create_custom_resource_definition(yaml.safe_load(CRD.read_text()))
+
+    def established() -> bool:
+        crd = extensions.read_custom_resource_definition(name)
+        return any(c.type == "Established" and c.status == "True"
+                   for c in (crd.status.conditions or []))
+
+    _wait(established, 60, "the OpenRLWorker CRD")
+
+
+def _exists(read: Any) -> bool:
+    try:
+        read()
+        return True
+    except client.ApiException as error:
+        if error.status == 404:
+            return False
+        raise
+
+
+def _wait(probe: Any, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(POLL)
+
+
+# ----------------------------------------------------------------- playing
+
+
+@dataclass
+class Outcome:
+    name: str
+    steps: int = 0
+    agreed: int = 0
+    disagreements: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.steps == self.agreed
+
+
+def playable(scenario: Scenario) -> Scenario:
+    if scenario.deferred:
+        raise Unplayable("dra: deferred cannot be played against a cluster: DRA allocates a "
+                         "claim as soon as its pod is scheduled, so there is no moment to play "
+                         "allocate at; use dra: instant")
+    return scenario
+
+
+def play(scenario: Scenario, name: str, tag: str, kubeconfig: str,
+         keep_going: bool = False) -> Outcome:
+    """Play every event, compare after each; stop at the first disagreement unless told not to."""
+    playable(scenario)
+    outcome = Outcome(name)
+    stage = Stage(kubeconfig, tag)
+    try:
+        stage.open(scenario.nodes)
+        present: set[str] = set()
+        for index, event in enumerate(scenario.events):
+            if isinstance(event, Expect):
+                continue
+            if isinstance(event, Arrive):
+                stage.arrive(event)
+                present.add(event.name)
+                what = f"arrive {event.name}"
+            elif isinstance(event, Leave):
+                stage.leave(event.worker)
+                present.discard(event.worker)
+                what = f"leave {event.worker}"
+            elif isinstance(event, AddNode):
+                stage.add_node(event.node)
+                what = f"addNode {event.node.name}"
+            else:
+                raise Unplayable(f"events[{index}]: {event.kind} cannot be played")
+            expected = simulated_view(scenario, index + 1)
+            seen = settle(stage, present, expected)
+            outcome.steps += 1
+            differences = seen.differences(expected)
+            if differences:
+                outcome.disagreements.append(
+                    f"{name} events[{index}] {what}: " + "; ".join(differences))
+                log.warning("%s", outcome.disagreements[-1])
+                if not keep_going:
+                    break
+            else:
+                outcome.agreed += 1
+                log.info("%s events[%d] %s: agree", name, index, what)
+    finally:
+        stage.close()
+    return outcome
+
+
+def settle(stage: Stage, present: set[str], expected: View) -> View:
+    """The settled cluster; once settled and different, a few seconds' grace to catch up."""
+    deadline = time.monotonic() + SETTLE_TIMEOUT
+    previous: View | None = None
+    agreed_by: float | None = None
+    while True:
+        view = stage.settled_view(present)
+        if view is not None and view == previous:
+            if not view.differences(expected):
+                return view
+            agreed_by = agreed_by or time.monotonic() + CATCH_UP
+            if time.monotonic() > agreed_by:
+                return view
+        previous = view
+        if time.monotonic() > deadline:
+            if view is None:
+                raise TimeoutError(f"the cluster did not settle within {SETTLE_TIMEOUT:.0f}s: "
+                                   f"{stage.moving}")
+            return view
+        time.sleep(POLL)
+
+
+def scenarios(paths: list[str], count: int, seed: int,
+              save: Path | None) -> Iterator[tuple[str, Scenario]]:
+    for path in paths:
+        try:
+            yield path, load_scenario(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ScenarioError) as error:
+            raise Unplayable(f"{path}: {error}") from None
+    for index in range(count):
+        document = generate(seed + index)
+        name = f"seed-{seed + index}"
+        if save is not None:
+            save.mkdir(parents=True, exist_ok=True)
+            (save / f"{name}.json").write_text(json.dumps(document, indent=2) + "\n")
+        yield name, build_scenario(document)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("files", nargs="*", help="scenario files (dra: instant)")
+    parser.add_argument("--generate", type=int,
+                        default=int(os.environ.get("FIDELITY_SCENARIOS", "0")))
+    parser.add_argument("--seed", type=int, default=int(os.environ.get("FIDELITY_SEED", "1")))
+    parser.add_argument("--keep-going", action="store_true",
+                        help="play every step of a scenario after a disagreement")
+    parser.add_argument("--save", type=Path, help="write each generated scenario here")
+    parser.add_argument("--verbose", "-v", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)
+    for noisy in ("openrl", "fakenodes", "kubernetes", "urllib3"):
+        logging.getLogger(noisy).setLevel(logging.ERROR)
+    kubeconfig = os.environ.get("KUBECONFIG") or str(LOCAL_KUBECONFIG)
+    if not Path(kubeconfig).exists():
+        print(f"no kubeconfig at {kubeconfig}: start the local control plane "
+              "(hack/cluster.sh up) or set KUBECONFIG", file=sys.stderr)
+        return 2
+    outcomes = []
+    run_tag = f"{int(time.time()) % 100000:05d}"
+    try:
+        for number, (name, scenario) in enumerate(
+                scenarios(args.files, args.generate, args.seed, args.save)):
+            outcome = play(playable(scenario), name, f"r{run_tag}-{number}", kubeconfig,
+                           args.keep_going)
+            outcomes.append(outcome)
+            print(f"{name}: {outcome.agreed}/{outcome.steps} steps agree"
+                  + ("" if outcome.ok else " -- " + outcome.disagreements[0]), flush=True)
+    except Unplayable as error:
+        print(f"cannot play: {error}", file=sys.stderr)
+        return 2
+    agreed = sum(1 for o in outcomes if o.ok)
+    steps = sum(o.steps for o in outcomes)
+    steps_agreed = sum(o.agreed for o in outcomes)
+    print(f"fidelity: {agreed}/{len(outcomes)} scenarios, {steps_agreed}/{steps} steps agree")
+    return 0 if agreed == len(outcomes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
