@@ -162,9 +162,17 @@ def pod_name(worker: str) -> str:
     return f"{head}-{short_hash(name)}"
 
 
-def claim_name(worker_uid: str) -> str:
-    """The claim a worker incarnation cuts: derived from its UID, never from its name."""
-    return f"orw-{worker_uid}"
+def claim_name(worker: str, worker_uid: str) -> str:
+    """The claim a worker incarnation cuts: ``orw-<worker>-<uid>``.
+
+    The UID makes it this incarnation's own: a recreated worker never collides
+    with, nor adopts, its predecessor's claim. The worker's name in front makes
+    claims sort as the simulator's ``claim-<worker>`` do, so where the decision
+    breaks a tie between claims by name, the cluster and ``simulate`` pick the
+    same one. A name too long is cut; the UID is always kept whole.
+    """
+    tail = f"-{worker_uid}"
+    return f"orw-{worker}"[: OBJECT_NAME_MAX - len(tail)].rstrip("-.") + tail
 
 
 def owner_reference(worker: dict[str, Any]) -> dict[str, Any]:

@@ -167,7 +167,7 @@ class Worker:
 
     @property
     def own_claim(self) -> str:
-        return naming.claim_name(self.uid)
+        return naming.claim_name(self.name, self.uid)
 
 
 def controller_owner(obj: Obj) -> Obj | None:

@@ -40,8 +40,25 @@ def test_pod_name_is_worker_name_or_cut_with_hash() -> None:
     assert naming.pod_name(long[:-1] + "z") != name
 
 
-def test_claim_name_derives_from_uid_not_name() -> None:
-    assert naming.claim_name("1234-abcd") == "orw-1234-abcd"
+def test_claim_name_is_the_incarnation_s_own() -> None:
+    assert naming.claim_name("lora-1", "1234-abcd") == "orw-lora-1-1234-abcd"
+    assert naming.claim_name("lora-1", "1") != naming.claim_name("lora-1", "2")
+
+
+def test_a_long_worker_name_is_cut_and_the_uid_kept_whole() -> None:
+    uid = "0f8e6a2c-1d7b-4c7e-9a44-3d2f5b6c7d8e"
+    name = naming.claim_name("w" * 300, uid)
+    assert len(name) <= naming.OBJECT_NAME_MAX and name.endswith("-" + uid)
+
+
+def test_claims_sort_as_the_simulator_s_so_ties_break_alike() -> None:
+    # The decision joins the claim with the fewest workers, then the first by
+    # name; on the cluster and in simulate that must be the same claim.
+    workers = ["w1", "w10", "w2", "lora-1", "lora-10", "a", "b", "trainer-9", "trainer-10"]
+    uids = {w: f"{i:08x}-ffff" for i, w in enumerate(reversed(workers))}
+    cluster = sorted(workers, key=lambda w: naming.claim_name(w, uids[w]))
+    simulated = sorted(workers, key=lambda w: f"claim-{w}")
+    assert cluster == simulated
 
 
 def test_owner_reference_is_a_blocking_controller_reference() -> None:

@@ -32,15 +32,15 @@ def test_first_placement_is_finalizer_claim_pod_status(cluster: Cluster) -> None
     status = worker["status"]
     uid = worker["metadata"]["uid"]
     assert status["phase"] == "Placing"
-    assert status["claimName"] == f"orw-{uid}"
+    assert status["claimName"] == f"orw-w1-{uid}"
     assert status["podName"] == "orw-w1"
     assert status["deviceCount"] == 1 and status["memoryPerDevice"] == "50Gi"
     assert "nodeName" not in status
-    claim = api.obj(kube.CLAIMS, f"orw-{uid}")
+    claim = api.obj(kube.CLAIMS, f"orw-w1-{uid}")
     assert claim["metadata"]["labels"]["openrl.io/memory-floor"] == "50Gi"
     assert claim["metadata"]["labels"]["openrl.io/memory-ceiling"] == "80Gi"
     pod = api.obj(kube.PODS, "orw-w1")
-    assert pod["spec"]["resourceClaims"][0]["resourceClaimName"] == f"orw-{uid}"
+    assert pod["spec"]["resourceClaims"][0]["resourceClaimName"] == f"orw-w1-{uid}"
     assert events(api, "w1") == [("Normal", "Placed")]
     assert result.requeue_after == cluster.settings.placement_timeout
     # Reads: none. The worker, its pod, the template and the fleet all come from the cache.
@@ -158,7 +158,7 @@ def test_recreated_worker_never_inherits_pod_or_claim() -> None:
     c.reconcile("w")
     status = c.status("w")
     assert status["phase"] == "Placing"
-    assert status["claimName"] == f"orw-{new_uid}" != first["claimName"]
+    assert status["claimName"] == f"orw-w-{new_uid}" != first["claimName"]
     pod = c.api.obj(kube.PODS, "orw-w")
     assert pod["metadata"]["ownerReferences"][0]["uid"] == new_uid
 
