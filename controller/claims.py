@@ -13,6 +13,12 @@ Rules:
   an annotation, since a label value may have to be sanitized.
 * No owner reference: a shared claim belongs to no single worker. The reclaim
   sweep removes claims nobody references.
+* A seat is committed on the claim itself: a new claim is created listing its
+  cutter in the ``openrl.io/booked`` annotation; a join updates that list with
+  the claim's resourceVersion as a precondition before its pod is created.
+  Every join thus changes the claim, and a join decided on an older version
+  of it -- by a replica that was paused, or lost its lease -- fails with a
+  conflict instead of taking a seat someone else took meanwhile.
 * Reading back: an allocated claim's node comes from its allocation's node
   selector (``matchFields`` on ``metadata.name``), else from the node of the
   pools its devices came from; its width from the allocation's results. An
@@ -39,7 +45,7 @@ def memory_selector(driver: str, floor: int, ceiling: int) -> str:
 
 def build_claim(
     name: str, decision: NewClaim, *, namespace: str, device_class: str, driver: str,
-    worker: str,
+    worker: str, worker_uid: str = "",
 ) -> Obj:
     return {
         "apiVersion": "resource.k8s.io/v1",
@@ -58,6 +64,8 @@ def build_claim(
                 naming.ANNOTATION_SIZED_FOR: decision.node,
                 # Who cut it, for people reading the claim; the controller never relies on it.
                 naming.ANNOTATION_WORKER: worker,
+                # The cutter's seat is committed by the create itself.
+                **({naming.ANNOTATION_BOOKED: worker_uid} if worker_uid else {}),
             },
         },
         "spec": {
@@ -93,6 +101,23 @@ class ClaimView:
     def joinable(self) -> bool:
         """Allocated and not on its way out: only such a claim takes a joiner."""
         return self.allocated and not self.deleting
+
+
+def booked_uids(claim: Obj) -> list[str]:
+    """The workers that committed a seat on the claim (its booked annotation)."""
+    raw = annotations_of(claim).get(naming.ANNOTATION_BOOKED, "")
+    return [uid for uid in raw.split(",") if uid]
+
+
+def commit_join(claim: Obj, worker_uid: str, live: set[str]) -> Obj:
+    """The merge patch that commits a join: the booked list plus the joiner, with the
+    claim's resourceVersion as a precondition, so it fails (409) if anyone changed the
+    claim since it was read. Entries of workers no longer live are dropped."""
+    kept = [uid for uid in booked_uids(claim) if uid in live and uid != worker_uid]
+    return {"metadata": {
+        "resourceVersion": (claim.get("metadata") or {}).get("resourceVersion"),
+        "annotations": {naming.ANNOTATION_BOOKED: ",".join([*kept, worker_uid])},
+    }}
 
 
 def requested_devices(claim: Obj) -> int:

@@ -67,6 +67,9 @@ class FleetCache:
 
     # ---------------------------------------------------------------- reading
 
+    def workers(self) -> list[Worker]:
+        return list(self._workers.values())
+
     @property
     def warnings(self) -> tuple[str, ...]:
         notes = [n for pool in sorted(self._pool_notes) for n in self._pool_notes[pool]]

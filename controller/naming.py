@@ -50,6 +50,8 @@ ANNOTATION_SIZED_FOR = "openrl.io/sized-for-node"
 ANNOTATION_WORKER = "openrl.io/worker"
 ANNOTATION_OWNER = "openrl.io/owner"
 ANNOTATION_MEMORY = "openrl.io/memory"
+# On a claim: the UIDs of the workers that committed a seat on it, comma-separated.
+ANNOTATION_BOOKED = "openrl.io/booked"
 
 # Node policy, set by the operator.
 NODE_ENABLED = "openrl.io/enabled"

@@ -30,6 +30,9 @@ The sequence for a worker:
      claim derived from its UID exists after a lost write), recreate the pod
      on it -- placed workers stay put -- unless others already fill that
      claim's seats: then it is decided afresh;
+   - a join is committed on the claim (its booked list, updated with the
+     claim's resourceVersion as a precondition) before the pod is planned;
+     a conflict means someone changed the claim since: decide again;
    - otherwise decide against the cache's fleet, assume the claim (new
      claims only) and the pod into the cache, and plan: create the claim,
      create the pod, patch the status.
@@ -53,7 +56,7 @@ import attrs
 
 from controller import housekeeping, kube, naming, render, status
 from controller.cache import Cache
-from controller.claims import ClaimView, build_claim, read_claim
+from controller.claims import ClaimView, build_claim, commit_join, read_claim
 from controller.events import Recorder
 from controller.logs import kv
 from controller.metrics import Metrics
@@ -384,7 +387,8 @@ class Reconciler:
             self.metrics.decisions.labels(outcome="new_claim").inc()
             body = build_claim(worker.own_claim, decision, namespace=self.api.namespace,
                                device_class=self.settings.device_class,
-                               driver=self.settings.device_driver, worker=worker.name)
+                               driver=self.settings.device_driver, worker=worker.name,
+                               worker_uid=worker.uid)
             self.cache.assume(kube.CLAIMS, body)
             plan.writes.append(Write("create", kube.CLAIMS, worker.own_claim, body, assumed=True))
             log.info("cut claim", extra=kv(worker=worker.name, claim=worker.own_claim,
@@ -400,6 +404,7 @@ class Reconciler:
         if isinstance(decision, JoinClaim):
             self.metrics.decisions.labels(outcome="join_claim").inc()
             others = fleet.workers_on(decision.claim)
+            self._commit_join(worker, decision.claim, plan)
             return self._start(worker, prepared, decision.claim, decision.devices, decision.node,
                                f"joined claim {decision.claim} on node {decision.node} "
                                f"({others} other worker(s))", plan, pin=decision.node)
@@ -416,6 +421,17 @@ class Reconciler:
                                         f"{reason} (waited {waited:.0f}s)"))
             retry = min(retry, left)
         raise _Conclude(Outcome(Phase.PENDING, str(reason.kind), reason.detail), retry)
+
+    def _commit_join(self, worker: Worker, claim: str, plan: Plan) -> None:
+        """Plan the join's commit on the claim, before its pod: a compare-and-swap on the
+        claim's resourceVersion (see claims.commit_join). A 409 drops the plan's pod and
+        brings the worker straight back to be decided again."""
+        obj = self.cache.get(kube.CLAIMS, claim)
+        if obj is None:
+            return
+        live = {w.uid for w in self.cache.fleet.workers() if w.phase != Phase.FAILED}
+        plan.writes.append(Write("patch", kube.CLAIMS, claim,
+                                 commit_join(obj, worker.uid, live)))
 
     def _seat_kept(self, worker: Worker, claim: str) -> bool:
         """Whether a worker holding ``claim`` may recreate its pod there.

@@ -455,3 +455,34 @@ def test_recreated_pod_keeps_the_pin_of_its_claim() -> None:
     c.reconcile("a")
     assert c.status("a")["claimName"] == first["claimName"]
     assert pinned_node(c.api, "orw-a") == node
+
+
+def test_join_commits_on_the_claim_and_a_stale_view_loses_the_seat() -> None:
+    """Two replicas: the one that decided on an older version of the claim (paused,
+    say, while the other took the last seat) gets a conflict and creates no pod."""
+    from controller.cache import Cache
+    from controller.reconcile import Reconciler
+    from tests.unit.controller.conftest import sync_cache
+
+    c = Cluster(devices=1, node_labels={"openrl.io/max-workers-per-claim": "2"})
+    first = c.place("a")
+    c.allocate_and_run("a")
+    claim = first["claimName"]
+    uid_a = c.worker("a")["metadata"]["uid"]
+    assert c.api.obj(kube.CLAIMS, claim)["metadata"]["annotations"]["openrl.io/booked"] == uid_a
+    # Replica "stale" reads the world now, with one seat left on the claim...
+    stale_cache = Cache(c.settings.device_driver)
+    stale = Reconciler(c.api, c.settings, cache=stale_cache, now=c.api.clock)  # type: ignore[arg-type]
+    c.add_worker("late", "50Gi")
+    c.add_worker("b", "50Gi")
+    sync_cache(stale_cache, c.api)
+    # ...then the other replica gives that seat to b, committing it on the claim.
+    assert c.place("b")["claimName"] == claim
+    booked = c.api.obj(kube.CLAIMS, claim)["metadata"]["annotations"]["openrl.io/booked"]
+    assert booked.split(",") == [uid_a, c.worker("b")["metadata"]["uid"]]
+    # The stale replica decides "late" onto the same seat: the commit fails, no pod.
+    stale("late")
+    assert c.api.obj(kube.PODS, "orw-late") is None
+    pods_on_claim = [p for p in c.api.all(kube.PODS)
+                     if p["spec"]["resourceClaims"][0]["resourceClaimName"] == claim]
+    assert len(pods_on_claim) == 2
