@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import compileall
 import contextlib
-import json
 import math
 import os
 import subprocess
@@ -44,7 +43,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.adversarial import OUTSIDE_TARGET, SHAPES  # noqa: E402
-from bench.generate import generate  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
 TARGET_EVENTS_PER_SECOND = 20_000
@@ -136,7 +134,8 @@ def shape_file(shape: str, events: int) -> Path:
     OUT.mkdir(exist_ok=True)
     path = OUT / f"adversarial-{shape}-{events}.json"
     if not path.exists():
-        path.write_text(json.dumps(SHAPES[shape](events)))
+        _in_child(f"from bench.adversarial import SHAPES; import json, pathlib; "
+                  f"pathlib.Path({str(path)!r}).write_text(json.dumps(SHAPES[{shape!r}]({events})))")
     return path
 
 
@@ -146,16 +145,27 @@ def large_files() -> tuple[Path, Path]:
     json_path = OUT / f"large-{LARGE_NODES}n-{LARGE_EVENTS}e.json"
     yaml_path = json_path.with_suffix(".yaml")
     if not json_path.exists():
-        json_path.write_text(json.dumps(generate(LARGE_NODES, LARGE_EVENTS, seed=1)))
+        _in_child(f"from bench.generate import generate; import json, pathlib; "
+                  f"pathlib.Path({str(json_path)!r}).write_text(json.dumps("
+                  f"generate({LARGE_NODES}, {LARGE_EVENTS}, seed=1)))")
     if not yaml_path.exists():
-        import yaml
-
-        document = json.loads(json_path.read_text())
-        # Block style, one event a line: what a person or a YAML tool would write.
-        with yaml_path.open("w") as stream:
-            yaml.dump(document, stream, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper),
-                      default_flow_style=None, width=200, sort_keys=False)
+        # Flow style per event, one event a line: what a person or a YAML tool would write.
+        _in_child(f"import json, yaml; document = json.load(open({str(json_path)!r})); "
+                  f"yaml.dump(document, open({str(yaml_path)!r}, 'w'), "
+                  "Dumper=getattr(yaml, 'CSafeDumper', yaml.SafeDumper), "
+                  "default_flow_style=None, width=200, sort_keys=False)")
     return json_path, yaml_path
+
+
+def _in_child(code: str) -> None:
+    """Run ``code`` in a fresh interpreter.
+
+    A child's peak memory, as the kernel reports it, starts from its parent's
+    size at the fork: this process must stay small for the figures to be the
+    child's own, so the large documents are built elsewhere.
+    """
+    subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(ROOT)!r}); "
+                    + code], check=True)
 
 
 def _seconds(result: Run, timeout: float) -> str:

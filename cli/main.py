@@ -109,13 +109,25 @@ def simulate(file: Path, output: str | None, report_path: Path | None, max_size:
         if report_path is not None:
             _write_report(report_path, name, scenario, report)
         if output == "json":
-            # Straight to stdout: click.echo would scan megabytes for colour codes.
-            sys.stdout.write(render_json(report) + "\n")
+            _write(render_json(report))
         elif output == "table":
             title = (f"{name}: {_count(len(report.nodes), 'node')}, "
                      f"{_count(len(report.steps), 'event')}, dra: {report.dra}")
             click.echo("\n".join(render_table(report, title)))
     sys.exit(EXIT_EXPECTATION_FAILED if report.failures else EXIT_OK)
+
+
+def _write(text: str) -> None:
+    """``text`` and a newline on stdout, a megabyte at a time.
+
+    Straight to stdout: click.echo would scan megabytes for colour codes. In
+    slices: writing the whole would encode a copy of it at once (hundreds of
+    megabytes for a large replay), on top of the document itself.
+    """
+    step = 1 << 20
+    for start in range(0, len(text), step):
+        sys.stdout.write(text[start:start + step])
+    sys.stdout.write("\n")
 
 
 def read_file(file: Path, max_size: str = DEFAULT_MAX_SIZE) -> tuple[str, str]:

@@ -343,3 +343,14 @@ def test_a_huge_time_is_out_of_range(run: Run) -> None:
 def test_a_clock_time_is_not_read_as_base_60(run: Run) -> None:
     refused(run(devbox("{at: 12:30, arrive: {name: w, role: trainer, memory: 1Gi}}")),
             'events[0].at: "12:30" is not a duration')
+
+
+def test_a_json_document_of_megabytes_is_written_whole(tmp_path: Path) -> None:
+    # Written a megabyte at a time: the pieces must join into the one document.
+    arrivals = [{"arrive": {"name": f"w{i:05d}", "role": "trainer", "memory": "1Gi"}}
+                for i in range(6000)]
+    path = written(tmp_path, "big.json", scenario(*arrivals))
+    result = simulate(path, "--output", "json")
+    assert result.exit_code == 0
+    assert len(result.stdout) > 2 << 20 and result.stdout.endswith("}\n")
+    assert len(json.loads(result.stdout)["steps"]) == 6000
