@@ -157,6 +157,7 @@ class Fleet:
             clone = twin._claims[name] = ClaimRow(name, row.node, row.devices, row.allocated)
             clone.bookings = dict(row.bookings)
             clone.footprint = row.footprint
+            clone.shown = row.shown
             twin._claims_on.setdefault(row.node, {})[name] = clone
         twin._claim_of = dict(self._claim_of)
         twin._parked = dict(self._parked)
@@ -228,6 +229,7 @@ class Fleet:
         row = ClaimRow(claim.name, claim.node, claim.devices, claim.allocated)
         for booking in claim.bookings:
             row.seat(booking.worker, booking.owner, booking.parked_memory)
+        row.shown = claim  # the row reads back as exactly this value
         self._add_row(row)
 
     def cut(self, name: str, node: str, devices: int, request: Request, *,
@@ -319,8 +321,7 @@ class Fleet:
             self.index.unfile_pool(pool, self._free[pool.node.name])
         self.index.unfile_claim(row)
         del self._claims_on[row.node][claim]
-        row.node = target
-        row.allocated = True
+        row.place(target)
         self._claims_on.setdefault(target, {})[claim] = row
         self._shift_parked(target, self._parked_share(row))
         self.index.file_claim(row, self._nodes[target], self._host_left(self._nodes[target]))

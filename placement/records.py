@@ -87,7 +87,7 @@ class ClaimRow:
     """A claim in the books: where it is, how wide, and who is booked on it."""
 
     __slots__ = ("allocated", "bookings", "bucket", "devices", "footprint", "full_key", "name",
-                 "node", "open_key", "unallocated_key")
+                 "node", "open_key", "shown", "unallocated_key")
 
     def __init__(self, name: str, node: str, devices: int, allocated: bool) -> None:
         self.name = name
@@ -100,6 +100,7 @@ class ClaimRow:
         # The parked memory of all its workers, shared or not, kept as bookings come
         # and go: summing them on every change would cost a pass over the workers.
         self.footprint = 0
+        self.shown: Claim | None = None  # the last snapshot, until the claim changes
         # ---- the index's: where the claim is filed
         self.bucket: RoomIndex | None = None  # its open-seat bucket
         self.open_key: SeatGroup | None = None  # counted as open (with a free seat)
@@ -109,9 +110,17 @@ class ClaimRow:
     def seat(self, worker: str, owner: str, parked_memory: int) -> None:
         self.bookings[worker] = (owner, parked_memory)
         self.footprint += parked_memory
+        self.shown = None
 
     def unseat(self, worker: str) -> None:
         self.footprint -= self.bookings.pop(worker)[1]
+        self.shown = None
+
+    def place(self, node: str) -> None:
+        """DRA allocated the claim on ``node``."""
+        self.node = node
+        self.allocated = True
+        self.shown = None
 
     @property
     def parked_memory(self) -> int:
@@ -119,6 +128,11 @@ class ClaimRow:
         return self.footprint if len(self.bookings) >= 2 else 0
 
     def snapshot(self) -> Claim:
-        return Claim(self.name, self.node, self.devices, allocated=self.allocated,
-                     bookings=tuple(Booking(worker, owner, parked)
-                                    for worker, (owner, parked) in self.bookings.items()))
+        """The claim as a frozen value; kept until the claim changes (reads repeat a lot)."""
+        shown = self.shown
+        if shown is None:
+            shown = self.shown = Claim(
+                self.name, self.node, self.devices, allocated=self.allocated,
+                bookings=tuple(Booking(worker, owner, parked)
+                               for worker, (owner, parked) in self.bookings.items()))
+        return shown

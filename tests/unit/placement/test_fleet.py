@@ -186,3 +186,17 @@ def test_a_node_too_narrow_for_its_claims_is_refused_and_the_old_one_kept() -> N
     assert fleet.node("n") == Node("n", 2, 24 * GiB)
     fleet.remove_claim("wide")
     assert fleet.free_devices("n") == 2
+
+
+def test_a_snapshot_is_kept_until_its_claim_changes() -> None:
+    claim = Claim("c", "n", 1, bookings=(seat("b", 10), seat("a", 10)))
+    fleet = Fleet([Node("n", 2, 80 * GiB, max_workers_per_claim=3)], [claim])
+    assert fleet.claim("c") is fleet.claim("c")
+    assert fleet.claim("c") == claim
+    fleet.book("c", Request("d", Role.TRAINER, GiB))
+    assert fleet.claim("c").workers == ("a", "b", "d")  # type: ignore[union-attr]
+    fleet.unbook("a")
+    assert fleet.claim("c").workers == ("b", "d")  # type: ignore[union-attr]
+    fleet.cut("e", "n", 1, Request("e", Role.TRAINER, GiB), allocated=False)
+    fleet.allocate("e")
+    assert fleet.claim("e").allocated  # type: ignore[union-attr]
