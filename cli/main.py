@@ -50,11 +50,17 @@ class _Commands(click.Group):
     """
 
     lazy: ClassVar[dict[str, str]] = {"controller": "controller.main:command",
-                                      "compare": "cli.compare:command"}
+                                      "compare": "cli.compare:command",
+                                      "snapshot": "controller.tools:snapshot",
+                                      "explain": "controller.tools:explain"}
     # What a command's extra installs: missing, the command says which extra to add.
     extra: ClassVar[dict[str, tuple[str, ...]]] = {
         "controller": ("kubernetes", "prometheus_client"),
+        "snapshot": ("kubernetes",),
+        "explain": ("kubernetes",),
     }
+    # The live read-only tools come with the controller's extra.
+    extra_name: ClassVar[dict[str, str]] = {"snapshot": "controller", "explain": "controller"}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *self.lazy})
@@ -68,8 +74,9 @@ class _Commands(click.Group):
                 missing = [m for m in self.extra.get(name, ()) if not _installed(m)]
                 if not missing:
                     raise
-                ctx.fail(f"openrl-place {name} needs the {name} extra ({', '.join(missing)} "
-                         f"not installed): pip install 'openrl-place[{name}]'")
+                extra = self.extra_name.get(name, name)
+                ctx.fail(f"openrl-place {name} needs the {extra} extra ({', '.join(missing)} "
+                         f"not installed): pip install 'openrl-place[{extra}]'")
             command: click.Command = getattr(loaded, attribute)
             return command
         return super().get_command(ctx, name)

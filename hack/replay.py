@@ -39,7 +39,8 @@ disagreement.
 
   hack/replay.py [SCENARIO.yaml ...]       play these files
   hack/replay.py --generate N --seed S     play N generated scenarios
-  --keep-going, --save DIR (write each generated scenario), --verbose
+  --keep-going, --save DIR (write each generated scenario), --verbose,
+  --stay (leave the last fleet standing, for snapshot and explain to look at)
 
 Environment: KUBECONFIG (default: the local control plane's admin
 kubeconfig). The last line reads ``fidelity: A/N scenarios, S/T steps agree``;
@@ -56,6 +57,7 @@ import json
 import logging
 import os
 import random
+import signal
 import sys
 import threading
 import time
@@ -458,11 +460,17 @@ def playable(scenario: Scenario) -> Scenario:
 
 
 def play(scenario: Scenario, name: str, tag: str, kubeconfig: str,
-         keep_going: bool = False) -> Outcome:
-    """Play every event, compare after each; stop at the first disagreement unless told not to."""
+         keep_going: bool = False, stay: bool = False) -> Outcome:
+    """Play every event, compare after each; stop at the first disagreement unless told not to.
+
+    With ``stay`` the fleet is left standing (controller, fake nodes and all)
+    until this process is interrupted: for ``openrl-place snapshot`` and
+    ``explain`` to look at.
+    """
     playable(scenario)
     outcome = Outcome(name)
     stage = Stage(kubeconfig, tag)
+    finished = False
     try:
         stage.open(scenario.nodes)
         present: set[str] = set()
@@ -495,8 +503,16 @@ def play(scenario: Scenario, name: str, tag: str, kubeconfig: str,
             else:
                 outcome.agreed += 1
                 log.info("%s events[%d] %s: agree", name, index, what)
+        finished = True
+        if stay:
+            print(f"{name}: {outcome.agreed}/{outcome.steps} steps agree; left standing for "
+                  f"--namespace {stage.namespace} --device-class {stage.driver} "
+                  "(interrupt to take it down)", flush=True)
+            with contextlib.suppress(KeyboardInterrupt):
+                threading.Event().wait()
     finally:
-        stage.close()
+        if finished or not stay:
+            stage.close()
     return outcome
 
 
@@ -547,6 +563,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep-going", action="store_true",
                         help="play every step of a scenario after a disagreement")
     parser.add_argument("--save", type=Path, help="write each generated scenario here")
+    parser.add_argument("--stay", action="store_true",
+                        help="leave the last scenario's fleet standing until interrupted")
     parser.add_argument("--verbose", "-v", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
@@ -560,11 +578,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     outcomes = []
     run_tag = f"{int(time.time()) % 100000:05d}"
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # taken down like Ctrl-C
     try:
-        for number, (name, scenario) in enumerate(
-                scenarios(args.files, args.generate, args.seed, args.save)):
+        every = list(scenarios(args.files, args.generate, args.seed, args.save))
+        for number, (name, scenario) in enumerate(every):
             outcome = play(playable(scenario), name, f"r{run_tag}-{number}", kubeconfig,
-                           args.keep_going)
+                           args.keep_going, stay=args.stay and number == len(every) - 1)
             outcomes.append(outcome)
             print(f"{name}: {outcome.agreed}/{outcome.steps} steps agree"
                   + ("" if outcome.ok else " -- " + outcome.disagreements[0]), flush=True)

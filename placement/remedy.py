@@ -6,14 +6,15 @@ Rules:
   seat it?" is answered by the decision itself (``find_seat``) on a private
   copy of the fleet with one thing changed, never by restating the rules: a
   remedy offered here is one ``decide`` would act on.
-* One change at a time. The kinds, from least to most intrusive:
-  a claim the worker could join gets allocated (wait for DRA); more free
-  devices on one node (departures, or a bigger node); a higher
-  max-workers-per-claim on one node; more host memory on one node; one node
-  labelled for the worker's role. Within a kind the smallest amount wins,
-  then the node name. A worker no single change can seat gets none: with a
-  ``NoCapacity`` reason that means no node of this fleet's hardware could
-  ever hold it.
+* One change at a time. The kinds, from least to most intrusive: a claim
+  the worker could join gets allocated (only time passes); a higher
+  max-workers-per-claim on one node (a label); more host memory on one node;
+  more free devices on one node (departures, or more hardware); one node
+  labelled for the worker's role (which opens it to a whole class of
+  workers). Within a kind the smallest amount wins, then the node name; the
+  best of every kind that works is offered too, smallest first. A worker no
+  single change can seat gets none: with a ``NoCapacity`` reason that means
+  no node of this fleet's hardware could ever hold it.
 * Each enabled node gets one verdict line for the worker: whether it accepts
   the role, its device geometry and free devices, and what each of its
   claims says to a join (full, too small, not yet allocated, host memory).
@@ -36,7 +37,15 @@ from placement.model import (
 )
 from placement.quantity import format_gib
 
-__all__ = ["Change", "ClaimVerdict", "Diagnosis", "NodeVerdict", "diagnose", "smallest_change"]
+__all__ = [
+    "Change",
+    "ClaimVerdict",
+    "Diagnosis",
+    "NodeVerdict",
+    "changes",
+    "diagnose",
+    "smallest_change",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +96,7 @@ class Diagnosis:
     reason: Reason | None  # None: the worker would be seated as the fleet stands
     nodes: tuple[NodeVerdict, ...]
     change: Change | None  # the smallest change that would seat it; None: no single one
+    alternatives: tuple[Change, ...] = ()  # the best of each kind that would, smallest first
 
 
 def diagnose(request: Request, fleet: Fleet) -> Diagnosis:
@@ -98,7 +108,9 @@ def diagnose(request: Request, fleet: Fleet) -> Diagnosis:
                      for node in fleet.nodes)
     if find_seat(request, fleet) is not None:
         return Diagnosis(None, verdicts, None)
-    return Diagnosis(explain(request, fleet), verdicts, smallest_change(request, fleet))
+    options = changes(request, fleet)
+    return Diagnosis(explain(request, fleet), verdicts, options[0] if options else None,
+                     options)
 
 
 def smallest_change(request: Request, fleet: Fleet) -> Change | None:
@@ -107,13 +119,22 @@ def smallest_change(request: Request, fleet: Fleet) -> Change | None:
     None when the worker is already seated as the fleet stands, or when no
     one change to this fleet would seat it.
     """
+    options = changes(request, fleet, first_only=True)
+    return options[0] if options else None
+
+
+def changes(request: Request, fleet: Fleet, *, first_only: bool = False) -> tuple[Change, ...]:
+    """The least intrusive change of each kind that would seat ``request``, smallest first."""
     if find_seat(request, fleet) is not None:
-        return None
+        return ()
     trial = fleet.copy()  # private: trials change it and put it back
+    found: dict[str, Change] = {}
     for change, node in _candidates(request, fleet):
-        if _seats_with(trial, request, change, node):
-            return change
-    return None
+        if change.kind not in found and _seats_with(trial, request, change, node):
+            found[change.kind] = change
+            if first_only:
+                break
+    return tuple(found.values())
 
 
 # ------------------------------------------------------------------ verdicts
@@ -204,18 +225,7 @@ def _candidates(request: Request, fleet: Fleet) -> Iterator[tuple[Change, Node]]
         if node is not None:
             yield (Change("allocation", node_name, 1,
                           f"claim {claim_name} allocated on {node_name}", claim_name), node)
-    # 2. More free devices on one node that could hold the worker at all.
-    wider = []
-    for node in nodes:
-        needed = devices_needed(memory, node.device_memory)
-        free = fleet.free_devices(node.name)
-        if node.accepts(role) and needed <= node.devices and free < needed:
-            wider.append((needed - free, node.device_memory, node.name, node))
-    for more, device_memory, name, node in sorted(wider, key=lambda w: w[:3]):
-        yield (Change("freeDevices", name, more,
-                      f"{more} more free {format_gib(device_memory)} device{_s(more)} on {name}"
-                      f" ({_kind_of(node)})"), replace(node, devices=node.devices + more))
-    # 3 and 4. A seat on a full claim; host room on a claim blocked by host memory.
+    # 2 and 3. A seat on a full claim; host room on a claim blocked by host memory.
     seats: list[tuple[int, str, Node]] = []
     room: list[tuple[int, str, Node]] = []
     for claim in claims:
@@ -237,6 +247,17 @@ def _candidates(request: Request, fleet: Fleet) -> Iterator[tuple[Change, Node]]
     for more, name, node in sorted(set(room), key=lambda r: r[:2]):
         yield Change("hostMemory", name, more,
                      f"{format_gib(more)} more host memory on {name}"), node
+    # 4. More free devices on one node that could hold the worker at all.
+    wider = []
+    for node in nodes:
+        needed = devices_needed(memory, node.device_memory)
+        free = fleet.free_devices(node.name)
+        if node.accepts(role) and needed <= node.devices and free < needed:
+            wider.append((needed - free, node.device_memory, node.name, node))
+    for more, device_memory, name, node in sorted(wider, key=lambda w: w[:3]):
+        yield (Change("freeDevices", name, more,
+                      f"{more} more free {format_gib(device_memory)} device{_s(more)} on {name}"
+                      f" ({_kind_of(node)})"), replace(node, devices=node.devices + more))
     # 5. A node that refuses the role, labelled for it.
     for node in nodes:
         if not node.accepts(role):

@@ -277,8 +277,8 @@ def test_a_pending_worker_says_what_single_change_would_seat_it(run: Run) -> Non
     # Two L4s, four seats each: the ninth LoRA waits for a seat or a device.
     assert workers["l8"]["reason"].startswith("WaitingForCapacity")
     assert workers["l8"]["wouldSeat"] == {
-        "kind": "freeDevices", "node": "box", "amount": 1,
-        "text": "1 more free 24Gi device on box (a node for both roles)"}
+        "kind": "maxWorkersPerClaim", "node": "box", "amount": 5,
+        "text": "max-workers-per-claim 5 on box"}
     # The 60Gi worker never fits one node: nothing within this hardware seats it.
     assert workers["fft"]["reason"].startswith("NoCapacity")
     assert workers["fft"]["wouldSeat"] is None

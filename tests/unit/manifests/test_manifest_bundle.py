@@ -441,3 +441,15 @@ def test_dockerfile_runs_the_controller_unprivileged() -> None:
     assert re.search(r'^ENTRYPOINT \["openrl-place", "controller"\]$', text, re.M)
     run_as = pod_spec(find("Deployment", SA))["securityContext"]["runAsUser"]
     assert str(run_as) == user[-1].split(":")[0]
+
+
+def test_viewer_role_reads_what_snapshot_and_explain_read_and_nothing_more() -> None:
+    from controller.inspect_fleet import READS
+
+    role = find("ClusterRole", "openrl-place-viewer")
+    got = grants(role)
+    for verbs in got.values():
+        assert verbs == READ
+    assert {(res.group, res.plural) for res in READS} <= set(got)
+    assert not any(d["kind"].endswith("Binding") and d["roleRef"]["name"] == "openrl-place-viewer"
+                   for d in base_docs())  # the operator binds it to whom they choose

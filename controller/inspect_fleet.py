@@ -1,0 +1,115 @@
+"""Read-only looks at a live cluster: the fleet read once, as the controller reads it.
+
+Rules:
+
+* Nothing here writes: every call is a list or a get (the ``openrl-place-viewer``
+  ClusterRole in manifests/ grants exactly that).
+* The fleet comes from ``fleet_reader.build_fleet`` over one LIST of each kind
+  the controller watches (its driver's ResourceSlices, nodes, managed claims,
+  workers, managed pods): the controller's own reading rules, not a copy.
+* A cluster that cannot be reached, or refuses the reads, is ``Unreachable``:
+  the commands print one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import re
+
+import attrs
+from kubernetes.config import ConfigException
+
+from controller import kube, naming
+from controller.fleet_reader import FleetView, build_fleet
+from controller.objects import Obj, Worker, age_order, annotations_of, created_at, name_of
+
+__all__ = [
+    "READS",
+    "Holder",
+    "LiveFleet",
+    "Unreachable",
+    "connect",
+    "holders_in_order",
+    "read_live_fleet",
+]
+
+
+class Unreachable(Exception):
+    """The cluster cannot be read: no kubeconfig, no answer, or no permission."""
+
+
+@attrs.frozen
+class Holder:
+    """A worker (or a pod whose worker is gone) as the snapshot replays it."""
+
+    name: str
+    role: str
+    memory: int
+    owner: str
+    order: tuple[str, str]  # creation time, then name: the controller's arrival order
+
+
+@attrs.frozen
+class LiveFleet:
+    view: FleetView
+    workers: dict[str, Worker]  # by name
+    pods: dict[str, Obj]  # managed pods, by name
+
+
+def connect(kubeconfig: str | None, namespace: str) -> kube.Kube:
+    try:
+        return kube.Kube(kube.load_api_client(kubeconfig), namespace)
+    except (ConfigException, OSError, ValueError) as error:
+        raise Unreachable(f"no usable kubeconfig: {error}") from None
+
+
+# Everything the tools read (and the openrl-place-viewer ClusterRole grants).
+READS = (kube.CLAIMS, kube.WORKERS, kube.PODS, kube.SLICES, kube.NODES)
+
+
+def read_live_fleet(api: kube.Kube, driver: str) -> LiveFleet:
+    """One LIST of each kind the controller watches, read by the controller's rules."""
+    try:
+        claims = api.list(kube.CLAIMS, label_selector=naming.MANAGED_SELECTOR)
+        worker_objs = api.list(kube.WORKERS)
+        pods = api.list(kube.PODS, label_selector=naming.MANAGED_SELECTOR)
+        slices = api.list(kube.SLICES)
+        nodes = api.list(kube.NODES)
+    except kube.KubeError as error:
+        raise Unreachable(_kube_message(error, api)) from None
+    workers = [Worker.from_obj(obj) for obj in worker_objs]
+    view = build_fleet(slices=slices, nodes=nodes, claims=claims, workers=workers, pods=pods,
+                       driver=driver)
+    return LiveFleet(view, {w.name: w for w in workers}, {name_of(p): p for p in pods})
+
+
+def holders_in_order(live: LiveFleet) -> list[Holder]:
+    """Every seat holder and every waiting worker, oldest first, as arrivals to replay.
+
+    Failed workers hold nothing and are left out; a deleting worker still
+    holds its seat until its pod is gone, so it stays in.
+    """
+    holders = [
+        Holder(w.name, w.role.value, w.memory, w.owner, age_order(w.obj))
+        for w in live.workers.values()
+        if w.phase != naming.Phase.FAILED and not w.spec_error
+    ]
+    for holder, booked in live.view.bookings.items():
+        if holder.startswith("pod/"):
+            pod = live.pods.get(holder.removeprefix("pod/"), {})
+            role = (pod.get("metadata", {}).get("labels") or {}).get(naming.LABEL_ROLE, "trainer")
+            holders.append(Holder(holder, role if role in ("trainer", "sampler") else "trainer",
+                                  max(1, booked.memory),
+                                  annotations_of(pod).get(naming.ANNOTATION_OWNER, holder),
+                                  (created_at(pod).isoformat(), holder)))
+    return sorted(holders, key=lambda h: h.order)
+
+
+def _kube_message(error: kube.KubeError, api: kube.Kube) -> str:
+    if isinstance(error, kube.Forbidden):
+        return (f"not allowed to read the fleet ({error.message}); bind the "
+                "openrl-place-viewer ClusterRole (manifests/base/viewer.yaml)")
+    host = getattr(api.api.configuration, "host", "the cluster")
+    text = error.message or str(error)
+    # A transport error's text is a page of urllib3; its cause is at the end.
+    cause = re.search(r"\[Errno -?\d+\] ([^'\")]+)", text)
+    return f"cannot reach {host}: {cause.group(1) if cause else text[:300]}"

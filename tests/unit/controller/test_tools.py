@@ -1,0 +1,90 @@
+"""snapshot and explain on a fake API: a fleet with one shared claim and one worker waiting."""
+
+from __future__ import annotations
+
+from click.testing import CliRunner
+
+from cli.main import main
+from controller.inspect_fleet import read_live_fleet
+from controller.tools import snapshot_document, verify_snapshot
+from placement import Request, Role
+from placement.remedy import diagnose
+from tests.unit.controller.conftest import DRIVER, Cluster
+
+
+def _shared_and_full() -> Cluster:
+    c = Cluster(nodes=1, devices=1, node_labels={"openrl.io/max-workers-per-claim": "2"})
+    c.place("a", "30Gi")
+    c.allocate_and_run("a")
+    c.place("b", "30Gi", ownerId="qwen")
+    c.allocate_and_run("b")
+    c.place("c", "30Gi")
+    assert c.status("c")["phase"] == "Pending"
+    return c
+
+
+def test_the_snapshot_is_the_fleet_and_every_worker_in_arrival_order() -> None:
+    c = _shared_and_full()
+    live = read_live_fleet(c.api, DRIVER)  # type: ignore[arg-type]
+    document = snapshot_document(live)
+    assert document == {
+        "dra": "instant",
+        "nodes": [{"name": "node-0", "devices": 1, "deviceMemory": "80Gi", "hostMemory": "1Ti",
+                   "maxWorkersPerClaim": 2, "product": "Example GPU"}],
+        "events": [
+            {"arrive": {"name": "a", "role": "trainer", "memory": "30Gi"}},
+            {"arrive": {"name": "b", "role": "trainer", "memory": "30Gi", "owner": "qwen"}},
+            {"arrive": {"name": "c", "role": "trainer", "memory": "30Gi"}},
+        ],
+    }
+    assert verify_snapshot(live, document) == []
+
+
+def test_a_snapshot_that_replays_differently_says_where() -> None:
+    c = _shared_and_full()
+    live = read_live_fleet(c.api, DRIVER)  # type: ignore[arg-type]
+    document = snapshot_document(live)
+    document["nodes"][0]["maxWorkersPerClaim"] = 1  # as if the label had changed since
+    differences = verify_snapshot(live, document)
+    assert "cluster only: [a, b] on node-0 (1 device)" in differences
+    assert "b waits in simulate, not on the cluster" in differences
+
+
+def test_an_unallocated_claim_makes_the_snapshot_deferred_with_allocations_as_they_stand() -> None:
+    c = Cluster(nodes=2, devices=1)
+    c.place("a", "30Gi")
+    c.allocate_and_run("a")
+    c.place("b", "30Gi")  # cut, not yet allocated
+    live = read_live_fleet(c.api, DRIVER)  # type: ignore[arg-type]
+    document = snapshot_document(live)
+    assert document["dra"] == "deferred"
+    assert [next(iter(e.items())) for e in document["events"]] == [
+        ("arrive", {"name": "a", "role": "trainer", "memory": "30Gi"}),
+        ("allocate", "a"),
+        ("arrive", {"name": "b", "role": "trainer", "memory": "30Gi"}),
+    ]
+    assert verify_snapshot(live, document) == []
+
+
+def test_explain_finds_the_seat_limit_that_would_seat_the_waiting_worker() -> None:
+    c = _shared_and_full()
+    live = read_live_fleet(c.api, DRIVER)  # type: ignore[arg-type]
+    diagnosis = diagnose(Request("c", Role.TRAINER, 30 << 30), live.view.fleet)
+    assert diagnosis.change is not None
+    assert diagnosis.change.text == "max-workers-per-claim 3 on node-0"
+    (node,) = diagnosis.nodes
+    assert [claim.verdict for claim in node.claims] == ["full"]
+
+
+def test_an_unreachable_cluster_is_one_line_and_exit_2(tmp_path: object) -> None:
+    kubeconfig = f"{tmp_path}/dead.kubeconfig"
+    with open(kubeconfig, "w") as out:
+        out.write("apiVersion: v1\nkind: Config\ncurrent-context: x\n"
+                  "clusters: [{name: x, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+                  "contexts: [{name: x, context: {cluster: x, user: x}}]\n"
+                  "users: [{name: x, user: {token: t}}]\n")
+    for args in (["snapshot"], ["explain", "w"]):
+        result = CliRunner().invoke(main, [*args, "--kubeconfig", kubeconfig])
+        assert result.exit_code == 2, result.output
+        lines = result.output.strip().splitlines()
+        assert len(lines) == 1 and "cannot reach https://127.0.0.1:1" in lines[0]
