@@ -33,6 +33,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from controller import kube, naming, render  # noqa: E402
-from controller.cache import Cache  # noqa: E402
+from controller.cache import KINDS, Cache, strip  # noqa: E402
 from controller.claims import build_claim  # noqa: E402
 from controller.objects import Worker  # noqa: E402
 from controller.reconcile import Reconciler  # noqa: E402
@@ -51,6 +52,7 @@ from controller.writes import Writer  # noqa: E402
 from placement import NewClaim  # noqa: E402
 
 Obj = dict[str, Any]
+RESOURCES = {res.plural: res for res in KINDS}
 NAMESPACE = "openrl"
 DRIVER = "gpu.example.com"
 DEVICES = 8
@@ -128,9 +130,12 @@ def worker_obj(name: str, memory: str = "10Gi") -> Obj:
                      "ownerId": f"team-{hash(name) % 7}"}}
 
 
-def running_fleet(workers: int, template: str, room: int) -> dict[str, list[Obj]]:
-    """Objects as a list would return them: ``workers`` Running on one device each, and
-    free nodes with ``room`` devices at least for new workers."""
+PAGE = 500  # what the controller's lists ask for at a time
+
+
+def running_fleet(workers: int, template: str, room: int) -> Iterator[dict[str, list[Obj]]]:
+    """Objects as paged lists would return them, a page at a time: ``workers`` Running on
+    one device each, and free nodes with ``room`` devices at least for new workers."""
     nodes = (workers + DEVICES - 1) // DEVICES + (room + DEVICES - 1) // DEVICES
     out: dict[str, list[Obj]] = {r.plural: [] for r in (
         kube.NODES, kube.SLICES, kube.WORKERS, kube.PODS, kube.CLAIMS, kube.CONFIGMAPS)}
@@ -142,8 +147,13 @@ def running_fleet(workers: int, template: str, room: int) -> dict[str, list[Obj]
         "metadata": {"name": naming.template_name("trainer"), "namespace": NAMESPACE,
                      "resourceVersion": "1"},
         "data": {naming.DEFAULT_TEMPLATE_KEY: template}})
+    yield out
     prepared = None
+    out = {r.plural: [] for r in (kube.WORKERS, kube.PODS, kube.CLAIMS)}
     for i in range(workers):
+        if i and i % PAGE == 0:
+            yield out
+            out = {r.plural: [] for r in (kube.WORKERS, kube.PODS, kube.CLAIMS)}
         name = f"w-{i:06d}"
         node = f"gpu-node-{i // DEVICES:05d}"
         obj = worker_obj(name)
@@ -193,7 +203,7 @@ def running_fleet(workers: int, template: str, room: int) -> dict[str, list[Obj]
         out[kube.WORKERS.plural].append(obj)
         out[kube.PODS.plural].append(pod)
         out[kube.CLAIMS.plural].append(claim)
-    return out
+    yield out
 
 
 def rss_mb() -> float:
@@ -211,11 +221,16 @@ def one(size: int, decisions: int, repeat: int) -> dict[str, Any]:
     gc.collect()
     empty = rss_mb()
     cache = Cache(DRIVER)
-    fleet = running_fleet(size, text, decisions)
-    for res in (kube.SLICES, kube.NODES, kube.CLAIMS, kube.WORKERS, kube.PODS,
-                kube.CONFIGMAPS):
-        cache.relist(res, fleet[res.plural], "5")
-    del fleet
+    # As the watches list: page by page, each object stripped as its page arrives.
+    listed: dict[str, list[Obj]] = {}
+    for page in running_fleet(size, text, decisions):
+        for plural, objs in page.items():
+            res = RESOURCES[plural]
+            listed.setdefault(plural, []).extend(strip(res, o) for o in objs)
+        del page
+    for plural in (kube.SLICES.plural, kube.NODES.plural, kube.CLAIMS.plural,
+                   kube.WORKERS.plural, kube.PODS.plural, kube.CONFIGMAPS.plural):
+        cache.relist(RESOURCES[plural], listed.pop(plural), "5", stripped=True)
     gc.collect()
     cached = rss_mb()
     api = EchoApi()

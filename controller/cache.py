@@ -157,13 +157,19 @@ class Cache:
 
     # ---------------------------------------------------------------- changes
 
-    def event(self, res: kube.Resource, kind: str, obj: Obj) -> bool:
-        with self.lock:
-            return self._apply(res, self.stores[res.plural].event(kind, strip(res, obj)))
+    # ``stripped``: the caller has stripped the objects already (the watches do, and
+    # share them with their own bookkeeping rather than keep a second copy).
 
-    def relist(self, res: kube.Resource, items: list[Obj], version: str = "") -> None:
+    def event(self, res: kube.Resource, kind: str, obj: Obj, *, stripped: bool = False) -> bool:
         with self.lock:
-            changes = self.stores[res.plural].relist([strip(res, o) for o in items], version)
+            obj = obj if stripped else strip(res, obj)
+            return self._apply(res, self.stores[res.plural].event(kind, obj))
+
+    def relist(self, res: kube.Resource, items: list[Obj], version: str = "", *,
+               stripped: bool = False) -> None:
+        with self.lock:
+            items = items if stripped else [strip(res, o) for o in items]
+            changes = self.stores[res.plural].relist(items, version)
             for name, _, new in changes:
                 self._notify(res, name, new)
 

@@ -162,11 +162,35 @@ class Kube:
 
     def list_with_version(self, res: Resource, *, namespace: str | None = None,
                           label_selector: str | None = None,
-                          field_selector: str | None = None) -> tuple[Objs, str]:
+                          field_selector: str | None = None, page: int = 0,
+                          keep: Callable[[Obj], Obj | None] | None = None,
+                          ) -> tuple[Objs, str]:
+        """Every object and the list's resourceVersion.
+
+        With ``page``, the list comes in pages of that many objects (one request
+        each) and ``keep`` reduces each object as its page arrives (None drops it),
+        so a large list never sits in memory whole; an expired continuation is
+        ``Gone``.
+        """
         query = _selectors(label_selector, field_selector)
-        result = self._request("list", res, "GET", res.path(self._ns(res, namespace)), query)
-        return list(result.get("items") or []), str(
-            (result.get("metadata") or {}).get("resourceVersion", ""))
+        path = res.path(self._ns(res, namespace))
+        items: Objs = []
+        version, token = "", ""
+        while True:
+            paging = [("limit", str(page))] if page else []
+            if token:
+                paging.append(("continue", token))
+            result = self._request("list", res, "GET", path, query + paging)
+            metadata = result.get("metadata") or {}
+            version = version or str(metadata.get("resourceVersion", ""))
+            for obj in result.get("items") or []:
+                kept = keep(obj) if keep is not None else obj
+                if kept is not None:
+                    items.append(kept)
+            del result
+            token = str(metadata.get("continue") or "")
+            if not page or not token:
+                return items, version
 
     def get(self, res: Resource, name: str, *, namespace: str | None = None) -> Obj:
         return self._request("get", res, "GET", res.path(self._ns(res, namespace), name))

@@ -5,8 +5,9 @@ Rules:
 * Each watched resource runs list-then-watch on its own thread and re-lists
   when the watch expires or breaks; a re-list is diffed against what was seen,
   so a deletion missed while disconnected is still noticed.
-* Every object is stripped to the fields the controller reads and handed to
-  the cache (cache.py) before anything is queued, so a reconcile woken by a
+* Lists come in pages; every object is stripped to the fields the controller
+  reads as it arrives and handed to the cache (cache.py) before anything is
+  queued, so a reconcile woken by a
   change already reads it. Template ConfigMaps are watched for the cache only.
 * A change matters only if its *signature* changed (status heartbeats, our
   own status writes and managed-fields churn are ignored), which keeps the
@@ -39,6 +40,9 @@ from controller.work import HOUSEKEEPING_ORDER, WAKE, worker_order
 log = logging.getLogger("openrl.controller.watch")
 
 WAKE_DELAY = 0.5
+# Lists come in pages, each stripped as it arrives: a large fleet's list never sits in
+# memory whole (the figure client-go's informers use).
+LIST_PAGE = 500
 
 
 class Feed:
@@ -85,17 +89,20 @@ class Watcher(threading.Thread):
         self.api, self.feed, self.stop, self.synced, self.retry = api, feed, stop, synced, retry
         self.cache = cache
 
+    def _keep(self, obj: Obj) -> Obj | None:
+        return strip(self.feed.resource, obj) if self.feed.accept(obj) else None
+
     def run(self) -> None:
         version = ""
         failures = 0
         while not self.stop.is_set():
             try:
                 if not version:
-                    items, version = self.api.list_with_version(
-                        self.feed.resource, label_selector=self.feed.label_selector)
                     res = self.feed.resource
-                    items = [strip(res, o) for o in items if self.feed.accept(o)]
-                    self.cache.relist(res, items, version)
+                    items, version = self.api.list_with_version(
+                        res, label_selector=self.feed.label_selector, page=LIST_PAGE,
+                        keep=self._keep)
+                    self.cache.relist(res, items, version, stripped=True)
                     self.feed.relist(items)
                     self.synced.set()
                 for kind, obj in self.api.watch(self.feed.resource, version,
@@ -105,7 +112,7 @@ class Watcher(threading.Thread):
                     version = meta(obj).get("resourceVersion") or version
                     if kind in ("ADDED", "MODIFIED", "DELETED") and self.feed.accept(obj):
                         obj = strip(self.feed.resource, obj)
-                        self.cache.event(self.feed.resource, kind, obj)
+                        self.cache.event(self.feed.resource, kind, obj, stripped=True)
                         self.feed.event(kind, obj)
                 failures = 0
             except kube.Gone:

@@ -127,12 +127,15 @@ class FakeKube:
 
     def list_with_version(self, res: kube.Resource, *, namespace: str | None = None,
                           label_selector: str | None = None,
-                          field_selector: str | None = None) -> tuple[list[Obj], str]:
+                          field_selector: str | None = None, page: int = 0,
+                          keep: Any = None) -> tuple[list[Obj], str]:
         self._count("list", res)
         ns = (namespace or self.namespace) if res.namespaced else ""
         items = [copy.deepcopy(o) for (plural, n, _), o in sorted(self.objects.items())
                  if plural == res.plural and n == ns
                  and _matches(o["metadata"].get("labels") or {}, label_selector)]
+        if keep is not None:
+            items = [k for k in map(keep, items) if k is not None]
         return items, str(next(self._rv))
 
     def get(self, res: kube.Resource, name: str, *, namespace: str | None = None) -> Obj:

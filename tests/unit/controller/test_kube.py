@@ -91,6 +91,13 @@ class Recorder(BaseHTTPRequestHandler):
                 ("ERROR", {"code": 410, "reason": "Expired", "message": "too old"}),
             ]]
             self._reply(200, None, chunks=events)
+        elif self.path.startswith("/api/v1/nodes?limit=2"):
+            # Two pages; the list's version is the first page's.
+            last = "continue=" in self.path
+            self._reply(200, {
+                "items": [{"metadata": {"name": n}} for n in (["c"] if last else ["a", "b"])],
+                "metadata": {"resourceVersion": "43" if last else "42",
+                             **({} if last else {"continue": "tok"})}})
         elif self.path.startswith("/api/v1/namespaces/ns/pods/missing"):
             self._reply(404, {"kind": "Status", "reason": "NotFound", "message": "nope"})
         else:
@@ -166,3 +173,14 @@ def test_unreachable_server_is_a_kube_error() -> None:
     with pytest.raises(kube.KubeError) as info:
         api.get(kube.PODS, "p")
     assert info.value.status == 0
+
+
+def test_a_paged_list_is_reduced_page_by_page(server_api) -> None:
+    api, _ = server_api
+    items, version = api.list_with_version(
+        kube.NODES, page=2,
+        keep=lambda o: None if o["metadata"]["name"] == "b" else o["metadata"]["name"])
+    assert items == ["a", "c"] and version == "42"
+    first, second = Recorder.seen
+    assert first["path"] == "/api/v1/nodes?limit=2"
+    assert second["path"] == "/api/v1/nodes?limit=2&continue=tok"

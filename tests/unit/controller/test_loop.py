@@ -124,6 +124,41 @@ def test_leader_election_one_at_a_time_and_takeover_after_expiry() -> None:
     assert not a.try_acquire_or_renew() and not a.leading
 
 
+def test_a_leader_stops_acting_before_anyone_can_take_the_lease() -> None:
+    api, clock = FakeKube(), Ticker()
+    a, b = elector(api, "a", clock), elector(api, "b", clock)
+    assert a.try_acquire_or_renew() and a.valid()
+    assert not b.try_acquire_or_renew()  # b sees a's record at t=0
+    clock.t = 9.9
+    assert a.valid()
+    clock.t = 10  # no renewal for the renew deadline: a may no longer decide or write...
+    assert not a.valid()
+    clock.t = 14.9
+    assert not b.try_acquire_or_renew()  # ...while b cannot take over until the lease lapses
+    clock.t = 15
+    assert b.try_acquire_or_renew() and b.valid()
+
+
+def test_no_decision_and_no_write_once_the_lease_is_in_doubt() -> None:
+    allowed = [True]
+    c = Controller(FakeKube(), Settings(namespace="openrl", identity="t"),  # type: ignore[arg-type]
+                   may_act=lambda: allowed[0])
+    c.reconciler = Scripted(Result())  # type: ignore[assignment]
+    c.writer.fence()  # leading: writes go out
+    allowed[0] = False
+    with pytest.raises(kube.KubeError, match="lease"):
+        c.writer.fence()
+    c.queue.add("a")
+    stop = threading.Event()
+    c.health.set_ready(True, "test")
+    runner = threading.Thread(target=c.run, args=(stop,), daemon=True)
+    c.start_watches = lambda _stop: True  # type: ignore[method-assign]
+    runner.start()
+    runner.join(5)
+    assert not runner.is_alive()  # the loop ended by itself...
+    assert c.reconciler.seen == []  # type: ignore[attr-defined]  # ...deciding nothing
+
+
 def test_release_hands_the_lease_over_at_once() -> None:
     api, clock = FakeKube(), Ticker()
     a, b = elector(api, "a", clock), elector(api, "b", clock)
