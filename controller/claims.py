@@ -28,6 +28,7 @@ Rules:
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 
 import attrs
 
@@ -109,11 +110,11 @@ def booked_uids(claim: Obj) -> list[str]:
     return [uid for uid in raw.split(",") if uid]
 
 
-def commit_join(claim: Obj, worker_uid: str, live: set[str]) -> Obj:
+def commit_join(claim: Obj, worker_uid: str, live: Callable[[str], bool]) -> Obj:
     """The merge patch that commits a join: the booked list plus the joiner, with the
     claim's resourceVersion as a precondition, so it fails (409) if anyone changed the
     claim since it was read. Entries of workers no longer live are dropped."""
-    kept = [uid for uid in booked_uids(claim) if uid in live and uid != worker_uid]
+    kept = [uid for uid in booked_uids(claim) if live(uid) and uid != worker_uid]
     return {"metadata": {
         "resourceVersion": (claim.get("metadata") or {}).get("resourceVersion"),
         "annotations": {naming.ANNOTATION_BOOKED: ",".join([*kept, worker_uid])},

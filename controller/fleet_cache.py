@@ -67,8 +67,10 @@ class FleetCache:
 
     # ---------------------------------------------------------------- reading
 
-    def workers(self) -> list[Worker]:
-        return list(self._workers.values())
+    def live_uid(self, uid: str) -> bool:
+        """Whether a worker of that UID is known and not Failed."""
+        name = self._worker_by_uid.get(uid)
+        return name is not None and self._workers[name].phase != naming.Phase.FAILED
 
     @property
     def warnings(self) -> tuple[str, ...]:

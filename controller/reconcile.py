@@ -429,9 +429,10 @@ class Reconciler:
         obj = self.cache.get(kube.CLAIMS, claim)
         if obj is None:
             return
-        live = {w.uid for w in self.cache.fleet.workers() if w.phase != Phase.FAILED}
+        # Only the claim's own list is checked against the cache: a join costs its few
+        # seats, never a pass over every worker.
         plan.writes.append(Write("patch", kube.CLAIMS, claim,
-                                 commit_join(obj, worker.uid, live)))
+                                 commit_join(obj, worker.uid, self.cache.fleet.live_uid)))
 
     def _seat_kept(self, worker: Worker, claim: str) -> bool:
         """Whether a worker holding ``claim`` may recreate its pod there.

@@ -16,7 +16,7 @@ import pytest
 from controller_fixtures import Env, GiB, GpuNode, crd, gpu_nodes, orw  # noqa: F401
 from kubernetes import client
 
-from controller import render
+from controller import naming, render
 
 
 def whole_node(nodes: list[GpuNode]) -> str:
@@ -124,7 +124,8 @@ def test_recreated_worker_never_inherits_claim_or_pod(orw: Env) -> None:
 
     orw.release_pod("orw-w")
     new = orw.wait_phase("w", "Running")
-    assert new["claimName"] == f"orw-{second['metadata']['uid']}" != old["claimName"]
+    assert new["claimName"] == naming.claim_name("w", second["metadata"]["uid"]) \
+        != old["claimName"]
     pod = orw.pod("orw-w")
     assert pod.metadata.uid != old_pod_uid
     assert pod.metadata.owner_references[0].uid == second["metadata"]["uid"]
