@@ -61,6 +61,7 @@ import signal
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,12 +127,12 @@ def generate(seed: int) -> dict[str, Any]:
     present: list[str] = []
     arrived = 0
     added = False
-    for _ in range(rng.randint(7, 11)):
+    for _ in range(rng.randint(8, 11)):
         roll = rng.random()
-        if present and roll < 0.3:
+        if present and roll < 0.25:
             worker = present.pop(rng.randrange(len(present)))
             events.append({"leave": worker})
-        elif not added and roll < 0.38:
+        elif not added and roll < 0.32:
             added = True
             events.append({"addNode": _generated_node(rng, next(names))})
         else:
@@ -141,7 +142,10 @@ def generate(seed: int) -> dict[str, Any]:
             arrive: dict[str, Any] = {
                 "name": worker,
                 "role": rng.choice(["trainer", "trainer", "sampler"]),
-                "memory": f"{rng.choice([10, 20, 30, 40, 45, 60, 70, 100, 150, 250])}Gi",
+                # Mostly one device's worth, so workers contend for seats rather
+                # than wait for ever; now and then one that needs a wide claim or
+                # more than any node has.
+                "memory": f"{rng.choice([10, 20, 20, 30, 30, 40, 45, 60, 70, 100, 250])}Gi",
             }
             if rng.random() < 0.5:
                 arrive["owner"] = rng.choice(["qwen", "llama"])
@@ -153,11 +157,11 @@ def _generated_node(rng: random.Random, name: str) -> dict[str, Any]:
     node: dict[str, Any] = {
         "name": name,
         "devices": rng.choice([1, 1, 2, 3]),
-        "deviceMemory": rng.choice(["24Gi", "40Gi", "80Gi", "80Gi"]),
+        "deviceMemory": rng.choice(["40Gi", "80Gi", "80Gi", "80Gi"]),
         "hostMemory": f"{rng.choice([64, 96, 128, 200, 1024])}Gi",
-        "maxWorkersPerClaim": rng.choice([1, 2, 2, 3]),
+        "maxWorkersPerClaim": rng.choice([1, 2, 3, 3]),
     }
-    roles = rng.choice([[], [], ["trainer"], ["sampler"], ["trainer", "sampler"]])
+    roles = rng.choice([[], [], [], ["trainer"], ["sampler"], ["trainer", "sampler"]])
     if roles:
         node["roles"] = roles
     return node
@@ -175,6 +179,8 @@ class View:
 
     groups: frozenset[tuple[tuple[str, ...], str, int]]
     phases: tuple[tuple[str, str], ...]
+    # What the step shows (shared claims, kinds of waiting), for the coverage line only.
+    shows: frozenset[str] = field(default=frozenset(), compare=False)
 
     def differences(self, expected: View) -> list[str]:
         lines = []
@@ -203,7 +209,17 @@ def simulated_view(scenario: Scenario, steps: int) -> View:
                        for claim in document["claims"].values())
     phases = tuple(sorted((name, _phase(worker["phase"], worker["reason"]))
                           for name, worker in document["workers"].items()))
-    return View(groups, phases)
+    shows = {"a shared claim" for workers, _, _ in groups if len(workers) > 1}
+    shows |= {"a multi-device claim" for _, _, devices in groups if devices > 1}
+    for worker in document["workers"].values():
+        reason = worker["reason"] or ""
+        shows |= {kind for kind in ("NoCapacity", "WaitingForCapacity")
+                  if reason.startswith(kind)}
+        if "host memory" in reason:
+            shows.add("waiting on host memory")
+        if "full at" in reason:
+            shows.add("waiting on full claims")
+    return View(groups, phases, frozenset(shows))
 
 
 def _phase(phase: str, reason: str | None) -> str:
@@ -445,6 +461,7 @@ class Outcome:
     steps: int = 0
     agreed: int = 0
     disagreements: list[str] = field(default_factory=list)
+    shows: Counter[str] = field(default_factory=Counter)  # steps showing each situation
 
     @property
     def ok(self) -> bool:
@@ -491,6 +508,7 @@ def play(scenario: Scenario, name: str, tag: str, kubeconfig: str,
             else:
                 raise Unplayable(f"events[{index}]: {event.kind} cannot be played")
             expected = simulated_view(scenario, index + 1)
+            outcome.shows.update(expected.shows | {f"{event.kind} events"})
             seen = settle(stage, present, expected)
             outcome.steps += 1
             differences = seen.differences(expected)
@@ -593,6 +611,10 @@ def main(argv: list[str] | None = None) -> int:
     agreed = sum(1 for o in outcomes if o.ok)
     steps = sum(o.steps for o in outcomes)
     steps_agreed = sum(o.agreed for o in outcomes)
+    shows: Counter[str] = Counter()
+    for outcome in outcomes:
+        shows.update(outcome.shows)
+    print("steps showing: " + ", ".join(f"{what} {count}" for what, count in sorted(shows.items())))
     print(f"fidelity: {agreed}/{len(outcomes)} scenarios, {steps_agreed}/{steps} steps agree")
     return 0 if agreed == len(outcomes) else 1
 

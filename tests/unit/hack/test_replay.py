@@ -37,7 +37,7 @@ def test_generated_scenarios_are_valid_repeatable_and_varied() -> None:
     assert {"arrive", "leave", "addNode"} <= set(events)
     roles = {tuple(n.get("roles", ())) for d in documents for n in d["nodes"]}
     assert len(roles) >= 3
-    assert len({n["deviceMemory"] for d in documents for n in d["nodes"]}) >= 3
+    assert len({n["deviceMemory"] for d in documents for n in d["nodes"]}) >= 2
 
 
 def test_a_deferred_scenario_cannot_be_played() -> None:
