@@ -110,6 +110,7 @@ def simulate(file: Path, output: str | None, report_path: Path | None, max_size:
     with _collector_at_ease():
         try:
             scenario = load_scenario(text, kind=file_kind(file))
+            del text  # tens of megabytes for a large file, and not read again
             report = replay(scenario)
         except ScenarioError as error:
             fail(f"{name}: {error}")
