@@ -192,8 +192,16 @@ def snapshot(namespace: str | None, device_class: str, device_driver: str | None
         click.echo(json.dumps(document, indent=2))
     else:
         click.echo(f"# openrl-place snapshot: {verdict}")
-        click.echo(yaml.safe_dump(document, sort_keys=False, default_flow_style=None,
-                                  width=100), nl=False)
+        click.echo(_yaml(document), nl=False)
+
+
+def _yaml(document: dict[str, Any]) -> str:
+    """Nodes one key a line, events one a line: the shape people edit and append to."""
+    head = yaml.safe_dump({"dra": document["dra"], "nodes": document["nodes"]},
+                          sort_keys=False, default_flow_style=False)
+    events = yaml.safe_dump(document["events"], sort_keys=False, default_flow_style=None,
+                            width=1 << 16) if document["events"] else "[]\n"
+    return head + "events:" + ("\n" if document["events"] else " ") + events
 
 
 # ------------------------------------------------------------------ explain
