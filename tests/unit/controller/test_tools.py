@@ -88,3 +88,15 @@ def test_an_unreachable_cluster_is_one_line_and_exit_2(tmp_path: object) -> None
         assert result.exit_code == 2, result.output
         lines = result.output.strip().splitlines()
         assert len(lines) == 1 and "cannot reach https://127.0.0.1:1" in lines[0]
+
+
+def test_the_yaml_reads_back_as_the_same_scenario() -> None:
+    import yaml
+
+    from controller.tools import _yaml
+
+    live = read_live_fleet(_shared_and_full().api, DRIVER)  # type: ignore[arg-type]
+    document = snapshot_document(live)
+    text = _yaml(document)
+    assert yaml.safe_load(text) == document
+    assert "- arrive: {name: b, role: trainer, memory: 30Gi, owner: qwen}\n" in text
