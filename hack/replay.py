@@ -335,7 +335,8 @@ class Stage:
     # ------------------------------------------------------------- events
 
     def add_node(self, spec: NodeSpec) -> None:
-        labels = {naming.NODE_ENABLED: "true",
+        # Not fake-gpu-node=true: the smoke and stress runs pick their nodes by that.
+        labels = {fakenodes.FAKE_NODE_LABEL: "fidelity", naming.NODE_ENABLED: "true",
                   naming.NODE_MAX_WORKERS: str(spec.max_workers_per_claim)}
         for role in spec.roles:
             labels[naming.NODE_ROLE_LABELS[role]] = "true"
