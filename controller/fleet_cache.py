@@ -6,7 +6,8 @@ Rules:
   reference): per pool only the latest complete generation of the driver's
   slices; enabled nodes with devices; managed claims (one being deleted
   books its devices and seats until it is gone, and is never joined);
-  bookings from each non-Failed worker's status, overridden by the claim its
+  bookings from each non-Failed worker's status (or, without one, a join its
+  claim's booked list commits), overridden by the claim its
   live pod consumes; a live managed pod whose worker is gone books as
   ``pod/<name>``. Where a worker has several live pods, the last by name wins.
 * Every change costs what it touches: a slice re-reads its pool's nodes, a
@@ -23,12 +24,13 @@ from __future__ import annotations
 from collections import Counter
 
 from controller import naming
-from controller.claims import ClaimView, read_claim
+from controller.claims import ClaimView, booked_uids, read_claim
 from controller.fleet_reader import Booked, Hardware, read_nodes, read_slices
 from controller.objects import (
     Obj,
     Worker,
     annotations_of,
+    is_deleting,
     labels_of,
     pod_alive,
     pod_claim,
@@ -64,6 +66,8 @@ class FleetCache:
         self._worker_by_uid: dict[str, str] = {}
         self._pods: dict[str, Obj] = {}
         self._pods_of: dict[str, set[str]] = {}  # worker uid -> pods it controls
+        self._booked: dict[str, set[str]] = {}  # live claim -> uids its booked list commits
+        self._committed: dict[str, set[str]] = {}  # worker uid -> claims listing it
 
     # ---------------------------------------------------------------- reading
 
@@ -141,6 +145,25 @@ class FleetCache:
             if allocation and not _single_node(allocation):
                 self._by_pool.add(name)
         self._sync_claim(name)
+        self._recommit(name, obj)
+
+    def _recommit(self, name: str, obj: Obj | None) -> None:
+        """Follow the claim's booked list: its workers' committed seats."""
+        new = set(booked_uids(obj)) if obj is not None and not is_deleting(obj) else set()
+        old = self._booked.pop(name, set())
+        if new:
+            self._booked[name] = new
+        for uid in old ^ new:
+            claims = self._committed.setdefault(uid, set())
+            if uid in new:
+                claims.add(name)
+            else:
+                claims.discard(name)
+            if not claims:
+                del self._committed[uid]
+            worker = self._worker_by_uid.get(uid)
+            if worker is not None:
+                self._rebook(worker)
 
     def worker_changed(self, name: str, obj: Obj | None) -> None:
         old = self._workers.pop(name, None)
@@ -280,8 +303,12 @@ class FleetCache:
                 if pod_alive(self._pods[name]) and pod_claim(self._pods[name])]
         if live:
             claim = pod_claim(self._pods[max(live)])
-        elif worker.claim and worker.phase != naming.Phase.FAILED:
+        elif worker.phase == naming.Phase.FAILED:
+            return None
+        elif worker.claim:
             claim = worker.claim
+        elif self._committed.get(worker.uid):
+            claim = max(self._committed[worker.uid])  # a join committed, not yet carried out
         else:
             return None
         return Booked(holder, claim, worker.owner, worker.memory)

@@ -21,7 +21,7 @@ Rules:
   until it is gone (DRA keeps it, allocated, while a pod still uses it), but
   reads as unallocated, so nobody joins a claim on its way out; ``claims``
   of the view lists only the ones not terminating. Bookings: every
-  non-Failed worker's
+  non-Failed worker's committed join (the claim's booked list) until its
   ``status.claimName``, overridden by the claim its live pod consumes (the
   pod wins after a lost status write). A live managed pod whose worker is
   gone still holds its seat (booked as ``pod/<name>``) until it is gone.
@@ -32,11 +32,12 @@ from __future__ import annotations
 import attrs
 
 from controller import naming
-from controller.claims import ClaimView, read_claim
+from controller.claims import ClaimView, booked_uids, read_claim
 from controller.objects import (
     Obj,
     Worker,
     annotations_of,
+    is_deleting,
     labels_of,
     name_of,
     pod_alive,
@@ -183,12 +184,27 @@ def read_nodes(node_objs: list[Obj], hardware: dict[str, Hardware]) -> tuple[lis
     return nodes, warnings
 
 
-def read_bookings(workers: list[Worker], pods: list[Obj]) -> dict[str, Booked]:
+def committed_claims(claims: list[Obj]) -> dict[str, str]:
+    """Worker UID -> the claim whose booked list commits its seat (live claims only; the
+    last by name where a UID is listed twice)."""
+    out: dict[str, str] = {}
+    for claim in sorted(claims, key=name_of):
+        if not is_deleting(claim):
+            for uid in booked_uids(claim):
+                out[uid] = name_of(claim)
+    return out
+
+
+def read_bookings(workers: list[Worker], pods: list[Obj],
+                  committed: dict[str, str] | None = None) -> dict[str, Booked]:
+    """Who holds which seat: a committed join (the claim's booked list) until the
+    worker's status or live pod says otherwise; the status; the live pod, which wins."""
     by_uid = {w.uid: w for w in workers}
     bookings: dict[str, Booked] = {}
     for worker in workers:
-        if worker.claim and worker.phase != naming.Phase.FAILED:
-            bookings[worker.name] = Booked(worker.name, worker.claim, worker.owner, worker.memory)
+        claim = worker.claim or (committed or {}).get(worker.uid, "")
+        if claim and worker.phase != naming.Phase.FAILED:
+            bookings[worker.name] = Booked(worker.name, claim, worker.owner, worker.memory)
     for pod in pods:
         claim = pod_claim(pod)
         if not claim or not pod_alive(pod):
@@ -216,7 +232,7 @@ def build_fleet(
 ) -> FleetView:
     hardware, pool_nodes, notes = read_slices(slices, driver)
     placement_nodes, warnings = read_nodes(nodes, hardware)
-    bookings = read_bookings(workers, pods)
+    bookings = read_bookings(workers, pods, committed_claims(claims))
     views = {v.name: v for v in (read_claim(c, pool_nodes) for c in claims)}
     on_claim: dict[str, list[Booking]] = {}
     for booked in bookings.values():

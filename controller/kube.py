@@ -13,6 +13,10 @@ Rules:
 * Every request is counted (``calls``) and, when a hook is given, reported to
   it, so API requests per placed worker can be measured.
 * Every request has a timeout: a hung connection must never hang the loop.
+* For fault injection only (off unless ``OPENRL_CRASH_AT`` is set, e.g.
+  ``create:pods:3:before``): the process kills itself (SIGKILL) just before
+  or just after its k-th request of that verb and resource, or stops itself
+  (SIGSTOP, ``stop``) just before it, as a long pause would.
 * Status writes are JSON merge patches on the status subresource; metadata
   writes carry the object's resourceVersion so a stale read fails with
   ``Conflict`` instead of overwriting a newer object.
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import threading
 import time
 from collections import Counter
@@ -152,6 +157,7 @@ class Kube:
         self.hook = hook
         self.calls: Counter[tuple[str, str]] = Counter()
         self._lock = threading.Lock()
+        self._crash = _crash_point(os.environ.get("OPENRL_CRASH_AT", ""))
 
     # ------------------------------------------------------------------ verbs
 
@@ -271,6 +277,11 @@ class Kube:
         plural = f"{res.plural}/{subresource}" if subresource else res.plural
         with self._lock:
             self.calls[(verb, plural)] += 1
+            crash = self._crash is not None and self._crash[:3] == (
+                verb, plural, self.calls[(verb, plural)])
+        if crash and self._crash is not None and self._crash[3] != "after":
+            os.kill(os.getpid(), signal.SIGSTOP if self._crash[3] == "stop" else signal.SIGKILL)
+            crash = False  # resumed after a stop: carry on with the request
         headers = {"Accept": "application/json", "Content-Type": content_type}
         status = 0
         started = time.monotonic()
@@ -285,6 +296,8 @@ class Kube:
                 raise _error(status, response.read())  # type: ignore[no-untyped-call]
             if read:
                 response.read()  # type: ignore[no-untyped-call]
+            if crash:
+                os.kill(os.getpid(), signal.SIGKILL)
             return response
         except ApiException as exc:
             status = exc.status or 0
@@ -294,6 +307,14 @@ class Kube:
         finally:
             if self.hook is not None:
                 self.hook(verb, plural, status, time.monotonic() - started)
+
+
+def _crash_point(spec: str) -> tuple[str, str, int, str] | None:
+    """``verb:resource:k:before|after|stop`` -> its parts; anything else -> None (off)."""
+    parts = spec.split(":")
+    if len(parts) != 4 or not parts[2].isdigit() or parts[3] not in ("before", "after", "stop"):
+        return None
+    return parts[0], parts[1], int(parts[2]), parts[3]
 
 
 def _selectors(label_selector: str | None, field_selector: str | None) -> Query:

@@ -27,7 +27,8 @@ The sequence for a worker:
 6. No pod: read and check the template (TemplateNotFound waits, keeping a
    held claim's seat booked; TemplateError fails), then
    - if the worker already holds a live claim (its status says so, or the
-     claim derived from its UID exists after a lost write), recreate the pod
+     claim derived from its UID exists after a lost write, or a claim's
+     booked list commits its join), recreate the pod
      on it -- placed workers stay put -- unless others already fill that
      claim's seats: then it is decided afresh;
    - a join is committed on the claim (its booked list, updated with the
@@ -359,7 +360,7 @@ class Reconciler:
     def _place(self, worker: Worker, plan: Plan) -> Result:
         with self.cache.lock:
             views = self.cache.fleet.claims
-            held = next((c for c in (worker.claim, worker.own_claim) if c and c in views), None)
+            held = next((c for c in self._holds(worker) if c in views), None)
             held_view = views.get(held) if held is not None else None
         prepared = self._template(worker, held_view)
         with self.cache.lock:  # decide and assume as one step: no decision in between
@@ -367,7 +368,7 @@ class Reconciler:
 
     def _decide(self, worker: Worker, prepared: Obj, plan: Plan) -> Result:
         views = self.cache.fleet.claims
-        held = next((c for c in (worker.claim, worker.own_claim) if c and c in views), None)
+        held = next((c for c in self._holds(worker) if c in views), None)
         if held is not None and self._seat_kept(worker, held):
             view = views[held]
             return self._start(worker, prepared, held, view.devices,
@@ -421,6 +422,12 @@ class Reconciler:
                                         f"{reason} (waited {waited:.0f}s)"))
             retry = min(retry, left)
         raise _Conclude(Outcome(Phase.PENDING, str(reason.kind), reason.detail), retry)
+
+    def _holds(self, worker: Worker) -> list[str]:
+        """Claims the worker already holds, most certain first: its status, its own
+        claim (cut before a lost write), a join committed on a claim's booked list."""
+        booked = self.cache.fleet.bookings.get(worker.name)
+        return [c for c in (worker.claim, worker.own_claim, booked.claim if booked else "") if c]
 
     def _commit_join(self, worker: Worker, claim: str, plan: Plan) -> None:
         """Plan the join's commit on the claim, before its pod: a compare-and-swap on the

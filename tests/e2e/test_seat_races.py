@@ -9,8 +9,12 @@ placed worker moved) on the local control plane before it was fixed.
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +22,7 @@ from controller_fixtures import Env, GiB, GpuNode, crd, gpu_nodes, orw  # noqa: 
 from kubernetes import client
 
 TEMPLATE = "openrl-template-trainer"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -190,3 +195,56 @@ def test_failed_pod_is_deleted_and_its_seat_settles(orw: Env, node: GpuNode) -> 
     # The seat is free again: a newcomer joins it.
     orw.create_worker("n", wide(node))
     assert orw.wait_phase("n", "Running", timeout=60)["claimName"] == placed["a"]
+
+
+def replica(orw: Env, crash_at: str = "") -> subprocess.Popen[bytes]:
+    """The scheduler as its own process (leader election on), as the admin."""
+    args = [str(ROOT / ".venv" / "bin" / "openrl-place"), "controller",
+            f"--kubeconfig={orw.cluster.kubeconfig}", f"--namespace={orw.namespace}",
+            f"--device-class={orw.cluster.driver}", "--retry-interval=3s",
+            "--reclaim-interval=2s", "--reclaim-grace=10s", "--http-address=",
+            "--log-format=text"]
+    return subprocess.Popen(args, env={**os.environ, "OPENRL_CRASH_AT": crash_at},
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+
+
+def stopped(proc: subprocess.Popen[bytes]) -> bool:
+    return Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
+
+
+def test_a_paused_leader_cannot_give_away_a_seat_twice(orw: Env, node: GpuNode) -> None:
+    """Leader A decides x onto a claim's last seat and freezes just before creating the
+    pod. B takes the lease and must not give that seat to o, an older worker (ties in
+    arrival break by name) whose template has just appeared. A resumes: still two pods
+    on a two-seat claim."""
+    leader = replica(orw, crash_at="create:pods:4:stop")  # a, b, c, then x's
+    standby: subprocess.Popen[bytes] | None = None
+    try:
+        placed = {}
+        for name in ("a", "b", "c"):  # two claims, one seat left
+            orw.create_worker(name, wide(node))
+            placed[name] = orw.wait_phase(name, "Running", timeout=120)["claimName"]
+        free = next(c for c in set(placed.values()) if list(placed.values()).count(c) == 1)
+        orw.create_worker("o", wide(node), podTemplate={"name": "later"})
+        waits_for_template(orw, "o")
+        standby = replica(orw)
+        orw.create_worker("x", wide(node))
+        orw.cluster.wait_for(lambda: stopped(leader), what="the leader to freeze before x's pod")
+        source = orw.core.read_namespaced_config_map(TEMPLATE, orw.namespace)
+        orw.core.create_namespaced_config_map(orw.namespace, {
+            "metadata": {"name": "later"}, "data": dict(source.data)})
+        time.sleep(25)  # past the lease: the standby leads and retries o
+        leader.send_signal(signal.SIGCONT)
+        orw.wait_phase("x", "Running", timeout=60)
+        time.sleep(5)
+        assert orw.status("x")["claimName"] == free
+        assert len(pods_on(orw, free)) == 2
+        assert orw.status("o")["phase"] == "Pending"
+        assert orw.status("o")["reason"].startswith("WaitingForCapacity")
+    finally:
+        for proc in (leader, standby):
+            if proc is not None:
+                proc.send_signal(signal.SIGCONT)
+                proc.terminate()
+                proc.wait(20)
