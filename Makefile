@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 FIDELITY_SCENARIOS ?= 20
 FIDELITY_SEED      ?= 1
 
-.PHONY: fidelity setup browser demo test test-fast lint bench bench-cache burst cluster-up cluster-down cluster-status smoke stress clean
+.PHONY: fidelity setup browser demo test test-fast lint bench bench-cache burst cluster-up cluster-down cluster-status smoke stress chaos clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -77,6 +77,11 @@ smoke: setup
 
 stress: setup
 	hack/stress.sh
+
+## Churn under injected faults with every invariant checked on every change; ends with
+## "chaos: PASS|FAIL". CHAOS_ROUNDS, CHAOS_SEED, CHAOS_WORKERS scale it.
+chaos: setup
+	hack/chaos.sh
 
 ## Play generated scenarios on the local control plane (or $$KUBECONFIG) and compare every
 ## step with simulate; ends with "fidelity: A/N scenarios, S/T steps agree".

@@ -325,7 +325,8 @@ finish() { # books-exit-status summary
   exit "$rc"
 }
 
-begin() {
+# Everything but the scheduler: cluster, manifests, settings, labelled nodes.
+prepare() {
   set -euo pipefail
   trap on_exit EXIT
   trap 'exit 130' INT TERM
@@ -337,6 +338,10 @@ begin() {
   GPUS_FOUND=$("${BOOKS[@]}" inventory) || die "the selected nodes do not suit this run"
   log "nodes $OPENRL_NODES: $GPUS_FOUND $OPENRL_DRIVER devices"
   label_nodes
+}
+
+begin() {
+  prepare
   start_controller
   "${BOOKS[@]}" preflight >&2 || die "preflight failed"
 }

@@ -1,0 +1,627 @@
+"""make chaos: churn workers while faults are injected; invariants checked all along.
+
+Run by hack/chaos.sh, which sets up the cluster, the manifests and the nodes,
+and hands over a kubeconfig with the scheduler's ServiceAccount token
+(``CHAOS_SA_KUBECONFIG``). Here:
+
+* the scheduler runs as its own process(es), as that ServiceAccount;
+* a checker keeps a copy of the namespace (workers, pods, claims) and the
+  nodes from watches and checks hack/lib/invariants.py on every change, plus a
+  full read every few seconds (orphaned claims too);
+* each round tops the fleet up to ``CHAOS_WORKERS`` workers (10Gi and 50Gi
+  trainers), deletes a random quarter, injects one fault from the menu, and
+  waits until the fleet converges (every worker Running or Pending with a
+  reason, status agreeing with pod, claim and node);
+* at the end a table per fault: times injected, violations seen only in
+  passing and still there at the end of its round, the slowest convergence;
+  the last line is ``chaos: PASS ...`` or ``chaos: FAIL ...``.
+
+Faults: kill -9 at random; kill -9 exactly before/after the k-th write of a
+kind (the controller's ``OPENRL_CRASH_AT`` hook); API server and etcd killed
+and restarted; two replicas with the leader killed, SIGTERMed, or stopped
+(SIGSTOP) past its lease and resumed; and under its feet: a pod deleted, a
+claim deleted, the node disabled, its seats per claim lowered, a slice
+deleted, the template removed or garbled (each undone before the round
+converges).
+
+``CHAOS_SELF_TEST=1`` plants each kind of violation as admin (no scheduler
+running) and checks each is caught, so a quiet checker means something.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
+
+import invariants as inv
+from kubernetes import client, config, watch
+from kubernetes.client.exceptions import ApiException
+
+ROOT = Path(__file__).resolve().parents[1]
+NS = os.environ.get("OPENRL_NAMESPACE", "openrl")
+GROUP, VERSION, PLURAL = "openrl.io", "v1alpha1", "openrlworkers"
+RUN_LABEL = "e2e.openrl.io/run"
+TEMPLATE = "openrl-template-trainer"
+MAXW = int(os.environ.get("MAXW", "2"))
+Obj = dict[str, Any]
+
+
+def seconds(text: str, default: float) -> float:
+    text = (text or "").strip()
+    if not text:
+        return default
+    total, number = 0.0, ""
+    for unit in text.replace("ms", "u"):
+        if unit.isdigit() or unit == ".":
+            number += unit
+        else:
+            total += float(number or 0) * {"h": 3600, "m": 60, "s": 1, "u": 0.001}[unit]
+            number = ""
+    return total + float(number or 0)
+
+
+# ------------------------------------------------------------------ the API
+
+
+class Api:
+    def __init__(self) -> None:
+        config.load_kube_config()
+        self.api = client.ApiClient()
+        self.core = client.CoreV1Api(self.api)
+        self.custom = client.CustomObjectsApi(self.api)
+
+    def raw(self, call: Callable[..., Any], *args: Any, **kw: Any) -> Obj:
+        data = json.loads(call(*args, _preload_content=False, _request_timeout=20, **kw).data)
+        assert isinstance(data, dict)
+        return data
+
+    def workers(self) -> list[Obj]:
+        return list(self.raw(self.custom.list_namespaced_custom_object, GROUP, VERSION, NS,
+                             PLURAL)["items"])
+
+    def claims(self) -> list[Obj]:
+        return list(self.raw(self.custom.list_namespaced_custom_object, "resource.k8s.io", "v1",
+                             NS, "resourceclaims")["items"])
+
+    def pods(self) -> list[Obj]:
+        return list(self.raw(self.core.list_namespaced_pod, NS)["items"])
+
+    def nodes(self) -> list[Obj]:
+        return list(self.raw(self.core.list_node)["items"])
+
+    def pod(self, name: str) -> Obj | None:
+        try:
+            return self.raw(self.core.read_namespaced_pod, name, NS)
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
+    def create_worker(self, name: str, memory: str) -> None:
+        body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "OpenRLWorker",
+                "metadata": {"name": name, "labels": {RUN_LABEL: "chaos"}},
+                "spec": {"role": "trainer", "modelId": "chaos/model", "memory": memory}}
+        self.custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, body)
+
+    def delete_worker(self, name: str) -> None:
+        with contextlib.suppress(ApiException):
+            self.custom.delete_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name)
+
+    def label_node(self, node: str, labels: dict[str, str | None]) -> None:
+        self.core.patch_node(node, {"metadata": {"labels": labels}})
+
+
+# --------------------------------------------------------------- the checker
+
+
+class Checker:
+    """A watch-fed copy of the world, checked on every change."""
+
+    def __init__(self, api: Api, older_than: float) -> None:
+        self.api = api
+        self.world = inv.World()
+        self.lock = threading.Lock()
+        self.older_than = older_than
+        self.seen: dict[tuple[str, str], inv.Violation] = {}  # everything ever seen
+        self.stop = threading.Event()
+        self.events = 0
+
+    def start(self) -> None:
+        self.full_read()
+        feeds = [
+            (self.api.custom.list_namespaced_custom_object, (GROUP, VERSION, NS, PLURAL),
+             self._worker),
+            (self.api.core.list_namespaced_pod, (NS,), self._pod),
+            (self.api.custom.list_namespaced_custom_object,
+             ("resource.k8s.io", "v1", NS, "resourceclaims"), self._claim),
+            (self.api.core.list_node, (), self._node),
+        ]
+        for call, args, handle in feeds:
+            threading.Thread(target=self._watch, args=(call, args, handle), daemon=True).start()
+        threading.Thread(target=self._periodic, daemon=True).start()
+
+    def _watch(self, call: Callable[..., Any], args: tuple[Any, ...],
+               handle: Callable[[str, Obj], None]) -> None:
+        while not self.stop.is_set():
+            try:
+                for event in watch.Watch().stream(call, *args, timeout_seconds=60,
+                                                  _request_timeout=90):
+                    obj = self.api.api.sanitize_for_serialization(event["object"])
+                    if not isinstance(obj, dict) or "metadata" not in obj:
+                        continue
+                    with self.lock:
+                        self.events += 1
+                        handle(event["type"], obj)
+                        self._record(inv.continuous(self.world))
+                    if self.stop.is_set():
+                        return
+            except Exception:  # the API server may be down on purpose: look again
+                time.sleep(1)
+
+    def _worker(self, kind: str, obj: Obj) -> None:
+        name = obj["metadata"]["name"]
+        if kind == "DELETED":
+            self.world.workers.pop(name, None)
+            pod = self.api.pod(f"orw-{name}")
+            self._record(inv.worker_gone(self.world, obj, pod))
+        else:
+            self.world.workers[name] = obj
+
+    def _pod(self, kind: str, obj: Obj) -> None:
+        if kind == "DELETED":
+            self.world.pods.pop(obj["metadata"]["name"], None)
+        else:
+            self.world.pods[obj["metadata"]["name"]] = obj
+
+    def _claim(self, kind: str, obj: Obj) -> None:
+        self.world.seen_claim(obj, gone=kind == "DELETED")
+
+    def _node(self, kind: str, obj: Obj) -> None:
+        if kind != "DELETED":
+            self.world.seen_node(obj)
+
+    def full_read(self) -> None:
+        workers, pods, claims, nodes = (self.api.workers(), self.api.pods(), self.api.claims(),
+                                        self.api.nodes())
+        with self.lock:
+            self.world.workers = {w["metadata"]["name"]: w for w in workers}
+            self.world.pods = {p["metadata"]["name"]: p for p in pods}
+            for gone in set(self.world.claims) - {c["metadata"]["name"] for c in claims}:
+                self.world.deleted_claims.add(gone)
+            self.world.claims = {}
+            for c in claims:
+                self.world.seen_claim(c)
+            for n in nodes:
+                self.world.seen_node(n)
+            found = inv.continuous(self.world)
+            found += inv.orphans(self.world, dt.datetime.now(dt.UTC), self.older_than)
+            self._record(found)
+
+    def _periodic(self) -> None:
+        while not self.stop.wait(5.0):
+            with contextlib.suppress(Exception):
+                self.full_read()
+
+    def _record(self, found: list[inv.Violation]) -> None:
+        for v in found:
+            if (v.kind, v.key) not in self.seen:
+                self.seen[(v.kind, v.key)] = v
+                print(f"  violation: {v.kind}: {v.detail}", flush=True)
+
+    def settled(self) -> list[inv.Violation]:
+        self.full_read()
+        with self.lock:
+            return inv.final(self.world) + [v for v in inv.continuous(self.world)]
+
+
+# ------------------------------------------------------------- the scheduler
+
+
+class Scheduler:
+    """openrl-place controller processes, as the ServiceAccount, each with its own log."""
+
+    def __init__(self, state: Path) -> None:
+        self.state = state
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.ports: dict[int, int] = {}  # pid -> its /metrics port
+        self.started = 0
+
+    def start(self, crash_at: str = "") -> subprocess.Popen[bytes]:
+        kubeconfig = os.environ["CHAOS_SA_KUBECONFIG"]
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        env = {**os.environ, "KUBECONFIG": kubeconfig, "OPENRL_CRASH_AT": crash_at}
+        self.started += 1
+        log = open(self.state / f"controller-{self.started}.log", "wb")  # noqa: SIM115
+        proc = subprocess.Popen(
+            [str(ROOT / ".venv" / "bin" / "openrl-place"), "controller",
+             f"--kubeconfig={kubeconfig}", f"--http-address=127.0.0.1:{port}"],
+            env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.procs.append(proc)
+        self.ports[proc.pid] = port
+        return proc
+
+    def alive(self) -> list[subprocess.Popen[bytes]]:
+        self.procs = [p for p in self.procs if p.poll() is None]
+        return self.procs
+
+    def leader(self) -> subprocess.Popen[bytes] | None:
+        """The replica whose /metrics say it leads."""
+        import urllib.request
+
+        for p in self.alive():
+            with contextlib.suppress(Exception):
+                url = f"http://127.0.0.1:{self.ports[p.pid]}/metrics"
+                text = urllib.request.urlopen(url, timeout=3).read().decode()
+                if "\nopenrl_place_leader 1.0" in text:
+                    return p
+        return None
+
+    def ensure(self, count: int = 1) -> None:
+        """Keep ``count`` replicas running (a Deployment's job)."""
+        for proc in list(self.procs):
+            if proc.poll() is not None:
+                self.procs.remove(proc)
+        while len(self.alive()) < count:
+            self.start()
+
+    def stop_all(self) -> None:
+        for p in self.alive():
+            with contextlib.suppress(ProcessLookupError):
+                p.send_signal(signal.SIGCONT)
+                p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        self.procs = []
+
+
+# ------------------------------------------------------------------- faults
+
+
+class Faults:
+    def __init__(self, api: Api, sched: Scheduler, rng: random.Random, nodes: list[str]) -> None:
+        self.api, self.sched, self.rng, self.nodes = api, sched, rng, nodes
+        self.undo: list[Callable[[], None]] = []
+        self.saved_template: Obj = {}
+
+    def menu(self) -> dict[str, Callable[[], None]]:
+        kinds = {"claim": "create:resourceclaims", "pod": "create:pods",
+                 "status": "patch:openrlworkers/status", "finalizer": "patch:openrlworkers",
+                 "event": "create:events"}
+        out: dict[str, Callable[[], None]] = {"kill -9 at random": self.kill_random}
+        for kind, spec in kinds.items():
+            for when in ("before", "after"):
+                out[f"kill -9 {when} {kind} write"] = (
+                    lambda spec=spec, when=when: self.crash_at(spec, when))
+        run = Path(os.environ.get("CLUSTER_RUN_DIR", "/nonexistent"))
+        if (run / "apiserver.pid").is_file():  # the local control plane: ours to restart
+            out["apiserver kill/restart"] = lambda: self.restart_component("apiserver")
+            out["etcd kill/restart"] = lambda: self.restart_component("etcd")
+        out.update({
+            "leader kill -9": lambda: self.leader_signal(signal.SIGKILL),
+            "leader SIGTERM": lambda: self.leader_signal(signal.SIGTERM),
+            "leader SIGSTOP/SIGCONT": self.leader_pause,
+            "pod deleted": self.delete_pod,
+            "claim deleted": self.delete_claim,
+            "node disabled": self.disable_node,
+            "cap lowered": self.lower_cap,
+            "slice deleted": self.delete_slice,
+            "template removed": lambda: self.template(remove=True),
+            "template garbled": lambda: self.template(remove=False),
+        })
+        return out
+
+    def later(self, after: float) -> None:
+        """Undo the round's fault after ``after`` seconds (under-the-feet changes)."""
+        time.sleep(after)
+        while self.undo:
+            with contextlib.suppress(Exception):
+                self.undo.pop()()
+
+    def kill_random(self) -> None:
+        time.sleep(self.rng.uniform(0.5, 4.0))
+        for p in self.sched.alive()[:1]:
+            p.kill()
+
+    def crash_at(self, spec: str, when: str) -> None:
+        verb, res = spec.split(":")
+        self.sched.stop_all()
+        self.sched.start(crash_at=f"{verb}:{res}:{self.rng.randint(1, 6)}:{when}")
+
+    def restart_component(self, name: str) -> None:
+        run = Path(os.environ["CLUSTER_RUN_DIR"])
+        pid = int((run / f"{name}.pid").read_text())
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+        cwd = os.readlink(f"/proc/{pid}/cwd")
+        env = dict(line.split(b"=", 1) for line in
+                   Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") if b"=" in line)
+        os.kill(pid, signal.SIGKILL)
+        time.sleep(self.rng.uniform(2.0, 5.0))
+        logs = run.parent / "logs" / f"{name}.log"
+        with open(logs, "ab") as log:
+            proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=log, stderr=log,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+        (run / f"{name}.pid").write_text(f"{proc.pid}\n")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with contextlib.suppress(Exception):
+                self.api.core.list_namespace(_request_timeout=3)
+                return
+            time.sleep(1)
+
+    def leader_signal(self, sig: int) -> None:
+        self.sched.ensure(2)
+        time.sleep(3)
+        leader = self.sched.leader()
+        if leader is not None:
+            leader.send_signal(sig)
+
+    def leader_pause(self) -> None:
+        self.sched.ensure(2)
+        time.sleep(3)
+        leader = self.sched.leader()
+        if leader is None:
+            return
+        leader.send_signal(signal.SIGSTOP)
+        time.sleep(20)  # past the lease: the standby takes over and places workers
+        leader.send_signal(signal.SIGCONT)
+
+    def _pick(self, items: list[Obj]) -> Obj | None:
+        return self.rng.choice(items) if items else None
+
+    def delete_pod(self) -> None:
+        pod = self._pick([p for p in self.api.pods() if p["metadata"]["name"].startswith("orw-")])
+        if pod is not None:
+            with contextlib.suppress(ApiException):
+                self.api.core.delete_namespaced_pod(pod["metadata"]["name"], NS)
+
+    def delete_claim(self) -> None:
+        claim = self._pick(self.api.claims())
+        if claim is None:
+            return
+        with contextlib.suppress(ApiException):
+            self.api.custom.delete_namespaced_custom_object(
+                "resource.k8s.io", "v1", NS, "resourceclaims", claim["metadata"]["name"])
+        # Its workers keep running on it; an operator would delete their pods next.
+        time.sleep(3)
+        for pod in self.api.pods():
+            if inv.pod_claim(pod) == claim["metadata"]["name"]:
+                with contextlib.suppress(ApiException):
+                    self.api.core.delete_namespaced_pod(pod["metadata"]["name"], NS)
+
+    def disable_node(self) -> None:
+        node = self.rng.choice(self.nodes)
+        self.api.label_node(node, {"openrl.io/enabled": "false"})
+        self.undo.append(lambda: self.api.label_node(node, {"openrl.io/enabled": "true"}))
+
+    def lower_cap(self) -> None:
+        node = self.rng.choice(self.nodes)
+        self.api.label_node(node, {"openrl.io/max-workers-per-claim": "1"})
+        self.undo.append(lambda: self.api.label_node(
+            node, {"openrl.io/max-workers-per-claim": str(MAXW)}))
+
+    def delete_slice(self) -> None:
+        slices = self.api.raw(self.api.custom.list_cluster_custom_object, "resource.k8s.io", "v1",
+                              "resourceslices")["items"]
+        ours = [s for s in slices if (s.get("spec") or {}).get("nodeName") in self.nodes]
+        item = self._pick(ours)
+        if item is not None:
+            with contextlib.suppress(ApiException):
+                self.api.custom.delete_cluster_custom_object(
+                    "resource.k8s.io", "v1", "resourceslices", item["metadata"]["name"])
+
+    def template(self, remove: bool) -> None:
+        cm = self.api.core.read_namespaced_config_map(TEMPLATE, NS)
+        saved = dict(cm.data or {})
+        patch: dict[str, str | None] = {"pod.yaml": None} if remove else {
+            "pod.yaml": "apiVersion: v1\nkind: Pod\nspec: {nodeName: somewhere}\n"}
+        self.api.core.patch_namespaced_config_map(TEMPLATE, NS, {"data": patch})
+        self.delete_pod()  # a pod gone while the template is unusable
+        self.undo.append(lambda: self.api.core.patch_namespaced_config_map(
+            TEMPLATE, NS, {"data": saved}))
+
+
+# --------------------------------------------------------------------- runs
+
+
+def converge(checker: Checker, sched: Scheduler, replicas: int, timeout: float,
+             started: float) -> tuple[float | None, list[inv.Violation]]:
+    """Seconds from ``started`` (the fault) until the fleet is settled and sound."""
+    last: list[inv.Violation] = []
+    while time.monotonic() - started < timeout:
+        sched.ensure(replicas)
+        with contextlib.suppress(Exception):
+            last = checker.settled()
+            if not last:
+                return time.monotonic() - started, []
+        time.sleep(2)
+    return None, last
+
+
+def run() -> int:
+    seed = int(os.environ.get("CHAOS_SEED") or random.randrange(1 << 30))
+    rounds = int(os.environ.get("CHAOS_ROUNDS", "8"))
+    settle = float(os.environ.get("CHAOS_SETTLE", "120"))
+    state = Path(os.environ.get("OPENRL_STATE_DIR", "."))
+    rng = random.Random(seed)
+    api = Api()
+    nodes = [n for n in os.environ.get("OPENRL_NODES", "").split(",") if n]
+    devices = int(os.environ.get("GPUS") or 0) or 8 * len(nodes)
+    seats = devices * MAXW
+    target = int(os.environ.get("CHAOS_WORKERS") or min(200, 3 * seats))
+    grace = seconds(os.environ.get("OPEN_RL_RECLAIM_GRACE", ""), 120)
+    interval = seconds(os.environ.get("OPEN_RL_RECLAIM_INTERVAL", ""), 60)
+    print(f"chaos: seed {seed}, {rounds} rounds, {target} workers over {seats} seats "
+          f"({devices} devices x {MAXW}), nodes {','.join(nodes)}", flush=True)
+    # The sweep's grace and interval, a lease takeover (15s) and slack.
+    checker = Checker(api, older_than=grace + interval + 45)
+    checker.start()
+    sched = Scheduler(state)
+    faults = Faults(api, sched, rng, nodes)
+    menu = faults.menu()
+    order = list(menu)
+    rng.shuffle(order)
+    table: dict[str, dict[str, Any]] = defaultdict(lambda: {"n": 0, "transient": 0, "final": 0,
+                                                            "converge": []})
+    serial = 0
+    sched.ensure(1)
+    try:
+        for index in range(rounds):
+            fault = order[index % len(order)]
+            replicas = 2 if fault.startswith("leader") else 1
+            before = set(checker.seen)
+            live = [w["metadata"]["name"] for w in api.workers()
+                    if not w["metadata"].get("deletionTimestamp")]
+            for name in rng.sample(live, len(live) // 4):
+                api.delete_worker(name)
+            for _ in range(target - len(live) + len(live) // 4):
+                serial += 1
+                api.create_worker(f"w{serial:04d}", rng.choice(["10Gi", "50Gi"]))
+            print(f"round {index + 1}/{rounds}: {fault}", flush=True)
+            injected = time.monotonic()
+            menu[fault]()
+            faults.later(rng.uniform(3.0, 8.0))
+            took, left = converge(checker, sched, replicas, settle, injected)
+            row = table[fault]
+            row["n"] += 1
+            new = set(checker.seen) - before
+            final_keys = {(v.kind, v.key) for v in left}
+            row["final"] += len(final_keys)
+            row["transient"] += len(new - final_keys)
+            row["converge"].append(took)
+            for v in left:
+                print(f"  not converged: {v.kind}: {v.detail}", flush=True)
+            print(f"  converged in {took:.1f}s" if took is not None else "  did not converge",
+                  flush=True)
+            sched.ensure(1)
+    finally:
+        teardown(api, sched, checker)
+    print()
+    print(f"{'fault':32} {'times':>5} {'transient':>9} {'final':>5} {'converge max':>12}")
+    failed = False
+    for fault in order:
+        if fault not in table:
+            continue
+        row = table[fault]
+        times = [t for t in row["converge"] if t is not None]
+        worst = "never" if len(times) < len(row["converge"]) else f"{max(times):.1f}s"
+        failed |= bool(row["transient"] or row["final"]) or worst == "never"
+        print(f"{fault:32} {row['n']:>5} {row['transient']:>9} {row['final']:>5} {worst:>12}")
+    total = sum(r["n"] for r in table.values())
+    verdict = "FAIL" if failed or checker.seen else "PASS"
+    print(f"chaos: {verdict} (seed {seed}, {total} faults in {rounds} rounds, "
+          f"{len(checker.seen)} violations, {checker.events} watch events checked)")
+    return 1 if verdict == "FAIL" else 0
+
+
+def teardown(api: Api, sched: Scheduler, checker: Checker) -> None:
+    sched.ensure(1)
+    for w in api.workers():
+        api.delete_worker(w["metadata"]["name"])
+    deadline = time.monotonic() + 180
+    while (api.workers() or api.claims()) and time.monotonic() < deadline:
+        sched.ensure(1)  # the sweep takes the claims once they are past their grace
+        time.sleep(2)
+    sched.stop_all()
+    checker.stop.set()
+
+
+# ---------------------------------------------------------------- self-test
+
+
+def self_test() -> int:
+    """Plant each kind of violation as admin; every kind must be caught."""
+    api = Api()
+    nodes = [n for n in os.environ.get("OPENRL_NODES", "").split(",") if n]
+    node = nodes[0]
+    checker = Checker(api, older_than=0)
+    world = checker.world
+    api.create_worker("planted-a", "10Gi")
+    api.create_worker("planted-b", "10Gi")
+    a = next(w for w in api.workers() if w["metadata"]["name"] == "planted-a")
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+             "metadata": {"name": "planted-claim", "labels": {inv.MANAGED: "true"},
+                          "annotations": {inv.SIZED_FOR: node}},
+             "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                 "deviceClassName": os.environ.get("OPENRL_DRIVER", "gpu.example.com"),
+                 "count": 1}}]}}}
+    api.custom.create_namespaced_custom_object("resource.k8s.io", "v1", NS, "resourceclaims",
+                                               claim)
+    uid_a = a["metadata"]["uid"]
+    for i in range(MAXW + 1):  # more pods on one claim than it has seats
+        api.core.create_namespaced_pod(NS, {"metadata": {
+            "name": f"planted-{i}", "ownerReferences": [
+                {"apiVersion": f"{GROUP}/{VERSION}", "kind": "OpenRLWorker",
+                 "name": "planted-a", "uid": uid_a}]},
+            "spec": {"nodeName": "nowhere", "containers": [{"name": "c", "image": "none"}],
+                     "resourceClaims": [{"name": "gpu",
+                                         "resourceClaimName": "planted-claim"}]}})
+    checker.full_read()
+    with checker.lock:
+        # Placed on one claim, then on another that was never deleted: moved.
+        a = world.workers["planted-a"]
+        a["status"] = {"phase": "Running", "claimName": "planted-claim"}
+        inv.continuous(world)
+        a["status"] = {"phase": "Running", "claimName": "planted-other"}
+        checker._record(inv.continuous(world))
+        # Two claims holding the same device; a node's parked memory overfilled.
+        twin = json.loads(json.dumps(world.claims["planted-claim"]))
+        twin["metadata"]["name"] = "planted-twin"
+        result = {"driver": "d", "pool": node, "device": "gpu-0"}
+        for c in (world.claims["planted-claim"], twin):
+            c.setdefault("status", {})["allocation"] = {"devices": {"results": [result]}}
+        world.claims["planted-twin"] = twin
+        b = world.workers["planted-b"]
+        b["spec"]["memory"] = "100Ti"
+        b["status"] = {"phase": "Running", "claimName": "planted-other"}
+        world.claims["planted-other"] = {**twin, "metadata": {**twin["metadata"],
+                                                              "name": "planted-other"},
+                                         "status": {}}
+        checker._record(inv.continuous(world))
+        # A worker gone while its pod exists; a claim nobody references; a Running lie.
+        checker._record(inv.worker_gone(world, a, api.pod("planted-0")))
+        world.claims["planted-lone"] = {**world.claims["planted-claim"], "metadata": {
+            **world.claims["planted-claim"]["metadata"], "name": "planted-lone"}}
+        world.pods.clear()
+        checker._record(inv.orphans(world, dt.datetime.now(dt.UTC), 0))
+        checker._record(inv.final(world))
+    for i in range(MAXW + 1):
+        with contextlib.suppress(ApiException):
+            api.core.delete_namespaced_pod(f"planted-{i}", NS, grace_period_seconds=0)
+    with contextlib.suppress(ApiException):
+        api.custom.delete_namespaced_custom_object("resource.k8s.io", "v1", NS,
+                                                   "resourceclaims", "planted-claim")
+    for name in ("planted-a", "planted-b"):
+        api.delete_worker(name)
+    kinds = {"seats", "device-twice", "host-memory", "moved", "pod-outlived-worker",
+             "orphan-claim", "final"}
+    caught = {kind for kind, _ in checker.seen}
+    missed = sorted(kinds - caught)
+    print(f"chaos self-test: {'FAIL' if missed else 'PASS'} "
+          f"(caught {', '.join(sorted(caught & kinds))}"
+          f"{'; missed ' + ', '.join(missed) if missed else ''})")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(self_test() if os.environ.get("CHAOS_SELF_TEST") == "1" else run())
