@@ -98,8 +98,10 @@ class _Conclude(Exception):
         self.requeue_after = requeue_after
 
 
-# How long a placed pod may make progress short of Running before the status says so.
-STATUS_QUIET = 30.0
+# A placed pod's progress short of Running is written once it has waited this share of
+# the placement timeout (default 10m: 2.5m), well before Unschedulable: in a burst,
+# kube-scheduler may take a minute to reach a pod, and every such write is one more.
+STATUS_QUIET = 0.25
 
 # A write's failure, and what the loop does about it: retry with back-off, soon, or not.
 RETRY, SOON, DROP = "retry", "soon", "drop"
@@ -323,10 +325,11 @@ class Reconciler:
                                          detail=f"pod {name_of(pod)} running on node "
                                                 f"{pod_node(pod)}"))
         waited = (self.now() - created_at(pod)).total_seconds()
-        if worker.phase == Phase.PLACING and worker.claim == claim and waited < STATUS_QUIET:
+        quiet = STATUS_QUIET * self.settings.placement_timeout
+        if worker.phase == Phase.PLACING and worker.claim == claim and waited < quiet:
             # Already reported Placing on this claim: progress short of Running is not
             # worth a write while it is young (most pods run within it). Look again then.
-            return Result(requeue_after=STATUS_QUIET - waited)
+            return Result(requeue_after=quiet - waited)
         if pod_node(pod):
             raise _Conclude(attrs.evolve(base, detail=f"pod {name_of(pod)} starting on node "
                                                       f"{pod_node(pod)}"))
