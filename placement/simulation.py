@@ -49,6 +49,8 @@ from placement.pending import PendingQueue
 
 __all__ = ["Phase", "Placement", "Simulation", "WorkerState"]
 
+_ROLES = tuple(Role)  # iterating the enum itself costs a microsecond per retry
+
 
 class Phase(enum.StrEnum):
     PLACED = "Placed"  # on an allocated claim
@@ -214,7 +216,7 @@ class Simulation:
         node = self.fleet.node(changed_node)
         if node is None:
             return placed
-        roles = [role for role in Role if node.accepts(role)]
+        roles = [role for role in _ROLES if node.accepts(role)]
         while pending:
             offer = offer_of(self.fleet, changed_node)
             assert offer is not None
