@@ -7,7 +7,10 @@ and hands over a kubeconfig with the scheduler's ServiceAccount token
 * the scheduler runs as its own process(es), as that ServiceAccount;
 * a checker keeps a copy of the namespace (workers, pods, claims) and the
   nodes from watches and checks hack/lib/invariants.py on every change, plus a
-  full read every few seconds (orphaned claims too);
+  full read every few seconds (orphaned claims too). A violation the watches
+  show is recorded once a fresh read confirms it: the watches are separate
+  streams, and one may run ahead of another (a new pod seen before an old
+  one's deletion);
 * each round tops the fleet up to ``CHAOS_WORKERS`` workers (10Gi and 50Gi
   trainers), deletes a random quarter, injects one fault from the menu, and
   waits until the fleet converges (every worker Running or Pending with a
@@ -158,21 +161,46 @@ class Checker:
 
     def _watch(self, call: Callable[..., Any], args: tuple[Any, ...],
                handle: Callable[[str, Obj], None]) -> None:
+        version = ""  # carried across reconnects, so no change falls into a gap
         while not self.stop.is_set():
             try:
+                kw = {"resource_version": version} if version else {}
                 for event in watch.Watch().stream(call, *args, timeout_seconds=60,
-                                                  _request_timeout=90):
+                                                  _request_timeout=90, **kw):
                     obj = self.api.api.sanitize_for_serialization(event["object"])
                     if not isinstance(obj, dict) or "metadata" not in obj:
                         continue
+                    version = str(obj["metadata"].get("resourceVersion") or version)
                     with self.lock:
                         self.events += 1
                         handle(event["type"], obj)
-                        self._record(inv.continuous(self.world))
+                        found = inv.continuous(self.world)
+                    self._confirm(found)
                     if self.stop.is_set():
                         return
-            except Exception:  # the API server may be down on purpose: look again
+            except Exception:  # the API server may be down on purpose; or 410: look again
+                version = ""
                 time.sleep(1)
+
+    def _confirm(self, found: list[inv.Violation]) -> None:
+        """Record what a fresh read confirms: the watches are separate streams, and one
+        may run ahead of another (a new pod seen before an old one's deletion)."""
+        new = [v for v in found if (v.kind, v.key) not in self.seen]
+        if not new:
+            return
+        with contextlib.suppress(Exception):
+            workers, pods, claims = self.api.workers(), self.api.pods(), self.api.claims()
+            with self.lock:
+                fresh = inv.World(
+                    workers={w["metadata"]["name"]: w for w in workers},
+                    pods={p["metadata"]["name"]: p for p in pods},
+                    nodes=dict(self.world.nodes), max_seats=dict(self.world.max_seats),
+                    placed=dict(self.world.placed),
+                    deleted_claims=set(self.world.deleted_claims))
+                for c in claims:
+                    fresh.seen_claim(c)
+                again = {(v.kind, v.key) for v in inv.continuous(fresh)}
+                self._record([v for v in new if (v.kind, v.key) in again])
 
     def _worker(self, kind: str, obj: Obj) -> None:
         name = obj["metadata"]["name"]
