@@ -74,6 +74,27 @@ class Cluster:
             )
         return proc
 
+    @property
+    def is_local(self) -> bool:
+        """Whether this is the control plane ``hack/cluster.sh`` runs for this checkout."""
+        return os.path.abspath(self.kubeconfig) == os.path.abspath(LOCAL_KUBECONFIG)
+
+    def run_hack(self, script: str, *, timeout: float, **env: str) -> str:
+        """Run ``hack/<script>`` against this cluster; its output, asserting it passed.
+
+        The tail of the output is printed, so ``-rA`` or a failure shows what the
+        script saw.
+        """
+        proc = subprocess.run(
+            [str(REPO / "hack" / script)], cwd=REPO, stdin=subprocess.DEVNULL,
+            env=dict(os.environ, KUBECONFIG=self.kubeconfig, **env),
+            capture_output=True, text=True, timeout=timeout, check=False,
+        )
+        output = proc.stdout + proc.stderr
+        print(output[-8000:])
+        assert proc.returncode == 0, f"{script} failed ({proc.returncode}):\n{output[-8000:]}"
+        return output
+
     @staticmethod
     def wait_for(
         probe: Callable[[], T | None],
