@@ -19,7 +19,7 @@ changes, raising ``PlacementError`` and changing nothing when it would break
 the books. Two kinds:
 
 * *Decisions* carried out: ``cut`` (a new claim for one worker) and ``book``
-  (a join). They check what ``decide`` checks (``decide.JOIN_CHECKS`` for a
+  (a join). They check what ``decide`` checks (``policy.JOIN_CHECKS`` for a
   join): the node accepts the role, the devices are free (``cut``) or the
   claim is allocated and has a seat (``book``), the worker fits the devices by
   itself, and the node can park everyone after a join.
@@ -44,9 +44,9 @@ import math
 from collections.abc import Iterable
 from typing import Final, NoReturn
 
-from placement.decide import JOIN_CHECKS, JoinCandidate
 from placement.index import Index
 from placement.model import Claim, Node, PlacementError, Request
+from placement.policy import JOIN_CHECKS, JoinCandidate
 from placement.records import ClaimRow, NodeRow
 from placement.rooms import Room
 

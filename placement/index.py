@@ -5,7 +5,7 @@ call in here on every change; nothing here is a fact of its own, so an index
 rebuilt from the books' nodes and claims files everything the same way
 (``describe`` gives both as plain data to compare).
 
-What is filed, and for which part of the policy in ``decide.py``:
+What is filed, and for which part of the policy in ``policy.py``:
 
 * Pools, for spreading: node names bucketed by pool group (role policy and
   device size), then by free devices, each bucket a sorted list (so the name
@@ -30,8 +30,8 @@ from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from placement.decide import join_room
 from placement.model import Node, Role
+from placement.policy import join_room
 from placement.records import ClaimRow, Groups, NodeRow, PoolGroup, SeatGroup
 from placement.rooms import Room, RoomIndex
 

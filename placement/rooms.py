@@ -4,7 +4,7 @@ Internal to the package: the index files each open claim here.
 
 A claim's *room* is the largest worker that could join it now: what its
 devices hold, capped by the host memory its node can still park (the policy
-in ``decide.py`` states it as ``join_room``); ``-inf`` when nothing may join.
+in ``policy.py`` states it as ``join_room``); ``-inf`` when nothing may join.
 
 Why it exists: among allocated claims with the same number of workers, the
 join goes to the smallest claim name whose node can still park the joiner.
