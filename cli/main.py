@@ -27,7 +27,7 @@ from cli.scenario import Scenario, ScenarioError, load_scenario
 from cli.show import printable
 from placement.quantity import parse_quantity
 
-__all__ = ["fail", "file_kind", "main", "read_file"]
+__all__ = ["Commands", "fail", "file_kind", "main", "read_file"]
 
 EXIT_OK = 0
 EXIT_EXPECTATION_FAILED = 1
@@ -40,7 +40,7 @@ DEFAULT_MAX_SIZE = "100Mi"
 LONGEST_MESSAGE = 1000
 
 
-class _Commands(click.Group):
+class Commands(click.Group):
     """A command group whose heavier subcommands are imported on first use.
 
     ``openrl-place controller`` pulls in the Kubernetes client, which takes
@@ -49,10 +49,11 @@ class _Commands(click.Group):
     pools and, for its report, matplotlib.
     """
 
+    prog: ClassVar[str] = "openrl-place"  # the group as people type it, for messages
     lazy: ClassVar[dict[str, str]] = {"controller": "controller.main:command",
                                       "compare": "cli.compare:command",
-                                      "snapshot": "controller.tools:snapshot",
-                                      "explain": "controller.tools:explain"}
+                                      "snapshot": "cli.snapshot:command",
+                                      "explain": "cli.explain:command"}
     # What a command's extra installs: missing, the command says which extra to add.
     extra: ClassVar[dict[str, tuple[str, ...]]] = {
         "controller": ("kubernetes", "prometheus_client"),
@@ -75,14 +76,14 @@ class _Commands(click.Group):
                 if not missing:
                     raise
                 extra = self.extra_name.get(name, name)
-                ctx.fail(f"openrl-place {name} needs the {extra} extra ({', '.join(missing)} "
+                ctx.fail(f"{self.prog} {name} needs the {extra} extra ({', '.join(missing)} "
                          f"not installed): pip install 'openrl-place[{extra}]'")
             command: click.Command = getattr(loaded, attribute)
             return command
         return super().get_command(ctx, name)
 
 
-@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="openrl-place", prog_name="openrl-place")
 def main() -> None:
     """GPU claim scheduler for Kubernetes: spread RL workers onto free GPUs, share

@@ -55,9 +55,9 @@ class LiveFleet:
     pods: dict[str, Obj]  # managed pods, by name
 
 
-def connect(kubeconfig: str | None, namespace: str) -> kube.Kube:
+def connect(kubeconfig: str | None, namespace: str, context: str | None = None) -> kube.Kube:
     try:
-        return kube.Kube(kube.load_api_client(kubeconfig), namespace)
+        return kube.Kube(kube.load_api_client(kubeconfig, context), namespace)
     except (ConfigException, OSError, ValueError) as error:
         raise Unreachable(f"no usable kubeconfig: {error}") from None
 

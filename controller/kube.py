@@ -126,17 +126,22 @@ def _error(status: int, body: str | bytes | None) -> KubeError:
     return kind(status, reason, message or reason)
 
 
-def load_api_client(kubeconfig: str | None) -> client.ApiClient:
-    """``kubeconfig`` if given, else ``$KUBECONFIG``, else in-cluster, else ``~/.kube/config``."""
+def load_api_client(kubeconfig: str | None, context: str | None = None) -> client.ApiClient:
+    """``kubeconfig`` if given, else ``$KUBECONFIG``, else in-cluster, else ``~/.kube/config``.
+
+    ``context`` picks a kubeconfig context other than the current one (in-cluster
+    has none, so naming one means a kubeconfig).
+    """
     configuration = client.Configuration()
     # Six watches, the write pool (16 plans in flight), the loop's own deletions and the
     # leader's renewals share the pool; a full pool opens a new connection per request.
     configuration.connection_pool_maxsize = 32
     if kubeconfig:
-        config.load_kube_config(config_file=kubeconfig,  # type: ignore[no-untyped-call]
+        config.load_kube_config(config_file=kubeconfig, context=context,  # type: ignore[no-untyped-call]
                                 client_configuration=configuration)
-    elif os.environ.get("KUBECONFIG"):
-        config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    elif os.environ.get("KUBECONFIG") or context:
+        config.load_kube_config(context=context,  # type: ignore[no-untyped-call]
+                                client_configuration=configuration)
     else:
         try:
             config.load_incluster_config(  # type: ignore[no-untyped-call]
@@ -145,6 +150,23 @@ def load_api_client(kubeconfig: str | None) -> client.ApiClient:
             config.load_kube_config(  # type: ignore[no-untyped-call]
                 client_configuration=configuration)
     return client.ApiClient(configuration)
+
+
+def context_namespace(kubeconfig: str | None, context: str | None = None) -> str | None:
+    """The namespace a kubeconfig context names (kubectl's default for ``-n``), if any.
+
+    None when there is no kubeconfig to read or the context names none; an
+    unreadable kubeconfig is left for ``load_api_client`` to report.
+    """
+    try:
+        contexts, current = config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
+            config_file=kubeconfig)
+    except (config.ConfigException, OSError, ValueError, TypeError):
+        return None
+    chosen = next((c for c in contexts or () if c.get("name") == context), None) \
+        if context else current
+    namespace = ((chosen or {}).get("context") or {}).get("namespace")
+    return str(namespace) if namespace else None
 
 
 class Kube:

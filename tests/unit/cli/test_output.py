@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from click.testing import Result
 
 from tests.unit.cli.conftest import Run, devbox
@@ -228,18 +229,26 @@ def test_the_controller_is_a_subcommand_loaded_only_when_asked() -> None:
 
 
 
-def test_without_the_controller_extra_the_command_says_what_to_install() -> None:
+@pytest.mark.parametrize(("entry", "argv", "says"), [
+    ("cli.main", ["openrl-place", "controller", "--help"], "openrl-place controller"),
+    ("cli.main", ["openrl-place", "snapshot"], "openrl-place snapshot"),
+    ("cli.kubectl", ["kubectl-openrl", "explain", "w"], "kubectl openrl explain"),
+])
+def test_without_the_controller_extra_the_command_says_what_to_install(
+        entry: str, argv: list[str], says: str) -> None:
     import subprocess
     import sys
 
     # A module set to None in sys.modules cannot be imported: as if never installed.
-    probe = ("import sys; sys.modules['kubernetes'] = None; sys.argv = ['openrl-place', "
-             "'controller', '--help']; from cli.main import main; main()")
+    probe = (f"import sys; sys.modules['kubernetes'] = None; sys.argv = {argv!r}; "
+             f"from {entry} import main; main()")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           check=False)
     assert done.returncode == 2
+    assert f"{says} needs the controller extra" in done.stderr
     assert "pip install 'openrl-place[controller]'" in done.stderr
     assert "Traceback" not in done.stderr
+
 
 def test_zero_host_memory_means_nothing_can_be_parked(run: Run) -> None:
     text = """

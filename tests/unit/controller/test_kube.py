@@ -3,6 +3,7 @@
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import ClassVar
 
 import pytest
@@ -184,3 +185,17 @@ def test_a_paged_list_is_reduced_page_by_page(server_api) -> None:
     first, second = Recorder.seen
     assert first["path"] == "/api/v1/nodes?limit=2"
     assert second["path"] == "/api/v1/nodes?limit=2&continue=tok"
+
+
+def test_the_namespace_a_kubeconfig_context_names(tmp_path: Path) -> None:
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: here\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "contexts:\n- {name: here, context: {cluster: c, user: u}}\n"
+        "- {name: there, context: {cluster: c, user: u, namespace: team-b}}\n"
+        "users: [{name: u, user: {token: t}}]\n")
+    assert kube.context_namespace(str(path)) is None
+    assert kube.context_namespace(str(path), "there") == "team-b"
+    assert kube.context_namespace(str(path), "nowhere") is None
+    assert kube.context_namespace(str(tmp_path / "missing")) is None

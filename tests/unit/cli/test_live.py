@@ -5,8 +5,8 @@ from __future__ import annotations
 from click.testing import CliRunner
 
 from cli.main import main
+from cli.snapshot import snapshot_document, verify_snapshot
 from controller.inspect_fleet import read_live_fleet
-from controller.tools import snapshot_document, verify_snapshot
 from placement import Request, Role
 from placement.remedy import diagnose
 from tests.unit.controller.conftest import DRIVER, Cluster
@@ -93,10 +93,47 @@ def test_an_unreachable_cluster_is_one_line_and_exit_2(tmp_path: object) -> None
 def test_the_yaml_reads_back_as_the_same_scenario() -> None:
     import yaml
 
-    from controller.tools import _yaml
+    from cli.snapshot import _yaml
 
     live = read_live_fleet(_shared_and_full().api, DRIVER)  # type: ignore[arg-type]
     document = snapshot_document(live)
     text = _yaml(document)
     assert yaml.safe_load(text) == document
     assert "- arrive: {name: b, role: trainer, memory: 30Gi, owner: qwen}\n" in text
+
+
+# ---------------------------------------------------------------- kubectl openrl
+
+TWO_CONTEXTS = """\
+apiVersion: v1
+kind: Config
+current-context: here
+clusters:
+- {name: here, cluster: {server: 'https://127.0.0.1:1'}}
+- {name: there, cluster: {server: 'https://127.0.0.1:2'}}
+contexts:
+- {name: here, context: {cluster: here, user: u}}
+- {name: there, context: {cluster: there, user: u, namespace: team-b}}
+users: [{name: u, user: {token: t}}]
+"""
+
+
+def test_the_plugin_names_its_cluster_with_kubectls_flags(tmp_path: object) -> None:
+    from cli.kubectl import plugin
+
+    kubeconfig = f"{tmp_path}/two.kubeconfig"
+    with open(kubeconfig, "w") as out:
+        out.write(TWO_CONTEXTS)
+    for args, server in ((["snapshot"], 1), (["explain", "w", "--context", "there"], 2),
+                         (["explain", "w", "-n", "x", "--context", "there"], 2)):
+        result = CliRunner().invoke(plugin, [*args, "--kubeconfig", kubeconfig],
+                                    prog_name="kubectl openrl")
+        assert result.exit_code == 2, result.output
+        (line,) = result.output.strip().splitlines()
+        assert line.startswith(f"kubectl openrl {args[0]}: cannot reach https://127.0.0.1:{server}")
+    result = CliRunner().invoke(plugin, ["explain", "w", "--kubeconfig", kubeconfig,
+                                         "--context", "nowhere"])
+    assert result.exit_code == 2
+    assert "kubectl openrl explain: no usable kubeconfig" in result.output
+    assert "nowhere" in result.output
+

@@ -1,0 +1,141 @@
+"""``explain WORKER``: why a worker on the live cluster waits, and what would seat it.
+
+Rules:
+
+* It prints the worker's phase and reason; for a worker without a seat, one
+  verdict line per enabled node and the smallest single change that would
+  seat it (``placement.remedy``, which asks the decision about a changed copy
+  of the fleet), or that none within this fleet's hardware would.
+* A worker holding a seat gets its claim and node, nothing more.
+* Read-only; the cluster is read once (``cli.live``). A cluster that cannot
+  be read, or no such worker, is one line on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from cli.live import KUBECTL, OPENRL_PLACE, Flags, read, unreachable
+from controller.inspect_fleet import LiveFleet
+from placement import Request, Role
+from placement.quantity import format_quantity
+from placement.remedy import Diagnosis, NodeVerdict, diagnose
+
+__all__ = ["build", "command", "kubectl_command"]
+
+
+def build(flags: Flags) -> click.Command:
+    """The ``explain`` command, naming its cluster with ``flags``."""
+
+    @click.command("explain")
+    @click.argument("worker")
+    @flags.apply
+    @click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text",
+                  show_default=True)
+    def explain(worker: str, output: str, **cluster: Any) -> None:
+        """Why WORKER waits: each enabled node's verdict, and the smallest change that
+        would seat it.
+
+        Read-only. Exit status 2 when the cluster cannot be read or WORKER does not exist.
+        """
+        api, live = read(flags, "explain", **cluster)
+        found = live.workers.get(worker)
+        if found is None:
+            unreachable(flags, "explain", f"no OpenRLWorker {worker} in namespace {api.namespace}")
+        status = found.status
+        booked = live.view.bookings.get(worker)
+        claim = booked.claim if booked is not None and booked.claim in live.view.claims else None
+        diagnosis: Diagnosis | None = None
+        if claim is None and not found.spec_error:
+            request = Request(found.name, Role(found.role), found.memory, found.owner)
+            diagnosis = diagnose(request, live.view.fleet)
+        document = _explanation(found.name, found.role.value, found.memory, found.owner,
+                                str(status.get("phase") or "Pending"), status.get("reason"),
+                                claim, live, diagnosis)
+        if output == "json":
+            click.echo(json.dumps(document, indent=2))
+        else:
+            click.echo("\n".join(_explanation_lines(document, diagnosis)))
+
+    return explain
+
+
+def _explanation(name: str, role: str, memory: int, owner: str, phase: str,
+                 reason: str | None, claim: str | None, live: LiveFleet,
+                 diagnosis: Diagnosis | None) -> dict[str, Any]:
+    claim_view = live.view.claims.get(claim) if claim else None
+    return {
+        "worker": name, "role": role, "memory": format_quantity(memory), "owner": owner,
+        "phase": phase, "reason": reason, "claim": claim,
+        "node": claim_view.node if claim_view is not None and claim_view.allocated else None,
+        "placementNow": (str(diagnosis.reason) if diagnosis is not None and diagnosis.reason
+                         else None),
+        "nodes": [_verdict(v) for v in diagnosis.nodes] if diagnosis is not None else [],
+        "wouldSeat": (diagnosis.change.to_dict() if diagnosis is not None
+                      and diagnosis.change is not None else None),
+        "alternatives": ([c.to_dict() for c in diagnosis.alternatives[1:]]
+                         if diagnosis is not None else []),
+    }
+
+
+def _verdict(verdict: NodeVerdict) -> dict[str, Any]:
+    return {
+        "node": verdict.node, "roles": list(verdict.roles), "accepts": verdict.accepts,
+        "devices": verdict.devices, "deviceMemory": format_quantity(verdict.device_memory),
+        "freeDevices": verdict.free_devices, "needs": verdict.needed,
+        "hostMemory": (format_quantity(verdict.host_memory)
+                       if verdict.host_memory is not None else None),
+        "parked": format_quantity(verdict.parked) if verdict.parked else "0",
+        "maxWorkersPerClaim": verdict.max_workers_per_claim,
+        "claims": [{"claim": c.claim, "workers": c.workers, "devices": c.devices,
+                    "verdict": c.verdict, "detail": c.detail} for c in verdict.claims],
+        "summary": verdict.summary,
+    }
+
+
+def _explanation_lines(document: dict[str, Any], diagnosis: Diagnosis | None) -> list[str]:
+    memory = document["memory"]
+    lines = [f"worker {document['worker']} ({document['role']}, {memory}, owner "
+             f"{document['owner']}): {document['phase']}"]
+    if document["claim"] is not None:
+        where = f" on {document['node']}" if document["node"] else " (not yet allocated)"
+        lines.append(f"holds a seat on claim {document['claim']}{where}")
+        return lines
+    if document["reason"]:
+        lines.append(f"reason: {document['reason']}")
+    if diagnosis is None:
+        return lines
+    if diagnosis.reason is None:
+        lines.append("placement now: it would be seated at its next retry")
+    elif document["reason"] is None or str(diagnosis.reason) not in document["reason"]:
+        lines.append(f"placement now: {diagnosis.reason}")
+    lines.append("nodes:")
+    width = max((len(v.node) for v in diagnosis.nodes), default=0)
+    for verdict in diagnosis.nodes:
+        roles = "/".join(verdict.roles) or "any role"
+        lines.append(f"  {verdict.node:<{width}}  {roles:<16} {verdict.summary}")
+        if not verdict.accepts or verdict.needed > verdict.devices:
+            continue  # its claims are not this worker's business
+        for claim in verdict.claims:
+            if claim.verdict != "open":
+                lines.append(f"  {'':<{width}}    claim {claim.claim}: {claim.verdict} "
+                             f"({claim.detail})")
+    if not diagnosis.nodes:
+        lines.append("  (no enabled node publishes devices)")
+    change = diagnosis.change
+    if change is not None:
+        lines.append(f"would seat it: {change.text}")
+        lines.extend(f"           or: {other.text}" for other in diagnosis.alternatives[1:])
+    elif diagnosis.reason is not None and diagnosis.reason.never:
+        lines.append("would seat it: nothing within this fleet's hardware (NoCapacity): "
+                     f"{diagnosis.reason.detail}")
+    elif diagnosis.reason is not None:
+        lines.append("would seat it: no single change; it waits for several to free up")
+    return lines
+
+
+command = build(OPENRL_PLACE)  # openrl-place explain
+kubectl_command = build(KUBECTL)  # kubectl openrl explain

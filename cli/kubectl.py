@@ -1,0 +1,48 @@
+"""``kubectl openrl``: ``snapshot`` and ``explain`` as a kubectl plugin.
+
+Rules:
+
+* Installed as the ``kubectl-openrl`` command: kubectl runs any
+  ``kubectl-<name>`` it finds on PATH for ``kubectl <name>``, with the
+  arguments that follow the name (kubectl's own flags go after ``openrl``:
+  placed before it they are kubectl's, and it looks for no plugin).
+* The commands are ``openrl-place snapshot|explain`` -- the same output and
+  exit statuses -- naming the cluster with kubectl's flags (``-n``,
+  ``--context``, ``--kubeconfig``; ``cli.live.KUBECTL``).
+* Without the ``controller`` extra (the Kubernetes client) a command exits 2
+  saying which extra to install.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import click
+
+from cli.main import Commands
+
+__all__ = ["main", "plugin"]
+
+
+class _Plugin(Commands):
+    prog: ClassVar[str] = "kubectl openrl"
+    lazy: ClassVar[dict[str, str]] = {"snapshot": "cli.snapshot:kubectl_command",
+                                      "explain": "cli.explain:kubectl_command"}
+    extra: ClassVar[dict[str, tuple[str, ...]]] = {"snapshot": ("kubernetes",),
+                                                   "explain": ("kubernetes",)}
+    extra_name: ClassVar[dict[str, str]] = {"snapshot": "controller", "explain": "controller"}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(self.lazy)
+
+
+@click.group(cls=_Plugin, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="openrl-place", prog_name="kubectl openrl")
+def plugin() -> None:
+    """openrl-place's read-only looks at the live fleet, from kubectl: the fleet as a
+    scenario for openrl-place simulate, and why a worker waits."""
+
+
+def main() -> None:
+    """The ``kubectl-openrl`` command."""
+    plugin(prog_name="kubectl openrl")

@@ -1,0 +1,159 @@
+"""``snapshot``: the live fleet and its workers as a scenario, checked by replaying it.
+
+Rules:
+
+* The scenario: the enabled nodes as the fleet (geometry, host memory,
+  roles, max-workers-per-claim), every worker holding or waiting for a seat
+  as an arrival in the controller's arrival order, and DRA's allocations as
+  they stand (``dra: deferred`` with an ``allocate`` after the arrival that
+  cut each allocated claim, when some claim is still unallocated).
+* It is then replayed, and stderr says whether ``simulate`` reproduces the
+  cluster's placements -- same sharing groups on the same nodes, the same
+  workers waiting -- or where it does not.
+* Read-only; the cluster is read once (``cli.live``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+import yaml
+
+from cli.live import KUBECTL, OPENRL_PLACE, Flags, read
+from cli.replay import replay
+from cli.scenario import ScenarioError, build_scenario
+from controller.inspect_fleet import LiveFleet, holders_in_order
+from placement import Node
+from placement.quantity import format_quantity
+
+__all__ = ["build", "command", "kubectl_command", "snapshot_document", "verify_snapshot"]
+
+
+def snapshot_document(live: LiveFleet) -> dict[str, Any]:
+    """The fleet and its workers as a scenario document (plain data, YAML- or JSON-ready)."""
+    view = live.view
+    holders = holders_in_order(live)
+    claim_of = {holder: booked.claim for holder, booked in view.bookings.items()
+                if booked.claim in view.claims}
+    allocated = {name for name, claim in view.claims.items() if claim.allocated}
+    deferred = any(not claim.allocated for name, claim in view.claims.items()
+                   if name in set(claim_of.values()))
+    events: list[dict[str, Any]] = []
+    cut: set[str] = set()
+    for holder in holders:
+        arrive: dict[str, Any] = {"name": holder.name, "role": holder.role,
+                                  "memory": format_quantity(holder.memory)}
+        if holder.owner != holder.name:
+            arrive["owner"] = holder.owner
+        events.append({"arrive": arrive})
+        claim = claim_of.get(holder.name)
+        # The oldest holder of a claim is the one that cut it in a replay.
+        if deferred and claim is not None and claim not in cut:
+            cut.add(claim)
+            if claim in allocated:
+                events.append({"allocate": holder.name})
+    return {"dra": "deferred" if deferred else "instant",
+            "nodes": [_node(node) for node in view.nodes], "events": events}
+
+
+def _node(node: Node) -> dict[str, Any]:
+    document: dict[str, Any] = {"name": node.name, "devices": node.devices,
+                                "deviceMemory": format_quantity(node.device_memory)}
+    if node.host_memory is not None:
+        document["hostMemory"] = format_quantity(node.host_memory)
+    if node.roles:
+        document["roles"] = sorted(str(role) for role in node.roles)
+    document["maxWorkersPerClaim"] = node.max_workers_per_claim
+    if node.product:
+        document["product"] = node.product
+    return document
+
+
+def verify_snapshot(live: LiveFleet, document: dict[str, Any]) -> list[str]:
+    """Where ``simulate`` of the snapshot differs from the cluster; empty when it reproduces it.
+
+    Compared: who shares a claim, on which node, how wide, allocated or not;
+    and which workers wait. Claim names differ (the simulator names its own).
+    """
+    try:
+        report = replay(build_scenario(document))
+    except ScenarioError as error:
+        return [f"the snapshot does not replay: {error}"]
+    simulated = {(tuple(sorted(c.workers)), c.node, c.devices, c.allocated)
+                 for c in report.claims}
+    view = live.view
+    on_claim: dict[str, list[str]] = {}
+    for holder, booked in view.bookings.items():
+        if booked.claim in view.claims:
+            on_claim.setdefault(booked.claim, []).append(holder)
+    cluster = {(tuple(sorted(on_claim[name])), claim.node, claim.devices, claim.allocated)
+               for name, claim in view.claims.items() if name in on_claim}
+    differences = [f"simulate only: {_group(g)}" for g in sorted(simulated - cluster)]
+    differences += [f"cluster only: {_group(g)}" for g in sorted(cluster - simulated)]
+    waiting = {s.name for s in report.workers if s.claim is None}
+    seated = {holder for holders in on_claim.values() for holder in holders}
+    for arrival in holders_in_order(live):
+        if (arrival.name in waiting) != (arrival.name not in seated):
+            where = "waits" if arrival.name in waiting else "is seated"
+            differences.append(f"{arrival.name} {where} in simulate, not on the cluster")
+    return differences
+
+
+def _group(group: tuple[tuple[str, ...], str, int, bool]) -> str:
+    workers, node, devices, allocated = group
+    state = "" if allocated else ", not yet allocated"
+    plural = "" if devices == 1 else "s"
+    return f"[{', '.join(workers)}] on {node} ({devices} device{plural}{state})"
+
+
+def build(flags: Flags) -> click.Command:
+    """The ``snapshot`` command, naming its cluster with ``flags``."""
+
+    @click.command("snapshot")
+    @flags.apply
+    @click.option("--output", "-o", type=click.Choice(["yaml", "json"]), default="yaml",
+                  show_default=True)
+    def snapshot(output: str, **cluster: Any) -> None:
+        """Print the live fleet and its workers as a scenario for ``openrl-place simulate``.
+
+        Append the arrivals you are planning and replay it to see them land.
+        Read-only. Says on stderr whether simulate reproduces today's placements.
+        Exit status 2 when the cluster cannot be read.
+        """
+        _, live = read(flags, "snapshot", **cluster)
+        document = snapshot_document(live)
+        differences = verify_snapshot(live, document)
+        arrivals = sum(1 for event in document["events"] if "arrive" in event)
+        seats = sum(1 for b in live.view.bookings.values() if b.claim in live.view.claims)
+        if differences:
+            verdict = ("simulate does NOT reproduce the cluster's placements: "
+                       + "; ".join(differences))
+        else:
+            verdict = (f"simulate reproduces the cluster's placements "
+                       f"({len(live.view.nodes)} nodes, {seats} workers seated, "
+                       f"{arrivals - seats} waiting)")
+        for warning in live.view.warnings:
+            click.echo(f"warning: {warning}", err=True)
+        click.echo(f"snapshot: {verdict}", err=True)
+        if output == "json":
+            click.echo(json.dumps(document, indent=2))
+        else:
+            click.echo(f"# {flags.prog} snapshot: {verdict}")
+            click.echo(_yaml(document), nl=False)
+
+    return snapshot
+
+
+def _yaml(document: dict[str, Any]) -> str:
+    """Nodes one key a line, events one a line: the shape people edit and append to."""
+    head = yaml.safe_dump({"dra": document["dra"], "nodes": document["nodes"]},
+                          sort_keys=False, default_flow_style=False)
+    events = yaml.safe_dump(document["events"], sort_keys=False, default_flow_style=None,
+                            width=1 << 16) if document["events"] else "[]\n"
+    return head + "events:" + ("\n" if document["events"] else " ") + events
+
+
+command = build(OPENRL_PLACE)  # openrl-place snapshot
+kubectl_command = build(KUBECTL)  # kubectl openrl snapshot
