@@ -1,1 +1,2 @@
-"""openrl-place's command line: ``openrl-place simulate`` replays a scenario offline."""
+"""openrl-place's commands: ``simulate`` and ``compare`` offline; ``snapshot``, ``explain``
+and ``kubectl openrl`` on a live cluster, through the controller's reading."""
