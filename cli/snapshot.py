@@ -55,7 +55,7 @@ def snapshot_document(live: LiveFleet) -> dict[str, Any]:
             if claim in allocated:
                 events.append({"allocate": holder.name})
     return {"dra": "deferred" if deferred else "instant",
-            "nodes": [_node(node) for node in view.nodes], "events": events}
+            "nodes": [_node(node) for node in view.nodes.values()], "events": events}
 
 
 def _node(node: Node) -> dict[str, Any]:

@@ -15,8 +15,10 @@ Rules:
   there before. While assumed, an object ignores events from before the
   assumption (at or below the newest version the store had seen).
 * Every change to slices, nodes, claims, workers and pods is handed to the
-  ``FleetCache``, which keeps placement's fleet current; ``lock`` serializes
-  the watch threads, the write pool's answers and the decision.
+  ``FleetCache``, which keeps placement's fleet current; ``view`` is what a
+  reconcile reads of it (a ``fleet_rules.FleetReading``, like the plain
+  reading's). ``lock`` serializes the watch threads, the write pool's answers
+  and the decision; read ``view`` under it.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import threading
 from collections.abc import Callable
 
 from controller import kube, naming
-from controller.fleet_cache import FleetCache
+from controller.fleet_cache import CachedView, FleetCache
 from controller.objects import Obj, meta, name_of
 
 __all__ = ["Cache", "strip"]
@@ -146,6 +148,11 @@ class Cache:
         }
 
     # ---------------------------------------------------------------- reading
+
+    @property
+    def view(self) -> CachedView:
+        """The fleet as read from what the cache holds (current; read under ``lock``)."""
+        return self.fleet.view
 
     def get(self, res: kube.Resource, name: str) -> Obj | None:
         with self.lock:

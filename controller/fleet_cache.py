@@ -3,13 +3,14 @@
 Rules:
 
 * The same reading as ``fleet_reader.build_fleet`` (which stays the plain
-  reference): per pool only the latest complete generation of the driver's
-  slices; enabled nodes with devices; managed claims (one being deleted
-  books its devices and seats until it is gone, and is never joined);
-  bookings from each non-Failed worker's status (or, without one, a join its
-  claim's booked list commits), overridden by the claim its
-  live pod consumes; a live managed pod whose worker is gone books as
-  ``pod/<name>``. Where a worker has several live pods, the last by name wins.
+  reference), by the same rules: slices and nodes through ``read_slices`` and
+  ``read_nodes``, who holds which seat, a claim's shape in placement and the
+  seat counts through ``fleet_rules``. This module only decides what a change
+  touches.
+* What it offers to read is ``view``, a ``fleet_rules.FleetReading`` shaped
+  like the plain reading's ``FleetView`` (the same kinds: ``nodes``, ``claims``,
+  ``closing`` and ``bookings`` by name), read-only and always current; its
+  maps are its own.
 * Every change costs what it touches: a slice re-reads its pool's nodes, a
   node is taken out of the fleet and put back, a claim (or a booking on it) is
   dropped and re-added with its seats -- a few workers, never the fleet.
@@ -22,34 +23,38 @@ Rules:
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
+from types import MappingProxyType
 
 from controller import naming
-from controller.claims import ClaimView, booked_uids, read_claim
-from controller.fleet_reader import Booked, Hardware, read_nodes, read_slices
-from controller.objects import (
-    Obj,
-    Worker,
-    annotations_of,
-    is_deleting,
-    labels_of,
-    pod_alive,
-    pod_claim,
-    worker_owner_uid,
+from controller.claims import ClaimView, read_claim
+from controller.fleet_reader import Hardware, read_nodes, read_slices
+from controller.fleet_rules import (
+    ORPHAN_PREFIX,
+    Booked,
+    committed_uids,
+    live_pod_claim,
+    orphan_booking,
+    placement_claim,
+    seats_total,
+    seats_used,
+    worker_booking,
 )
-from placement import Booking, Claim, Fleet, Node, PlacementError
+from controller.objects import Obj, Worker, worker_owner_uid
+from placement import Claim, Fleet, Node, PlacementError
 
-__all__ = ["FleetCache"]
+__all__ = ["CachedView", "FleetCache"]
 
 
 class FleetCache:
     def __init__(self, driver: str) -> None:
         self.driver = driver
-        self.fleet = Fleet()
-        self.nodes: dict[str, Node] = {}  # as filed in the fleet
-        self.claims: dict[str, ClaimView] = {}  # managed claims not being deleted
+        self._fleet = Fleet()
+        self._nodes: dict[str, Node] = {}  # as filed in the fleet
+        self._claims: dict[str, ClaimView] = {}  # managed claims not being deleted
         self._closing: dict[str, ClaimView] = {}  # being deleted: booked until gone
-        self.bookings: dict[str, Booked] = {}  # holder -> its booking
-        self.pool_nodes: dict[str, str] = {}
+        self._bookings: dict[str, Booked] = {}  # holder -> its booking
+        self._pool_nodes: dict[str, str] = {}
         self._slices: dict[str, Obj] = {}
         self._pool_slices: dict[str, set[str]] = {}
         self._node_pools: dict[str, Counter[str]] = {}  # node -> pools naming it (slice count)
@@ -68,28 +73,7 @@ class FleetCache:
         self._pods_of: dict[str, set[str]] = {}  # worker uid -> pods it controls
         self._booked: dict[str, set[str]] = {}  # live claim -> uids its booked list commits
         self._committed: dict[str, set[str]] = {}  # worker uid -> claims listing it
-
-    # ---------------------------------------------------------------- reading
-
-    def live_uid(self, uid: str) -> bool:
-        """Whether a worker of that UID is known and not Failed."""
-        name = self._worker_by_uid.get(uid)
-        return name is not None and self._workers[name].phase != naming.Phase.FAILED
-
-    @property
-    def warnings(self) -> tuple[str, ...]:
-        notes = [n for pool in sorted(self._pool_notes) for n in self._pool_notes[pool]]
-        notes += [self._claim_notes[c] for c in sorted(self._claim_notes)]
-        return (*notes, *(w for node in sorted(self._node_warnings)
-                          for w in self._node_warnings[node]))
-
-    @property
-    def seats_total(self) -> int:
-        return sum(n.devices * n.max_workers_per_claim for n in self.nodes.values())
-
-    @property
-    def seats_used(self) -> int:
-        return sum(len(c.bookings) for c in self._in_fleet.values())
+        self.view = CachedView(self)
 
     # ---------------------------------------------------------------- changes
 
@@ -130,16 +114,16 @@ class FleetCache:
         self._by_pool.discard(name)
         if obj is None:
             self._claim_objs.pop(name, None)
-            self.claims.pop(name, None)
+            self._claims.pop(name, None)
             self._closing.pop(name, None)
         else:
             self._claim_objs[name] = obj
-            view = read_claim(obj, self.pool_nodes)
+            view = read_claim(obj, self._pool_nodes)
             if view.deleting:
-                self.claims.pop(name, None)
+                self._claims.pop(name, None)
                 self._closing[name] = view
             else:
-                self.claims[name] = view
+                self._claims[name] = view
                 self._closing.pop(name, None)
             allocation = (obj.get("status") or {}).get("allocation")
             if allocation and not _single_node(allocation):
@@ -149,7 +133,7 @@ class FleetCache:
 
     def _recommit(self, name: str, obj: Obj | None) -> None:
         """Follow the claim's booked list: its workers' committed seats."""
-        new = set(booked_uids(obj)) if obj is not None and not is_deleting(obj) else set()
+        new = set(committed_uids(obj)) if obj is not None else set()
         old = self._booked.pop(name, set())
         if new:
             self._booked[name] = new
@@ -215,15 +199,15 @@ class FleetCache:
 
     def _reread_pool(self, pool: str) -> set[str]:
         """Re-read one pool's slices; the nodes whose hardware may have changed."""
-        before = {self.pool_nodes[pool]} if pool in self.pool_nodes else set()
+        before = {self._pool_nodes[pool]} if pool in self._pool_nodes else set()
         slices = [self._slices[s] for s in sorted(self._pool_slices.get(pool, ()))]
         _, pool_nodes, notes = read_slices(slices, self.driver)
         self._pool_notes.pop(pool, None)
         if notes:
             self._pool_notes[pool] = notes
-        self.pool_nodes.pop(pool, None)
+        self._pool_nodes.pop(pool, None)
         if pool in pool_nodes:
-            self.pool_nodes[pool] = pool_nodes[pool]
+            self._pool_nodes[pool] = pool_nodes[pool]
         named = {_pool_and_node(s)[1] for s in slices}
         return before | named | set(pool_nodes.values())
 
@@ -247,80 +231,59 @@ class FleetCache:
             desired = nodes[0] if nodes else None
             if warnings:
                 self._node_warnings[name] = warnings
-        current = self.nodes.get(name)
+        current = self._nodes.get(name)
         if desired == current:
             return
         if current is not None:
-            self.fleet.remove_node(name)
-            del self.nodes[name]
+            self._fleet.remove_node(name)
+            del self._nodes[name]
         if desired is not None:
             try:
-                self.fleet.add_node(desired)
+                self._fleet.add_node(desired)
             except PlacementError as exc:  # e.g. fewer devices than a claim on it holds
                 self._node_warnings.setdefault(name, []).append(
                     f"node {name}: left out of placement: {exc}")
                 return
-            self.nodes[name] = desired
+            self._nodes[name] = desired
 
     # ------------------------------------------------------------- bookings
 
     def _rebook(self, holder: str) -> None:
         new = self._booking_of(holder)
-        old = self.bookings.get(holder)
+        old = self._bookings.get(holder)
         if new == old:
             return
         if old is not None:
-            del self.bookings[holder]
+            del self._bookings[holder]
             self._on_claim[old.claim].discard(holder)
             if not self._on_claim[old.claim]:
                 del self._on_claim[old.claim]
             self._sync_claim(old.claim)
         if new is not None:
-            self.bookings[holder] = new
+            self._bookings[holder] = new
             self._on_claim.setdefault(new.claim, set()).add(holder)
             self._sync_claim(new.claim)
 
     def _booking_of(self, holder: str) -> Booked | None:
-        if holder.startswith("pod/"):
-            pod = self._pods.get(holder[4:])
-            if pod is None or not pod_alive(pod) or not pod_claim(pod):
-                return None
-            if worker_owner_uid(pod) in self._worker_by_uid:
-                return None  # its worker holds the seat
-            if labels_of(pod).get(naming.LABEL_MANAGED) != "true":
-                return None
-            notes = annotations_of(pod)
-            try:
-                memory = max(0, int(notes.get(naming.ANNOTATION_MEMORY, "0")))
-            except ValueError:
-                memory = 0
-            return Booked(holder, pod_claim(pod), notes.get(naming.ANNOTATION_OWNER, holder),
-                          memory)
+        if holder.startswith(ORPHAN_PREFIX):
+            pod = self._pods.get(holder[len(ORPHAN_PREFIX):])
+            if pod is None or worker_owner_uid(pod) in self._worker_by_uid:
+                return None  # gone, or its worker holds the seat
+            return orphan_booking(pod)
         worker = self._workers.get(holder)
         if worker is None:
             return None
-        live = [name for name in self._pods_of.get(worker.uid, ())
-                if pod_alive(self._pods[name]) and pod_claim(self._pods[name])]
-        if live:
-            claim = pod_claim(self._pods[max(live)])
-        elif worker.phase == naming.Phase.FAILED:
-            return None
-        elif worker.claim:
-            claim = worker.claim
-        elif self._committed.get(worker.uid):
-            claim = max(self._committed[worker.uid])  # a join committed, not yet carried out
-        else:
-            return None
-        return Booked(holder, claim, worker.owner, worker.memory)
+        pods = self._pods_of.get(worker.uid, ())
+        return worker_booking(worker, ((p, live_pod_claim(self._pods[p])) for p in pods),
+                              self._committed.get(worker.uid, ()))
 
     def _sync_claim(self, name: str) -> None:
         """Put the claim into the fleet as it now reads, seats included (or take it out)."""
-        view = self.claims.get(name) or self._closing.get(name)
+        view = self._claims.get(name) or self._closing.get(name)
         desired: Claim | None = None
-        if view is not None and view.node:
-            seats = sorted(self._on_claim.get(name, ()))
-            desired = Claim(name, view.node, view.devices, allocated=view.joinable, bookings=tuple(
-                Booking(h, self.bookings[h].owner, self.bookings[h].memory) for h in seats))
+        if view is not None:
+            desired = placement_claim(
+                view, (self._bookings[h] for h in self._on_claim.get(name, ())))
         current = self._in_fleet.get(name)
         if desired is None:
             self._claim_notes.pop(name, None)
@@ -328,17 +291,56 @@ class FleetCache:
             return
         if current is not None:
             for booking in current.bookings:
-                self.fleet.unbook(booking.worker)
-            self.fleet.remove_claim(name)
+                self._fleet.unbook(booking.worker)
+            self._fleet.remove_claim(name)
             del self._in_fleet[name]
         if desired is not None:
             try:
-                self.fleet.add_claim(desired)
+                self._fleet.add_claim(desired)
             except PlacementError as exc:
                 self._claim_notes[name] = f"claim {name}: left out of placement: {exc}"
                 return
             self._claim_notes.pop(name, None)
             self._in_fleet[name] = desired
+
+
+class CachedView:
+    """The cache's fleet to read: read-only and current, the kinds ``FleetView`` has."""
+
+    __slots__ = ("_of", "bookings", "claims", "closing", "nodes")
+
+    def __init__(self, of: FleetCache) -> None:
+        self._of = of
+        self.nodes: Mapping[str, Node] = MappingProxyType(of._nodes)
+        self.claims: Mapping[str, ClaimView] = MappingProxyType(of._claims)
+        self.closing: Mapping[str, ClaimView] = MappingProxyType(of._closing)
+        self.bookings: Mapping[str, Booked] = MappingProxyType(of._bookings)
+
+    @property
+    def fleet(self) -> Fleet:
+        """Placement's books, for decisions (``decide``) and their read-only figures."""
+        return self._of._fleet
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        of = self._of
+        notes = [n for pool in sorted(of._pool_notes) for n in of._pool_notes[pool]]
+        notes += [of._claim_notes[c] for c in sorted(of._claim_notes)]
+        return (*notes, *(w for node in sorted(of._node_warnings)
+                          for w in of._node_warnings[node]))
+
+    @property
+    def seats_total(self) -> int:
+        return seats_total(self.nodes.values())
+
+    @property
+    def seats_used(self) -> int:
+        return seats_used(self.bookings.values(), self.claims)
+
+    def live_uid(self, uid: str) -> bool:
+        """Whether a worker of that UID is known and not Failed."""
+        name = self._of._worker_by_uid.get(uid)
+        return name is not None and self._of._workers[name].phase != naming.Phase.FAILED
 
 
 def _pool_and_node(item: Obj) -> tuple[str, str]:

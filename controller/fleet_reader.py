@@ -20,11 +20,10 @@ Rules:
 * Claims: managed. A terminating claim keeps its devices and seats booked
   until it is gone (DRA keeps it, allocated, while a pod still uses it), but
   reads as unallocated, so nobody joins a claim on its way out; ``claims``
-  of the view lists only the ones not terminating. Bookings: every
-  non-Failed worker's committed join (the claim's booked list) until its
-  ``status.claimName``, overridden by the claim its live pod consumes (the
-  pod wins after a lost status write). A live managed pod whose worker is
-  gone still holds its seat (booked as ``pod/<name>``) until it is gone.
+  of the view lists only the ones not terminating, ``closing`` the others.
+* Who holds which seat, a claim's shape in placement, and the seat counts are
+  ``fleet_rules``' (shared with the incremental ``fleet_cache``); this module
+  only gathers the objects those rules read.
 """
 
 from __future__ import annotations
@@ -32,19 +31,19 @@ from __future__ import annotations
 import attrs
 
 from controller import naming
-from controller.claims import ClaimView, booked_uids, read_claim
-from controller.objects import (
-    Obj,
-    Worker,
-    annotations_of,
-    is_deleting,
-    labels_of,
-    name_of,
-    pod_alive,
-    pod_claim,
-    worker_owner_uid,
+from controller.claims import ClaimView, read_claim
+from controller.fleet_rules import (
+    Booked,
+    committed_uids,
+    live_pod_claim,
+    orphan_booking,
+    placement_claim,
+    seats_total,
+    seats_used,
+    worker_booking,
 )
-from placement import Booking, Claim, Fleet, Node, Role
+from controller.objects import Obj, Worker, labels_of, name_of, worker_owner_uid
+from placement import Fleet, Node, Role
 from placement.quantity import QuantityError, parse_quantity
 
 
@@ -56,28 +55,27 @@ class Hardware:
 
 
 @attrs.frozen
-class Booked:
-    holder: str  # worker name, or pod/<name> for a pod whose worker is gone
-    claim: str
-    owner: str
-    memory: int
-
-
-@attrs.frozen
 class FleetView:
+    """The plain reading (a ``fleet_rules.FleetReading``), built whole from lists."""
+
     fleet: Fleet
-    nodes: tuple[Node, ...]
+    nodes: dict[str, Node]
     claims: dict[str, ClaimView]
+    closing: dict[str, ClaimView]
     bookings: dict[str, Booked]
     warnings: tuple[str, ...]
+    live_uids: frozenset[str] = frozenset()
 
     @property
     def seats_total(self) -> int:
-        return sum(node.devices * node.max_workers_per_claim for node in self.nodes)
+        return seats_total(self.nodes.values())
 
     @property
     def seats_used(self) -> int:
-        return sum(1 for b in self.bookings.values() if b.claim in self.claims)
+        return seats_used(self.bookings.values(), self.claims)
+
+    def live_uid(self, uid: str) -> bool:
+        return uid in self.live_uids
 
 
 def _device_memory(device: Obj, driver: str) -> int | None:
@@ -184,45 +182,36 @@ def read_nodes(node_objs: list[Obj], hardware: dict[str, Hardware]) -> tuple[lis
     return nodes, warnings
 
 
-def committed_claims(claims: list[Obj]) -> dict[str, str]:
-    """Worker UID -> the claim whose booked list commits its seat (live claims only; the
-    last by name where a UID is listed twice)."""
-    out: dict[str, str] = {}
-    for claim in sorted(claims, key=name_of):
-        if not is_deleting(claim):
-            for uid in booked_uids(claim):
-                out[uid] = name_of(claim)
+def committed_claims(claims: list[Obj]) -> dict[str, list[str]]:
+    """Worker UID -> the claims whose booked list commits its seat."""
+    out: dict[str, list[str]] = {}
+    for claim in claims:
+        for uid in committed_uids(claim):
+            out.setdefault(uid, []).append(name_of(claim))
     return out
 
 
 def read_bookings(workers: list[Worker], pods: list[Obj],
-                  committed: dict[str, str] | None = None) -> dict[str, Booked]:
-    """Who holds which seat: a committed join (the claim's booked list) until the
-    worker's status or live pod says otherwise; the status; the live pod, which wins."""
+                  committed: dict[str, list[str]] | None = None) -> dict[str, Booked]:
+    """Who holds which seat (fleet_rules: the live pod, the status, a committed join;
+    a live managed pod whose worker is gone)."""
     by_uid = {w.uid: w for w in workers}
+    pods_of: dict[str, list[tuple[str, str]]] = {}
+    orphans: list[Booked] = []
+    for pod in pods:
+        uid = worker_owner_uid(pod)
+        if uid in by_uid:
+            pods_of.setdefault(uid, []).append((name_of(pod), live_pod_claim(pod)))
+        elif (orphan := orphan_booking(pod)) is not None:
+            orphans.append(orphan)
     bookings: dict[str, Booked] = {}
     for worker in workers:
-        claim = worker.claim or (committed or {}).get(worker.uid, "")
-        if claim and worker.phase != naming.Phase.FAILED:
-            bookings[worker.name] = Booked(worker.name, claim, worker.owner, worker.memory)
-    for pod in pods:
-        claim = pod_claim(pod)
-        if not claim or not pod_alive(pod):
-            continue
-        owner = by_uid.get(worker_owner_uid(pod))
-        if owner is not None:
-            bookings[owner.name] = Booked(owner.name, claim, owner.owner, owner.memory)
-            continue
-        if labels_of(pod).get(naming.LABEL_MANAGED) != "true":
-            continue
-        notes = annotations_of(pod)
-        try:
-            memory = int(notes.get(naming.ANNOTATION_MEMORY, "0"))
-        except ValueError:
-            memory = 0
-        holder = f"pod/{name_of(pod)}"
-        bookings[holder] = Booked(holder, claim, notes.get(naming.ANNOTATION_OWNER, holder),
-                                  max(0, memory))
+        booked = worker_booking(worker, pods_of.get(worker.uid, ()),
+                                (committed or {}).get(worker.uid, ()))
+        if booked is not None:
+            bookings[worker.name] = booked
+    for orphan in orphans:
+        bookings[orphan.holder] = orphan
     return bookings
 
 
@@ -234,17 +223,15 @@ def build_fleet(
     placement_nodes, warnings = read_nodes(nodes, hardware)
     bookings = read_bookings(workers, pods, committed_claims(claims))
     views = {v.name: v for v in (read_claim(c, pool_nodes) for c in claims)}
-    on_claim: dict[str, list[Booking]] = {}
+    on_claim: dict[str, list[Booked]] = {}
     for booked in bookings.values():
-        if booked.claim in views:
-            on_claim.setdefault(booked.claim, []).append(
-                Booking(booked.holder, booked.owner, booked.memory))
-    fleet_claims = [
-        Claim(name=v.name, node=v.node, devices=v.devices, allocated=v.joinable,
-              bookings=tuple(on_claim.get(v.name, ())))
-        for v in views.values() if v.node
-    ]
+        on_claim.setdefault(booked.claim, []).append(booked)
+    fleet_claims = [claim for v in views.values()
+                    if (claim := placement_claim(v, on_claim.get(v.name, ()))) is not None]
     fleet = Fleet(placement_nodes, fleet_claims)
-    live = {name: v for name, v in views.items() if not v.deleting}
-    return FleetView(fleet=fleet, nodes=tuple(placement_nodes), claims=live,
-                     bookings=bookings, warnings=tuple(notes + warnings))
+    return FleetView(
+        fleet=fleet, nodes={node.name: node for node in placement_nodes},
+        claims={name: v for name, v in views.items() if not v.deleting},
+        closing={name: v for name, v in views.items() if v.deleting},
+        bookings=bookings, warnings=tuple(notes + warnings),
+        live_uids=frozenset(w.uid for w in workers if w.phase != naming.Phase.FAILED))

@@ -357,12 +357,12 @@ class Reconciler:
             return str(worker.status["nodeName"]), int(known_devices), closing
         if obj is None:
             return "", int(known_devices or 1), False
-        view = read_claim(obj, self.cache.fleet.pool_nodes)
+        view = read_claim(obj, self.cache.view.pool_nodes)
         return (view.node if view.allocated else ""), view.devices, closing
 
     def _place(self, worker: Worker, plan: Plan) -> Result:
         with self.cache.lock:
-            views = self.cache.fleet.claims
+            views = self.cache.view.claims
             held = next((c for c in self._holds(worker) if c in views), None)
             held_view = views.get(held) if held is not None else None
         prepared = self._template(worker, held_view)
@@ -370,14 +370,14 @@ class Reconciler:
             return self._decide(worker, prepared, plan)
 
     def _decide(self, worker: Worker, prepared: Obj, plan: Plan) -> Result:
-        views = self.cache.fleet.claims
+        views = self.cache.view.claims
         held = next((c for c in self._holds(worker) if c in views), None)
         if held is not None and self._seat_kept(worker, held):
             view = views[held]
             return self._start(worker, prepared, held, view.devices,
                                view.node if view.allocated else "",
                                f"resumed on claim {held}", plan, pin=view.node)
-        fleet = self.cache.fleet.fleet
+        fleet = self.cache.view.fleet
         request = Request(worker.name, worker.role, worker.memory, worker.owner)
         decision = decide(request, fleet)
         if isinstance(decision, NewClaim) and worker.own_claim in views:
@@ -429,7 +429,7 @@ class Reconciler:
     def _holds(self, worker: Worker) -> list[str]:
         """Claims the worker already holds, most certain first: its status, its own
         claim (cut before a lost write), a join committed on a claim's booked list."""
-        booked = self.cache.fleet.bookings.get(worker.name)
+        booked = self.cache.view.bookings.get(worker.name)
         return [c for c in (worker.claim, worker.own_claim, booked.claim if booked else "") if c]
 
     def _commit_join(self, worker: Worker, claim: str, plan: Plan) -> None:
@@ -442,7 +442,7 @@ class Reconciler:
         # Only the claim's own list is checked against the cache: a join costs its few
         # seats, never a pass over every worker.
         plan.writes.append(Write("patch", kube.CLAIMS, claim,
-                                 commit_join(obj, worker.uid, self.cache.fleet.live_uid)))
+                                 commit_join(obj, worker.uid, self.cache.view.live_uid)))
 
     def _seat_kept(self, worker: Worker, claim: str) -> bool:
         """Whether a worker holding ``claim`` may recreate its pod there.

@@ -1,7 +1,7 @@
 """The fleet cache against a model of the API server: watch events (late, stale and
 duplicated), re-lists, decisions assumed into the cache, write answers, failed writes
-and restarts. After every step the cache's fleet is the fleet built from scratch from
-the very objects it holds, and no seat has been promised twice."""
+and restarts. After every step everything reconcile reads of the cache (its ``view``) is the plain
+reading of the very objects it holds, and no seat has been promised twice."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ from hypothesis.stateful import (
 from controller import kube
 from controller.cache import Cache, strip
 from controller.claims import build_claim
-from controller.fleet_reader import build_fleet
+from controller.fleet_reader import FleetView, build_fleet
+from controller.fleet_rules import FleetReading
 from controller.objects import Obj, Worker
 from placement import Fleet, JoinClaim, NewClaim, Request, Role, decide
 from tests.strategies import fake_nodes, fake_slice, fake_worker, pod_for
@@ -39,13 +40,31 @@ def fleet_state(fleet: Fleet) -> Any:
     return nodes, claims
 
 
-def rebuilt(objects: dict[str, dict[str, Obj]]) -> Fleet:
+def reading_state(view: FleetReading, uids: list[str]) -> Any:
+    """Everything reconcile reads of a fleet reading, in a comparable form."""
+    return {
+        "fleet": fleet_state(view.fleet),
+        "nodes": dict(view.nodes),
+        "claims": dict(view.claims),
+        "closing": dict(view.closing),
+        "bookings": dict(view.bookings),
+        "seats": (view.seats_used, view.seats_total),
+        "live": {uid: view.live_uid(uid) for uid in uids},
+        "warnings": sorted(view.warnings),
+    }
+
+
+def read(objects: dict[str, dict[str, Obj]]) -> FleetView:
     def of(res: Kind) -> list[Obj]:
         return [objects[res.plural][n] for n in sorted(objects[res.plural])]
 
     return build_fleet(slices=of(kube.SLICES), nodes=of(kube.NODES), claims=of(kube.CLAIMS),
                        workers=[Worker.from_obj(o) for o in of(kube.WORKERS)],
-                       pods=of(kube.PODS), driver=DRIVER).fleet
+                       pods=of(kube.PODS), driver=DRIVER)
+
+
+def rebuilt(objects: dict[str, dict[str, Obj]]) -> Fleet:
+    return read(objects).fleet
 
 
 def over_promised(fleet: Fleet) -> list[str]:
@@ -230,13 +249,13 @@ class CacheModel(RuleBasedStateMachine):
         if worker_obj is None or self.cache.get(kube.PODS, f"orw-{name}") is not None:
             return
         worker = Worker.from_obj(worker_obj)
-        if name in self.cache.fleet.bookings:
+        if name in self.cache.view.bookings:
             return
-        if worker.own_claim in self.cache.fleet.claims:  # cut before a lost pod write
+        if worker.own_claim in self.cache.view.claims:  # cut before a lost pod write
             self._assume(kube.PODS, pod_for(worker_obj, worker.own_claim))
             return
         request = Request(name, Role(worker.role), worker.memory, worker.owner)
-        decision = decide(request, self.cache.fleet.fleet)
+        decision = decide(request, self.cache.view.fleet)
         if isinstance(decision, NewClaim):
             claim = build_claim(worker.own_claim, decision, namespace="ns",
                                 device_class=DRIVER, driver=DRIVER, worker=name)
@@ -284,10 +303,15 @@ class CacheModel(RuleBasedStateMachine):
         return truth
 
     @invariant()
-    def cache_fleet_is_the_fleet_of_its_objects(self) -> None:
+    def cache_reading_is_the_reading_of_its_objects(self) -> None:
+        """Everything reconcile reads of the cache (placement's fleet, nodes, claims, the
+        ones being deleted, bookings, seat counts, live UIDs, warnings) is what the plain
+        reading makes of the very objects the cache holds."""
         held = {plural: dict(store.objs) for plural, store in self.cache.stores.items()
                 if plural in self.server}
-        assert fleet_state(self.cache.fleet.fleet) == fleet_state(rebuilt(held))
+        uids = sorted({str(o["metadata"].get("uid", "")) for objs in self.server.values()
+                       for o in objs.values()} | {"no-such-uid"})
+        assert reading_state(self.cache.view, uids) == reading_state(read(held), uids)
 
     @invariant()
     def no_seat_promised_twice(self) -> None:
