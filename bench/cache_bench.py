@@ -250,7 +250,7 @@ def one(size: int, decisions: int, repeat: int) -> dict[str, Any]:
         for name in batch:
             reconciler.reconcile(name)
         best = min(best, (time.process_time() - started) / decisions)
-        placed = sum(1 for name in batch if cache.fleet.bookings.get(name))
+        placed = sum(1 for name in batch if cache.view.bookings.get(name))
         # Give the devices back (the workers leave), so every batch decides on the same fleet.
         for name in batch:
             gone = str(next(versions) + 20_000_000)  # after every answer of EchoApi

@@ -9,8 +9,8 @@ Rules:
 * Nothing is decided before every watch has listed (the cache would lack
   seats already promised), nor once ``may_act`` says this replica may no
   longer lead: the loop stops instead.
-* A failed write comes back as a retry of its worker: with back-off, or soon
-  after a ``Conflict`` or an ``AlreadyExists`` (a read behind a newer write).
+* A failed write comes back with its worker's ``Verdict`` (the write table's,
+  writes.py): retried with back-off, soon after a short pause, or dropped.
 * Nothing a reconcile raises stops the loop. API errors are retried with a
   per-key exponential delay; a ``Conflict`` (a stale read racing a newer
   write) is retried at once after a short pause; anything else is logged with
@@ -33,11 +33,11 @@ from controller.cache import Cache
 from controller.logs import kv
 from controller.metrics import Health, Metrics
 from controller.queue import WorkQueue
-from controller.reconcile import DROP, SOON, Reconciler
+from controller.reconcile import Reconciler
 from controller.settings import Settings
 from controller.watches import WAKE_DELAY, Watcher, feeds
 from controller.work import HOUSEKEEPING_ORDER, SWEEP, WAKE, Result, utcnow
-from controller.writes import Write, Writer
+from controller.writes import NotLeading, Verdict, Write, Writer
 
 log = logging.getLogger("openrl.controller.loop")
 
@@ -46,10 +46,6 @@ CONFLICT_DELAY = 0.2
 SWEEP_SOON = 1.0
 SYNC_TIMEOUT = 60.0
 WRITE_CONCURRENCY = 16
-
-
-class NotLeading(kube.KubeError):
-    """This replica may no longer lead: it must not write."""
 
 
 class Controller:
@@ -120,7 +116,8 @@ class Controller:
         self.queue.close()
         self.writer.close(wait=True)
 
-    def _written(self, key: str, write: Write | None, error: kube.KubeError | None) -> None:
+    def _written(self, key: str, write: Write | None, error: kube.KubeError | None,
+                 verdict: Verdict | None) -> None:
         """A plan has landed (or failed): bring its worker back if that is due."""
         with self._deferred_lock:
             deferred = key in self._deferred
@@ -129,20 +126,19 @@ class Controller:
                 self._failing.discard(key)
             else:
                 self._failing.add(key)
-        if error is None or write is None:
+        if error is None or write is None or verdict is None:
             self.queue.forget(key)  # back-off resets once a worker's writes land
             if deferred:
                 self.queue.add(key)
             return
         if isinstance(error, NotLeading):
             return
-        verdict = self.reconciler.failed_write(key, write, error)
         log.warning("write failed", extra=kv(key=key, verb=write.verb,
                                              resource=write.res.plural, error=str(error),
-                                             then=verdict))
-        if verdict == SOON:
+                                             then=verdict.value))
+        if verdict is Verdict.SOON:
             self.queue.add(key, after=CONFLICT_DELAY)
-        elif verdict != DROP:
+        elif verdict is Verdict.RETRY:
             self.queue.retry(key)
 
     def process(self, key: str) -> Result | None:

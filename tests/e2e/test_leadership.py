@@ -100,7 +100,7 @@ def test_the_lease_passes_and_the_new_leader_lists_before_deciding(
         assert status["claimName"] not in claims[:-1]
         # The new leader's cache came from its own list: it saw the early workers' seats.
         cache = second.controllers[0].cache
-        assert set(early) <= set(cache.fleet.bookings)
+        assert set(early) <= set(cache.view.bookings)
     finally:
         for replica in (first, second):
             replica.stop.set()
