@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 
 import attrs
+import yaml
 from kubernetes.config import ConfigException
 
 from controller import kube, naming
@@ -58,8 +59,9 @@ class LiveFleet:
 def connect(kubeconfig: str | None, namespace: str, context: str | None = None) -> kube.Kube:
     try:
         return kube.Kube(kube.load_api_client(kubeconfig, context), namespace)
-    except (ConfigException, OSError, ValueError) as error:
-        raise Unreachable(f"no usable kubeconfig: {error}") from None
+    except (ConfigException, OSError, ValueError, yaml.YAMLError) as error:
+        # A YAML error spans lines (the problem, then where): one line here.
+        raise Unreachable(f"no usable kubeconfig: {' '.join(str(error).split())}") from None
 
 
 # Everything the tools read (and the openrl-place-viewer ClusterRole grants).

@@ -36,6 +36,7 @@ from urllib.parse import quote
 
 import attrs
 import urllib3
+import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
@@ -161,7 +162,7 @@ def context_namespace(kubeconfig: str | None, context: str | None = None) -> str
     try:
         contexts, current = config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
             config_file=kubeconfig)
-    except (config.ConfigException, OSError, ValueError, TypeError):
+    except (config.ConfigException, OSError, ValueError, TypeError, yaml.YAMLError):
         return None
     chosen = next((c for c in contexts or () if c.get("name") == context), None) \
         if context else current

@@ -137,3 +137,16 @@ def test_the_plugin_names_its_cluster_with_kubectls_flags(tmp_path: object) -> N
     assert "kubectl openrl explain: no usable kubeconfig" in result.output
     assert "nowhere" in result.output
 
+
+
+def test_a_kubeconfig_that_is_not_yaml_is_one_line_and_exit_2(tmp_path: object) -> None:
+    from cli.kubectl import plugin
+
+    kubeconfig = f"{tmp_path}/notes.md"
+    with open(kubeconfig, "w") as out:
+        out.write("# notes\n\nsee: the wiki: for the cluster\n")
+    for group in (main, plugin):
+        result = CliRunner().invoke(group, ["explain", "w", "--kubeconfig", kubeconfig])
+        assert result.exit_code == 2, result.output
+        (line,) = result.output.strip().splitlines()
+        assert "explain: no usable kubeconfig: mapping values are not allowed here" in line
