@@ -1,7 +1,7 @@
 """``openrl-place compare``: one scenario under several node policies, side by side.
 
 ``--set KEY=V1,V2,...`` names one node key (``maxWorkersPerClaim``,
-``hostMemory`` or ``devices``) and the values to try. Each value makes a
+``hostMemory``, ``devices`` or ``pods``) and the values to try. Each value makes a
 variant: the scenario with that key set on every node ``--nodes`` selects
 (a shell-style pattern on node names, every node by default), nodes added
 later by ``addNode`` included. Each variant is replayed in full and
@@ -48,6 +48,13 @@ def _whole(text: str) -> int:
     return value
 
 
+def _pods(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise ValueError("must be at least 0")
+    return value
+
+
 def _host_memory(text: str) -> int:
     return parse_quantity(text, allow_zero=True)
 
@@ -57,6 +64,7 @@ KEYS: dict[str, tuple[str, Callable[[str], int]]] = {
     "maxWorkersPerClaim": ("max_workers_per_claim", _whole),
     "hostMemory": ("host_memory", _host_memory),
     "devices": ("devices", _whole),
+    "pods": ("pods", _pods),
 }
 
 

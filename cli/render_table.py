@@ -4,7 +4,8 @@ First one line per event -- where the worker went (a new claim, or which
 claim it joined and how full that claim now is), or why it waits -- with the
 pending workers a departure or an allocation let in indented beneath it.
 Then the fleet at the end: nodes (devices free, claims, seats, parked host
-memory against host memory), claims (node, allocated, devices, workers) and
+memory against host memory, and the pod slots workers take against the
+node's where a scenario sets them), claims (node, allocated, devices, workers) and
 totals, and finally the expectations that did not hold.
 
 Styling (``click.style``) is stripped by ``click.echo`` when the output is not
@@ -57,10 +58,12 @@ def render_table(report: Report, title: str) -> Iterator[str]:
     yield click.style("Nodes", bold=True)
     if not report.nodes:
         yield "  (none)"
+    pods = any(summary.node.pods is not None for summary in report.nodes)
     yield from () if not report.nodes else columns(
-        ["node", "product", "roles", "devices", "free", "claims", "seats", "parked / host"],
-        [_node_row(summary) for summary in report.nodes],
-        right={4, 5, 6},
+        ["node", "product", "roles", "devices", "free", "claims", "seats",
+         *(["pods"] if pods else []), "parked / host"],
+        [_node_row(summary, pods) for summary in report.nodes],
+        right={4, 5, 6, 7} if pods else {4, 5, 6},
     )
     yield ""
     yield click.style("Claims", bold=True)
@@ -111,7 +114,7 @@ def _seat_text(seat: Placement, nodes: dict[str, Node]) -> str:
     if seat.new_claim:
         state = "" if seat.allocated else ", waiting for DRA to allocate"
         return f"new claim {shown(seat.claim)} on {shown(seat.node)} ({devices}{state})"
-    limit = nodes[seat.node].max_workers_per_claim
+    limit = nodes[seat.node].seats_per_claim
     return (click.style("shares", fg="cyan") + f" {shown(seat.claim)} on {shown(seat.node)} "
             f"({devices}, {seat.workers}/{limit} workers)")
 
@@ -149,13 +152,17 @@ def _yaml_value(value: object) -> str:
 def _node_text(node: Node) -> str:
     roles = "+".join(sorted(node.roles)) or "trainer+sampler"
     host = format_gib(node.host_memory) if node.host_memory is not None else "unchecked"
+    pods = "" if node.pods is None else f", {_plural(node.pods, 'pod slot')} for workers"
     return (f"{node.devices} x {format_gib(node.device_memory)}, {roles}, host memory {host}, "
-            f"up to {_plural(node.max_workers_per_claim, 'worker')} per claim")
+            f"up to {_plural(node.seats_per_claim, 'worker')} per claim{pods}")
 
 
-def _node_row(summary: NodeSummary) -> list[str]:
+def _node_row(summary: NodeSummary, pods: bool) -> list[str]:
     node = summary.node
     host = format_gib(node.host_memory) if node.host_memory is not None else "unchecked"
+    # Every seat taken runs a pod: the slots used are the seats used.
+    slots = [] if not pods else [
+        "-" if node.pods is None else f"{summary.seats_used}/{node.pods}"]
     return [
         shown(node.name),
         shown(node.product) or "-",
@@ -164,6 +171,7 @@ def _node_row(summary: NodeSummary) -> list[str]:
         str(summary.free_devices),
         str(summary.claims),
         f"{summary.seats_used}/{summary.seat_limit}",
+        *slots,
         f"{format_gib(summary.parked)} / {host}",
     ]
 

@@ -101,7 +101,10 @@ class NodeSummary:
 
     @property
     def seat_limit(self) -> int:
-        return self.claims * self.node.max_workers_per_claim
+        """Seats its claims offer, never more than the workers its pod slots run."""
+        seats = self.claims * self.node.seats_per_claim
+        pods = self.node.pods
+        return seats if pods is None or pods >= seats else pods
 
 
 @attrs.frozen

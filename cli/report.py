@@ -92,7 +92,7 @@ def scenario_page(name: str, scenario: Scenario, report: Report, timeline: Timel
     parts = [
         _head(f"openrl-place report: {name}"),
         f"<h1>{_e(name)}</h1>",
-        f'<p class="lead">{len(report.nodes)} nodes, {devices:,} devices, '
+        f'<p class="lead">{len(report.nodes)} nodes, {devices:,} devices, {_pod_slots(report)}'
         f"{len(report.steps):,} events, {span}, dra: {_e(report.dra)}. "
         f"{summary.placed:,} arrivals got a seat; {summary.pending:,} workers pending at "
         f"the end; expectations: {len(report.expectations) - failed} held, {failed} failed.</p>",
@@ -118,6 +118,15 @@ def scenario_page(name: str, scenario: Scenario, report: Report, timeline: Timel
         "</body></html>",
     ]
     return "\n".join(parts)
+
+
+def _pod_slots(report: Report) -> str:
+    """The pod slots for workers, on the nodes that set them (none: nothing to say)."""
+    limited = [summary.node.pods for summary in report.nodes if summary.node.pods is not None]
+    if not limited:
+        return ""
+    where = "" if len(limited) == len(report.nodes) else f" on {len(limited)} of them"
+    return f"{sum(limited):,} pod slots for workers{where}, "
 
 
 def comparison_page(name: str, key: str, variants: Sequence[Variant]) -> str:

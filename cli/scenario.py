@@ -107,6 +107,14 @@ def _count(_instance: object, attribute: attrs.Attribute[Any], value: object) ->
         raise _FieldError(_key(attribute), f"must be at least 1, got {describe(value)}")
 
 
+def _pods(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    # Zero is a real answer: a node whose pod slots other pods take all runs no worker.
+    if isinstance(value, int) and not isinstance(value, bool) and value < 0:
+        raise _FieldError(_key(attribute), f"must be at least 0, got {describe(value)}")
+    if value != 0:
+        _count(_instance, attribute, value)
+
+
 # Counts are devices on a node or workers on a claim: a billion is already absurd,
 # and a bound keeps every figure the table prints short.
 _LARGEST_COUNT = 10**9
@@ -203,6 +211,8 @@ class NodeSpec:
     roles: tuple[str, ...] = _field("roles", _roles, parse=_to_roles, default=())
     max_workers_per_claim: int = _field("maxWorkersPerClaim", _count, default=1)
     product: str | None = _field("product", _optional_text, default=None)
+    # Pod slots for workers (allocatable pods less the other pods on it); absent: unchecked.
+    pods: int | None = _field("pods", _pods, default=None)
     # Only the report reads it: what one switch between two workers on a shared claim costs.
     host_to_device_bandwidth: int | None = _field("hostToDeviceBandwidth", parse=_bandwidth,
                                                   default=None)
@@ -210,7 +220,7 @@ class NodeSpec:
     def to_node(self) -> Node:
         return Node(self.name, self.devices, self.device_memory, self.host_memory,
                     frozenset(Role(role) for role in self.roles), self.max_workers_per_claim,
-                    self.product or "")
+                    self.product or "", self.pods)
 
 
 @attrs.frozen

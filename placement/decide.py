@@ -6,15 +6,17 @@ ranking. This module carries it out quickly, with the fleet's index
 (``placement.index``) serving exactly what the policy names;
 ``tests/reference.py`` transcribes the same rules plainly and is the judge.
 
-1. Spread while a free pool exists: a node that accepts the worker's role and
-   has the devices it needs free gets a new claim. A lone worker parks
-   nothing, so host memory is not at stake. Candidates rank by
+1. Spread while a free pool exists: a node that accepts the worker's role,
+   has the devices it needs free and a pod slot free gets a new claim. A lone
+   worker parks nothing, so host memory is not at stake. Candidates rank by
    ``SPREAD_RANKING``.
 2. Share only under contention, i.e. only when no pool is free: the worker
    may join a claim when every one of ``JOIN_CHECKS`` holds. Candidates rank
    by ``JOIN_RANKING``.
 3. Otherwise wait, with a reason that tells "never" (``NoCapacity``) from
-   "not yet" (``WaitingForCapacity``) and names what blocks the worker.
+   "not yet" (``WaitingForCapacity``) and names what blocks the worker: a
+   node at its pod limit is named with its limit, and when every node the
+   worker fits takes no worker pod at all (a limit of 0) that is "never".
 
 A new claim's shape: width = devices needed on the chosen node; per-device
 floor = the worker's per-device share; ceiling = the node's device memory (the
@@ -28,6 +30,7 @@ in which anything was added.
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -198,6 +201,8 @@ def offer_of(fleet: Fleet, node_name: str) -> NodeOffer | None:
     node = fleet.node(node_name)
     if node is None:
         return None
+    if not fleet.has_pod_slot(node_name):
+        return NodeOffer(node, -math.inf)
     capacity: Room = fleet.free_devices(node_name) * node.device_memory
     room = fleet.largest_room_on(node_name)
     if room is not None and room > capacity:
@@ -229,7 +234,25 @@ def explain(request: Request, fleet: Fleet) -> Reason:
             f"{role} pool offers {largest_devices} x {format_gib(largest_group.device_memory)}",
         )
 
-    blockers = [_free_devices_blocker(memory, fitting)]
+    pod_full = [
+        (names, podless) for group, devices, names, podless in fleet.index.pod_full(role)
+        if devices_needed(memory, group.device_memory) <= devices
+    ]
+    at_limit = sum(len(names) for names, _ in pod_full)
+    nodes_fitting = sum(nodes for group, devices, nodes, _u in shapes
+                        if devices_needed(memory, group.device_memory) <= devices)
+    blockers = []
+    if pod_full:
+        first = min(names[0] for names, _ in pod_full)
+        known = fleet.node(first)
+        pods = known.pods if known is not None else None
+        if sum(podless for _, podless in pod_full) == nodes_fitting:
+            return Reason(WaitKind.NO_CAPACITY,
+                          f"no {role} node it fits runs worker pods: "
+                          f"{_pod_limit(first, pods, at_limit)}")
+        blockers.append(_pod_limit(first, pods, at_limit))
+    if at_limit < nodes_fitting:
+        blockers.append(_free_devices_blocker(memory, fitting, other=bool(pod_full)))
     full_at = sorted({
         limit for group, limit, _count in fleet.index.full_claims(role)
         if per_device_share(memory, group.devices) <= group.device_memory
@@ -250,20 +273,29 @@ def explain(request: Request, fleet: Fleet) -> Reason:
     unallocated = sum(count for _group, _devices, count in fitting)
     if unallocated:
         blockers.append(f"{unallocated} claim{_s(unallocated)} not yet allocated")
-    if not full_at and not host_blocked and not unallocated:
+    if not full_at and not host_blocked and not unallocated and not pod_full:
         blockers.append("no allocated claim it fits")
     return Reason(WaitKind.WAITING_FOR_CAPACITY, "; ".join(blockers))
 
 
-def _free_devices_blocker(memory: int, fitting: list[tuple[PoolGroup, int, int]]) -> str:
+def _pod_limit(first: str, pods: int | None, at_limit: int) -> str:
+    text = f"{first} is at its pod limit ({pods} pod{_s(pods or 0)})"
+    others = at_limit - 1
+    if others:
+        text += f", and {others} other node{_s(others)} it fits at theirs"
+    return text
+
+
+def _free_devices_blocker(memory: int, fitting: list[tuple[PoolGroup, int, int]], *,
+                          other: bool = False) -> str:
     # Name the narrowest pool it would take: that is what a departure must free.
     needed, device_memory = min(
         (devices_needed(memory, group.device_memory), group.device_memory)
         for group, _devices, _unallocated in fitting
     )
     return (
-        f"no node has {needed} free device{_s(needed)} of {format_gib(device_memory)}"
-        f" for {format_gib(memory)}"
+        f"no {'other ' if other else ''}node has {needed} free device{_s(needed)} of "
+        f"{format_gib(device_memory)} for {format_gib(memory)}"
     )
 
 

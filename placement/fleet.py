@@ -9,6 +9,9 @@ Rules of the books:
 * A node's *parked load* = the parked memory of every claim allocated to it,
   and a claim parks all its workers' memory once shared (two or more
   workers), nothing while one worker is alone.
+* A node's *workers* = the workers booked on every claim allocated to it or
+  sized against it: each runs a pod there, so with its ``pods`` set the node
+  takes no further worker (no new claim, no join) once its workers reach it.
 * A worker holds at most one booking; a claim name is unique; a claim never
   holds more devices than its node has.
 * Claims on a node the fleet does not know (yet, or any more) are kept, with
@@ -20,13 +23,15 @@ the books. Two kinds:
 
 * *Decisions* carried out: ``cut`` (a new claim for one worker) and ``book``
   (a join). They check what ``decide`` checks (``policy.JOIN_CHECKS`` for a
-  join): the node accepts the role, the devices are free (``cut``) or the
-  claim is allocated and has a seat (``book``), the worker fits the devices by
-  itself, and the node can park everyone after a join.
+  join): the node accepts the role and has a pod slot free, the devices are
+  free (``cut``) or the claim is allocated and has a seat (``book``), the
+  worker fits the devices by itself, and the node can park everyone after a
+  join.
 * *Facts* recorded, as a cluster reports them: ``add_node``,
   ``replace_node``, ``remove_node``, ``add_claim``, ``allocate``, ``unbook``,
   ``remove_claim`` and ``book(..., observed=True)``. A cluster can be over its
-  limits (a node relabelled to fewer seats, host memory shrunk), so these
+  limits (a node relabelled to fewer seats, host memory shrunk, more pods
+  than its limit), so these
   check only what cannot be: a duplicate name, a worker booked twice, an
   unknown name, a claim wider than its node, removing a claim that still has
   workers.
@@ -133,6 +138,14 @@ class Fleet:
         except KeyError:
             raise PlacementError(f"unknown node {node}") from None
 
+    def workers_on_node(self, node: str) -> int:
+        """Workers booked on the node's claims: the pod slots they take there."""
+        return self._require_node(node).workers
+
+    def has_pod_slot(self, node: str) -> bool:
+        """Whether the node can run one more worker's pod (always, when its pods are unchecked)."""
+        return not self._require_node(node).at_pod_limit
+
     def parked_load(self, node: str) -> int:
         """Host memory the node's shared claims may park at once."""
         if node not in self._nodes:
@@ -152,7 +165,7 @@ class Fleet:
         as they are (already checked) and the index is built from them at once.
         """
         twin = Fleet()
-        twin._nodes = {name: NodeRow(row.node) for name, row in self._nodes.items()}
+        twin._nodes = {name: NodeRow(row.node, row.workers) for name, row in self._nodes.items()}
         for name, row in self._claims.items():
             clone = twin._claims[name] = ClaimRow(name, row.node, row.devices, row.allocated)
             clone.bookings = dict(row.bookings)
@@ -185,7 +198,8 @@ class Fleet:
         waiting = self._claims_on.get(node.name, {})
         for name in sorted(waiting):
             self._check_width(name, node, waiting[name].devices)
-        row = self._nodes[node.name] = NodeRow(node)
+        row = self._nodes[node.name] = NodeRow(
+            node, sum(len(claim.bookings) for claim in waiting.values()))
         self.index.add_node(row)
         for name in sorted(waiting):
             claim = waiting[name]
@@ -246,7 +260,8 @@ class Fleet:
         # One test for the common case (a decision carried out), the reasons only on refusal.
         if (known is None or type(devices) is not int or not 1 <= devices <= self._free[node]
                 or request.memory > devices * known.node.device_memory
-                or (known.node.roles and request.role not in known.node.roles)):
+                or (known.node.roles and request.role not in known.node.roles)
+                or known.at_pod_limit):
             self._refuse_cut(name, node, devices, request)
         row = ClaimRow(name, node, devices, allocated)
         row.seat(request.name, request.owner, request.memory)
@@ -273,8 +288,10 @@ class Fleet:
         self._claim_of[request.name] = claim
         node = self._nodes.get(row.node)
         if node is not None:
+            node.workers += 1
             self._shift_parked(row.node, self._parked_share(row) - before)
             self.index.file_claim(row, node, self._host_left(node))
+            self._check_pods(node)
 
     def unbook(self, worker: str) -> str:
         """Take a worker off its claim; return that claim's name. The claim stays."""
@@ -288,8 +305,10 @@ class Fleet:
         del self._claim_of[worker]
         node = self._nodes.get(row.node)
         if node is not None:
+            node.workers -= 1
             self._shift_parked(row.node, self._parked_share(row) - before)
             self.index.file_claim(row, node, self._host_left(node))
+            self._check_pods(node)
         return claim
 
     def remove_claim(self, claim: str) -> None:
@@ -321,12 +340,16 @@ class Fleet:
             self.index.unfile_pool(pool, self._free[pool.node.name])
         self.index.unfile_claim(row)
         del self._claims_on[row.node][claim]
+        if row.node in self._nodes:
+            self._nodes[row.node].workers -= len(row.bookings)
         row.place(target)
         self._claims_on.setdefault(target, {})[claim] = row
+        self._nodes[target].workers += len(row.bookings)
         self._shift_parked(target, self._parked_share(row))
         self.index.file_claim(row, self._nodes[target], self._host_left(self._nodes[target]))
         for pool in touched:
             self._file_pool(pool)
+            self._check_pods(pool)
 
     # ----------------------------------------------------------- keeping books
 
@@ -338,9 +361,11 @@ class Fleet:
         node = self._nodes.get(row.node)
         if node is not None:
             self.index.unfile_pool(node, self._free[row.node])
+            node.workers += len(row.bookings)
             self._shift_parked(row.node, self._parked_share(row))
             self.index.file_claim(row, node, self._host_left(node))
             self._file_pool(node)
+            self._check_pods(node)
 
     def _parked_share(self, row: ClaimRow) -> int:
         """What the claim adds to its node's parked load: only once allocated and shared."""
@@ -356,6 +381,13 @@ class Fleet:
         if hardware.host_memory is not None:
             self.index.host_left_changed(self._claims_on[node].values(), hardware,
                                           hardware.host_memory - parked)
+
+    def _check_pods(self, row: NodeRow) -> None:
+        """After the node's workers changed: refile it if they crossed its pod limit."""
+        if row.pod_blocked != row.at_pod_limit:
+            self.index.refile_node(row, self._free[row.node.name],
+                                   self._claims_on.get(row.node.name, {}).values(),
+                                   self._host_left(row))
 
     def _host_left(self, row: NodeRow) -> Room:
         """Host memory the node can still park; unbounded when its host memory is unknown."""
@@ -405,6 +437,9 @@ class Fleet:
             raise PlacementError(f"claim {name}: devices must be an int >= 1, got {devices!r}")
         if not hardware.accepts(request.role):
             raise PlacementError(f"node {node} does not accept {request.role} workers")
+        if self._nodes[node].at_pod_limit:
+            raise PlacementError(f"claim {name}: node {node} is at its pod limit "
+                                 f"({hardware.pods} pods)")
         if devices > self._free[node]:
             raise PlacementError(f"claim {name}: node {node} has {self._free[node]} free "
                                  f"device(s), not {devices}")
@@ -417,7 +452,7 @@ class Fleet:
         candidate = JoinCandidate(
             allocated=row.allocated, node=node.node if node else None, devices=row.devices,
             workers=len(row.bookings), footprint=row.footprint,
-            node_parked=self._parked.get(row.node, 0))
+            node_parked=self._parked.get(row.node, 0), node_workers=node.workers if node else 0)
         for check, holds in JOIN_CHECKS:
             if not holds(candidate, request):
                 raise PlacementError(f"worker {request.name} cannot join claim {row.name}: "

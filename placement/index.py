@@ -16,9 +16,15 @@ What is filed, and for which part of the policy in ``policy.py``:
   its room (``join_room``: the fit and host-memory checks as one number). A
   decision visits a bucket or two per worker count whatever the fleet's size
   or hardware mix, and skips the claims that cannot take the worker.
-* Counters for the reasons: nodes per (pool group, devices); open claims per
-  seat group; full claims per (seat group, seat limit); unallocated claims
-  per (pool group, devices of the node they are sized against).
+* A node at its pod limit takes no worker at all, so it is filed apart: its
+  name by (pool group, devices), not among the pools, and its claims with a
+  free seat counted as blocked, not among the open seats. The books refile
+  a node (``refile_node``) whenever its workers cross the limit.
+* Counters for the reasons: nodes per (pool group, devices), and of those
+  the ones that take no worker pod at all (a pod limit of 0); open claims per
+  seat group; blocked claims per seat group; full claims per (seat group,
+  seat limit); unallocated claims per (pool group, devices of the node they
+  are sized against).
 
 Views come back in a canonical order (by group, never by insertion), so a
 decision never depends on the order in which the fleet was built.
@@ -37,8 +43,8 @@ from placement.rooms import Room, RoomIndex
 
 
 class Index:
-    __slots__ = ("_full", "_groups", "_open", "_pool_views", "_pools", "_seat_views", "_seats",
-                 "_shapes", "_unallocated")
+    __slots__ = ("_blocked", "_full", "_groups", "_open", "_pod_full", "_podless", "_pool_views",
+                 "_pools", "_seat_views", "_seats", "_shapes", "_unallocated")
 
     def __init__(self) -> None:
         self._groups = Groups()
@@ -48,6 +54,9 @@ class Index:
         self._open: dict[SeatGroup, int] = {}
         self._full: dict[tuple[SeatGroup, int], int] = {}
         self._unallocated: dict[tuple[PoolGroup, int], int] = {}
+        self._pod_full: dict[tuple[PoolGroup, int], list[str]] = {}  # sorted names
+        self._podless: dict[tuple[PoolGroup, int], int] = {}
+        self._blocked: dict[SeatGroup, int] = {}
         # Groups in canonical order per role, rebuilt only when a new group appears.
         self._pool_views: dict[Role, list[tuple[PoolGroup, dict[int, list[str]]]]] = {}
         self._seat_views: dict[Role, list[dict[int, RoomIndex]]] = {}
@@ -55,9 +64,13 @@ class Index:
     # ------------------------------------------------------------ the books call
 
     def add_node(self, row: NodeRow) -> None:
+        """A node joins (before its pool and claims are filed)."""
         group = row.pool_group = self._groups.pool_group(row.node)
         shape = (group, row.node.devices)
         self._shapes[shape] = self._shapes.get(shape, 0) + 1
+        if row.node.pods == 0:
+            self._podless[shape] = self._podless.get(shape, 0) + 1
+        row.pod_blocked = row.at_pod_limit
 
     def remove_node(self, row: NodeRow) -> None:
         assert row.pool_group is not None
@@ -65,10 +78,27 @@ class Index:
         self._shapes[shape] -= 1
         if not self._shapes[shape]:
             del self._shapes[shape]
+        if row.node.pods == 0:
+            self._podless[shape] -= 1
+
+    def refile_node(self, row: NodeRow, free: int, claims: Iterable[ClaimRow],
+                    host_left: Room) -> None:
+        """The node's workers crossed its pod limit: file it and its claims the other way."""
+        claims = list(claims)
+        self.unfile_pool(row, free)
+        for claim in claims:
+            self.unfile_claim(claim)
+        row.pod_blocked = not row.pod_blocked
+        self.file_pool(row, free)
+        for claim in claims:
+            self.file_claim(claim, row, host_left)
 
     def file_pool(self, row: NodeRow, free: int) -> None:
         group = row.pool_group
         assert group is not None
+        if row.pod_blocked:
+            insort(self._pod_full.setdefault((group, row.node.devices), []), row.node.name)
+            return
         by_free = self._pools.get(group)
         if by_free is None:
             by_free = self._pools[group] = {}
@@ -77,6 +107,13 @@ class Index:
 
     def unfile_pool(self, row: NodeRow, free: int) -> None:
         assert row.pool_group is not None
+        if row.pod_blocked:
+            shape = (row.pool_group, row.node.devices)
+            names = self._pod_full[shape]
+            del names[bisect_left(names, row.node.name)]
+            if not names:
+                del self._pod_full[shape]
+            return
         by_free = self._pools[row.pool_group]
         names = by_free[free]
         del names[bisect_left(names, row.node.name)]
@@ -94,11 +131,15 @@ class Index:
             return
         group = self._groups.seat_group(row, claim.devices)
         workers = len(claim.bookings)
-        limit = node.max_workers_per_claim
+        limit = node.seats_per_claim
         if workers >= limit:
             full = (group, limit)
             self._full[full] = self._full.get(full, 0) + 1
             claim.full_key = full
+            return
+        if row.pod_blocked:
+            self._blocked[group] = self._blocked.get(group, 0) + 1
+            claim.blocked_key = group
             return
         by_workers = self._seats.get(group.roles)
         if by_workers is None:
@@ -127,6 +168,9 @@ class Index:
         elif claim.full_key is not None:
             self._full[claim.full_key] -= 1
             claim.full_key = None
+        elif claim.blocked_key is not None:
+            self._blocked[claim.blocked_key] -= 1
+            claim.blocked_key = None
         elif claim.unallocated_key is not None:
             self._unallocated[claim.unallocated_key] -= 1
             claim.unallocated_key = None
@@ -187,6 +231,19 @@ class Index:
             if not group.roles or role in group.roles:
                 yield group, devices, count, self._unallocated.get((group, devices), 0)
 
+    def pod_full(self, role: Role) -> Iterator[tuple[PoolGroup, int, list[str], int]]:
+        """(group, devices per node, names, of those with no pod slot at all) of the nodes
+        accepting role that are at their pod limit."""
+        for (group, devices), names in sorted(self._pod_full.items(), key=_shape_key):
+            if not group.roles or role in group.roles:
+                yield group, devices, names, self._podless.get((group, devices), 0)
+
+    def blocked_claims(self, role: Role) -> Iterator[tuple[SeatGroup, int]]:
+        """(group, count) of claims with a free seat on nodes at their pod limit, accepting role."""
+        for group, count in self._blocked.items():
+            if count and (not group.roles or role in group.roles):
+                yield group, count
+
     def full_claims(self, role: Role) -> Iterator[tuple[SeatGroup, int, int]]:
         """(group, seat limit, count) of allocated claims with no seat left, accepting role."""
         for (group, limit), count in self._full.items():
@@ -218,6 +275,10 @@ class Index:
             "full": {(shape(g), limit): n for (g, limit), n in self._full.items() if n},
             "unallocated": {(shape(g), devices): n
                             for (g, devices), n in self._unallocated.items() if n},
+            "pod_full": {(shape(g), devices): tuple(names)
+                         for (g, devices), names in self._pod_full.items() if names},
+            "podless": {(shape(g), devices): n for (g, devices), n in self._podless.items() if n},
+            "blocked": {shape(g): n for g, n in self._blocked.items() if n},
             "bounds_hold": all(bucket.bounds_hold() for by_workers in self._seats.values()
                                for bucket in by_workers.values()),
         }
@@ -231,6 +292,6 @@ def _group_key(group: PoolGroup) -> tuple[int, tuple[str, ...]]:
     return group.device_memory, _roles_key(group.roles)
 
 
-def _shape_key(item: tuple[tuple[PoolGroup, int], int]) -> tuple[int, int, tuple[str, ...]]:
+def _shape_key(item: tuple[tuple[PoolGroup, int], object]) -> tuple[int, int, tuple[str, ...]]:
     (group, devices), _ = item
     return group.device_memory, devices, _roles_key(group.roles)

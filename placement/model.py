@@ -10,6 +10,14 @@ Rules stated once, so the rest of the package can lean on them:
   never checked).
 * A node that names no roles accepts both roles.
 * ``max_workers_per_claim`` defaults to 1: sharing a claim is opt-in per node.
+  A claim seats at most ``seats_per_claim`` = min(max_workers_per_claim,
+  ``MAX_CLAIM_CONSUMERS``): DRA records at most 256 consumers of one claim,
+  so a higher setting promises seats that could never be taken.
+* A node runs at most ``pods`` workers (``None`` = unknown, never checked):
+  its pod slots left for workers, i.e. its allocatable pods less the pods
+  bound to it that are not workers and have not finished. Every worker
+  booked on a claim allocated to the node, or sized against it, takes one:
+  a new claim's first worker as much as a joiner.
 * One node per worker. Devices needed on a node =
   ``max(1, ceil(memory / device_memory))``; capacity split across nodes places
   nothing.
@@ -31,6 +39,7 @@ from collections.abc import Collection
 from dataclasses import KW_ONLY, dataclass, field
 
 __all__ = [
+    "MAX_CLAIM_CONSUMERS",
     "Booking",
     "Claim",
     "Node",
@@ -40,6 +49,10 @@ __all__ = [
     "devices_needed",
     "per_device_share",
 ]
+
+# A ResourceClaim lists at most this many consumers (its ``status.reservedFor``).
+MAX_CLAIM_CONSUMERS = 256
+
 
 class PlacementError(ValueError):
     """Input the decision cannot be asked about (a malformed node, request or fleet change)."""
@@ -76,6 +89,7 @@ class Node:
     roles: frozenset[Role] = frozenset()
     max_workers_per_claim: int = 1
     product: str = ""
+    pods: int | None = None  # pod slots for workers; None: unchecked
 
     def __post_init__(self) -> None:
         _check_name("node", self.name)
@@ -85,6 +99,8 @@ class Node:
         if self.host_memory is not None:
             _check_whole(where, "host_memory", self.host_memory, 0, bytes_=True)
         _check_whole(where, "max_workers_per_claim", self.max_workers_per_claim, 1)
+        if self.pods is not None:
+            _check_whole(where, "pods", self.pods, 0)
         if type(self.product) is not str:
             raise PlacementError(f"{where}: product must be a string, got {_show(self.product)}")
         # Normalise so that equal policies compare (and index) equal.
@@ -92,6 +108,12 @@ class Node:
 
     def accepts(self, role: Role) -> bool:
         return not self.roles or role in self.roles
+
+    @property
+    def seats_per_claim(self) -> int:
+        """Workers one claim on this node seats: its setting, within DRA's consumer limit."""
+        seats = self.max_workers_per_claim
+        return seats if seats < MAX_CLAIM_CONSUMERS else MAX_CLAIM_CONSUMERS
 
 
 @dataclass(frozen=True, slots=True)

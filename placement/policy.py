@@ -8,8 +8,11 @@ the first check that fails (so its message names the rule), and
 
 Rules:
 
-* Spread candidates (a node with enough free devices for a new claim)
-  compare by ``spread_rank``, in the order ``SPREAD_RANKING`` names.
+* A node takes another worker, by a new claim or a join alike, only while
+  it has a pod slot free (``has_pod_slot``): the cluster would refuse the
+  pod otherwise.
+* Spread candidates (a node with enough free devices for a new claim, and a
+  pod slot) compare by ``spread_rank``, in the order ``SPREAD_RANKING`` names.
 * A worker may join a claim when every one of ``JOIN_CHECKS`` holds, checked
   in order; the first that fails is the refusal.
 * Join candidates compare by ``join_rank``, in the order ``JOIN_RANKING``
@@ -35,10 +38,16 @@ __all__ = [
     "JOIN_RANKING",
     "SPREAD_RANKING",
     "JoinCandidate",
+    "has_pod_slot",
     "join_rank",
     "join_room",
     "spread_rank",
 ]
+
+def has_pod_slot(node: Node, workers: int) -> bool:
+    """Whether ``node``, with ``workers`` workers booked on its claims, can run one more."""
+    return node.pods is None or workers < node.pods
+
 
 # Step 1, spread: candidates compare by ``spread_rank``, smallest first.
 SPREAD_RANKING = (
@@ -65,6 +74,7 @@ class JoinCandidate:
     workers: int
     footprint: int  # the parked memory of its workers, shared or not
     node_parked: int  # its node's parked load now
+    node_workers: int  # workers booked on its node's claims now
 
 
 def _parked_after_join(claim: JoinCandidate, request: Request) -> int:
@@ -86,7 +96,10 @@ JOIN_CHECKS: tuple[tuple[str, Callable[[JoinCandidate, Request], bool]], ...] = 
      and per_device_share(request.memory, claim.devices) <= claim.node.device_memory),
     ("the claim has a free seat",
      lambda claim, request: claim.node is not None
-     and claim.workers < claim.node.max_workers_per_claim),
+     and claim.workers < claim.node.seats_per_claim),
+    ("its node has a pod slot free",
+     lambda claim, request: claim.node is not None
+     and has_pod_slot(claim.node, claim.node_workers)),
     ("the node's host memory holds the parked load after the join",
      lambda claim, request: claim.node is not None
      and (claim.node.host_memory is None

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from placement.model import Booking, Claim, Node, Role
+from placement.policy import has_pod_slot
 from placement.rooms import RoomIndex
 
 
@@ -46,13 +47,19 @@ class SeatGroup:
 class NodeRow:
     """A node in the books; the index's groups for it hang below the line."""
 
-    __slots__ = ("node", "pool_group", "seat_groups")
+    __slots__ = ("node", "pod_blocked", "pool_group", "seat_groups", "workers")
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: Node, workers: int = 0) -> None:
         self.node = node
+        self.workers = workers  # booked on the claims allocated to it or sized against it
         # ---- the index's
         self.pool_group: PoolGroup | None = None
         self.seat_groups: dict[int, SeatGroup] = {}  # by claim width
+        self.pod_blocked = False  # filed as at its pod limit: no pool, no open seat
+
+    @property
+    def at_pod_limit(self) -> bool:
+        return not has_pod_slot(self.node, self.workers)
 
 
 class Groups:
@@ -86,8 +93,8 @@ class Groups:
 class ClaimRow:
     """A claim in the books: where it is, how wide, and who is booked on it."""
 
-    __slots__ = ("allocated", "bookings", "bucket", "devices", "footprint", "full_key", "name",
-                 "node", "open_key", "shown", "unallocated_key")
+    __slots__ = ("allocated", "blocked_key", "bookings", "bucket", "devices", "footprint",
+                 "full_key", "name", "node", "open_key", "shown", "unallocated_key")
 
     def __init__(self, name: str, node: str, devices: int, allocated: bool) -> None:
         self.name = name
@@ -105,6 +112,7 @@ class ClaimRow:
         self.bucket: RoomIndex | None = None  # its open-seat bucket
         self.open_key: SeatGroup | None = None  # counted as open (with a free seat)
         self.full_key: tuple[SeatGroup, int] | None = None  # counted as full
+        self.blocked_key: SeatGroup | None = None  # a free seat, but its node is at its pod limit
         self.unallocated_key: tuple[PoolGroup, int] | None = None  # counted as unallocated
 
     def seat(self, worker: str, owner: str, parked_memory: int) -> None:

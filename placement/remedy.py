@@ -8,16 +8,20 @@ Rules:
   remedy offered here is one ``decide`` would act on.
 * One change at a time. The kinds, from least to most intrusive: a claim
   the worker could join gets allocated (only time passes); a higher
-  max-workers-per-claim on one node (a label); more host memory on one node;
-  more free devices on one node (departures, or more hardware); one node
-  labelled for the worker's role (which opens it to a whole class of
-  workers). Within a kind the smallest amount wins, then the node name; the
-  best of every kind that works is offered too, smallest first. A worker no
+  max-workers-per-claim on one node (a label; never above the 256 consumers
+  DRA lists for a claim); more host memory on one node; pod slots freed on
+  one node at its pod limit (workers leaving, or other pods gone); more free
+  devices on one node (departures, or more hardware); a higher pod limit on
+  one node (the kubelet's setting); one node labelled for the worker's role
+  (which opens it to a whole class of workers). Within a kind the smallest
+  amount wins, then the node name; the best of every kind that works is
+  offered too, smallest first. A worker no
   single change can seat gets none: with a ``NoCapacity`` reason that means
   no node of this fleet's hardware could ever hold it.
 * Each enabled node gets one verdict line for the worker: whether it accepts
-  the role, its device geometry and free devices, and what each of its
-  claims says to a join (full, too small, not yet allocated, host memory).
+  the role, its device geometry and free devices, its pod slots when they
+  are checked, and what each of its claims says to a join (full, too small,
+  not yet allocated, host memory, pod limit).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from dataclasses import dataclass, replace
 from placement.decide import Reason, explain, find_seat
 from placement.fleet import Fleet
 from placement.model import (
+    MAX_CLAIM_CONSUMERS,
     Booking,
     Claim,
     Node,
@@ -53,7 +58,7 @@ class ClaimVerdict:
     claim: str
     workers: int
     devices: int
-    verdict: str  # open | full | too small | not yet allocated | host memory
+    verdict: str  # open | full | too small | not yet allocated | host memory | pod limit
     detail: str
 
 
@@ -71,15 +76,19 @@ class NodeVerdict:
     max_workers_per_claim: int
     claims: tuple[ClaimVerdict, ...]
     summary: str  # one line
+    pods: int | None = None  # pod slots for workers; None: unchecked
+    workers: int = 0  # workers booked on its claims, each running a pod there
 
 
 @dataclass(frozen=True, slots=True)
 class Change:
     """One change to the fleet that would seat the worker."""
 
-    kind: str  # allocation | freeDevices | maxWorkersPerClaim | hostMemory | role
+    # allocation | maxWorkersPerClaim | hostMemory | podsFreed | freeDevices | podLimit | role
+    kind: str
     node: str
-    amount: int  # claims allocated, devices, seats per claim, bytes, or 1 (a label)
+    # claims allocated, seats per claim, bytes, pods, devices, a pod limit, or 1 (a label)
+    amount: int
     text: str
     claim: str = ""  # the claim an allocation is about
 
@@ -145,7 +154,10 @@ def _node_verdict(request: Request, fleet: Fleet, node: Node, claims: list[Claim
     free = fleet.free_devices(node.name)
     parked = fleet.parked_load(node.name)
     accepts = node.accepts(request.role)
-    claim_verdicts = tuple(_claim_verdict(request, node, claim, parked) for claim in claims)
+    workers = fleet.workers_on_node(node.name)
+    pod_limit = not fleet.has_pod_slot(node.name)
+    claim_verdicts = tuple(_claim_verdict(request, node, claim, parked, pod_limit)
+                           for claim in claims)
     geometry = f"{node.devices} x {format_gib(node.device_memory)}"
     roles = tuple(sorted(str(role) for role in node.roles))
     if not accepts:
@@ -153,6 +165,9 @@ def _node_verdict(request: Request, fleet: Fleet, node: Node, claims: list[Claim
     elif needed > node.devices:
         summary = (f"{geometry}; can never hold it: needs {needed} devices of "
                    f"{format_gib(node.device_memory)} on one node")
+    elif pod_limit:
+        summary = (f"{geometry}, {free} free; needs {needed}; at its pod limit "
+                   f"({_pods(node.pods or 0)}, {workers} of them workers)")
     else:
         summary = f"{geometry}, {free} free; needs {needed}"
         if free >= needed:
@@ -166,10 +181,11 @@ def _node_verdict(request: Request, fleet: Fleet, node: Node, claims: list[Claim
         device_memory=node.device_memory, free_devices=free, needed=needed,
         host_memory=node.host_memory, parked=parked,
         max_workers_per_claim=node.max_workers_per_claim, claims=claim_verdicts,
-        summary=summary)
+        summary=summary, pods=node.pods, workers=workers)
 
 
-def _claim_verdict(request: Request, node: Node, claim: Claim, parked: int) -> ClaimVerdict:
+def _claim_verdict(request: Request, node: Node, claim: Claim, parked: int,
+                   pod_limit: bool) -> ClaimVerdict:
     workers = len(claim.bookings)
     share = per_device_share(request.memory, claim.devices)
 
@@ -181,8 +197,10 @@ def _claim_verdict(request: Request, node: Node, claim: Claim, parked: int) -> C
     if share > node.device_memory:
         return verdict("too small", f"{format_gib(share)} per device would not fit "
                        f"{claim.devices} x {format_gib(node.device_memory)}")
-    if workers >= node.max_workers_per_claim:
-        return verdict("full", f"{workers}/{node.max_workers_per_claim} workers")
+    if workers >= node.seats_per_claim:
+        return verdict("full", f"{workers}/{node.seats_per_claim} workers")
+    if pod_limit:
+        return verdict("pod limit", f"its node runs no more worker pods ({_pods(node.pods or 0)})")
     if node.host_memory is not None:
         before = claim.parked_memory
         after = _with_joiner(claim, request).parked_memory
@@ -190,7 +208,7 @@ def _claim_verdict(request: Request, node: Node, claim: Claim, parked: int) -> C
         if needs > node.host_memory:
             return verdict("host memory", f"parking needs {format_gib(needs)} of "
                            f"{format_gib(node.host_memory)} host memory")
-    return verdict("open", f"{workers}/{node.max_workers_per_claim} workers")
+    return verdict("open", f"{workers}/{node.seats_per_claim} workers")
 
 
 def _with_joiner(claim: Claim, request: Request) -> Claim:
@@ -206,7 +224,7 @@ def _tally(verdicts: tuple[ClaimVerdict, ...]) -> str:
     counts: dict[str, int] = {}
     for item in verdicts:
         counts[item.verdict] = counts.get(item.verdict, 0) + 1
-    order = ("open", "full", "too small", "host memory", "not yet allocated")
+    order = ("open", "full", "too small", "host memory", "pod limit", "not yet allocated")
     return ", ".join(f"{counts[kind]} {kind}" for kind in order if kind in counts)
 
 
@@ -235,9 +253,10 @@ def _candidates(request: Request, fleet: Fleet) -> Iterator[tuple[Change, Node]]
             continue
         after = (fleet.parked_load(node.name) - claim.parked_memory
                  + _with_joiner(claim, request).parked_memory)
-        if len(claim.bookings) >= node.max_workers_per_claim:
+        if len(claim.bookings) >= node.seats_per_claim:
             limit = len(claim.bookings) + 1
-            seats.append((limit, node.name, replace(node, max_workers_per_claim=limit)))
+            if limit <= MAX_CLAIM_CONSUMERS:  # past it no label adds a seat
+                seats.append((limit, node.name, replace(node, max_workers_per_claim=limit)))
         elif node.host_memory is not None and after > node.host_memory:
             more = after - node.host_memory
             room.append((more, node.name, replace(node, host_memory=node.host_memory + more)))
@@ -247,7 +266,21 @@ def _candidates(request: Request, fleet: Fleet) -> Iterator[tuple[Change, Node]]
     for more, name, node in sorted(set(room), key=lambda r: r[:2]):
         yield Change("hostMemory", name, more,
                      f"{format_gib(more)} more host memory on {name}"), node
-    # 4. More free devices on one node that could hold the worker at all.
+    # 4. Pod slots freed on one node at its pod limit that could hold the worker at all.
+    crowded: list[tuple[int, str, int, Node]] = []  # (slots short, name, pods now, the node after)
+    for node in nodes:
+        pods = node.pods
+        if (pods is not None and node.accepts(role)
+                and devices_needed(memory, node.device_memory) <= node.devices
+                and not fleet.has_pod_slot(node.name)):
+            short = fleet.workers_on_node(node.name) + 1 - pods
+            crowded.append((short, node.name, pods, replace(node, pods=pods + short)))
+    crowded.sort(key=lambda c: c[:2])
+    for short, name, _pods_now, changed in crowded:
+        yield (Change("podsFreed", name, short,
+                      f"{_pods(short)} freed on {name} (workers leaving, or other pods gone)"),
+               changed)
+    # 5. More free devices on one node that could hold the worker at all.
     wider = []
     for node in nodes:
         needed = devices_needed(memory, node.device_memory)
@@ -258,7 +291,12 @@ def _candidates(request: Request, fleet: Fleet) -> Iterator[tuple[Change, Node]]
         yield (Change("freeDevices", name, more,
                       f"{more} more free {format_gib(device_memory)} device{_s(more)} on {name}"
                       f" ({_kind_of(node)})"), replace(node, devices=node.devices + more))
-    # 5. A node that refuses the role, labelled for it.
+    # 6. A higher pod limit on one of those nodes.
+    for short, name, pods_now, changed in crowded:
+        yield (Change("podLimit", name, pods_now + short,
+                      f"a pod limit of {pods_now + short} for workers on {name} "
+                      f"(now {_pods(pods_now)})"), changed)
+    # 7. A node that refuses the role, labelled for it.
     for node in nodes:
         if not node.accepts(role):
             yield (Change("role", node.name, 1,
@@ -285,6 +323,10 @@ def _kind_of(node: Node) -> str:
     if not node.roles:
         return "a node for both roles"
     return f"a {' and '.join(sorted(str(r) for r in node.roles))} node"
+
+
+def _pods(count: int) -> str:
+    return f"{count} pod{_s(count)}"
 
 
 def _s(count: int) -> str:

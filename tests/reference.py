@@ -34,6 +34,20 @@ def free_devices(node: Node, claims: list[RefClaim]) -> int:
     return node.devices - sum(c.devices for c in claims if c.node == node.name)
 
 
+def workers_on(node: Node, claims: list[RefClaim]) -> int:
+    return sum(len(c.workers) for c in claims if c.node == node.name)
+
+
+def pod_slot_free(node: Node, claims: list[RefClaim]) -> bool:
+    """Every worker on a claim on the node runs a pod there; ``pods`` bounds them."""
+    return node.pods is None or workers_on(node, claims) < node.pods
+
+
+def seats_per_claim(node: Node) -> int:
+    """DRA lists at most 256 consumers of a claim, whatever the node's setting."""
+    return min(node.max_workers_per_claim, 256)
+
+
 def parked_load(node: Node, claims: list[RefClaim]) -> int:
     return sum(
         sum(c.workers.values())
@@ -47,7 +61,7 @@ def reference_decide(
 ) -> NewClaim | JoinClaim | None:
     pools = []
     for node in nodes:
-        if not accepts(node, request.role):
+        if not accepts(node, request.role) or not pod_slot_free(node, claims):
             continue
         n = needed(request.memory, node.device_memory)
         free = free_devices(node, claims)
@@ -65,7 +79,7 @@ def reference_decide(
             continue
         if math.ceil(request.memory / claim.devices) > node.device_memory:
             continue
-        if len(claim.workers) >= node.max_workers_per_claim:
+        if len(claim.workers) >= seats_per_claim(node) or not pod_slot_free(node, claims):
             continue
         if node.host_memory is not None:
             after = dict(claim.workers, **{request.name: request.memory})

@@ -18,6 +18,8 @@ role_sets = st.sampled_from(
      frozenset({Role.TRAINER, Role.SAMPLER})]
 )
 roles = st.sampled_from([Role.TRAINER, Role.SAMPLER])
+# Pod slots for workers: mostly unchecked or ample, sometimes tight or none at all.
+pod_limits = st.one_of(st.none(), st.none(), st.integers(min_value=0, max_value=6))
 # Memory tiers, including odd sizes that do not divide devices evenly.
 memories = st.one_of(
     st.sampled_from([10 * GiB, 25 * GiB, 35 * GiB, 45 * GiB, 55 * GiB, 60 * GiB, 100 * GiB]),
@@ -34,6 +36,7 @@ def nodes(draw: st.DrawFn, name: str | None = None) -> Node:
         host_memory=draw(host_memories),
         roles=draw(role_sets),
         max_workers_per_claim=draw(st.integers(min_value=1, max_value=3)),
+        pods=draw(pod_limits),
     )
 
 

@@ -7,7 +7,7 @@ nodes with single 80Gi devices and 180Gi of host memory.
 
 from __future__ import annotations
 
-from placement import GiB, Role, WaitKind
+from placement import GiB, Node, Role, WaitKind
 from placement.simulation import Phase, Simulation
 from tests.behavior.conftest import (
     FFT_8B,
@@ -169,3 +169,64 @@ def test_an_unallocated_claim_reserves_its_pool_but_is_never_joined() -> None:
     sim.allocate("early")
     assert claim_of(sim, "eager") == "claim-early"
     assert sim.state("eager").phase is Phase.PLACED
+
+
+# ------------------------------------------------------ what the cluster refuses
+
+
+def test_the_110_pod_node_seats_110_workers_and_the_rest_wait_naming_its_pod_limit() -> None:
+    node = Node("gpu-node-0", devices=8, device_memory=80 * GiB, max_workers_per_claim=16,
+                pods=110)
+    sim = Simulation((node,))
+    for i in range(120):
+        sim.arrive(trainer(f"w{i:03}", 5 * GiB))
+    states = [sim.state(worker) for worker in sim.workers()]
+    # 128 seats on 8 claims, but only 110 pods fit the node: the first 110 get a seat.
+    assert [s.phase for s in states[:110]] == [Phase.PLACED] * 110
+    assert len({s.claim for s in states[:110]}) == 8
+    for state in states[110:]:
+        assert state.phase is Phase.PENDING
+        assert str(state.reason) == "WaitingForCapacity: gpu-node-0 is at its pod limit (110 pods)"
+
+    # One departure frees one pod slot: the oldest waiting worker takes it, the next waits on.
+    sim.leave("w000")
+    assert sim.state("w110").phase is Phase.PLACED
+    assert sim.state("w111").phase is Phase.PENDING
+
+
+def test_a_new_claim_needs_a_pod_slot_as_much_as_a_join_does() -> None:
+    # Two free devices, one pod slot left for workers (the rest run other pods).
+    sim = Simulation((Node("gpu-a", devices=2, device_memory=80 * GiB, pods=1),
+                      prod_node("gpu-b", max_workers=1)))
+    sim.arrive(trainer("w1", FFT_8B))
+    sim.arrive(trainer("w2", FFT_8B))
+    sim.arrive(trainer("w3", FFT_8B))
+    assert {node_of(sim, "w1"), node_of(sim, "w2")} == {"gpu-a", "gpu-b"}
+    reason = sim.state("w3").reason
+    # gpu-a still has a free device, but no pod slot; gpu-b has neither a device nor a seat.
+    assert str(reason) == ("WaitingForCapacity: gpu-a is at its pod limit (1 pod); no other node "
+                           "has 1 free device of 80Gi for 60Gi; claims it fits are full at "
+                           "1 worker")
+
+
+def test_a_node_with_no_pod_slot_for_workers_can_never_hold_one() -> None:
+    sim = Simulation((Node("gpu-a", devices=8, device_memory=80 * GiB, pods=0),))
+    sim.arrive(trainer("w1", LORA))
+    reason = sim.state("w1").reason
+    assert reason is not None and reason.never
+    assert str(reason) == ("NoCapacity: no trainer node it fits runs worker pods: gpu-a is at "
+                           "its pod limit (0 pods)")
+
+
+def test_a_claim_seats_at_most_256_workers_whatever_its_node_allows() -> None:
+    # DRA lists at most 256 consumers of one claim: a setting of 300 is 256 seats.
+    sim = Simulation((Node("gpu-a", devices=1, device_memory=80 * GiB,
+                           max_workers_per_claim=300),))
+    for i in range(257):
+        sim.arrive(sampler(f"s{i:03}", GiB))
+    claims = {claim_of(sim, f"s{i:03}") for i in range(256)}
+    assert len(claims) == 1
+    waiting = sim.state("s256")
+    assert waiting.phase is Phase.PENDING
+    assert str(waiting.reason) == ("WaitingForCapacity: no node has 1 free device of 80Gi for "
+                                   "1Gi; claims it fits are full at 256 workers")

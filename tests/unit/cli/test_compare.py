@@ -120,3 +120,11 @@ def test_the_report_draws_the_variants_side_by_side(tmp_path: Path) -> None:
     assert text.count("<svg") == 1 and 'id="figure-side-by-side"' in text
     assert "maxWorkersPerClaim=1" in text and "maxWorkersPerClaim=4" in text
     assert "device-hours idle" in text
+
+
+def test_pod_slots_are_a_key_to_vary(tmp_path: Path) -> None:
+    one, eight = rows(compare(tmp_path, "--set", "pods=1,8", "--nodes", "l4-*", "-o", "json"))
+    # One pod slot per L4 box: two trainers at a time, not four.
+    assert (one["variant"], one["seatsUsed"], eight["seatsUsed"]) == ("pods=1", 2, 4)
+    refused = compare(tmp_path, "--set", "pods=-1")
+    assert refused.exit_code == 2 and '--set pods: "-1": must be at least 0' in refused.stderr

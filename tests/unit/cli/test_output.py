@@ -291,3 +291,41 @@ def test_a_pending_worker_says_what_single_change_would_seat_it(run: Run) -> Non
     # The 60Gi worker never fits one node: nothing within this hardware seats it.
     assert workers["fft"]["reason"].startswith("NoCapacity")
     assert workers["fft"]["wouldSeat"] is None
+
+
+def test_a_node_at_its_pod_limit_is_shown_and_counted(run: Run) -> None:
+    arrivals = "".join(f"  - arrive: {{name: w{i}, role: trainer, memory: 5Gi}}\n"
+                       for i in range(5))
+    text = (
+        "nodes:\n"
+        "  - {name: gpu-0, devices: 8, deviceMemory: 80Gi, maxWorkersPerClaim: 16, pods: 3}\n"
+        "  - {name: gpu-1, devices: 1, deviceMemory: 80Gi, roles: [sampler]}\n"
+        "events:\n" + arrivals
+        + '  - expect: {worker: w4, phase: Pending, reason: "gpu-0 is at its pod limit (3 pods)"}\n'
+    )
+    result = run(text)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    header = next(line for line in lines if line.strip().startswith("node "))
+    assert header.split() == ["node", "product", "roles", "devices", "free", "claims", "seats",
+                              "pods", "parked", "/", "host"]
+    row = next(line for line in lines if line.strip().startswith("gpu-0 "))
+    assert row.split()[8:10] == ["3/3", "3/3"]  # seats bounded by the pod slots, all taken
+    other = next(line for line in lines if line.strip().startswith("gpu-1 "))
+    assert other.split()[9] == "-"  # unchecked
+    assert "3/3 seats taken" in result.stdout
+
+    doc = document(run(text, "-o", "json"))
+    assert doc["workers"]["w4"]["wouldSeat"] == {
+        "kind": "podsFreed", "node": "gpu-0", "amount": 1,
+        "text": "1 pod freed on gpu-0 (workers leaving, or other pods gone)"}
+
+
+def test_a_pod_limit_must_be_a_whole_number_of_at_least_zero(run: Run) -> None:
+    result = run("""
+        nodes:
+          - {name: box, devices: 1, deviceMemory: 24Gi, pods: -1}
+        events: []
+    """)
+    assert result.exit_code == 2
+    assert "nodes[0].pods: must be at least 0, got -1" in result.stderr

@@ -113,3 +113,13 @@ def test_the_page_stays_small_however_long_the_scenario(tmp_path: Path) -> None:
     page = (tmp_path / "r.html").read_text()
     assert "more owners not listed" not in page  # 40 owners: all listed
     assert "more shared claims not listed" in page
+
+
+def test_the_lead_counts_pod_slots_where_a_scenario_sets_them(run: Run, tmp_path: Path) -> None:
+    page_path = tmp_path / "report.html"
+    text = ("nodes:\n"
+            "  - {name: a, devices: 2, deviceMemory: 24Gi, pods: 3}\n"
+            "  - {name: b, devices: 2, deviceMemory: 24Gi}\n"
+            "events:\n  - arrive: {name: w, role: trainer, memory: 10Gi}\n")
+    assert run(text, "--report", str(page_path)).exit_code == 0
+    assert "2 nodes, 4 devices, 3 pod slots for workers on 1 of them, " in page_path.read_text()

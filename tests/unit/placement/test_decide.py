@@ -10,6 +10,7 @@ from placement import (
     JoinClaim,
     NewClaim,
     Node,
+    Reason,
     Request,
     Role,
     Wait,
@@ -233,3 +234,31 @@ def test_name_and_owner_never_change_the_decision() -> None:
     fleet = Fleet([Node("a", 1, 80 * GiB), Node("b", 2, 80 * GiB)])
     first = decide(Request("zzz", TRAINER, 10 * GiB, "qwen"), fleet)
     assert decide(Request("aaa", TRAINER, 10 * GiB, "llama"), fleet) == first
+
+
+# ------------------------------------------------------------------- pod slots
+
+
+def test_nodes_at_their_pod_limit_are_named_first_and_counted() -> None:
+    fleet = Fleet(
+        [Node(name, 2, 80 * GiB, host_memory=GiB, max_workers_per_claim=4, pods=1)
+         for name in ("n-b", "n-a", "n-c")],
+        [Claim(f"c-{name}", name, 1, bookings=(seat(f"w-{name}", 10),))
+         for name in ("n-a", "n-b", "n-c")],
+    )
+    decision = decide(ask(10), fleet)
+    # Free devices and free seats everywhere, tight host memory too: the pods block first,
+    # and the claims they block are not blamed on host memory.
+    assert decision == Wait(Reason(
+        WaitKind.WAITING_FOR_CAPACITY,
+        "n-a is at its pod limit (1 pod), and 2 other nodes it fits at theirs"))
+
+
+def test_a_node_with_pod_slots_left_is_still_told_apart() -> None:
+    fleet = Fleet([Node("crowded", 2, 80 * GiB, pods=0), Node("busy", 1, 80 * GiB)],
+                  [Claim("c", "busy", 1, bookings=(seat("x", 10),))])
+    decision = decide(ask(10), fleet)
+    assert decision == Wait(Reason(
+        WaitKind.WAITING_FOR_CAPACITY,
+        "crowded is at its pod limit (0 pods); no other node has 1 free device of 80Gi for "
+        "10Gi; claims it fits are full at 1 worker"))

@@ -200,3 +200,24 @@ def test_a_snapshot_is_kept_until_its_claim_changes() -> None:
     fleet.cut("e", "n", 1, Request("e", Role.TRAINER, GiB), allocated=False)
     fleet.allocate("e")
     assert fleet.claim("e").allocated  # type: ignore[union-attr]
+
+
+def test_a_node_at_its_pod_limit_refuses_a_new_claim_and_a_join_by_name() -> None:
+    fleet = Fleet([Node("n", 4, 80 * GiB, max_workers_per_claim=4, pods=2)])
+    fleet.cut("c", "n", 1, trainer("a", 10))
+    fleet.book("c", trainer("b", 10))
+    assert (fleet.workers_on_node("n"), fleet.has_pod_slot("n")) == (2, False)
+    with pytest.raises(PlacementError, match=r"claim d: node n is at its pod limit \(2 pods\)"):
+        fleet.cut("d", "n", 1, trainer("d", 10))
+    with pytest.raises(PlacementError, match="its node has a pod slot free does not hold"):
+        fleet.book("c", trainer("e", 10))
+    fleet.unbook("b")  # a pod slot again: the join is allowed once more
+    fleet.book("c", trainer("e", 10))
+
+
+def test_workers_follow_their_claim_to_the_node_dra_allocates_it_on() -> None:
+    fleet = Fleet([Node("a", 1, 80 * GiB, pods=1), Node("b", 1, 80 * GiB, pods=1)])
+    fleet.cut("c", "a", 1, trainer("w", 10), allocated=False)
+    assert fleet.has_pod_slot("b")
+    fleet.allocate("c", node="b")
+    assert (fleet.has_pod_slot("a"), fleet.has_pod_slot("b")) == (True, False)

@@ -48,6 +48,8 @@ def test_roles_given_as_strings_compare_equal_to_enums() -> None:
         ({"device_memory": 0}, "device_memory must be > 0"),
         ({"max_workers_per_claim": 0}, "max_workers_per_claim must be >= 1"),
         ({"host_memory": -1}, "host_memory must be >= 0"),
+        ({"pods": -1}, "pods must be >= 0"),
+        ({"pods": 1.5}, "pods must be a whole number \\(an int\\), got 1.5"),
         ({"devices": 1.5}, "devices must be a whole number \\(an int\\), got 1.5 \\(a float\\)"),
         ({"devices": "2"}, "devices must be a whole number \\(an int\\), got '2' \\(a str\\)"),
         ({"devices": True}, "devices must be a whole number \\(an int\\), got True \\(a bool\\)"),
@@ -130,3 +132,9 @@ def test_a_lone_worker_parks_nothing_and_a_shared_claim_parks_everyone() -> None
     shared = Claim("c", "n", 1, bookings=(Booking("b", "b", 20 * GiB), Booking("a", "a", 60 * GiB)))
     assert shared.parked_memory == 80 * GiB
     assert shared.workers == ("a", "b")  # canonical order, whatever was given
+
+
+def test_a_claim_seats_its_setting_within_the_256_consumers_dra_lists() -> None:
+    assert Node("n", 1, GiB, max_workers_per_claim=16).seats_per_claim == 16
+    assert Node("n", 1, GiB, max_workers_per_claim=256).seats_per_claim == 256
+    assert Node("n", 1, GiB, max_workers_per_claim=1000).seats_per_claim == 256

@@ -111,3 +111,32 @@ def test_every_change_offered_does_seat_the_worker() -> None:
     change = smallest_change(late, sim.fleet)
     assert change is not None
     assert find_seat(late, sim.fleet) is None
+
+
+def test_a_node_at_its_pod_limit_is_told_to_free_pods_or_raise_the_limit() -> None:
+    sim = _sim(Node("gpu-0", 8, 80 * GiB, max_workers_per_claim=16, pods=3))
+    for name in ("a", "b", "c"):
+        _arrive(sim, name, 5)
+    late = _arrive(sim, "late", 5)
+    diagnosis = diagnose(late, sim.fleet)
+    assert str(diagnosis.reason) == "WaitingForCapacity: gpu-0 is at its pod limit (3 pods)"
+    assert diagnosis.change is not None
+    assert (diagnosis.change.kind, diagnosis.change.amount) == ("podsFreed", 1)
+    assert diagnosis.change.text == "1 pod freed on gpu-0 (workers leaving, or other pods gone)"
+    # More devices would not help: the node runs no more pods either way.
+    assert [(c.kind, c.amount) for c in diagnosis.alternatives] == [("podsFreed", 1),
+                                                                     ("podLimit", 4)]
+    assert diagnosis.alternatives[1].text == "a pod limit of 4 for workers on gpu-0 (now 3 pods)"
+    (verdict,) = diagnosis.nodes
+    assert (verdict.pods, verdict.workers) == (3, 3)
+    assert verdict.summary.endswith("at its pod limit (3 pods, 3 of them workers)")
+    assert {c.verdict for c in verdict.claims} == {"pod limit"}
+
+
+def test_no_seat_is_suggested_past_the_256_consumers_a_claim_lists() -> None:
+    sim = _sim(Node("gpu-0", 1, 80 * GiB, max_workers_per_claim=256))
+    for i in range(256):
+        _arrive(sim, f"w{i}", 1)
+    late = _arrive(sim, "late", 1)
+    diagnosis = diagnose(late, sim.fleet)
+    assert [c.kind for c in diagnosis.alternatives] == ["freeDevices"]
