@@ -38,6 +38,7 @@ class Section:
 def sections(text: str) -> list[Section]:
     """The map's sections, each with the names in the first column of its tables."""
     found = []
+    text = re.sub(r"^```.*?^```", "", text, flags=re.MULTILINE | re.DOTALL)  # no tables there
     for number, part in enumerate(re.split(r"^(?=## )", text, flags=re.MULTILINE)):
         heading = part.splitlines()[0].removeprefix("## ").strip() if number else ""
         folder = next((t for t in re.findall(r"`([^`]+)`", heading) if t.endswith("/")), "")
@@ -106,7 +107,12 @@ def test_every_name_is_a_tracked_file() -> None:
 
 
 MAP = """\
-Intro, `cli/` in prose names nothing.
+Intro, `cli/` in prose names nothing, nor does a block:
+
+```
+## not a heading
+| `Makefile` | not a table |
+```
 
 | file | role |
 | --- | --- |
