@@ -27,7 +27,8 @@ import threading
 from collections.abc import Callable
 
 from controller import kube, naming
-from controller.fleet_cache import CachedView, FleetCache
+from controller.fleet_cache import FleetCache
+from controller.fleet_rules import FleetReading
 from controller.objects import Obj, meta, name_of
 
 __all__ = ["Cache", "strip"]
@@ -150,7 +151,7 @@ class Cache:
     # ---------------------------------------------------------------- reading
 
     @property
-    def view(self) -> CachedView:
+    def view(self) -> FleetReading:
         """The fleet as read from what the cache holds (current; read under ``lock``)."""
         return self.fleet.view
 

@@ -34,6 +34,7 @@ from controller import naming
 from controller.claims import ClaimView, read_claim
 from controller.fleet_rules import (
     Booked,
+    FleetReading,
     committed_uids,
     live_pod_claim,
     orphan_booking,
@@ -219,6 +220,7 @@ def build_fleet(
     *, slices: list[Obj], nodes: list[Obj], claims: list[Obj], workers: list[Worker],
     pods: list[Obj], driver: str,
 ) -> FleetView:
+    """The plain reading of these objects (a ``FleetReading``, as ``Cache.view`` is)."""
     hardware, pool_nodes, notes = read_slices(slices, driver)
     placement_nodes, warnings = read_nodes(nodes, hardware)
     bookings = read_bookings(workers, pods, committed_claims(claims))
@@ -235,3 +237,7 @@ def build_fleet(
         closing={name: v for name, v in views.items() if v.deleting},
         bookings=bookings, warnings=tuple(notes + warnings),
         live_uids=frozenset(w.uid for w in workers if w.phase != naming.Phase.FAILED))
+
+
+def _reading(view: FleetView) -> FleetReading:
+    return view  # mypy checks here that the plain view offers the whole read interface

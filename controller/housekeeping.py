@@ -12,7 +12,9 @@ Rules:
   such a claim are the namespace's pods listed (an unmanaged pod, which the
   cache does not hold, may use it too). Never one younger than the
   reclaim grace; every delete carries the claim's UID and resourceVersion, so
-  a claim that changed since it was read is left for the next sweep.
+  a claim that changed since it was read is left for the next sweep. The
+  deletes are returned as writes, for a plan like any reconcile's
+  (writes.py), never made here.
 * Both run as queue keys, never beside a reconcile: a reconcile joining a
   claim and a sweep deleting it at the same moment is exactly the race one
   queue with one consumer rules out.
@@ -31,6 +33,7 @@ from controller.metrics import Metrics
 from controller.objects import Obj, Worker, is_deleting, name_of, pod_claims, uid_of
 from controller.settings import Settings
 from controller.work import Result, is_pending, worker_order
+from controller.writes import Write
 
 log = logging.getLogger("openrl.controller.sweep")
 
@@ -44,7 +47,8 @@ def wake(cache: Cache, metrics: Metrics) -> Result:
 
 
 def sweep(api: kube.Kube, cache: Cache, settings: Settings, metrics: Metrics,
-          now: dt.datetime) -> Result:
+          now: dt.datetime) -> tuple[Result, list[Write]]:
+    """When to sweep again, and the deletes of the orphaned claims old enough to go."""
     claims = cache.items(kube.CLAIMS)
     workers = [Worker.from_obj(o) for o in cache.items(kube.WORKERS)]
     # A Failed worker pins nothing: its pod, while it exists, speaks for it.
@@ -55,7 +59,7 @@ def sweep(api: kube.Kube, cache: Cache, settings: Settings, metrics: Metrics,
     if any(_orphan(claim, referenced, now, settings.reclaim_grace) for claim in claims):
         for pod in api.list(kube.PODS):  # every pod: an unmanaged pod may use our claim too
             referenced |= pod_claims(pod)
-    deleted = 0
+    deletes: list[Write] = []
     next_run = settings.reclaim_interval
     for claim in claims:
         view = read_claim(claim, {})
@@ -67,16 +71,13 @@ def sweep(api: kube.Kube, cache: Cache, settings: Settings, metrics: Metrics,
             # Come back as soon as it is old enough, not a whole interval later.
             next_run = min(next_run, settings.reclaim_grace - age + 1.0)
             continue
-        try:
-            api.delete(kube.CLAIMS, view.name, uid=uid_of(claim),
-                       resource_version=claim["metadata"].get("resourceVersion"))
-        except (kube.NotFound, kube.Conflict):
-            continue  # changed since we read it: the next sweep looks again
-        deleted += 1
+        deletes.append(Write("delete", kube.CLAIMS, view.name, {}, uid=uid_of(claim),
+                             resource_version=str(claim["metadata"].get("resourceVersion")
+                                                  or "")))
         log.info("reclaimed orphaned claim", extra=kv(claim=view.name, node=view.node,
                                                       age=int(age)))
-    metrics.claims.set(sum(1 for c in claims if not is_deleting(c)) - deleted)
-    return Result(requeue_after=next_run, wake=deleted > 0)
+    metrics.claims.set(sum(1 for c in claims if not is_deleting(c)) - len(deletes))
+    return Result(requeue_after=next_run, wake=bool(deletes)), deletes
 
 
 def _orphan(claim: Obj, referenced: set[str], now: dt.datetime, grace: float) -> bool:

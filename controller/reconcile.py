@@ -98,8 +98,10 @@ class Reconciler:
             self._observe()
             return housekeeping.wake(self.cache, self.metrics)
         if key == SWEEP:
-            return housekeeping.sweep(self.api, self.cache, self.settings, self.metrics,
-                                      self.now())
+            result, deletes = housekeeping.sweep(self.api, self.cache, self.settings,
+                                                 self.metrics, self.now())
+            self.writer.submit(Plan(SWEEP, deletes))
+            return result
         return self.reconcile(key)
 
     # ------------------------------------------------------------- a worker

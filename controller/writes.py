@@ -91,6 +91,8 @@ ON_FAILURE: tuple[Failure, ...] = (
             "this replica may no longer lead: it writes nothing more"),
     Failure(None, kube.WORKERS, kube.NotFound, Verdict.DROP, "the worker is gone"),
     Failure("delete", None, kube.NotFound, Then.GO_ON, "gone already: what the delete wanted"),
+    Failure("delete", kube.CLAIMS, kube.Conflict, Then.GO_ON,
+            "the sweep's claim changed since it was read: left for the next sweep"),
     Failure("create", kube.PODS, kube.AlreadyExists, Then.SETTLE,
             "created since we looked, or not a pod the cache holds (not managed by us): "
             "read it once and settle whose it is"),
@@ -120,7 +122,8 @@ class Write:
     body: Obj
     subresource: str | None = None
     assumed: bool = False  # the body goes into the cache before it is written
-    uid: str = ""  # a delete's precondition: only this incarnation of the object
+    uid: str = ""  # a delete's preconditions: only this incarnation of the object,
+    resource_version: str = ""  # and (if given) only as it was read
 
 
 # A follow-up the plan carries for its pod: the writes it leads to, and the verdict.
@@ -257,6 +260,7 @@ class Writer:
             return self.api.patch(write.res, write.name, write.body,
                                   subresource=write.subresource)
         if write.verb == "delete":
-            self.api.delete(write.res, write.name, uid=write.uid or None)
+            self.api.delete(write.res, write.name, uid=write.uid or None,
+                            resource_version=write.resource_version or None)
             return None  # the watch tells when it is gone
         raise ValueError(f"unknown write verb {write.verb!r}")

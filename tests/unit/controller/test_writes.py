@@ -26,6 +26,7 @@ DELETE = Write("delete", kube.PODS, "orw-w", {})
     (POD, kube.Forbidden(403, "Forbidden", 'violates PodSecurity "restricted"'), Then.REFUSED),
     (POD, kube.Forbidden(403, "Forbidden", 'User "x" cannot create pods'), Verdict.RETRY),
     (CLAIM, kube.Conflict(409, "Conflict", "stale"), Verdict.SOON),
+    (Write("delete", kube.CLAIMS, "c", {}), kube.Conflict(409, "Conflict", "rv"), Then.GO_ON),
     (DELETE, kube.Conflict(409, "Conflict", "uid precondition"), Verdict.SOON),
     (CLAIM, kube.KubeError(500, "InternalError", "boom"), Verdict.RETRY),
 ])
