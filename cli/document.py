@@ -23,6 +23,9 @@ What the readers refuse or read differently from their defaults, and why:
   every field refuses as out of range.
 * ``NaN`` and ``Infinity``, which Python's decoder accepts but JSON has not.
 * Nesting deeper than the readers can follow: one message, no traceback.
+* A UTF-8 byte-order mark at the very start, which JSON lets a reader ignore
+  (and editors on some systems write), is skipped by both readers rather than
+  refused; the text is not copied to drop it.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ __all__ = ["ScenarioError", "parse_document"]
 # Digits past which a number is kept as a LongNumber, in both readers (so the
 # two agree); well under the interpreter's own limit of 4300.
 MAX_DIGITS = 1000
+BOM = "\ufeff"
+_JSON_SPACE = re.compile(r"[ \t\n\r]*")
 
 
 class ScenarioError(ValueError):
@@ -80,8 +85,9 @@ def parse_document(text: str, *, kind: str = "") -> object:
 
 
 def _parse_json(text: str) -> object:
+    hooks: dict[str, Any] = {"object_pairs_hook": _unique_pairs, "parse_constant": _no_constant}
     try:
-        return json.loads(text, object_pairs_hook=_unique_pairs, parse_constant=_no_constant)
+        return _decode_json(text, hooks)
     except RecursionError:
         raise _NotJson("nested too deeply") from None
     except (json.JSONDecodeError, _DuplicateKey, _NotJson):
@@ -89,8 +95,27 @@ def _parse_json(text: str) -> object:
     except ValueError:
         # An integer too long for int(): read again keeping long ones as LongNumber
         # (only then, so the usual document stays on the decoder's fast path).
-        return json.loads(text, object_pairs_hook=_unique_pairs, parse_constant=_no_constant,
-                          parse_int=_json_int)
+        return _decode_json(text, {**hooks, "parse_int": _json_int})
+
+
+def _decode_json(text: str, hooks: dict[str, Any]) -> object:
+    """``json.loads``, but past a leading byte-order mark (which it refuses)."""
+    start = 1 if text.startswith(BOM) else 0
+    try:
+        value, end = json.JSONDecoder(**hooks).raw_decode(text, _skip_space(text, start))
+        end = _skip_space(text, end)
+        if end != len(text):
+            raise json.JSONDecodeError("Extra data", text, end)
+    except json.JSONDecodeError as error:
+        if start and error.lineno == 1:
+            error.colno -= 1  # columns as an editor shows them, the mark unseen
+        raise
+    return value
+
+
+def _skip_space(text: str, pos: int) -> int:
+    match = _JSON_SPACE.match(text, pos)
+    return match.end() if match else pos
 
 
 def _json_int(digits: str) -> int | LongNumber:

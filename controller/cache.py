@@ -30,6 +30,7 @@ from controller import kube, naming
 from controller.fleet_cache import FleetCache
 from controller.fleet_rules import FleetReading
 from controller.objects import Obj, meta, name_of
+from controller.privileges import LABEL_POD_TEMPLATE, unmarked_refusal
 
 __all__ = ["Cache", "strip"]
 
@@ -303,7 +304,11 @@ def _worker(obj: Obj) -> Obj:
 
 
 def _config_map(obj: Obj) -> Obj:
-    return {"metadata": _meta(obj), "data": obj.get("data") or {}}
+    # Only a marked template's text is ever read; any other ConfigMap is kept as a name
+    # (so a worker naming it is told why it is refused), never its data.
+    kept = _meta(obj, labels=lambda k: k == LABEL_POD_TEMPLATE)
+    marked = unmarked_refusal(obj, "") is None
+    return {"metadata": kept, "data": (obj.get("data") or {}) if marked else {}}
 
 
 _STRIP: dict[str, Callable[[Obj], Obj]] = {

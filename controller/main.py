@@ -122,6 +122,16 @@ def _settings(**options: Any) -> Settings:
               show_default=True)
 @click.option("--lease-namespace", envvar="OPEN_RL_LEASE_NAMESPACE",
               help="[default: the namespace]")
+@click.option("--service-account", envvar="OPEN_RL_SERVICE_ACCOUNT",
+              default="open-rl-scheduler", show_default=True,
+              help="The scheduler's own ServiceAccount: no template may run a worker as it.")
+@click.option("--template-service-accounts", envvar="OPEN_RL_TEMPLATE_SERVICE_ACCOUNTS",
+              help="ServiceAccounts (comma-separated) a pod template may name besides "
+                   "default [default: none].")
+@click.option("--template-allow", envvar="OPEN_RL_TEMPLATE_ALLOW",
+              help="Privileged fields templates may set, as TEMPLATE=FIELD[,FIELD] entries "
+                   "separated by ';' (TEMPLATE * = every one; FIELD: hostNetwork, hostPID, "
+                   "hostIPC, privileged, capabilities, hostPath) [default: none].")
 @click.option("--kubeconfig", type=click.Path(dir_okay=False),
               help="[default: $KUBECONFIG, else in-cluster]")
 @click.option("--log-format", envvar="OPEN_RL_LOG_FORMAT", default="json", show_default=True,

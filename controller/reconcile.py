@@ -27,7 +27,8 @@ The sequence for a worker, each step a function of steps.py returning a
      it is gone, never adopt it;
    - anything else: PodConflict, nothing deleted.
 6. No pod: read and check the template (``template``: TemplateNotFound waits,
-   keeping a held claim's seat booked (``held_claim``); TemplateError fails),
+   keeping a held claim's seat booked (``held_claim``); TemplateError fails,
+   also for a ConfigMap the operator has not marked as a template),
    then decide under the cache's lock (``seat``):
    - if the worker already holds a live claim (its status says so, or the
      claim derived from its UID exists after a lost write, or a claim's

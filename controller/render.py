@@ -13,8 +13,16 @@ Rules:
   requests or limits (a name with a domain, such as ``nvidia.com/gpu``), and
   the ``OPEN_RL_TIME_SLICE_GROUP`` env var. Placement decides where the pod
   runs and what it holds; a template that also decides would collide with it.
+* A template is also refused for what would hand its worker more than running
+  an image needs (``controller.privileges``: the scheduler's ServiceAccount,
+  host namespaces, privileged containers, hostPath), unless the operator's
+  policy allows that field for that template.
 * Overlay: ``image`` replaces, ``command`` replaces, ``args`` append, ``env``
   merges by name (an overlay entry replaces the template's entry of that name).
+  That is all an overlay can say: an env entry is a name and a literal value
+  (never a reference to a Secret or a field), and any other key is refused --
+  the worker is the caller's, and the caller sets nothing that changes what
+  the pod may reach.
 * Stamps: the ``gpu`` claim reference and its consumption by the worker
   container, a controller owner reference to the worker, node affinity as two
   ORed terms each also requiring the node placement chose, sanitized identity
@@ -33,9 +41,13 @@ import yaml
 
 from controller import naming
 from controller.objects import Obj, Worker
+from controller.privileges import TemplatePolicy, privilege_refusal
 from placement import Role
 
 POD_FIELDS_OWNED = ("nodeName", "nodeSelector", "affinity", "resourceClaims")
+OVERLAY_FIELDS = ("image", "command", "args", "env")
+OVERLAY_ENV_FIELDS = ("name", "value")
+DEFAULT_POLICY = TemplatePolicy()
 
 
 class TemplateError(ValueError):
@@ -126,6 +138,10 @@ def _validate_container(container: Obj, where: str) -> None:
 
 def apply_overlay(pod: Obj, overlay: Obj, source: str) -> Obj:
     """The worker's ``spec.container`` onto the worker container (a new dict)."""
+    for key in overlay:
+        if key not in OVERLAY_FIELDS:
+            raise TemplateError(f"spec.container.{key}",
+                                f"is not an overlay field (only {', '.join(OVERLAY_FIELDS)})")
     pod = copy.deepcopy(pod)
     containers = pod["spec"]["containers"]
     index = worker_container_index(pod["spec"], source)
@@ -139,6 +155,10 @@ def apply_overlay(pod: Obj, overlay: Obj, source: str) -> Obj:
     for entry in overlay.get("env") or []:
         if not isinstance(entry, dict) or not entry.get("name"):
             raise TemplateError("spec.container.env", "every entry needs a name")
+        for key in entry:
+            if key not in OVERLAY_ENV_FIELDS:
+                raise TemplateError(f"spec.container.env[{entry['name']}].{key}",
+                                    "an overlay env entry is a name and a literal value")
         if entry["name"] == naming.ENV_GROUP:
             raise TemplateError(f"spec.container.env[{naming.ENV_GROUP}]",
                                 "is set by placement (the worker's claim); remove it")
@@ -161,11 +181,18 @@ def _merge_env(env: list[Obj], entry: Obj) -> list[Obj]:
     return merged
 
 
-def prepare(text: str, worker: Worker, source: str) -> Obj:
-    """Parse, validate and overlay a template: everything checkable before placement."""
+def prepare(text: str, worker: Worker, source: str,
+            policy: TemplatePolicy = DEFAULT_POLICY) -> Obj:
+    """Parse, validate and overlay a template: everything checkable before placement.
+
+    ``policy`` is the operator's: what templates may hand their workers.
+    """
     pod = parse_template(text, source)
     worker_container_index(pod["spec"], source)
     validate_template(pod, source)
+    refusal = privilege_refusal(pod["spec"], source, worker.template_name, policy)
+    if refusal is not None:
+        raise TemplateError(*refusal)
     return apply_overlay(pod, worker.overlay, source)
 
 

@@ -10,6 +10,13 @@ Rules:
 * The device driver (the domain of the ``memory`` capacity in ResourceSlices
   and in the claim's CEL selector) defaults to the device class name.
 * The lease namespace defaults to the namespace.
+* What templates may hand their workers is the operator's setting, here and
+  nowhere else (``controller.privileges``): ``service_account`` is the
+  scheduler's own (never a worker's), ``template_service_accounts`` the others
+  a template may name, and ``template_allow`` the privileged fields a template
+  may set, as ``NAME=FIELD,FIELD`` entries separated by ``;`` or spaces (``*``
+  for every template). Allowing the scheduler's own account, or a field that
+  is not one of the refused ones, is a settings error.
 """
 
 from __future__ import annotations
@@ -18,9 +25,12 @@ import os
 import re
 import socket
 import uuid
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import attrs
+
+from controller.privileges import ALLOWABLE, TemplatePolicy
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 FALLBACK_NAMESPACE = "openrl"
@@ -93,6 +103,39 @@ def parse_http_address(text: str) -> tuple[str, int] | None:
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
+def parse_names(value: str | Iterable[str]) -> frozenset[str]:
+    """Comma- or space-separated names (or an iterable of them)."""
+    items = re.split(r"[,\s]+", value) if isinstance(value, str) else list(value)
+    return frozenset(str(i).strip() for i in items if str(i).strip())
+
+
+def parse_template_allow(value: str | Mapping[str, Iterable[str]]
+                         ) -> Mapping[str, frozenset[str]]:
+    """``NAME=FIELD,FIELD;NAME=FIELD`` (``*`` for every template) as a mapping."""
+    if not isinstance(value, str):
+        return {str(k): parse_names(v) for k, v in value.items()}
+    allow: dict[str, frozenset[str]] = {}
+    for entry in re.split(r"[;\s]+", value.strip()):
+        if not entry:
+            continue
+        name, sep, fields = entry.partition("=")
+        if not sep or not name or not fields:
+            raise SettingsError(f"template-allow entry {entry!r} is not TEMPLATE=FIELD[,FIELD]")
+        allow[name] = allow.get(name, frozenset()) | parse_names(fields)
+    return allow
+
+
+def _template_allow(_instance: object, _attribute: attrs.Attribute,  # type: ignore[type-arg]
+                    value: Mapping[str, frozenset[str]]) -> None:
+    for name, fields in value.items():
+        if name != "*" and not (_DNS_SUBDOMAIN.match(name) and len(name) <= 253):
+            raise SettingsError(f"template-allow: {name!r} is not a ConfigMap name (or *)")
+        unknown = sorted(fields - ALLOWABLE)
+        if unknown:
+            raise SettingsError(f"template-allow {name}: {', '.join(unknown)} cannot be "
+                                f"allowed (only {', '.join(sorted(ALLOWABLE))})")
+
+
 def _http_address(_instance: object, _attribute: attrs.Attribute, value: str) -> None:  # type: ignore[type-arg]
     parse_http_address(value)
 
@@ -119,6 +162,13 @@ class Settings:
     log_format: str = attrs.field(default="json",
                                   validator=attrs.validators.in_(("json", "text")))
     identity: str = attrs.field(factory=default_identity)
+    service_account: str = attrs.field(default="open-rl-scheduler", validator=_dns_subdomain)
+    template_service_accounts: frozenset[str] = attrs.field(default=frozenset(),
+                                                            converter=parse_names)
+    template_allow: Mapping[str, frozenset[str]] = attrs.field(
+        factory=dict, converter=parse_template_allow, validator=_template_allow)
+    # Built from the three above once they are checked.
+    template_policy: TemplatePolicy = attrs.field(init=False, factory=TemplatePolicy)
     # Lease timings (client-go's defaults): a leader that cannot renew within
     # the deadline steps down; a standby takes over once the lease expires.
     lease_duration: float = 15.0
@@ -134,6 +184,17 @@ class Settings:
         _dns_label(self, attrs.fields(Settings).lease_namespace, self.lease_namespace)
         if self.renew_deadline >= self.lease_duration:
             raise SettingsError("renew deadline must be shorter than the lease duration")
+        if self.service_account in self.template_service_accounts:
+            raise SettingsError(
+                f"template-service-accounts: {self.service_account!r} is the scheduler's own "
+                "ServiceAccount; a worker never runs as it")
+        for name in self.template_service_accounts:
+            if not _DNS_SUBDOMAIN.match(name):
+                raise SettingsError(f"template-service-accounts: {name!r} is not a "
+                                    "ServiceAccount name")
+        object.__setattr__(self, "template_policy", TemplatePolicy(
+            scheduler_account=self.service_account,
+            service_accounts=self.template_service_accounts, allow=self.template_allow))
 
 
 def env_flag(name: str, default: bool) -> bool:

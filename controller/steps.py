@@ -26,7 +26,7 @@ from typing import Any
 
 import attrs
 
-from controller import kube, naming, render
+from controller import kube, naming, privileges, render
 from controller.cache import Cache
 from controller.claims import ClaimView, build_claim, commit_join
 from controller.logs import kv
@@ -275,13 +275,17 @@ def template(ctx: Context, worker: Worker, held: ClaimView | None) -> Obj | Conc
         return Conclusion(Outcome(Phase.PENDING, ReasonKind.TEMPLATE_NOT_FOUND,
                                   f"{source.rsplit(' key ', 1)[0]} not found{seat_kept}",
                                   **keep), requeue_after=retry)
+    unmarked = privileges.unmarked_refusal(config_map, source.rsplit(" key ", 1)[0])
+    if unmarked is not None:
+        return Conclusion(Outcome(Phase.FAILED, ReasonKind.TEMPLATE_ERROR,
+                                  str(render.TemplateError(*unmarked))))
     text = (config_map.get("data") or {}).get(worker.template_key)
     if text is None:
         return Conclusion(Outcome(Phase.PENDING, ReasonKind.TEMPLATE_NOT_FOUND,
                                   f"{source}: no such key{seat_kept}", **keep),
                           requeue_after=retry)
     try:
-        return render.prepare(text, worker, source)
+        return render.prepare(text, worker, source, ctx.settings.template_policy)
     except render.TemplateError as exc:
         return Conclusion(Outcome(Phase.FAILED, ReasonKind.TEMPLATE_ERROR, str(exc)))
 

@@ -431,8 +431,9 @@ def unlabel_nodes(cl: Cluster) -> None:
 def controller_env(rendered: Path) -> str:
     """Shell assignments for the scheduler's env and args, read from the overlay.
 
-    Literal env values are taken as they are; OPEN_RL_NAMESPACE (a downward-API
-    value in the Deployment) becomes the Deployment's namespace. The
+    Literal env values are taken as they are; OPEN_RL_NAMESPACE and
+    OPEN_RL_SERVICE_ACCOUNT (downward-API values in the Deployment) become the
+    Deployment's namespace and ServiceAccount. The
     --http-address argument is dropped: the local process picks its own port.
     """
     docs = [d for d in yaml.safe_load_all(rendered.read_text()) if d]
@@ -447,6 +448,9 @@ def controller_env(rendered: Path) -> str:
             lines.append(f"export {e['name']}={shlex.quote(str(e['value']))}")
         elif e["name"] == "OPEN_RL_NAMESPACE":
             lines.append(f"export OPEN_RL_NAMESPACE={shlex.quote(dep['metadata']['namespace'])}")
+        elif e["name"] == "OPEN_RL_SERVICE_ACCOUNT":
+            account = dep["spec"]["template"]["spec"].get("serviceAccountName", "default")
+            lines.append(f"export OPEN_RL_SERVICE_ACCOUNT={shlex.quote(account)}")
     args = [a for a in container.get("args", []) if not a.startswith("--http-address")]
     lines.append("CONTROLLER_ARGS=(" + " ".join(shlex.quote(a) for a in args) + ")")
     return "\n".join(lines)

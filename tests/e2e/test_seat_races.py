@@ -233,7 +233,8 @@ def test_a_paused_leader_cannot_give_away_a_seat_twice(orw: Env, node: GpuNode) 
         orw.cluster.wait_for(lambda: stopped(leader), what="the leader to freeze before x's pod")
         source = orw.core.read_namespaced_config_map(TEMPLATE, orw.namespace)
         orw.core.create_namespaced_config_map(orw.namespace, {
-            "metadata": {"name": "later"}, "data": dict(source.data)})
+            "metadata": {"name": "later", "labels": {"openrl.io/pod-template": "true"}},
+            "data": dict(source.data)})
         time.sleep(25)  # past the lease: the standby leads and retries o
         leader.send_signal(signal.SIGCONT)
         orw.wait_phase("x", "Running", timeout=60)

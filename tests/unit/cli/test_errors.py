@@ -168,3 +168,25 @@ def test_unknown_output_format_is_a_usage_error(run: Run) -> None:
     result = run(devbox(), "--output", "xml")
     assert result.exit_code == 2
     assert "xml" in result.stderr
+
+
+@pytest.mark.parametrize("name", ["scenario.json", "scenario.yaml", "scenario"])
+def test_a_byte_order_mark_is_accepted(tmp_path: Path, name: str) -> None:
+    scenario = ('{"nodes": [{"name": "a", "devices": 1, "deviceMemory": "24Gi"}], '
+                '"events": [{"arrive": {"name": "w", "role": "trainer", "memory": "10Gi"}}]}')
+    path = tmp_path / name
+    path.write_bytes(b"\xef\xbb\xbf" + scenario.encode())
+    result = CliRunner().invoke(main, ["simulate", str(path), "--output", "json"])
+    assert result.exit_code == 0, result.stderr
+    yaml_path = tmp_path / "plain.yaml"
+    yaml_path.write_bytes(b"\xef\xbb\xbfnodes: [{name: a, devices: 1, deviceMemory: 24Gi}]\n"
+                          b"events: [{arrive: {name: w, role: trainer, memory: 10Gi}}]\n")
+    assert CliRunner().invoke(main, ["simulate", str(yaml_path)]).exit_code == 0
+
+
+def test_an_error_after_a_byte_order_mark_counts_columns_as_shown(tmp_path: Path) -> None:
+    path = tmp_path / "scenario.json"
+    path.write_bytes(b'\xef\xbb\xbf{"nodes": [}')
+    result = CliRunner().invoke(main, ["simulate", str(path)])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f"{path}: line 1, column 12: not valid JSON: Expecting value"

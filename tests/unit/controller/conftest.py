@@ -71,7 +71,8 @@ def worker_obj(name: str, memory: str | int = "50Gi", role: str = "trainer",
 
 def template_cm(role: str = "trainer", text: str = TEMPLATE, name: str | None = None,
                 key: str = "pod.yaml") -> dict[str, Any]:
-    return {"metadata": {"name": name or f"openrl-template-{role}"}, "data": {key: text}}
+    return {"metadata": {"name": name or f"openrl-template-{role}",
+                         "labels": {"openrl.io/pod-template": "true"}}, "data": {key: text}}
 
 
 class Cluster:

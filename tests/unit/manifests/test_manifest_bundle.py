@@ -429,6 +429,54 @@ def test_default_template_is_a_clean_pod(role: str) -> None:
             assert not e["name"].startswith("OPEN_RL_TIME_SLICE_"), e["name"]
 
 
+@pytest.mark.parametrize("role", ["trainer", "sampler"])
+def test_default_templates_are_marked_and_hand_out_nothing(role: str) -> None:
+    from controller.privileges import (
+        LABEL_POD_TEMPLATE,
+        TemplatePolicy,
+        privilege_refusal,
+        unmarked_refusal,
+    )
+
+    cm = find("ConfigMap", f"openrl-template-{role}")
+    assert cm["metadata"]["labels"][LABEL_POD_TEMPLATE] == "true"
+    assert unmarked_refusal(cm, "cm") is None
+    spec = yaml.safe_load(cm["data"]["pod.yaml"])["spec"]
+    assert privilege_refusal(spec, "cm", cm["metadata"]["name"], TemplatePolicy()) is None
+    # The restricted Pod Security level, so the namespace's warning never fires for them.
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    for c in spec["containers"]:
+        assert c["securityContext"]["allowPrivilegeEscalation"] is False
+        assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+
+
+def test_namespace_enforces_baseline_and_warns_restricted() -> None:
+    labels = find("Namespace", NAMESPACE)["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] in ("baseline", "restricted")
+    assert labels["pod-security.kubernetes.io/warn"] == "restricted"
+
+
+def test_deployment_tells_the_scheduler_its_own_account() -> None:
+    env = env_of(find("Deployment", SA))
+    assert env["OPEN_RL_SERVICE_ACCOUNT"]["valueFrom"] == {
+        "fieldRef": {"fieldPath": "spec.serviceAccountName"}}
+
+
+GATEWAY = {
+    ("openrl.io", "openrlworkers"): {"create", "get", "list", "watch", "delete"},
+    ("openrl.io", "openrlworkers/status"): {"get"},
+}
+
+
+def test_gateway_role_creates_watches_and_deletes_workers_and_nothing_more() -> None:
+    role = find("Role", "openrl-place-gateway")
+    assert role["metadata"]["namespace"] == NAMESPACE
+    assert grants(role) == GATEWAY
+    assert not any(d["kind"].endswith("Binding") and d["roleRef"]["name"] == "openrl-place-gateway"
+                   for d in base_docs())  # bound to nobody: the operator names the gateway
+
+
 # ---------------------------------------------------------------- Dockerfile
 
 
