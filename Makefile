@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 FIDELITY_SCENARIOS ?= 20
 FIDELITY_SEED      ?= 1
 
-.PHONY: fidelity setup browser demo test test-fast lint bench bench-cache burst cluster-up cluster-down cluster-status smoke stress chaos clean
+.PHONY: fidelity setup browser demo test test-fast lint bench bench-cache burst cluster-up cluster-down cluster-status smoke stress chaos privilege fuzz clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -82,6 +82,19 @@ stress: setup
 ## "chaos: PASS|FAIL". CHAOS_ROUNDS, CHAOS_SEED, CHAOS_WORKERS scale it.
 chaos: setup
 	hack/chaos.sh
+
+## Each identity's rights with ServiceAccount tokens (gateway, scheduler, admission) and the
+## planted-template escalation, as a table; ends with "privilege: PASS|FAIL".
+privilege: setup
+	hack/cluster.sh up
+	KUBECONFIG=$(CURDIR)/.cluster/admin.kubeconfig $(BIN)/python hack/privilege.py
+
+## Seeded hostile OpenRLWorkers through the API server: tried / refused / answered / stuck;
+## ends with "fuzz: PASS|FAIL". FUZZ_COUNT (3000 here) and FUZZ_SEED scale and vary it.
+FUZZ_COUNT ?= 3000
+fuzz: setup
+	hack/cluster.sh up
+	KUBECONFIG=$(CURDIR)/.cluster/admin.kubeconfig $(BIN)/python hack/fuzz.py --count $(FUZZ_COUNT)
 
 ## Play generated scenarios on the local control plane (or $$KUBECONFIG) and compare every
 ## step with simulate; ends with "fidelity: A/N scenarios, S/T steps agree".

@@ -54,6 +54,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "hack" / "lib"))
+
+from install import ensure_crd  # noqa: E402
 
 from controller import kube, naming, render  # noqa: E402
 from controller.claims import build_claim  # noqa: E402
@@ -67,24 +70,6 @@ from placement import NewClaim  # noqa: E402
 from placement.quantity import parse_quantity  # noqa: E402
 
 GROUP, VERSION, PLURAL = "openrl.io", "v1alpha1", "openrlworkers"
-
-
-def ensure_crd(api: client.ApiClient) -> None:
-    body = yaml.safe_load((ROOT / "manifests" / "base" / "crd.yaml").read_text())
-    ext = client.ApiextensionsV1Api(api)
-    try:
-        ext.create_custom_resource_definition(body)
-    except client.ApiException as e:
-        if e.status != 409:
-            raise
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        crd = ext.read_custom_resource_definition("openrlworkers.openrl.io")
-        if any(c.type == "Established" and c.status == "True"
-               for c in (crd.status.conditions or [])):
-            return
-        time.sleep(0.5)
-    raise SystemExit("the OpenRLWorker CRD never became established")
 
 
 def peak_rss_mb(pid: int | str = "self") -> float:

@@ -1,0 +1,362 @@
+#!/usr/bin/env python3
+"""Least privilege, proven on a real API server with ServiceAccount tokens.
+
+Installs manifests/base in a fresh namespace (hack/lib/install.py), then acts
+as each identity with a token from the TokenRequest API -- never with the
+admin's certificate -- and prints one row per attempt: who, what, what was
+expected, what the API server answered.
+
+* gateway (bound to the openrl-place-gateway Role as the README shows): may
+  create, get, list, watch and delete OpenRLWorkers and read their status; is
+  refused pods, claims, ConfigMaps, Secrets, status writes, other namespaces.
+* scheduler (open-rl-scheduler, as the controller runs): reads no Secrets,
+  writes nothing outside its namespace or in cluster scope, and even it
+  cannot create a privileged pod in its namespace (Pod Security admission).
+* admin: a privileged pod created directly in the openrl namespace (labelled
+  from manifests/base/namespace.yaml) is refused by admission.
+* The escalation tried by hand: a ConfigMap holding a pod template with the
+  scheduler's ServiceAccount, host namespaces, a privileged container and a
+  hostPath of /, named by a worker the gateway creates, with the controller
+  running as the scheduler. Refused with a clear reason and no pod: unmarked;
+  marked; marked without the ServiceAccount; and allowed by the operator's
+  --template-allow (then Pod Security admission refuses the pod itself).
+
+Ends with ``privilege: PASS`` or ``privilege: FAIL`` (exit 0 or 1). Usage:
+
+  KUBECONFIG=.cluster/admin.kubeconfig .venv/bin/python hack/privilege.py [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client, watch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from install import GATEWAY, GROUP, PLURAL, ROOT, SCHEDULER, VERSION, Install
+
+ALLOWED, RBAC, ADMISSION = "allowed", "refused", "refused by admission"
+EVIL_SPEC: dict[str, Any] = {
+    "serviceAccountName": SCHEDULER, "hostNetwork": True, "hostPID": True,
+    "containers": [{"name": "worker", "image": "registry.example/evil:1",
+                    "securityContext": {"privileged": True},
+                    "volumeMounts": [{"name": "root", "mountPath": "/host"}]}],
+    "volumes": [{"name": "root", "hostPath": {"path": "/"}}],
+}
+
+
+@dataclasses.dataclass
+class Row:
+    who: str
+    what: str
+    expected: str
+    got: str = ""
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.got == self.expected
+
+
+def attempt(call: Callable[[], Any]) -> tuple[str, str]:
+    """What the API server said to ``call``: allowed, refused (RBAC), refused by admission."""
+    try:
+        call()
+    except client.ApiException as e:
+        message = _message(e)
+        if e.status == 403 and "PodSecurity" in message:
+            return ADMISSION, message
+        if e.status == 403:
+            return RBAC, message
+        return f"error {e.status}", message
+    return ALLOWED, ""
+
+
+def _message(e: client.ApiException) -> str:
+    try:
+        return str(json.loads(e.body).get("message", e.reason))
+    except (TypeError, ValueError):
+        return str(e.reason)
+
+
+def worker_body(name: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "OpenRLWorker",
+            "metadata": {"name": name},
+            "spec": {"role": "trainer", "modelId": "probe", "memory": "10Gi", **spec}}
+
+
+def plain_pod(name: str, privileged: bool = False) -> dict[str, Any]:
+    context: dict[str, Any] = {"privileged": True} if privileged else {
+        "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"restartPolicy": "Never",
+                     "securityContext": {"runAsNonRoot": True,
+                                         "seccompProfile": {"type": "RuntimeDefault"}},
+                     "containers": [{"name": "c", "image": "registry.example/probe:1",
+                                     "securityContext": context}]}}
+
+
+def claim_body(name: str) -> dict[str, Any]:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": name},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                "deviceClassName": "gpu.example.com"}}]}}}
+
+
+def gateway_rows(inst: Install, other: str) -> list[Row]:
+    ns = inst.namespace
+    api = inst.api(GATEWAY)
+    custom, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+    rbac = client.RbacAuthorizationV1Api(api)
+    w = "gateway-probe"
+
+    def watch_once() -> None:
+        for _ in watch.Watch().stream(custom.list_namespaced_custom_object, GROUP, VERSION, ns,
+                                      PLURAL, timeout_seconds=1):
+            break
+
+    checks: list[tuple[str, str, Callable[[], Any]]] = [
+        ("create openrlworkers", ALLOWED, lambda: custom.create_namespaced_custom_object(
+            GROUP, VERSION, ns, PLURAL, worker_body(w))),
+        ("get openrlworkers", ALLOWED, lambda: custom.get_namespaced_custom_object(
+            GROUP, VERSION, ns, PLURAL, w)),
+        ("list openrlworkers", ALLOWED, lambda: custom.list_namespaced_custom_object(
+            GROUP, VERSION, ns, PLURAL)),
+        ("watch openrlworkers", ALLOWED, watch_once),
+        ("get openrlworkers/status", ALLOWED,
+         lambda: custom.get_namespaced_custom_object_status(GROUP, VERSION, ns, PLURAL, w)),
+        ("patch openrlworkers", RBAC, lambda: custom.patch_namespaced_custom_object(
+            GROUP, VERSION, ns, PLURAL, w, {"metadata": {"labels": {"x": "y"}}})),
+        ("patch openrlworkers/status", RBAC,
+         lambda: custom.patch_namespaced_custom_object_status(
+             GROUP, VERSION, ns, PLURAL, w, {"status": {"phase": "Running"}})),
+        ("delete openrlworkers", ALLOWED, lambda: custom.delete_namespaced_custom_object(
+            GROUP, VERSION, ns, PLURAL, w)),
+        ("create openrlworkers in another namespace", RBAC,
+         lambda: custom.create_namespaced_custom_object(
+             GROUP, VERSION, other, PLURAL, worker_body(w))),
+        ("list pods", RBAC, lambda: core.list_namespaced_pod(ns)),
+        ("create pods", RBAC, lambda: core.create_namespaced_pod(ns, plain_pod("gw-pod"))),
+        ("list resourceclaims", RBAC, lambda: custom.list_namespaced_custom_object(
+            "resource.k8s.io", "v1", ns, "resourceclaims")),
+        ("create resourceclaims", RBAC, lambda: custom.create_namespaced_custom_object(
+            "resource.k8s.io", "v1", ns, "resourceclaims", claim_body("gw-claim"))),
+        ("get configmaps (a template)", RBAC,
+         lambda: core.read_namespaced_config_map("openrl-template-trainer", ns)),
+        ("create configmaps", RBAC, lambda: core.create_namespaced_config_map(
+            ns, {"metadata": {"name": "evil"}, "data": {"pod.yaml": "{}"}})),
+        ("list secrets", RBAC, lambda: core.list_namespaced_secret(ns)),
+        ("get secrets", RBAC, lambda: core.read_namespaced_secret("anything", ns)),
+        ("create rolebindings", RBAC, lambda: rbac.create_namespaced_role_binding(ns, {
+            "metadata": {"name": "gw-escalate"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                        "name": SCHEDULER},
+            "subjects": [{"kind": "ServiceAccount", "name": GATEWAY, "namespace": ns}]})),
+    ]
+    return [_row("gateway", what, expected, call) for what, expected, call in checks]
+
+
+def scheduler_rows(inst: Install, other: str) -> list[Row]:
+    ns = inst.namespace
+    api = inst.api(SCHEDULER)
+    custom, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+    rbac, coord = client.RbacAuthorizationV1Api(api), client.CoordinationV1Api(api)
+    checks: list[tuple[str, str, Callable[[], Any]]] = [
+        ("list pods", ALLOWED, lambda: core.list_namespaced_pod(ns)),
+        ("list nodes", ALLOWED, lambda: core.list_node()),
+        ("create a baseline pod", ALLOWED,
+         lambda: core.create_namespaced_pod(ns, plain_pod("sched-probe"))),
+        ("delete that pod", ALLOWED, lambda: core.delete_namespaced_pod("sched-probe", ns)),
+        ("create a privileged pod", ADMISSION,
+         lambda: core.create_namespaced_pod(ns, plain_pod("sched-priv", privileged=True))),
+        ("list secrets", RBAC, lambda: core.list_namespaced_secret(ns)),
+        ("get secrets", RBAC, lambda: core.read_namespaced_secret("anything", ns)),
+        ("watch secrets", RBAC, lambda: core.list_namespaced_secret(
+            ns, watch=True, timeout_seconds=1, _preload_content=False)),
+        ("list secrets in every namespace", RBAC, lambda: core.list_secret_for_all_namespaces()),
+        ("create configmaps", RBAC, lambda: core.create_namespaced_config_map(
+            ns, {"metadata": {"name": "sched-cm"}, "data": {}})),
+        ("create serviceaccounts/token", RBAC,
+         lambda: core.create_namespaced_service_account_token(
+             SCHEDULER, ns, {"spec": {"expirationSeconds": 600}})),
+        ("create rolebindings", RBAC, lambda: rbac.create_namespaced_role_binding(ns, {
+            "metadata": {"name": "sched-escalate"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": "cluster-admin"},
+            "subjects": [{"kind": "ServiceAccount", "name": SCHEDULER, "namespace": ns}]})),
+        ("create pods in another namespace", RBAC,
+         lambda: core.create_namespaced_pod(other, plain_pod("sched-out"))),
+        ("create resourceclaims in another namespace", RBAC,
+         lambda: custom.create_namespaced_custom_object(
+             "resource.k8s.io", "v1", other, "resourceclaims", claim_body("sched-out"))),
+        ("create configmaps in another namespace", RBAC,
+         lambda: core.create_namespaced_config_map(
+             other, {"metadata": {"name": "sched-out"}, "data": {}})),
+        ("create leases in another namespace", RBAC, lambda: coord.create_namespaced_lease(
+            other, {"metadata": {"name": "sched-out"}, "spec": {}})),
+        ("delete openrlworkers in another namespace", RBAC,
+         lambda: custom.delete_collection_namespaced_custom_object(
+             GROUP, VERSION, other, PLURAL)),
+        ("patch nodes", RBAC, lambda: core.patch_node(next(iter(inst.saved_labels), "none"),
+                                                      {"metadata": {"labels": {"x": "y"}}})),
+        ("create namespaces", RBAC, lambda: core.create_namespace(
+            {"metadata": {"name": f"sched-{uuid.uuid4().hex[:6]}"}})),
+    ]
+    return [_row("scheduler", what, expected, call) for what, expected, call in checks]
+
+
+def admin_rows(inst: Install) -> list[Row]:
+    """The openrl namespace as manifests/base labels it refuses a privileged pod, from anyone."""
+    core = client.CoreV1Api(inst.admin)
+    (namespace,) = (d for d in yaml.safe_load_all((ROOT / "manifests" / "base" /
+                                                   "namespace.yaml").read_text()) if d)
+    name = namespace["metadata"]["name"]
+    try:
+        core.create_namespace(namespace)
+    except client.ApiException as e:
+        if e.status != 409:
+            raise
+        core.patch_namespace(name, {"metadata": {"labels": namespace["metadata"]["labels"]}})
+    pod = plain_pod("admin-privileged", privileged=True)
+    pod["spec"]["hostNetwork"] = True
+    return [_row("admin", f"create a privileged pod in {name}", ADMISSION,
+                 lambda: core.create_namespaced_pod(name, pod))]
+
+
+def _row(who: str, what: str, expected: str, call: Callable[[], Any]) -> Row:
+    got, detail = attempt(call)
+    return Row(who, what, expected, got, detail)
+
+
+# ------------------------------------------------------------------ escalation
+
+
+@dataclasses.dataclass
+class Step:
+    what: str
+    template: str
+    expect: str  # a fragment the worker's reason must hold
+    phase: str = ""
+    reason: str = ""
+    pods: int = -1
+
+    @property
+    def ok(self) -> bool:
+        return self.phase == "Failed" and self.expect in self.reason and self.pods == 0
+
+
+def escalation(inst: Install) -> list[Step]:
+    """The hand-made escalation, step by step, through the gateway and the controller."""
+    ns = inst.namespace
+    admin_core = client.CoreV1Api(inst.admin)
+    gateway = client.CustomObjectsApi(inst.api(GATEWAY))
+    reader = client.CoreV1Api(inst.api(SCHEDULER))  # what exists, as the scheduler sees it
+    without_account = {k: v for k, v in EVIL_SPEC.items() if k != "serviceAccountName"}
+    templates = {
+        # Someone with ConfigMap rights (not the gateway: refused above) plants a template.
+        "evil": ({}, EVIL_SPEC),
+        "evil-marked": ({"openrl.io/pod-template": "true"}, EVIL_SPEC),
+        "evil-no-account": ({"openrl.io/pod-template": "true"}, without_account),
+        "evil-allowed": ({"openrl.io/pod-template": "true"}, without_account),
+    }
+    for name, (labels, spec) in templates.items():
+        admin_core.create_namespaced_config_map(ns, {
+            "metadata": {"name": name, "labels": labels},
+            "data": {"pod.yaml": yaml.safe_dump({"apiVersion": "v1", "kind": "Pod",
+                                                 "spec": spec})}})
+    steps = [
+        Step("an unmarked ConfigMap", "evil", "is not a pod template"),
+        Step("marked, the scheduler's ServiceAccount", "evil-marked",
+             "spec.serviceAccountName: is the scheduler's own ServiceAccount"),
+        Step("marked, no ServiceAccount", "evil-no-account", "spec.hostNetwork"),
+        Step("marked and allowed by --template-allow", "evil-allowed", "PodSecurity"),
+    ]
+    for i, step in enumerate(steps):
+        gateway.create_namespaced_custom_object(
+            GROUP, VERSION, ns, PLURAL, worker_body(f"escalate-{i}", podTemplate={
+                "name": step.template}))
+    deadline = time.monotonic() + 120
+    for i, step in enumerate(steps):
+        while time.monotonic() < deadline:
+            status = gateway.get_namespaced_custom_object_status(
+                GROUP, VERSION, ns, PLURAL, f"escalate-{i}").get("status") or {}
+            step.phase, step.reason = status.get("phase", ""), status.get("reason", "")
+            if step.phase == "Failed":
+                break
+            time.sleep(0.5)
+    pods = reader.list_namespaced_pod(ns).items
+    for i, step in enumerate(steps):
+        step.pods = sum(1 for p in pods if p.metadata.name == f"orw-escalate-{i}")
+    return steps
+
+
+# ------------------------------------------------------------------ output
+
+
+def table(rows: list[Row]) -> str:
+    width = max(len(r.what) for r in rows)
+    lines = [f"{'who':<10} {'attempt':<{width}}  {'expected':<20} {'got':<20} ok"]
+    for r in rows:
+        lines.append(f"{r.who:<10} {r.what:<{width}}  {r.expected:<20} {r.got:<20} "
+                     f"{'yes' if r.ok else 'NO: ' + r.detail[:160]}")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--driver", default=os.environ.get("FAKE_GPU_DRIVER", "gpu.example.com"))
+    parser.add_argument("--json", action="store_true", help="also print the rows as JSON")
+    parser.add_argument("--workdir", type=Path, help="where tokens and logs go [a temp dir]")
+    args = parser.parse_args()
+    kubeconfig = os.environ.get("KUBECONFIG") or str(ROOT / ".cluster" / "admin.kubeconfig")
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="openrl-privilege-"))
+    suffix = uuid.uuid4().hex[:6]
+    inst = Install(kubeconfig, f"privilege-{suffix}", workdir, driver=args.driver)
+    other = f"privilege-other-{suffix}"
+    admin_core = client.CoreV1Api(inst.admin)
+    try:
+        inst.create()
+        admin_core.create_namespace({"metadata": {"name": other,
+                                                  "labels": {"openrl-place/hack": "install"}}})
+        inst.enable_nodes()
+        rows = gateway_rows(inst, other) + scheduler_rows(inst, other) + admin_rows(inst)
+        inst.start_controller(
+            env={"OPEN_RL_TEMPLATE_ALLOW": "evil-allowed=hostNetwork,hostPID,privileged,hostPath"})
+        steps = escalation(inst)
+    finally:
+        inst.close()
+        try:
+            admin_core.delete_namespace(other)
+        except client.ApiException as e:
+            if e.status != 404:
+                raise
+    print(table(rows))
+    print()
+    print("escalation (a worker the gateway creates naming a planted template):")
+    for step in steps:
+        print(f"  {step.what:<40} {step.phase or '(no status)':<8} pods={step.pods}  "
+              f"{step.reason[:300]}")
+    ok = all(r.ok for r in rows) and all(s.ok for s in steps)
+    if args.json:
+        print(json.dumps({"rows": [dataclasses.asdict(r) | {"ok": r.ok} for r in rows],
+                          "escalation": [dataclasses.asdict(s) | {"ok": s.ok} for s in steps]},
+                         indent=1))
+    print(f"privilege: {'PASS' if ok else 'FAIL'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
