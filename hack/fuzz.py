@@ -30,13 +30,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import tempfile
 import threading
 import time
 import uuid
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -182,18 +183,39 @@ class Run:
                    threading.Thread(target=self.sample_memory, daemon=True)]
         for t in threads:
             t.start()
+        # Cases are made as slots free up (a few hundred kB each at worst), and an
+        # interrupted run stops at once rather than working through a queue.
+        slots = threading.BoundedSemaphore(self.args.concurrency)
+        pool = ThreadPoolExecutor(self.args.concurrency)
+        failures: list[BaseException] = []
+
+        def finished(future: Future[None]) -> None:
+            slots.release()
+            if future.exception() is not None:
+                failures.append(future.exception())  # type: ignore[arg-type]
+
         try:
-            with ThreadPoolExecutor(self.args.concurrency) as pool:
-                for future in [pool.submit(self.one, case)
-                               for case in generate(self.args.seed, self.args.count)]:
-                    future.result()
+            for case in generate(self.args.seed, self.args.count):
+                slots.acquire()
+                if failures:
+                    raise failures[0]
+                pool.submit(self.one, case).add_done_callback(finished)
+            pool.shutdown(wait=True)
+            if failures:
+                raise failures[0]
         finally:
+            pool.shutdown(wait=False, cancel_futures=True)
             self.stop.set()
             for t in threads:
                 t.join(self.args.placed_timeout + 10)
 
 
+def _interrupt(_signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt  # a TERM cleans up as an interrupt does
+
+
 def main() -> int:
+    signal.signal(signal.SIGTERM, _interrupt)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=int(os.environ.get("FUZZ_COUNT", "300")))
     parser.add_argument("--seed", type=int, default=int(os.environ.get("FUZZ_SEED", "1")))

@@ -32,6 +32,7 @@ import argparse
 import dataclasses
 import json
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -315,7 +316,12 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def _interrupt(_signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt  # a TERM cleans up as an interrupt does
+
+
 def main() -> int:
+    signal.signal(signal.SIGTERM, _interrupt)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--driver", default=os.environ.get("FAKE_GPU_DRIVER", "gpu.example.com"))
     parser.add_argument("--json", action="store_true", help="also print the rows as JSON")
