@@ -15,6 +15,8 @@ Rules:
   a claim that changed since it was read is left for the next sweep. The
   deletes are returned as writes, for a plan like any reconcile's
   (writes.py), never made here.
+* ``census`` counts the Pending workers for the metrics (by reason kind, and
+  each role's oldest); it is read at scrape time, never per reconcile.
 * Both run as queue keys, never beside a reconcile: a reconcile joining a
   claim and a sweep deleting it at the same moment is exactly the race one
   queue with one consumer rules out.
@@ -24,13 +26,14 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections import Counter
 
 from controller import kube, naming
 from controller.cache import Cache
 from controller.claims import read_claim
 from controller.logs import kv
-from controller.metrics import Metrics
-from controller.objects import Obj, Worker, is_deleting, name_of, pod_claims, uid_of
+from controller.metrics import NEW, Census, Metrics
+from controller.objects import Obj, Worker, created_at, is_deleting, name_of, pod_claims, uid_of
 from controller.settings import Settings
 from controller.work import Result, is_pending, worker_order
 from controller.writes import Write
@@ -44,6 +47,22 @@ def wake(cache: Cache, metrics: Metrics) -> Result:
     metrics.pending.set(len(pending))
     keys = sorted(((name_of(o), worker_order(o)) for o in pending), key=lambda item: item[1])
     return Result(enqueue=tuple(keys))
+
+
+def census(objs: list[Obj]) -> Census:
+    """The Pending workers among ``objs``: how many per reason kind (``New``: no answer
+    yet), and the creation time of each role's oldest."""
+    kinds: Counter[str] = Counter()
+    oldest: dict[str, float] = {}
+    for obj in objs:
+        if not is_pending(obj):
+            continue
+        reason = str((obj.get("status") or {}).get("reason") or "")
+        kinds[reason.split(":", 1)[0] or NEW] += 1
+        role = str((obj.get("spec") or {}).get("role") or "")
+        created = created_at(obj).timestamp()
+        oldest[role] = min(created, oldest.get(role, created))
+    return kinds, oldest
 
 
 def sweep(api: kube.Kube, cache: Cache, settings: Settings, metrics: Metrics,

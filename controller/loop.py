@@ -30,6 +30,7 @@ from collections.abc import Callable
 
 from controller import kube
 from controller.cache import Cache
+from controller.housekeeping import census
 from controller.logs import kv
 from controller.metrics import Health, Metrics
 from controller.queue import WorkQueue
@@ -64,6 +65,7 @@ class Controller:
                              done=self._written)
         self.reconciler = Reconciler(api, settings, cache=self.cache, writer=self.writer,
                                      metrics=self.metrics, now=now)
+        self.metrics.census_from(lambda: census(self.cache.items(kube.WORKERS)))
         self.reconciles = 0
         self.watchers: list[Watcher] = []
         self._deferred: set[str] = set()  # came up while its plan was in flight
@@ -119,6 +121,8 @@ class Controller:
     def _written(self, key: str, write: Write | None, error: kube.KubeError | None,
                  verdict: Verdict | None) -> None:
         """A plan has landed (or failed): bring its worker back if that is due."""
+        if error is not None and not isinstance(error, NotLeading):
+            self.metrics.write_failed(write.res.plural if write else "plan", type(error).__name__)
         with self._deferred_lock:
             deferred = key in self._deferred
             self._deferred.discard(key)

@@ -26,7 +26,7 @@ import datetime as dt
 import attrs
 
 from controller.naming import CONDITION_PLACED, WARNING_REASONS, Phase
-from controller.objects import Obj, Worker, format_time
+from controller.objects import Obj, Worker, format_time, parse_time
 from placement.quantity import format_quantity
 
 
@@ -120,3 +120,25 @@ def transition(worker: Worker, outcome: Outcome) -> bool:
 
 def event_type(outcome: Outcome) -> str:
     return "Warning" if outcome.kind in WARNING_REASONS else "Normal"
+
+
+def waits_ended(worker: Worker, new: Obj, now: dt.datetime) -> tuple[float | None, float | None]:
+    """Which waits a status write ends, in seconds: (creation -> first seat, seat -> Running).
+
+    The seat wait ends when a worker first enters Placing or Running; the start wait
+    when it enters Running, measured from the moment its ``Placed`` condition turned
+    True (the same write, when the pod ran before Placing was ever written: 0).
+    """
+    seated = (Phase.PLACING, Phase.RUNNING)
+    old, phase = worker.phase, new.get("phase")
+    seat = start = None
+    if phase in seated and old not in seated:
+        seat = (now - worker.created).total_seconds()
+    if phase == Phase.RUNNING and old != Phase.RUNNING:
+        since = now
+        if old in seated:
+            for cond in worker.status.get("conditions") or []:
+                if cond.get("type") == CONDITION_PLACED and cond.get("status") == "True":
+                    since = parse_time(cond.get("lastTransitionTime")) or now
+        start = (now - since).total_seconds()
+    return seat, start

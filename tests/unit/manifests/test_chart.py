@@ -1,0 +1,324 @@
+"""The Helm chart renders what manifests/base holds, and its values do what they say.
+
+With default values, ``helm template`` and ``kustomize build manifests/base`` must
+give the same objects, compared whole, one by one; the only differences allowed
+are listed in ``DELIBERATE`` (and in docs/operating.md). Each value is then
+checked on the object it changes, and bad values are refused naming the value.
+Helm and kustomize are built from their Go modules (tests/tools.py).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.tools import ROOT, run
+
+CHART = ROOT / "charts" / "openrl-place"
+BASE = ROOT / "manifests" / "base"
+MONITORING = ROOT / "manifests" / "monitoring"
+RELEASE = "openrl-place"
+
+Doc = dict[str, Any]
+Key = tuple[str, str, str, str]
+
+# What the chart adds to every object on purpose, and nothing else.
+HELM_LABELS = ("app.kubernetes.io/managed-by", "app.kubernetes.io/instance", "helm.sh/chart")
+DELIBERATE = {
+    "every object": f"Helm's labels {', '.join(HELM_LABELS)}",
+    "CustomResourceDefinition": "annotation helm.sh/resource-policy: keep (crds.keep), so "
+                                "uninstalling the chart never deletes the workers",
+}
+
+# Files the chart carries as copies of the canonical ones, so a packaged chart is whole.
+COPIES = {
+    CHART / "files" / "crd.yaml": BASE / "crd.yaml",
+    CHART / "files" / "rules.yaml": MONITORING / "rules.yaml",
+    CHART / "files" / "dashboard.json": MONITORING / "dashboard.json",
+}
+
+
+@pytest.fixture(scope="module")
+def helm_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    home = tmp_path_factory.mktemp("helm")
+    return {f"HELM_{kind}_HOME": str(home / kind.lower()) for kind in ("CACHE", "CONFIG", "DATA")}
+
+
+def template(env: dict[str, str], *args: str, check: bool = True) -> list[Doc]:
+    proc = run("helm", "template", RELEASE, str(CHART), "--namespace", "default", *args,
+               env=env, check=check)
+    return [d for d in yaml.safe_load_all(proc.stdout) if d]
+
+
+def refused(env: dict[str, str], *args: str) -> str:
+    proc = run("helm", "template", RELEASE, str(CHART), *args, env=env, check=False)
+    assert proc.returncode != 0, f"helm template {' '.join(args)} was accepted"
+    return proc.stderr
+
+
+def key(doc: Doc) -> Key:
+    meta = doc["metadata"]
+    return doc["apiVersion"], doc["kind"], meta.get("namespace", ""), meta["name"]
+
+
+def by_key(docs: list[Doc]) -> dict[Key, Doc]:
+    out: dict[Key, Doc] = {}
+    for doc in docs:
+        assert key(doc) not in out, f"two objects {key(doc)}"
+        out[key(doc)] = doc
+    return out
+
+
+def without_deliberate(doc: Doc) -> Doc:
+    """The chart's object with the DELIBERATE differences taken out."""
+    doc = json.loads(json.dumps(doc))
+    meta = doc["metadata"]
+    for label in HELM_LABELS:
+        meta.get("labels", {}).pop(label, None)
+    if doc["kind"] == "CustomResourceDefinition":
+        meta.get("annotations", {}).pop("helm.sh/resource-policy", None)
+    for field in ("labels", "annotations"):
+        if field in meta and not meta[field]:
+            del meta[field]
+    return doc
+
+
+def find(docs: list[Doc], kind: str, name: str | None = None) -> Doc:
+    hits = [d for d in docs if d["kind"] == kind and name in (None, d["metadata"]["name"])]
+    assert len(hits) == 1, f"want one {kind} {name or ''}, found {len(hits)}"
+    return hits[0]
+
+
+def container(docs: list[Doc]) -> Doc:
+    deployment = find(docs, "Deployment")
+    (scheduler,) = deployment["spec"]["template"]["spec"]["containers"]
+    return scheduler
+
+
+def env_of(docs: list[Doc]) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container(docs)["env"]}
+
+
+# ----------------------------------------------------------------- the same objects
+
+
+@pytest.fixture(scope="module")
+def defaults(helm_env: dict[str, str]) -> list[Doc]:
+    return template(helm_env)
+
+
+@pytest.fixture(scope="module")
+def base() -> list[Doc]:
+    out = run("kustomize", "build", str(BASE)).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def test_default_values_render_the_base_object_by_object(defaults: list[Doc],
+                                                         base: list[Doc]) -> None:
+    chart, kustomized = by_key(defaults), by_key(base)
+    assert sorted(chart) == sorted(kustomized), (
+        f"only in the chart: {sorted(set(chart) - set(kustomized))}; "
+        f"only in manifests/base: {sorted(set(kustomized) - set(chart))}")
+    for k, want in kustomized.items():
+        got = without_deliberate(chart[k])
+        assert got == want, (
+            f"{'/'.join(k)} differs from manifests/base\n--- chart\n"
+            f"{yaml.safe_dump(got, sort_keys=True)}"
+            f"--- base\n{yaml.safe_dump(want, sort_keys=True)}")
+
+
+def test_the_differences_are_only_the_deliberate_ones(defaults: list[Doc]) -> None:
+    for doc in defaults:
+        labels = doc["metadata"]["labels"]
+        assert labels["app.kubernetes.io/managed-by"] == "Helm"
+        assert labels["app.kubernetes.io/instance"] == RELEASE
+        assert labels["helm.sh/chart"].startswith("openrl-place-")
+    crd = find(defaults, "CustomResourceDefinition")
+    assert crd["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+
+
+@pytest.mark.parametrize("copy", sorted(COPIES), ids=lambda p: str(p.relative_to(CHART)))
+def test_the_charts_files_are_the_canonical_ones(copy: Path) -> None:
+    source = COPIES[copy]
+    assert copy.read_bytes() == source.read_bytes(), (
+        f"{copy.relative_to(ROOT)} is not {source.relative_to(ROOT)}: "
+        f"cp {source.relative_to(ROOT)} {copy.relative_to(ROOT)}")
+
+
+def test_helm_lint_passes(helm_env: dict[str, str]) -> None:
+    for values in ([], ["--set", "monitoring.rules.enabled=true",
+                        "--set", "monitoring.dashboard.enabled=true"]):
+        proc = run("helm", "lint", "--strict", str(CHART), *values, env=helm_env)
+        assert "0 chart(s) failed" in proc.stdout, proc.stdout
+
+
+# ----------------------------------------------------------------- each value
+
+
+def test_image_replicas_and_resources(helm_env: dict[str, str]) -> None:
+    docs = template(helm_env, "--set", "image.repository=reg.local/place",
+                    "--set", "image.tag=1.2.3", "--set", "image.pullPolicy=Always",
+                    "--set", "replicas=3", "--set", "resources.limits.memory=1Gi",
+                    "--set", "imagePullSecrets[0].name=pull")
+    scheduler = container(docs)
+    assert scheduler["image"] == "reg.local/place:1.2.3"
+    assert scheduler["imagePullPolicy"] == "Always"
+    assert scheduler["resources"]["limits"] == {"cpu": "1", "memory": "1Gi"}
+    deployment = find(docs, "Deployment")
+    assert deployment["spec"]["replicas"] == 3
+    assert deployment["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "pull"}]
+
+
+def test_an_empty_tag_is_the_charts_app_version(defaults: list[Doc]) -> None:
+    app_version = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
+    assert container(defaults)["image"].endswith(f":{app_version}")
+
+
+def test_device_class_driver_and_timers_reach_the_scheduler(helm_env: dict[str, str]) -> None:
+    docs = template(helm_env, "--set", "device.class=gpu.nvidia.com",
+                    "--set", "device.driver=gpu.nvidia.com",
+                    "--set", "scheduler.retryInterval=5s",
+                    "--set", "scheduler.placementTimeout=1h30m",
+                    "--set", "scheduler.reclaimInterval=10s",
+                    "--set", "scheduler.reclaimGrace=45",
+                    "--set", "scheduler.leaderElect=false",
+                    "--set", "scheduler.extraEnv[0].name=OPEN_RL_LOG_FORMAT",
+                    "--set", "scheduler.extraEnv[0].value=text")
+    env = env_of(docs)
+    assert env["OPEN_RL_DEVICE_CLASS"] == "gpu.nvidia.com"
+    assert env["OPEN_RL_DEVICE_DRIVER"] == "gpu.nvidia.com"
+    assert env["OPEN_RL_RETRY_INTERVAL"] == "5s"
+    assert env["OPEN_RL_PLACEMENT_TIMEOUT"] == "1h30m"
+    assert env["OPEN_RL_RECLAIM_INTERVAL"] == "10s"
+    assert env["OPEN_RL_RECLAIM_GRACE"] == "45"
+    assert env["OPEN_RL_LEADER_ELECT"] == "false"
+    assert env["OPEN_RL_LOG_FORMAT"] == "text"
+
+
+def test_without_a_driver_the_scheduler_reads_the_class(defaults: list[Doc]) -> None:
+    assert "OPEN_RL_DEVICE_DRIVER" not in env_of(defaults)
+
+
+def test_the_lease_name_follows_into_the_role(helm_env: dict[str, str]) -> None:
+    docs = template(helm_env, "--set", "scheduler.leaseName=place-lease")
+    assert env_of(docs)["OPEN_RL_LEASE_NAME"] == "place-lease"
+    role = find(docs, "Role")
+    named = [r for r in role["rules"] if r.get("resourceNames")]
+    assert named == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                      "resourceNames": ["place-lease"], "verbs": ["get", "update"]}]
+
+
+def test_the_scheduler_name_names_all_of_its_objects(helm_env: dict[str, str]) -> None:
+    docs = template(helm_env, "--set", "scheduler.name=place-b", "--set", "viewer.name=view-b")
+    names = {(d["kind"], d["metadata"]["name"]) for d in docs}
+    for kind in ("ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding",
+                 "Deployment", "PodDisruptionBudget"):
+        assert (kind, "place-b") in names, kind
+    assert ("ClusterRole", "view-b") in names
+    deployment = find(docs, "Deployment")
+    assert deployment["spec"]["selector"]["matchLabels"] == {"app": "place-b"}
+    assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == "place-b"
+    assert find(docs, "PodDisruptionBudget")["spec"]["selector"]["matchLabels"] == {
+        "app": "place-b"}
+    for kind in ("RoleBinding", "ClusterRoleBinding"):
+        assert find(docs, kind)["subjects"][0]["name"] == "place-b"
+
+
+def test_extra_labels_and_annotations_reach_every_object(helm_env: dict[str, str]) -> None:
+    docs = template(helm_env, "--set", "commonLabels.team=ml-infra",
+                    "--set", "commonLabels.app=overridden",
+                    "--set", "commonAnnotations.owner=ml-infra@example.com",
+                    "--set", "podLabels.tier=control", "--set", "podAnnotations.note=x")
+    for doc in docs:
+        meta = doc["metadata"]
+        assert meta["labels"]["team"] == "ml-infra", key(doc)
+        assert meta["annotations"]["owner"] == "ml-infra@example.com", key(doc)
+    deployment = find(docs, "Deployment")
+    # An object's own label (a selector's) is never overridden by commonLabels.
+    assert deployment["metadata"]["labels"]["app"] == "open-rl-scheduler"
+    pod = deployment["spec"]["template"]["metadata"]
+    assert pod["labels"] == {"app": "open-rl-scheduler", "tier": "control"}
+    assert pod["annotations"]["note"] == "x"
+    assert pod["annotations"]["prometheus.io/scrape"] == "true"
+
+
+def test_the_namespace(helm_env: dict[str, str]) -> None:
+    docs = template(helm_env, "--set", "namespace.name=ml", "--set", "namespace.labels.a=b")
+    assert find(docs, "Namespace")["metadata"]["name"] == "ml"
+    assert find(docs, "Namespace")["metadata"]["labels"]["a"] == "b"
+    for doc in docs:
+        if doc["kind"] not in ("Namespace", "CustomResourceDefinition", "ClusterRole",
+                               "ClusterRoleBinding"):
+            assert doc["metadata"]["namespace"] == "ml", key(doc)
+    for kind in ("RoleBinding", "ClusterRoleBinding"):
+        assert find(docs, kind)["subjects"][0]["namespace"] == "ml"
+    # Into the release's own namespace, made by `helm install --create-namespace`.
+    docs = template(helm_env, "--set", "namespace.name=", "--set", "namespace.create=false",
+                    "--namespace", "team-a")
+    assert not [d for d in docs if d["kind"] == "Namespace"]
+    assert find(docs, "Deployment")["metadata"]["namespace"] == "team-a"
+
+
+def test_optional_parts_can_be_left_out(helm_env: dict[str, str]) -> None:
+    docs = template(helm_env, "--set", "crds.install=false", "--set", "viewer.create=false",
+                    "--set", "workerTemplates.create=false",
+                    "--set", "podDisruptionBudget.enabled=false")
+    kinds = {d["kind"] for d in docs}
+    assert "CustomResourceDefinition" not in kinds
+    assert "PodDisruptionBudget" not in kinds
+    assert "ConfigMap" not in kinds
+    assert ("ClusterRole", "openrl-place-viewer") not in {
+        (d["kind"], d["metadata"]["name"]) for d in docs}
+    crd = find(template(helm_env, "--set", "crds.keep=false"), "CustomResourceDefinition")
+    assert "helm.sh/resource-policy" not in crd["metadata"].get("annotations", {})
+
+
+def test_worker_templates_take_the_worker_image(helm_env: dict[str, str]) -> None:
+    docs = template(helm_env, "--set", "workerTemplates.image=reg.local/worker:7")
+    for role in ("trainer", "sampler"):
+        pod = yaml.safe_load(find(docs, "ConfigMap", f"openrl-template-{role}")["data"]["pod.yaml"])
+        assert pod["spec"]["containers"][0]["image"] == "reg.local/worker:7"
+
+
+def test_placement_knobs(helm_env: dict[str, str]) -> None:
+    docs = template(helm_env, "--set", "nodeSelector.pool=system",
+                    "--set", "tolerations[0].key=system", "--set", "tolerations[0].operator=Exists",
+                    "--set", "priorityClassName=system-cluster-critical",
+                    "--set", "podDisruptionBudget.minAvailable=50%")
+    pod = find(docs, "Deployment")["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"pool": "system"}
+    assert pod["tolerations"] == [{"key": "system", "operator": "Exists"}]
+    assert pod["priorityClassName"] == "system-cluster-critical"
+    assert find(docs, "PodDisruptionBudget")["spec"]["minAvailable"] == "50%"
+
+
+def test_monitoring_is_the_same_rules_and_dashboard(helm_env: dict[str, str]) -> None:
+    docs = template(helm_env, "--set", "monitoring.rules.enabled=true",
+                    "--set", "monitoring.rules.labels.release=prometheus",
+                    "--set", "monitoring.dashboard.enabled=true")
+    rule = find(docs, "PrometheusRule")
+    assert rule["metadata"]["labels"]["release"] == "prometheus"
+    assert rule["spec"] == yaml.safe_load((MONITORING / "rules.yaml").read_text())
+    dashboard = find(docs, "ConfigMap", "openrl-place-dashboard")
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(dashboard["data"]["openrl-place.json"]) == json.loads(
+        (MONITORING / "dashboard.json").read_text())
+
+
+@pytest.mark.parametrize(("value", "named"), [
+    ("replicas=-1", "replicas"),
+    ("scheduler.retryInterval=soon", "retryInterval"),
+    ("device.class=Not_A_Name", "class"),
+    ("image.pullPolicy=Sometimes", "pullPolicy"),
+    ("namespace.name=Bad_NS", "name"),
+    ("nosuchvalue=1", "nosuchvalue"),
+])
+def test_bad_values_are_refused_naming_the_value(helm_env: dict[str, str], value: str,
+                                                 named: str) -> None:
+    message = refused(helm_env, "--set", value)
+    assert "values don't meet the specifications of the schema" in message, message
+    assert named in message, message
