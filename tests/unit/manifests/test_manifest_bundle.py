@@ -53,7 +53,8 @@ def find(kind: str, name: str) -> Doc:
 
 
 def test_every_manifest_parses_and_is_named() -> None:
-    files = sorted(MANIFESTS.rglob("*.yaml"))
+    # manifests/monitoring holds Prometheus rule files, not objects (test_monitoring.py).
+    files = sorted(p for p in MANIFESTS.rglob("*.yaml") if "monitoring" not in p.parts)
     assert files
     for path in files:
         for doc in load_all(path):
