@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 FIDELITY_SCENARIOS ?= 20
 FIDELITY_SEED      ?= 1
 
-.PHONY: fidelity setup browser demo test test-fast lint bench bench-cache burst cluster-up cluster-down cluster-status smoke stress chaos privilege fuzz clean
+.PHONY: fidelity setup browser demo test test-fast lint tools bench bench-cache burst cluster-up cluster-down cluster-status smoke stress chaos privilege fuzz clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,13 @@ test: lint browser
 ## The suite without the control plane.
 test-fast: lint
 	$(BIN)/pytest -m "not e2e"
+
+## Helm, kustomize and promtool from their Go modules into hack/bin/ (skipped while current);
+## the chart and monitoring tests build them on first use too.
+tools:
+	hack/gotool.sh helm >/dev/null
+	hack/gotool.sh kustomize >/dev/null
+	hack/gotool.sh promtool >/dev/null
 
 lint: setup
 	$(BIN)/ruff check placement cli controller tests bench

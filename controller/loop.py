@@ -122,7 +122,8 @@ class Controller:
                  verdict: Verdict | None) -> None:
         """A plan has landed (or failed): bring its worker back if that is due."""
         if error is not None and not isinstance(error, NotLeading):
-            self.metrics.write_failed(write.res.plural if write else "plan", type(error).__name__)
+            resource = write.res.plural if write else "plan"  # a plan that crashed
+            self.metrics.write_failed(resource, type(error).__name__)
         with self._deferred_lock:
             deferred = key in self._deferred
             self._deferred.discard(key)

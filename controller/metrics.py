@@ -117,6 +117,13 @@ class Metrics:
             self.api_latency.labels(verb=verb, resource=resource).observe(seconds)
 
 
+    def waited(self, role: str, seat: float | None, start: float | None) -> None:
+        """The waits one status write ended (see ``status.waits_ended``)."""
+        if seat is not None:
+            self.seated(role, seat)
+        if start is not None:
+            self.started(role, start)
+
     def seated(self, role: str, seconds: float) -> None:
         """A worker got its first seat ``seconds`` after its creation."""
         if role in ROLES:

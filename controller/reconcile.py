@@ -169,6 +169,9 @@ class Reconciler:
             return
         plan.writes.append(Write("patch", kube.WORKERS, worker.name, status.patch_body(new),
                                  subresource="status"))
+        seat, start = status.waits_ended(worker, new, now)
+        if seat is not None or start is not None:  # observed once the writes have landed
+            plan.after.append(lambda: self.metrics.waited(worker.role, seat, start))
         level = logging.WARNING if outcome.phase == Phase.FAILED else logging.INFO
         log.log(level, f"worker {outcome.phase.lower()}",
                 extra=kv(worker=worker.name, phase=outcome.phase, reason=outcome.reason,

@@ -1,16 +1,15 @@
 #!/usr/bin/env bash
-# Builds an operator tool from its own Go module under hack/ into hack/bin/ and prints
-# its path:
+# Builds an operator tool from its Go module into hack/bin/ and prints its path:
 #
 #   hack/gotool.sh helm|kustomize|promtool
 #
-# The chart's tools (Helm, and kustomize to render manifests/base beside it) share the
-# module hack/helm; promtool has hack/promtool. Separate modules keep their requirements
-# from meeting each other's or the control plane's (hack/kube). A build is skipped when the
-# binary's stamp -- a hash of the Go version, the flags and the module's go.mod and
-# go.sum -- matches: the first build is slow (promtool pulls in every service
-# discovery Prometheus has), every later one is a hash. Progress goes to stderr, the
-# path alone to stdout, so callers can write `HELM=$(hack/gotool.sh helm)`.
+# The three share one module, hack/tools: their requirements agree (one client-go,
+# gRPC, protobuf, ... for all), so a cold build compiles those once. It stays apart
+# from the control plane's module (hack/kube), whose Kubernetes is a release older.
+# A build is skipped while the binary's stamp -- a hash of the Go version, the
+# package, the tags and flags, go.mod and go.sum -- matches: the first build takes
+# minutes, every later one is a hash. Progress goes to stderr, the path alone to
+# stdout, so callers can write `HELM=$(hack/gotool.sh helm)`.
 set -euo pipefail
 
 HACK=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -22,18 +21,18 @@ log() { echo "gotool: $*" >&2; }
 [[ $# == 1 ]] || die "usage: $0 helm|kustomize|promtool"
 NAME=$1
 case $NAME in
-  helm) MODULE=helm PKG=helm.sh/helm/v3/cmd/helm ;;
-  kustomize) MODULE=helm PKG=sigs.k8s.io/kustomize/kustomize/v5 ;;
-  promtool) MODULE=promtool PKG=github.com/prometheus/prometheus/cmd/promtool ;;
+  helm) PKG=helm.sh/helm/v3/cmd/helm ;;
+  kustomize) PKG=sigs.k8s.io/kustomize/kustomize/v5 ;;
+  promtool) PKG=github.com/prometheus/prometheus/cmd/promtool ;;
   *) die "unknown tool '$NAME' (known: helm, kustomize, promtool)" ;;
 esac
-SRC=$HACK/$MODULE
+SRC=$HACK/tools
 OUT=$BIN_DIR/$NAME
 
 if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then
   PATH=/usr/local/go/bin:$PATH
 fi
-command -v go >/dev/null 2>&1 || die "Go is needed to build $NAME (hack/$MODULE/go.mod asks for $(sed -n 's/^go //p' "$SRC/go.mod"))"
+command -v go >/dev/null 2>&1 || die "Go is needed to build $NAME (hack/tools/go.mod asks for $(sed -n 's/^go //p' "$SRC/go.mod"))"
 
 required() { # module -> its version in the tool's go.mod
   sed -n "s|^[[:space:]]*$1 \(v[^ ]*\).*|\1|p" "$SRC/go.mod" | head -1
@@ -85,7 +84,7 @@ if [[ -x $OUT && -f $OUT.stamp && $(cat "$OUT.stamp") == "$want" ]]; then
   exit 0
 fi
 mkdir -p "$BIN_DIR"
-log "building $OUT from hack/$MODULE ($PKG); a cold build takes minutes on 2 cores"
+log "building $OUT from hack/tools ($PKG); a cold build takes minutes on 2 cores"
 t0=$SECONDS
 (cd "$SRC" && GOTOOLCHAIN=local GOFLAGS=-mod=readonly \
   go build -buildvcs=false -trimpath -tags="$(tags)" -ldflags="$(ldflags)" -o "$OUT.tmp.$$" "$PKG")

@@ -16,6 +16,7 @@ from controller.queue import WorkQueue
 from controller.settings import Settings
 from controller.watches import Feed, feeds
 from controller.work import WAKE, Result
+from controller.writes import NotLeading, Verdict, Write
 from tests.unit.controller.fake_kube import FakeKube
 
 
@@ -50,6 +51,21 @@ def test_errors_never_escape_and_are_retried() -> None:
     samples = {s.labels["result"]: s.value for s in c.metrics.reconciles.collect()[0].samples
                if s.name.endswith("_total")}
     assert samples["error"] == 3
+
+
+def test_failed_writes_are_counted_by_resource_and_error_kind() -> None:
+    c = controller()
+    pod = Write("create", kube.PODS, "orw-w", {})
+    c._written("w", pod, kube.Conflict(409, "AlreadyExists", "exists"), Verdict.SOON)
+    c._written("w", pod, kube.KubeError(500, "InternalError", "etcd"), Verdict.RETRY)
+    c._written("w", None, kube.KubeError(0, "Crashed", "bug"), None)
+    c._written("w", pod, NotLeading(0, "NotLeading", "lease in doubt"), Verdict.DROP)
+    c._written("w", pod, None, None)
+    samples = {(s.labels["resource"], s.labels["error"]): s.value
+               for s in c.metrics.write_failures.collect()[0].samples
+               if s.name.endswith("_total")}
+    assert samples == {("pods", "Conflict"): 1, ("pods", "KubeError"): 1,
+                       ("plan", "KubeError"): 1}
 
 
 def test_result_requeues_wakes_and_enqueues() -> None:

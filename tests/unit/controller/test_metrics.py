@@ -9,7 +9,7 @@ from typing import Any
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from controller import status
+from controller import kube, status
 from controller.housekeeping import census
 from controller.metrics import Metrics
 from controller.objects import Worker, format_time
@@ -142,3 +142,33 @@ def test_the_wait_histograms_take_known_roles_only() -> None:
     assert got["openrl_place_wait_for_seat_seconds_sum", (("role", "trainer"),)] == 42
     assert got["openrl_place_seat_to_running_seconds_sum", (("role", "sampler"),)] == 0
     assert not [k for k in got if ("role", "intruder") in k[1]]
+
+
+# ----------------------------------------------------------------- through a reconcile
+
+
+def test_a_worker_waits_then_is_seated_then_runs_and_each_wait_is_observed_once() -> None:
+    from tests.unit.controller.conftest import Cluster
+
+    c = Cluster(devices=1)
+    metrics = c.reconciler.metrics
+    c.place("first")  # takes the only device
+    c.api.advance(5)
+    assert c.place("second")["phase"] == "Pending"
+    c.api.advance(40)
+    c.allocate_and_run("first")  # seat -> Running, 45s after its seat
+    c.api.delete(kube.WORKERS, "first")
+    c.reconcile("first")
+    c.api.advance(15)
+    c.api.finish_pod("orw-first")
+    c.reconcile("first")  # its pod gone: the seat is free
+    c.reconcile("second")
+    assert c.status("second")["phase"] == "Placing"
+    c.reconcile("second")  # nothing new: nothing observed again
+    got = scrape(metrics)
+    role = (("role", "trainer"),)
+    assert got["openrl_place_wait_for_seat_seconds_count", role] == 2
+    assert got["openrl_place_seat_to_running_seconds_count", role] == 1
+    assert got["openrl_place_seat_to_running_seconds_sum", role] == 45
+    # "first" waited 0s for its seat, "second" from its creation (5s) to 60s.
+    assert got["openrl_place_wait_for_seat_seconds_sum", role] == 55
