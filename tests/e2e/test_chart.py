@@ -31,7 +31,7 @@ from controller_fixtures import crd, gpu_nodes  # noqa: F401
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from tests.tools import ROOT, run
+ROOT = Path(__file__).resolve().parents[2]
 
 CHART = ROOT / "charts" / "openrl-place"
 CRD = "openrlworkers.openrl.io"
@@ -56,9 +56,17 @@ class Release:
         self.transcript: list[str] = []
 
     def helm(self, *args: str, check: bool = True) -> str:
-        proc = run("helm", *args, "--namespace", self.namespace, env=self.env, check=check,
-                   timeout=300)
+        # hack/gotool.sh builds Helm from its Go module the first time (tests/tools.py
+        # does the same for the unit tests, which this directory cannot import).
+        built = subprocess.run([str(ROOT / "hack" / "gotool.sh"), "helm"], capture_output=True,
+                               text=True, timeout=2400, check=True).stdout.split()[-1]
+        proc = subprocess.run([built, *args, "--namespace", self.namespace],
+                              capture_output=True, text=True, timeout=300, check=False,
+                              cwd=ROOT, env={**os.environ, **self.env})
         self.transcript.append(f"$ helm {' '.join(args)}\n{proc.stdout}{proc.stderr}")
+        if check and proc.returncode != 0:
+            raise AssertionError(f"helm {' '.join(args)} failed ({proc.returncode}):\n"
+                                 f"{proc.stdout}{proc.stderr}")
         return proc.stdout
 
 
@@ -164,7 +172,8 @@ def test_install_lead_upgrade_uninstall(cluster: Any, release: Release, gpu_node
                          what="openrl_place_leader 1")
         custom.create_namespaced_custom_object("openrl.io", "v1alpha1", ns, "openrlworkers", {
             "apiVersion": "openrl.io/v1alpha1", "kind": "OpenRLWorker",
-            "metadata": {"name": "w1"}, "spec": {"role": "trainer", "memory": "10Gi"}})
+            "metadata": {"name": "w1"},
+            "spec": {"role": "trainer", "modelId": "qwen-8b", "memory": "10Gi"}})
         placed = cluster.wait_for(
             lambda: (custom.get_namespaced_custom_object_status(
                 "openrl.io", "v1alpha1", ns, "openrlworkers", "w1").get("status") or {}
