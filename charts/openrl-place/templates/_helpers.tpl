@@ -27,6 +27,15 @@ annotations:
 {{- end }}
 {{- end }}
 
+{{/* workerTemplates.allow as the scheduler reads it: TEMPLATE=FIELD,FIELD;... */}}
+{{- define "openrl-place.templateAllow" -}}
+{{- $entries := list -}}
+{{- range $name, $fields := . -}}
+{{- $entries = append $entries (printf "%s=%s" $name (join "," $fields)) -}}
+{{- end -}}
+{{- join ";" $entries -}}
+{{- end }}
+
 {{/* The scheduler's ServiceAccount, Roles and bindings share one name. */}}
 {{- define "openrl-place.scheduler" -}}
 {{- .Values.scheduler.name -}}

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from controller.settings import parse_template_allow
 from tests.tools import ROOT, run
 
 CHART = ROOT / "charts" / "openrl-place"
@@ -206,7 +207,7 @@ def test_without_a_driver_the_scheduler_reads_the_class(defaults: list[Doc]) -> 
 def test_the_lease_name_follows_into_the_role(helm_env: dict[str, str]) -> None:
     docs = template(helm_env, "--set", "scheduler.leaseName=place-lease")
     assert env_of(docs)["OPEN_RL_LEASE_NAME"] == "place-lease"
-    role = find(docs, "Role")
+    role = find(docs, "Role", "open-rl-scheduler")
     named = [r for r in role["rules"] if r.get("resourceNames")]
     assert named == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
                       "resourceNames": ["place-lease"], "verbs": ["get", "update"]}]
@@ -219,6 +220,9 @@ def test_the_scheduler_name_names_all_of_its_objects(helm_env: dict[str, str]) -
                  "Deployment", "PodDisruptionBudget"):
         assert (kind, "place-b") in names, kind
     assert ("ClusterRole", "view-b") in names
+    env = {e["name"]: e.get("valueFrom") for e in container(docs)["env"]}
+    # The scheduler learns its own account from its pod, whatever it is called.
+    assert env["OPEN_RL_SERVICE_ACCOUNT"] == {"fieldRef": {"fieldPath": "spec.serviceAccountName"}}
     deployment = find(docs, "Deployment")
     assert deployment["spec"]["selector"]["matchLabels"] == {"app": "place-b"}
     assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == "place-b"
@@ -261,6 +265,49 @@ def test_the_namespace(helm_env: dict[str, str]) -> None:
                     "--namespace", "team-a")
     assert not [d for d in docs if d["kind"] == "Namespace"]
     assert find(docs, "Deployment")["metadata"]["namespace"] == "team-a"
+
+
+def test_pod_security_levels(helm_env: dict[str, str]) -> None:
+    docs = template(helm_env, "--set", "namespace.podSecurity.enforce=restricted",
+                    "--set", "namespace.podSecurity.audit=", "--set",
+                    "namespace.podSecurity.version=v1.36")
+    labels = find(docs, "Namespace")["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert labels["pod-security.kubernetes.io/enforce-version"] == "v1.36"
+    assert labels["pod-security.kubernetes.io/warn"] == "restricted"
+    assert not [k for k in labels if k.startswith("pod-security.kubernetes.io/audit")]
+    assert "baseline" in refused(helm_env, "--set", "namespace.podSecurity.enforce=lax")
+
+
+def test_the_gateway_role_grants_workers_only(defaults: list[Doc],
+                                              helm_env: dict[str, str]) -> None:
+    role = find(defaults, "Role", "openrl-place-gateway")
+    resources = {r for rule in role["rules"] for r in rule["resources"]}
+    assert resources == {"openrlworkers", "openrlworkers/status"}
+    assert not [d for d in defaults if d["kind"] == "RoleBinding"
+                and d["roleRef"]["name"] == "openrl-place-gateway"]  # bound to nobody
+    docs = template(helm_env, "--set", "gateway.name=callers")
+    assert find(docs, "Role", "callers")
+    docs = template(helm_env, "--set", "gateway.create=false")
+    assert [d["metadata"]["name"] for d in docs if d["kind"] == "Role"] == ["open-rl-scheduler"]
+
+
+def test_template_allowances_reach_the_scheduler(helm_env: dict[str, str],
+                                                 defaults: list[Doc]) -> None:
+    assert not {"OPEN_RL_TEMPLATE_ALLOW", "OPEN_RL_TEMPLATE_SERVICE_ACCOUNTS"} & set(
+        env_of(defaults))
+    docs = template(helm_env, "--set", "workerTemplates.serviceAccounts={trainer-sa,sampler-sa}",
+                    "--set", "workerTemplates.allow.openrl-template-trainer={hostIPC,capabilities}",
+                    "--set", "workerTemplates.allow.rdma={hostNetwork}")
+    env = env_of(docs)
+    assert env["OPEN_RL_TEMPLATE_SERVICE_ACCOUNTS"] == "trainer-sa,sampler-sa"
+    assert env["OPEN_RL_TEMPLATE_ALLOW"] == (
+        "openrl-template-trainer=hostIPC,capabilities;rdma=hostNetwork")
+    # The scheduler's own parser reads the value as the chart means it.
+    assert parse_template_allow(env["OPEN_RL_TEMPLATE_ALLOW"]) == {
+        "openrl-template-trainer": frozenset({"hostIPC", "capabilities"}),
+        "rdma": frozenset({"hostNetwork"})}
+    assert "allow" in refused(helm_env, "--set", "workerTemplates.allow.x={hostEverything}")
 
 
 def test_optional_parts_can_be_left_out(helm_env: dict[str, str]) -> None:
@@ -314,6 +361,7 @@ def test_monitoring_is_the_same_rules_and_dashboard(helm_env: dict[str, str]) ->
     ("scheduler.retryInterval=soon", "retryInterval"),
     ("device.class=Not_A_Name", "class"),
     ("image.pullPolicy=Sometimes", "pullPolicy"),
+    ("namespace.podSecurity.enforce=lax", "enforce"),
     ("namespace.name=Bad_NS", "name"),
     ("nosuchvalue=1", "nosuchvalue"),
 ])
