@@ -343,6 +343,25 @@ def test_placement_knobs(helm_env: dict[str, str]) -> None:
     assert find(docs, "PodDisruptionBudget")["spec"]["minAvailable"] == "50%"
 
 
+def test_on_the_nodes_network(helm_env: dict[str, str]) -> None:
+    """What a cluster whose pods cannot reach the API server needs (the local real node)."""
+    probe = "{exec: {command: [python3, -c, 'import urllib.request as u; u.urlopen(1)']}}"
+    docs = template(helm_env, "--set", "hostNetwork=true", "--set", "dnsPolicy=Default",
+                    "--set", "scheduler.httpHost=127.0.0.1", "--set", "scheduler.httpPort=18081",
+                    "--set-json", f"probes.liveness={json.dumps(yaml.safe_load(probe))}",
+                    "--set-json", f"probes.readiness={json.dumps(yaml.safe_load(probe))}")
+    deployment = find(docs, "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["hostNetwork"] is True and pod["dnsPolicy"] == "Default"
+    scheduler = container(docs)
+    assert scheduler["args"] == ["--http-address=127.0.0.1:18081"]
+    assert scheduler["ports"][0]["containerPort"] == 18081
+    assert deployment["spec"]["template"]["metadata"]["annotations"][
+        "prometheus.io/port"] == "18081"
+    for kind in ("livenessProbe", "readinessProbe"):
+        assert scheduler[kind] == yaml.safe_load(probe), kind
+
+
 def test_monitoring_is_the_same_rules_and_dashboard(helm_env: dict[str, str]) -> None:
     docs = template(helm_env, "--set", "monitoring.rules.enabled=true",
                     "--set", "monitoring.rules.labels.release=prometheus",
@@ -364,6 +383,8 @@ def test_monitoring_is_the_same_rules_and_dashboard(helm_env: dict[str, str]) ->
     ("namespace.podSecurity.enforce=lax", "enforce"),
     ("namespace.name=Bad_NS", "name"),
     ("nosuchvalue=1", "nosuchvalue"),
+    ("scheduler.httpPort=0", "httpPort"),
+    ("dnsPolicy=Sometimes", "dnsPolicy"),
 ])
 def test_bad_values_are_refused_naming_the_value(helm_env: dict[str, str], value: str,
                                                  named: str) -> None:
