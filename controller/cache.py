@@ -26,39 +26,47 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from controller import kube, naming
+from controller import kube
 from controller.fleet_cache import FleetCache
 from controller.fleet_rules import FleetReading
-from controller.objects import Obj, meta, name_of
-from controller.privileges import LABEL_POD_TEMPLATE, unmarked_refusal
+from controller.objects import Obj
+from controller.records import Record, name_and_version, strip, to_obj, to_record
 
 __all__ = ["Cache", "strip"]
 
 KINDS = (kube.WORKERS, kube.PODS, kube.CLAIMS, kube.SLICES, kube.NODES, kube.CONFIGMAPS)
 
 
-def _rv(obj: Obj | None) -> int | None:
-    if obj is None:
+def _rv(record: Record | None) -> int | None:
+    if record is None:
         return None
+    return _version(name_and_version(record)[1])
+
+
+def _version(text: str) -> int | None:
     try:
-        return int(meta(obj).get("resourceVersion") or "")
+        return int(text)
     except ValueError:
         return None
 
 
+Change = tuple[Record | None, Record | None]
+
+
 class Store:
-    """Objects of one resource by name."""
+    """Objects of one resource by name, as records (records.py)."""
 
     def __init__(self) -> None:
-        self.objs: dict[str, Obj] = {}
-        self.assumed: dict[str, tuple[Obj | None, int]] = {}  # name -> (before, floor)
+        self.objs: dict[str, Record] = {}
+        self.assumed: dict[str, tuple[Record | None, int]] = {}  # name -> (before, floor)
         self.gone: dict[str, int] = {}  # name -> version it was deleted at
         self.newest = 0  # the newest resourceVersion seen from the server
         self.listed_at = 0  # the version of the last list
 
-    def event(self, kind: str, obj: Obj) -> tuple[Obj | None, Obj | None] | None:
+    def event(self, kind: str, obj: Record) -> Change | None:
         """Apply a watch event; (old, new) if it changed anything, else None."""
-        name, rv = name_of(obj), _rv(obj)
+        name, version = name_and_version(obj)
+        rv = _version(version)
         if rv is not None:
             self.newest = max(self.newest, rv)
         if name in self.assumed:
@@ -85,17 +93,17 @@ class Store:
         self.objs[name] = obj
         return old, obj
 
-    def relist(self, items: list[Obj], version: str = "",
-               ) -> list[tuple[str, Obj | None, Obj | None]]:
+    def relist(self, items: list[Record], version: str = "",
+               ) -> list[tuple[str, Record | None, Record | None]]:
         """Replace everything with a list's answer (at ``version``); assumptions in flight stay."""
-        listed = {name_of(o): o for o in items}
+        listed = {name_and_version(o)[0]: o for o in items}
         for o in items:
             rv = _rv(o)
             if rv is not None:
                 self.newest = max(self.newest, rv)
-        self.listed_at = _rv({"metadata": {"resourceVersion": version}}) or self.newest
+        self.listed_at = _version(version) or self.newest
         self.newest = max(self.newest, self.listed_at)
-        changes: list[tuple[str, Obj | None, Obj | None]] = []
+        changes: list[tuple[str, Record | None, Record | None]] = []
         self.gone.clear()
         for name in sorted(set(self.objs) - set(listed)):
             if name in self.assumed:
@@ -113,20 +121,20 @@ class Store:
             changes.append((name, old, obj))
         return changes
 
-    def assume(self, obj: Obj) -> tuple[Obj | None, Obj | None]:
-        name = name_of(obj)
+    def assume(self, obj: Record) -> Change:
+        name = name_and_version(obj)[0]
         old = self.objs.get(name)
         if name not in self.assumed:
             self.assumed[name] = (old, self.newest)
         self.objs[name] = obj
         return old, obj
 
-    def confirm(self, obj: Obj) -> tuple[Obj | None, Obj | None] | None:
+    def confirm(self, obj: Record) -> Change | None:
         """The server's answer to our write: it replaces the assumption (if still ours)."""
-        self.assumed.pop(name_of(obj), None)
+        self.assumed.pop(name_and_version(obj)[0], None)
         return self.event("MODIFIED", obj)
 
-    def forget(self, name: str) -> tuple[Obj | None, Obj | None] | None:
+    def forget(self, name: str) -> Change | None:
         if name not in self.assumed:
             return None
         before, _ = self.assumed.pop(name)
@@ -157,38 +165,46 @@ class Cache:
         return self.fleet.view
 
     def get(self, res: kube.Resource, name: str) -> Obj | None:
+        """The stripped object (a mapping of the caller's own), or None."""
         with self.lock:
-            return self.stores[res.plural].objs.get(name)
+            record = self.stores[res.plural].objs.get(name)
+            return None if record is None else to_obj(record)
 
     def items(self, res: kube.Resource) -> list[Obj]:
         with self.lock:
-            return list(self.stores[res.plural].objs.values())
+            return [to_obj(r) for r in self.stores[res.plural].objs.values()]
 
     # ---------------------------------------------------------------- changes
 
-    # ``stripped``: the caller has stripped the objects already (the watches do, and
-    # share them with their own bookkeeping rather than keep a second copy).
+    # ``stripped``: the caller has stripped the object already (``strip``); the
+    # ``_record`` forms take what ``records.to_record`` (or a page decoder) made of it,
+    # which the watches share with their own bookkeeping rather than keep a second copy.
 
     def event(self, res: kube.Resource, kind: str, obj: Obj, *, stripped: bool = False) -> bool:
+        return self.event_record(res, kind, to_record(res, obj if stripped else strip(res, obj)))
+
+    def event_record(self, res: kube.Resource, kind: str, record: Record) -> bool:
         with self.lock:
-            obj = obj if stripped else strip(res, obj)
-            return self._apply(res, self.stores[res.plural].event(kind, obj))
+            return self._apply(res, self.stores[res.plural].event(kind, record))
 
     def relist(self, res: kube.Resource, items: list[Obj], version: str = "", *,
                stripped: bool = False) -> None:
+        self.relist_records(res, [to_record(res, o if stripped else strip(res, o))
+                                  for o in items], version)
+
+    def relist_records(self, res: kube.Resource, items: list[Record], version: str = "") -> None:
         with self.lock:
-            items = items if stripped else [strip(res, o) for o in items]
             changes = self.stores[res.plural].relist(items, version)
             for name, _, new in changes:
                 self._notify(res, name, new)
 
     def assume(self, res: kube.Resource, obj: Obj) -> None:
         with self.lock:
-            self._apply(res, self.stores[res.plural].assume(strip(res, obj)))
+            self._apply(res, self.stores[res.plural].assume(to_record(res, strip(res, obj))))
 
     def confirm(self, res: kube.Resource, obj: Obj) -> None:
         with self.lock:
-            self._apply(res, self.stores[res.plural].confirm(strip(res, obj)))
+            self._apply(res, self.stores[res.plural].confirm(to_record(res, strip(res, obj))))
 
     def forget(self, res: kube.Resource, name: str) -> None:
         with self.lock:
@@ -196,129 +212,15 @@ class Cache:
             if change is not None:
                 self._notify(res, name, change[1])
 
-    def _apply(self, res: kube.Resource, change: tuple[Obj | None, Obj | None] | None) -> bool:
+    def _apply(self, res: kube.Resource, change: Change | None) -> bool:
         if change is None:
             return False
         old, new = change
-        self._notify(res, name_of(new if new is not None else old or {}), new)
+        held = new if new is not None else old
+        self._notify(res, name_and_version(held)[0] if held is not None else "", new)
         return True
 
-    def _notify(self, res: kube.Resource, name: str, new: Obj | None) -> None:
+    def _notify(self, res: kube.Resource, name: str, new: Record | None) -> None:
         feed = self._feed.get(res.plural)
         if feed is not None:
-            feed(name, new)
-
-
-# ------------------------------------------------------------------ stripping
-
-_META = ("name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp",
-         "deletionTimestamp")
-
-
-def _meta(obj: Obj, *, labels: Callable[[str], bool] | None = None,
-          annotations: Callable[[str], bool] | None = None, **extra: bool) -> Obj:
-    m = meta(obj)
-    out: Obj = {k: m[k] for k in _META if k in m}
-    if labels is not None and m.get("labels"):
-        out["labels"] = {k: v for k, v in m["labels"].items() if labels(k)}
-    if annotations is not None and m.get("annotations"):
-        out["annotations"] = {k: v for k, v in m["annotations"].items() if annotations(k)}
-    for key in extra:
-        if key in m:
-            out[key] = m[key]
-    return out
-
-
-def _pod(obj: Obj) -> Obj:
-    spec, status = obj.get("spec") or {}, obj.get("status") or {}
-    kept: Obj = {k: status[k] for k in ("phase", "reason", "message") if k in status}
-    conditions = [c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"]
-    if conditions:
-        kept["conditions"] = conditions
-    terminated = [{"name": c.get("name"), "state": {"terminated": c["state"]["terminated"]}}
-                  for c in status.get("containerStatuses") or []
-                  if (c.get("state") or {}).get("terminated")]
-    if terminated:
-        kept["containerStatuses"] = terminated
-    return {
-        "metadata": _meta(obj, labels=lambda k: k.startswith("openrl.io/"),
-                          annotations=lambda k: k.startswith("openrl.io/"),
-                          ownerReferences=True),
-        "spec": {k: spec[k] for k in ("nodeName", "resourceClaims") if k in spec},
-        "status": kept,
-    }
-
-
-def _claim(obj: Obj) -> Obj:
-    status = obj.get("status") or {}
-    kept: Obj = {}
-    allocation = status.get("allocation")
-    if allocation:
-        results = (allocation.get("devices") or {}).get("results") or []
-        kept["allocation"] = {
-            "nodeSelector": allocation.get("nodeSelector"),
-            "devices": {"results": [{"pool": r.get("pool")} for r in results]},
-        }
-    if status.get("reservedFor"):
-        kept["reservedFor"] = status["reservedFor"]
-    requests = ((obj.get("spec") or {}).get("devices") or {}).get("requests") or []
-    return {
-        "metadata": _meta(obj, labels=lambda _k: True, annotations=lambda _k: True),
-        "spec": {"devices": {"requests": [
-            {"name": r.get("name"), "exactly": {"count": (r.get("exactly") or r).get("count")}}
-            for r in requests]}},
-        "status": kept,
-    }
-
-
-def _slice(obj: Obj) -> Obj:
-    spec = obj.get("spec") or {}
-    devices = []
-    for device in spec.get("devices") or []:
-        basic = device.get("basic") or {}
-        capacity = device.get("capacity") or basic.get("capacity") or {}
-        attributes = device.get("attributes") or basic.get("attributes") or {}
-        kept: Obj = {"name": device.get("name")}
-        if capacity:
-            kept["capacity"] = {k: v for k, v in capacity.items() if k.endswith("memory")}
-        if attributes.get("productName"):
-            kept["attributes"] = {"productName": attributes["productName"]}
-        devices.append(kept)
-    return {"metadata": _meta(obj),
-            "spec": {"driver": spec.get("driver"), "nodeName": spec.get("nodeName"),
-                     "pool": spec.get("pool"), "devices": devices}}
-
-
-def _node(obj: Obj) -> Obj:
-    allocatable = (obj.get("status") or {}).get("allocatable") or {}
-    return {"metadata": _meta(obj, labels=lambda k: k.startswith("openrl.io/")),
-            "status": {"allocatable": {"memory": allocatable["memory"]}}
-            if "memory" in allocatable else {}}
-
-
-def _worker(obj: Obj) -> Obj:
-    return {"apiVersion": obj.get("apiVersion", f"{naming.GROUP}/v1alpha1"),
-            "kind": obj.get("kind", naming.KIND),
-            "metadata": _meta(obj, finalizers=True),
-            "spec": obj.get("spec") or {}, "status": obj.get("status") or {}}
-
-
-def _config_map(obj: Obj) -> Obj:
-    # Only a marked template's text is ever read; any other ConfigMap is kept as a name
-    # (so a worker naming it is told why it is refused), never its data.
-    kept = _meta(obj, labels=lambda k: k == LABEL_POD_TEMPLATE)
-    marked = unmarked_refusal(obj, "") is None
-    return {"metadata": kept, "data": (obj.get("data") or {}) if marked else {}}
-
-
-_STRIP: dict[str, Callable[[Obj], Obj]] = {
-    kube.PODS.plural: _pod, kube.CLAIMS.plural: _claim, kube.SLICES.plural: _slice,
-    kube.NODES.plural: _node, kube.WORKERS.plural: _worker,
-    kube.CONFIGMAPS.plural: _config_map,
-}
-
-
-def strip(res: kube.Resource, obj: Obj) -> Obj:
-    """Only what the controller reads of ``obj`` (the shape of the API object)."""
-    stripper = _STRIP.get(res.plural)
-    return stripper(obj) if stripper is not None else obj
+            feed(name, None if new is None else to_obj(new))

@@ -31,7 +31,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import attrs
@@ -43,7 +43,11 @@ from kubernetes.client.exceptions import ApiException
 Obj = dict[str, Any]
 # Module-level aliases: inside Kube, "list" names the method, not the builtin.
 Objs = list[Obj]
+Items = list[Any]
+_T = TypeVar("_T")
 Query = list[tuple[str, str]]
+# A list page's body -> (the list's metadata, its objects in the decoder's own form).
+PageDecode = Callable[[bytes], tuple[Obj, Items]]
 RequestHook = Callable[[str, str, int, float], None]  # verb, resource, HTTP status (0 = no
 # answer), seconds until the response headers (a watch: until it opened)
 
@@ -192,31 +196,38 @@ class Kube:
     def list_with_version(self, res: Resource, *, namespace: str | None = None,
                           label_selector: str | None = None,
                           field_selector: str | None = None, page: int = 0,
-                          keep: Callable[[Obj], Obj | None] | None = None,
-                          ) -> tuple[Objs, str]:
+                          keep: Callable[[Any], Any | None] | None = None,
+                          decode: PageDecode | None = None) -> tuple[Items, str]:
         """Every object and the list's resourceVersion.
 
         With ``page``, the list comes in pages of that many objects (one request
         each) and ``keep`` reduces each object as its page arrives (None drops it),
         so a large list never sits in memory whole; an expired continuation is
-        ``Gone``.
+        ``Gone``. With ``decode``, each page's body goes to it as it came (bytes)
+        and its answer, (the list's metadata, the page's objects), is used instead
+        of the parsed JSON: a decoder can build only what it keeps.
         """
         query = _selectors(label_selector, field_selector)
         path = res.path(self._ns(res, namespace))
-        items: Objs = []
+        items: Items = []
         version, token = "", ""
         while True:
             paging = [("limit", str(page))] if page else []
             if token:
                 paging.append(("continue", token))
-            result = self._request("list", res, "GET", path, query + paging)
-            metadata = result.get("metadata") or {}
+            if decode is not None:
+                metadata, objs = self._request_decoded("list", res, "GET", path,
+                                                       query + paging, decode)
+            else:
+                result = self._request("list", res, "GET", path, query + paging)
+                metadata, objs = result.get("metadata") or {}, result.get("items") or []
+                del result
             version = version or str(metadata.get("resourceVersion", ""))
-            for obj in result.get("items") or []:
+            for obj in objs:
                 kept = keep(obj) if keep is not None else obj
                 if kept is not None:
                     items.append(kept)
-            del result
+            del objs
             token = str(metadata.get("continue") or "")
             if not page or not token:
                 return items, version
@@ -282,11 +293,19 @@ class Kube:
     def _request(self, verb: str, res: Resource, method: str, path: str,
                  query: Query | None = None, body: Obj | None = None,
                  content_type: str = "application/json", subresource: str | None = None) -> Obj:
+        return self._request_decoded(verb, res, method, path, query, body=body,
+                                     content_type=content_type, subresource=subresource,
+                                     decode=_json_object)
+
+    def _request_decoded(self, verb: str, res: Resource, method: str, path: str,
+                         query: Query | None, decode: Callable[[bytes], _T], *,
+                         body: Obj | None = None, content_type: str = "application/json",
+                         subresource: str | None = None) -> _T:
         response = self._send(verb, res, method, path, query or [], body=body,
                               content_type=content_type, timeout=REQUEST_TIMEOUT, read=True,
                               subresource=subresource)
         try:
-            return json.loads(response.data) if response.data else {}
+            return decode(response.data or b"")
         except ValueError as exc:
             raise KubeError(response.status, "BadResponse", f"{verb} {res.plural}: {exc}") from exc
 
@@ -330,6 +349,11 @@ class Kube:
         finally:
             if self.hook is not None:
                 self.hook(verb, plural, status, time.monotonic() - started)
+
+
+def _json_object(data: bytes) -> Obj:
+    answer: Obj = json.loads(data) if data else {}
+    return answer
 
 
 def _crash_point(spec: str) -> tuple[str, str, int, str] | None:

@@ -31,10 +31,11 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from controller import kube, naming
-from controller.cache import Cache, strip
+from controller.cache import Cache
 from controller.logs import kv
 from controller.objects import Obj, controller_owner, meta, name_of, pod_node, pod_phase
 from controller.queue import WorkQueue
+from controller.records import PageDecoder, Record, strip, to_obj, to_record
 from controller.work import HOUSEKEEPING_ORDER, WAKE, worker_order
 
 log = logging.getLogger("openrl.controller.watch")
@@ -56,16 +57,20 @@ class Feed:
         self.on_change = on_change
         self.label_selector = label_selector
         self.accept = accept
-        self._seen: dict[str, tuple[Hashable, Obj]] = {}
+        # name -> (signature, the object as the cache holds it: a record, or the object)
+        self._seen: dict[str, tuple[Hashable, Record]] = {}
 
-    def relist(self, items: list[Obj]) -> None:
-        current = {name_of(o): o for o in items if self.accept(o)}
+    def relist(self, items: list[Obj], held: list[Record] | None = None) -> None:
+        """``held``: what to remember of each item (default: the item itself)."""
+        kept = items if held is None else held
+        current = {name_of(o): (o, k) for o, k in zip(items, kept, strict=True)
+                   if self.accept(o)}
         for name in sorted(set(self._seen) - set(current)):
-            self.event("DELETED", self._seen[name][1])
-        for obj in current.values():
-            self.event("ADDED", obj)
+            self.event("DELETED", to_obj(self._seen[name][1]))
+        for obj, record in current.values():
+            self.event("ADDED", obj, record)
 
-    def event(self, kind: str, obj: Obj) -> None:
+    def event(self, kind: str, obj: Obj, held: Record | None = None) -> None:
         if not self.accept(obj):
             return
         name = name_of(obj)
@@ -75,7 +80,7 @@ class Feed:
             return
         sig = self.signature(obj)
         previous = self._seen.get(name)
-        self._seen[name] = (sig, obj)
+        self._seen[name] = (sig, obj if held is None else held)
         if previous is None:
             self.on_change("ADDED", obj)
         elif previous[0] != sig:
@@ -88,9 +93,22 @@ class Watcher(threading.Thread):
         super().__init__(name=f"watch-{feed.resource.plural}", daemon=True)
         self.api, self.feed, self.stop, self.synced, self.retry = api, feed, stop, synced, retry
         self.cache = cache
+        self._decode = PageDecoder(feed.resource)
 
-    def _keep(self, obj: Obj) -> Obj | None:
-        return strip(self.feed.resource, obj) if self.feed.accept(obj) else None
+    def _keep(self, record: Record) -> tuple[Record, Obj] | None:
+        obj = to_obj(record)
+        return (record, obj) if self.feed.accept(obj) else None
+
+    def list_once(self) -> str:
+        """List the resource into the cache and the feed; the list's resourceVersion."""
+        res = self.feed.resource
+        items, version = self.api.list_with_version(
+            res, label_selector=self.feed.label_selector, page=LIST_PAGE, keep=self._keep,
+            decode=self._decode)
+        records = [record for record, _ in items]
+        self.cache.relist_records(res, records, version)
+        self.feed.relist([obj for _, obj in items], records)
+        return version
 
     def run(self) -> None:
         version = ""
@@ -98,12 +116,7 @@ class Watcher(threading.Thread):
         while not self.stop.is_set():
             try:
                 if not version:
-                    res = self.feed.resource
-                    items, version = self.api.list_with_version(
-                        res, label_selector=self.feed.label_selector, page=LIST_PAGE,
-                        keep=self._keep)
-                    self.cache.relist(res, items, version, stripped=True)
-                    self.feed.relist(items)
+                    version = self.list_once()
                     self.synced.set()
                 for kind, obj in self.api.watch(self.feed.resource, version,
                                                 label_selector=self.feed.label_selector):
@@ -112,8 +125,9 @@ class Watcher(threading.Thread):
                     version = meta(obj).get("resourceVersion") or version
                     if kind in ("ADDED", "MODIFIED", "DELETED") and self.feed.accept(obj):
                         obj = strip(self.feed.resource, obj)
-                        self.cache.event(self.feed.resource, kind, obj, stripped=True)
-                        self.feed.event(kind, obj)
+                        record = to_record(self.feed.resource, obj)
+                        self.cache.event_record(self.feed.resource, kind, record)
+                        self.feed.event(kind, obj, record)
                 failures = 0
             except kube.Gone:
                 version = ""  # too old: list again

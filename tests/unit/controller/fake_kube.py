@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import itertools
+import json
 import uuid
 from collections import Counter
 from typing import Any
@@ -128,15 +129,19 @@ class FakeKube:
     def list_with_version(self, res: kube.Resource, *, namespace: str | None = None,
                           label_selector: str | None = None,
                           field_selector: str | None = None, page: int = 0,
-                          keep: Any = None) -> tuple[list[Obj], str]:
+                          keep: Any = None, decode: Any = None) -> tuple[list[Any], str]:
         self._count("list", res)
         ns = (namespace or self.namespace) if res.namespaced else ""
-        items = [copy.deepcopy(o) for (plural, n, _), o in sorted(self.objects.items())
-                 if plural == res.plural and n == ns
-                 and _matches(o["metadata"].get("labels") or {}, label_selector)]
+        items: list[Any] = [copy.deepcopy(o) for (plural, n, _), o in sorted(self.objects.items())
+                            if plural == res.plural and n == ns
+                            and _matches(o["metadata"].get("labels") or {}, label_selector)]
+        version = str(next(self._rv))
+        if decode is not None:  # as the server sends it: one page of JSON
+            _, items = decode(json.dumps({"metadata": {"resourceVersion": version},
+                                          "items": items}).encode())
         if keep is not None:
             items = [k for k in map(keep, items) if k is not None]
-        return items, str(next(self._rv))
+        return items, version
 
     def get(self, res: kube.Resource, name: str, *, namespace: str | None = None) -> Obj:
         self._count("get", res)

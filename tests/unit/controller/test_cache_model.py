@@ -24,6 +24,7 @@ from controller.claims import build_claim
 from controller.fleet_reader import FleetView, build_fleet
 from controller.fleet_rules import FleetReading
 from controller.objects import Obj, Worker
+from controller.records import to_obj
 from placement import Fleet, JoinClaim, NewClaim, Request, Role, decide
 from tests.strategies import fake_nodes, fake_slice, fake_worker, pod_for
 
@@ -307,8 +308,8 @@ class CacheModel(RuleBasedStateMachine):
         """Everything reconcile reads of the cache (placement's fleet, nodes, claims, the
         ones being deleted, bookings, seat counts, live UIDs, warnings) is what the plain
         reading makes of the very objects the cache holds."""
-        held = {plural: dict(store.objs) for plural, store in self.cache.stores.items()
-                if plural in self.server}
+        held = {plural: {n: to_obj(r) for n, r in store.objs.items()}
+                for plural, store in self.cache.stores.items() if plural in self.server}
         uids = sorted({str(o["metadata"].get("uid", "")) for objs in self.server.values()
                        for o in objs.values()} | {"no-such-uid"})
         assert reading_state(self.cache.view, uids) == reading_state(read(held), uids)
@@ -321,8 +322,8 @@ class CacheModel(RuleBasedStateMachine):
     def heard_everything_means_equal_to_the_server(self) -> None:
         if self.pending or self.in_flight:
             return
-        held = {plural: dict(store.objs) for plural, store in self.cache.stores.items()
-                if plural in self.server}
+        held = {plural: {n: to_obj(r) for n, r in store.objs.items()}
+                for plural, store in self.cache.stores.items() if plural in self.server}
         assert held == {plural: {n: strip(self.resources[plural], o) for n, o in objs.items()}
                         for plural, objs in self.server.items()}
 

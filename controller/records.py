@@ -1,0 +1,490 @@
+"""What the cache keeps of each object: the fields read, as compact records.
+
+Rules:
+
+* ``strip`` says what is kept: only the fields the controller reads, in the
+  API object's own shape (a pod is not kept whole). It is the definition;
+  everything else here must agree with it.
+* The cache holds a stripped object as a record (``to_record``): slotted
+  structs where ``strip`` builds a mapping, the values it copies whole kept
+  as they came. ``to_obj`` gives the stripped object back, equal to what
+  ``strip`` returned: readers never see a record.
+* A list page is decoded straight into records (``PageDecoder``): the
+  decoder knows the fields ``strip`` reads and skips the rest of each object
+  (managed fields, container specs, images) without building it, then strips
+  what it kept. A page it cannot read so (a field of an unexpected type) is
+  read in full and stripped as a watch event is: never refused for speed's sake.
+* Repeated strings (namespaces, node names, label keys and values, phases) are
+  one object each, however many records hold them.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+from msgspec import UNSET, Struct, UnsetType
+
+from controller import kube, naming
+from controller.objects import Obj, meta
+from controller.privileges import LABEL_POD_TEMPLATE, unmarked_refusal
+
+__all__ = ["PageDecoder", "Record", "strip", "to_obj", "to_record"]
+
+Record = Any  # one of the structs below; readers only ever see ``to_obj`` of it
+
+
+# ------------------------------------------------------------------ stripping
+
+_META = ("name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp",
+         "deletionTimestamp")
+
+
+def _meta(obj: Obj, *, labels: Callable[[str], bool] | None = None,
+          annotations: Callable[[str], bool] | None = None, **extra: bool) -> Obj:
+    m = meta(obj)
+    out: Obj = {k: m[k] for k in _META if k in m}
+    if labels is not None and m.get("labels"):
+        out["labels"] = {k: v for k, v in m["labels"].items() if labels(k)}
+    if annotations is not None and m.get("annotations"):
+        out["annotations"] = {k: v for k, v in m["annotations"].items() if annotations(k)}
+    for key in extra:
+        if key in m:
+            out[key] = m[key]
+    return out
+
+
+def _ours(key: str) -> bool:
+    return key.startswith("openrl.io/")
+
+
+def _any(_key: str) -> bool:
+    return True
+
+
+def _pod(obj: Obj) -> Obj:
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    kept: Obj = {k: status[k] for k in ("phase", "reason", "message") if k in status}
+    conditions = [c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"]
+    if conditions:
+        kept["conditions"] = conditions
+    terminated = [{"name": c.get("name"), "state": {"terminated": c["state"]["terminated"]}}
+                  for c in status.get("containerStatuses") or []
+                  if (c.get("state") or {}).get("terminated")]
+    if terminated:
+        kept["containerStatuses"] = terminated
+    return {
+        "metadata": _meta(obj, labels=_ours, annotations=_ours, ownerReferences=True),
+        "spec": {k: spec[k] for k in ("nodeName", "resourceClaims") if k in spec},
+        "status": kept,
+    }
+
+
+def _claim(obj: Obj) -> Obj:
+    status = obj.get("status") or {}
+    kept: Obj = {}
+    allocation = status.get("allocation")
+    if allocation:
+        results = (allocation.get("devices") or {}).get("results") or []
+        kept["allocation"] = {
+            "nodeSelector": allocation.get("nodeSelector"),
+            "devices": {"results": [{"pool": r.get("pool")} for r in results]},
+        }
+    if status.get("reservedFor"):
+        kept["reservedFor"] = status["reservedFor"]
+    requests = ((obj.get("spec") or {}).get("devices") or {}).get("requests") or []
+    return {
+        "metadata": _meta(obj, labels=_any, annotations=_any),
+        "spec": {"devices": {"requests": [
+            {"name": r.get("name"), "exactly": {"count": (r.get("exactly") or r).get("count")}}
+            for r in requests]}},
+        "status": kept,
+    }
+
+
+def _slice(obj: Obj) -> Obj:
+    spec = obj.get("spec") or {}
+    devices = []
+    for device in spec.get("devices") or []:
+        basic = device.get("basic") or {}
+        capacity = device.get("capacity") or basic.get("capacity") or {}
+        attributes = device.get("attributes") or basic.get("attributes") or {}
+        kept: Obj = {"name": device.get("name")}
+        if capacity:
+            kept["capacity"] = {k: v for k, v in capacity.items() if k.endswith("memory")}
+        if attributes.get("productName"):
+            kept["attributes"] = {"productName": attributes["productName"]}
+        devices.append(kept)
+    return {"metadata": _meta(obj),
+            "spec": {"driver": spec.get("driver"), "nodeName": spec.get("nodeName"),
+                     "pool": spec.get("pool"), "devices": devices}}
+
+
+def _node(obj: Obj) -> Obj:
+    allocatable = (obj.get("status") or {}).get("allocatable") or {}
+    return {"metadata": _meta(obj, labels=_ours),
+            "status": {"allocatable": {"memory": allocatable["memory"]}}
+            if "memory" in allocatable else {}}
+
+
+def _worker(obj: Obj) -> Obj:
+    return {"apiVersion": obj.get("apiVersion", f"{naming.GROUP}/v1alpha1"),
+            "kind": obj.get("kind", naming.KIND),
+            "metadata": _meta(obj, finalizers=True),
+            "spec": obj.get("spec") or {}, "status": obj.get("status") or {}}
+
+
+def _config_map(obj: Obj) -> Obj:
+    # Only a marked template's text is ever read; any other ConfigMap is kept as a name
+    # (so a worker naming it is told why it is refused), never its data.
+    kept = _meta(obj, labels=lambda k: k == LABEL_POD_TEMPLATE)
+    marked = unmarked_refusal(obj, "") is None
+    return {"metadata": kept, "data": (obj.get("data") or {}) if marked else {}}
+
+
+_STRIP: dict[str, Callable[[Obj], Obj]] = {
+    kube.PODS.plural: _pod, kube.CLAIMS.plural: _claim, kube.SLICES.plural: _slice,
+    kube.NODES.plural: _node, kube.WORKERS.plural: _worker,
+    kube.CONFIGMAPS.plural: _config_map,
+}
+
+
+def strip(res: kube.Resource, obj: Obj) -> Obj:
+    """Only what the controller reads of ``obj`` (the shape of the API object)."""
+    stripper = _STRIP.get(res.plural)
+    return stripper(obj) if stripper is not None else obj
+
+
+# ------------------------------------------------------------------- records
+#
+# One struct per mapping ``strip`` builds, a field per key it may set (UNSET: the key
+# is absent); ``Any`` where it copies a value whole. gc=False: a record holds only
+# plain values, never itself, so the collector need not track it.
+
+class Meta(Struct, gc=False, omit_defaults=True):
+    name: Any = UNSET
+    namespace: Any = UNSET
+    uid: Any = UNSET
+    resourceVersion: Any = UNSET
+    generation: Any = UNSET
+    creationTimestamp: Any = UNSET
+    deletionTimestamp: Any = UNSET
+    labels: dict[str, Any] | UnsetType = UNSET
+    annotations: dict[str, Any] | UnsetType = UNSET
+    ownerReferences: Any = UNSET
+    finalizers: Any = UNSET
+
+
+class PodSpec(Struct, gc=False, omit_defaults=True):
+    nodeName: Any = UNSET
+    resourceClaims: Any = UNSET
+
+
+class Terminated(Struct, gc=False, omit_defaults=True):
+    terminated: Any
+
+
+class ContainerEnd(Struct, gc=False, omit_defaults=True):
+    name: Any
+    state: Terminated
+
+
+class PodStatus(Struct, gc=False, omit_defaults=True):
+    phase: Any = UNSET
+    reason: Any = UNSET
+    message: Any = UNSET
+    conditions: Any = UNSET
+    containerStatuses: list[ContainerEnd] | UnsetType = UNSET
+
+
+class Pod(Struct, gc=False, omit_defaults=True):
+    metadata: Meta
+    spec: PodSpec
+    status: PodStatus
+
+
+class Count(Struct, gc=False, omit_defaults=True):
+    count: Any
+
+
+class Request(Struct, gc=False, omit_defaults=True):
+    name: Any
+    exactly: Count
+
+
+class ClaimDevices(Struct, gc=False, omit_defaults=True):
+    requests: list[Request]
+
+
+class ClaimSpec(Struct, gc=False, omit_defaults=True):
+    devices: ClaimDevices
+
+
+class Result(Struct, gc=False, omit_defaults=True):
+    pool: Any
+
+
+class Results(Struct, gc=False, omit_defaults=True):
+    results: list[Result]
+
+
+class Allocation(Struct, gc=False, omit_defaults=True):
+    nodeSelector: Any
+    devices: Results
+
+
+class ClaimStatus(Struct, gc=False, omit_defaults=True):
+    allocation: Allocation | UnsetType = UNSET
+    reservedFor: Any = UNSET
+
+
+class ResourceClaim(Struct, gc=False, omit_defaults=True):
+    metadata: Meta
+    spec: ClaimSpec
+    status: ClaimStatus
+
+
+class ProductName(Struct, gc=False, omit_defaults=True):
+    productName: Any
+
+
+class Device(Struct, gc=False, omit_defaults=True):
+    name: Any
+    capacity: dict[str, Any] | UnsetType = UNSET
+    attributes: ProductName | UnsetType = UNSET
+
+
+class SliceSpec(Struct, gc=False, omit_defaults=True):
+    driver: Any
+    nodeName: Any
+    pool: Any
+    devices: list[Device]
+
+
+class ResourceSlice(Struct, gc=False, omit_defaults=True):
+    metadata: Meta
+    spec: SliceSpec
+
+
+class Memory(Struct, gc=False, omit_defaults=True):
+    memory: Any
+
+
+class NodeStatus(Struct, gc=False, omit_defaults=True):
+    allocatable: Memory | UnsetType = UNSET
+
+
+class NodeRecord(Struct, gc=False, omit_defaults=True):
+    metadata: Meta
+    status: NodeStatus
+
+
+class WorkerRecord(Struct, gc=False, omit_defaults=True):
+    apiVersion: Any
+    kind: Any
+    metadata: Meta
+    spec: Any
+    status: Any
+
+
+class ConfigMapRecord(Struct, gc=False, omit_defaults=True):
+    metadata: Meta
+    data: Any
+
+
+_RECORDS: dict[str, type[Struct]] = {
+    kube.PODS.plural: Pod, kube.CLAIMS.plural: ResourceClaim,
+    kube.SLICES.plural: ResourceSlice, kube.NODES.plural: NodeRecord,
+    kube.WORKERS.plural: WorkerRecord, kube.CONFIGMAPS.plural: ConfigMapRecord,
+}
+
+
+def to_record(res: kube.Resource, stripped: Obj) -> Record:
+    """The compact form of a stripped object (``strip``'s answer; anything else for a
+    resource the cache does not strip is kept as it is)."""
+    kind = _RECORDS.get(res.plural)
+    if kind is None:
+        return stripped
+    record: Any = msgspec.convert(stripped, kind)
+    _share(record.metadata)
+    return record
+
+
+def to_obj(record: Record) -> Obj:
+    """The stripped object a record holds (a new mapping each time: the caller's own)."""
+    if isinstance(record, dict):
+        return record
+    out: Obj = msgspec.to_builtins(record)
+    return out
+
+
+def name_and_version(record: Record) -> tuple[str, str]:
+    """(name, resourceVersion) of a record, as ``to_obj`` would give them ('' if absent)."""
+    if isinstance(record, dict):
+        m = meta(record)
+        return str(m.get("name", "")), str(m.get("resourceVersion") or "")
+    m = record.metadata
+    return (str(m.name) if m.name is not UNSET else "",
+            str(m.resourceVersion) if m.resourceVersion not in (UNSET, None) else "")
+
+
+_intern = sys.intern
+
+
+def _share(m: Meta) -> None:
+    """One string object for the values many records repeat."""
+    if isinstance(m.namespace, str):
+        m.namespace = _intern(m.namespace)
+    if isinstance(m.creationTimestamp, str):
+        m.creationTimestamp = _intern(m.creationTimestamp)
+    for mapping in (m.labels, m.annotations):
+        if isinstance(mapping, dict) and mapping:
+            for key, value in list(mapping.items()):
+                mapping[_intern(key)] = _intern(value) if isinstance(value, str) else value
+
+
+# -------------------------------------------------------- decoding list pages
+#
+# The raw objects as far as ``strip`` reads them; a field typed Any is read whole
+# (where ``strip`` tests a mapping for being empty, it must see all of it).
+
+class RawPodSpec(Struct, omit_defaults=True):
+    nodeName: Any = UNSET
+    resourceClaims: Any = UNSET
+
+
+class RawContainer(Struct, omit_defaults=True):
+    name: Any = UNSET
+    state: Any = UNSET
+
+
+class RawPodStatus(Struct, omit_defaults=True):
+    phase: Any = UNSET
+    reason: Any = UNSET
+    message: Any = UNSET
+    conditions: Any = UNSET
+    containerStatuses: list[RawContainer] | UnsetType | None = UNSET
+
+
+class RawPod(Struct, omit_defaults=True):
+    metadata: Meta | UnsetType | None = UNSET
+    spec: RawPodSpec | UnsetType | None = UNSET
+    status: RawPodStatus | UnsetType | None = UNSET
+
+
+class RawRequest(Struct, omit_defaults=True):
+    name: Any = UNSET
+    count: Any = UNSET
+    exactly: Any = UNSET
+
+
+class RawClaimDevices(Struct, omit_defaults=True):
+    requests: list[RawRequest] | UnsetType | None = UNSET
+
+
+class RawClaimSpec(Struct, omit_defaults=True):
+    devices: RawClaimDevices | UnsetType | None = UNSET
+
+
+class RawClaimStatus(Struct, omit_defaults=True):
+    allocation: Any = UNSET
+    reservedFor: Any = UNSET
+
+
+class RawClaim(Struct, omit_defaults=True):
+    metadata: Meta | UnsetType | None = UNSET
+    spec: RawClaimSpec | UnsetType | None = UNSET
+    status: RawClaimStatus | UnsetType | None = UNSET
+
+
+class RawDevice(Struct, omit_defaults=True):
+    name: Any = UNSET
+    basic: Any = UNSET
+    capacity: Any = UNSET
+    attributes: Any = UNSET
+
+
+class RawSliceSpec(Struct, omit_defaults=True):
+    driver: Any = UNSET
+    nodeName: Any = UNSET
+    pool: Any = UNSET
+    devices: list[RawDevice] | UnsetType | None = UNSET
+
+
+class RawSlice(Struct, omit_defaults=True):
+    metadata: Meta | UnsetType | None = UNSET
+    spec: RawSliceSpec | UnsetType | None = UNSET
+
+
+class RawNodeStatus(Struct, omit_defaults=True):
+    allocatable: Any = UNSET
+
+
+class RawNode(Struct, omit_defaults=True):
+    metadata: Meta | UnsetType | None = UNSET
+    status: RawNodeStatus | UnsetType | None = UNSET
+
+
+class RawWorker(Struct, omit_defaults=True):
+    apiVersion: Any = UNSET
+    kind: Any = UNSET
+    metadata: Meta | UnsetType | None = UNSET
+    spec: Any = UNSET
+    status: Any = UNSET
+
+
+class RawConfigMap(Struct, omit_defaults=True):
+    metadata: Meta | UnsetType | None = UNSET
+    data: Any = UNSET
+
+
+_RAWS: dict[str, type[Struct]] = {
+    kube.PODS.plural: RawPod, kube.CLAIMS.plural: RawClaim, kube.SLICES.plural: RawSlice,
+    kube.NODES.plural: RawNode, kube.WORKERS.plural: RawWorker,
+    kube.CONFIGMAPS.plural: RawConfigMap,
+}
+
+
+class ListMeta(Struct, omit_defaults=True):
+    resourceVersion: Any = UNSET
+    # "continue" is a keyword: renamed
+    next: Any = msgspec.field(default=UNSET, name="continue")
+
+
+class PageDecoder:
+    """A list page's bytes -> (its metadata, its objects as records), for one resource."""
+
+    def __init__(self, res: kube.Resource) -> None:
+        self.res = res
+        raw = _RAWS.get(res.plural)
+        self._decoder = None if raw is None else msgspec.json.Decoder(_page_type(raw))
+
+    def __call__(self, data: bytes) -> tuple[Obj, list[Record]]:
+        if self._decoder is not None and data:
+            try:
+                page: Any = self._decoder.decode(data)
+            except msgspec.DecodeError:
+                pass  # an unexpected shape somewhere: read it all, as events are read
+                # (and text that is no JSON fails there, as a ValueError)
+            else:
+                listed = {} if page.metadata in (None, UNSET) else msgspec.to_builtins(
+                    page.metadata)
+                return listed, [self.record(msgspec.to_builtins(o))
+                                for o in page.items or ()]
+        payload = json.loads(data) if data else {}
+        return (payload.get("metadata") or {},
+                [self.record(o) for o in payload.get("items") or ()])
+
+    def record(self, obj: Obj) -> Record:
+        return to_record(self.res, strip(self.res, obj))
+
+
+def _page_type(raw: type[Struct]) -> type[Struct]:
+    return msgspec.defstruct(
+        f"{raw.__name__}Page",
+        [("metadata", ListMeta | None | UnsetType, UNSET),
+         ("items", list[raw] | None | UnsetType, UNSET)],  # type: ignore[valid-type]
+        omit_defaults=True)
