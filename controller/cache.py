@@ -38,9 +38,7 @@ KINDS = (kube.WORKERS, kube.PODS, kube.CLAIMS, kube.SLICES, kube.NODES, kube.CON
 
 
 def _rv(record: Record | None) -> int | None:
-    if record is None:
-        return None
-    return _version(name_and_version(record)[1])
+    return None if record is None else record.version
 
 
 def _version(text: str) -> int | None:
@@ -65,8 +63,7 @@ class Store:
 
     def event(self, kind: str, obj: Record) -> Change | None:
         """Apply a watch event; (old, new) if it changed anything, else None."""
-        name, version = name_and_version(obj)
-        rv = _version(version)
+        name, rv = name_and_version(obj)
         if rv is not None:
             self.newest = max(self.newest, rv)
         if name in self.assumed:
@@ -147,7 +144,7 @@ class Store:
 class Cache:
     def __init__(self, driver: str) -> None:
         self.lock = threading.RLock()
-        self.fleet = FleetCache(driver)
+        self.fleet = FleetCache(driver, lookup=self._current)
         self.stores = {res.plural: Store() for res in KINDS}
         self._feed: dict[str, Callable[[str, Obj | None], None]] = {
             kube.SLICES.plural: self.fleet.slice_changed,
@@ -158,6 +155,10 @@ class Cache:
         }
 
     # ---------------------------------------------------------------- reading
+
+    def _current(self, res: kube.Resource, name: str) -> Obj | None:
+        record = self.stores[res.plural].objs.get(name)
+        return None if record is None else to_obj(record)
 
     @property
     def view(self) -> FleetReading:

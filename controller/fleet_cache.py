@@ -15,6 +15,10 @@ Rules:
   node is taken out of the fleet and put back, a claim (or a booking on it) is
   dropped and re-added with its seats -- a few workers, never the fleet.
 * It holds no lock and does no I/O; the cache around it serializes changes.
+* It keeps no object: what it must read again (a pool's slices, a node, an
+  orphan's pod, a claim whose node comes from its pools) it looks up in the
+  cache (``lookup``), and of workers and pods it keeps only what a seat
+  depends on. The cache holds each object once.
 * What the fleet refuses (a node with fewer devices than a claim on it holds,
   say) is left out and reported among the warnings, never raised: one odd
   object must not stop the watches.
@@ -22,11 +26,13 @@ Rules:
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
+from typing import NamedTuple
 
-from controller import naming
+from controller import kube, naming
 from controller.claims import ClaimView, read_claim
 from controller.fleet_reader import Hardware, read_nodes, read_slices
 from controller.fleet_rules import (
@@ -43,33 +49,55 @@ from controller.fleet_rules import (
 from controller.objects import Obj, Worker, worker_owner_uid
 from placement import Claim, Fleet, Node, PlacementError
 
-__all__ = ["CachedView", "FleetCache"]
+__all__ = ["CachedView", "FleetCache", "Lookup"]
+
+Lookup = Callable[[kube.Resource, str], Obj | None]  # the cache's current object, if any
+
+
+class WorkerSeat(NamedTuple):
+    """What a worker's seat depends on (``fleet_rules.worker_booking`` reads it)."""
+
+    name: str
+    uid: str
+    phase: str
+    claim: str
+    owner: str
+    memory: int
+
+    @classmethod
+    def of(cls, worker: Worker) -> WorkerSeat:
+        return cls(worker.name, worker.uid, sys.intern(worker.phase), worker.claim,
+                   worker.owner, worker.memory)
+
+
+class PodSeat(NamedTuple):
+    owner_uid: str  # the worker controlling it ('' if none)
+    claim: str  # the claim it holds a seat on while alive ('' if none)
 
 
 class FleetCache:
-    def __init__(self, driver: str) -> None:
+    def __init__(self, driver: str, *, lookup: Lookup) -> None:
         self.driver = driver
+        self._lookup = lookup
         self._fleet = Fleet()
         self._nodes: dict[str, Node] = {}  # as filed in the fleet
         self._claims: dict[str, ClaimView] = {}  # managed claims not being deleted
         self._closing: dict[str, ClaimView] = {}  # being deleted: booked until gone
         self._bookings: dict[str, Booked] = {}  # holder -> its booking
         self._pool_nodes: dict[str, str] = {}
-        self._slices: dict[str, Obj] = {}
+        self._slices: dict[str, tuple[str, str]] = {}  # slice -> (pool, node) it names
         self._pool_slices: dict[str, set[str]] = {}
         self._node_pools: dict[str, Counter[str]] = {}  # node -> pools naming it (slice count)
         self._hardware: dict[str, Hardware] = {}
         self._pool_notes: dict[str, list[str]] = {}
-        self._node_objs: dict[str, Obj] = {}
         self._node_warnings: dict[str, list[str]] = {}
-        self._claim_objs: dict[str, Obj] = {}
         self._by_pool: set[str] = set()  # allocated claims whose node comes from a pool
         self._in_fleet: dict[str, Claim] = {}
         self._claim_notes: dict[str, str] = {}  # claims the fleet refused, and why
         self._on_claim: dict[str, set[str]] = {}  # claim -> holders booked on it
-        self._workers: dict[str, Worker] = {}
+        self._workers: dict[str, WorkerSeat] = {}
         self._worker_by_uid: dict[str, str] = {}
-        self._pods: dict[str, Obj] = {}
+        self._pods: dict[str, PodSeat] = {}
         self._pods_of: dict[str, set[str]] = {}  # worker uid -> pods it controls
         self._booked: dict[str, set[str]] = {}  # live claim -> uids its booked list commits
         self._committed: dict[str, set[str]] = {}  # worker uid -> claims listing it
@@ -82,7 +110,7 @@ class FleetCache:
         touched_pools: set[str] = set()
         touched_nodes: set[str] = set()
         if old is not None:
-            pool, node = _pool_and_node(old)
+            pool, node = old
             self._pool_slices[pool].discard(name)
             if not self._pool_slices[pool]:
                 del self._pool_slices[pool]
@@ -90,8 +118,7 @@ class FleetCache:
             touched_pools.add(pool)
             touched_nodes.add(node)
         if obj is not None and (obj.get("spec") or {}).get("driver") == self.driver:
-            self._slices[name] = obj
-            pool, node = _pool_and_node(obj)
+            pool, node = self._slices[name] = _pool_and_node(obj)
             self._pool_slices.setdefault(pool, set()).add(name)
             self._node_pools.setdefault(node, Counter())[pool] += 1
             touched_pools.add(pool)
@@ -101,23 +128,17 @@ class FleetCache:
         for node in sorted(touched_nodes - {""}):
             self._reread_hardware(node)
         for claim in sorted(self._by_pool):
-            self.claim_changed(claim, self._claim_objs.get(claim))
+            self.claim_changed(claim, self._lookup(kube.CLAIMS, claim))
 
     def node_changed(self, name: str, obj: Obj | None) -> None:
-        if obj is None:
-            self._node_objs.pop(name, None)
-        else:
-            self._node_objs[name] = obj
-        self._refile_node(name)
+        self._refile_node(name, obj)
 
     def claim_changed(self, name: str, obj: Obj | None) -> None:
         self._by_pool.discard(name)
         if obj is None:
-            self._claim_objs.pop(name, None)
             self._claims.pop(name, None)
             self._closing.pop(name, None)
         else:
-            self._claim_objs[name] = obj
             view = read_claim(obj, self._pool_nodes)
             if view.deleting:
                 self._claims.pop(name, None)
@@ -156,7 +177,7 @@ class FleetCache:
             self._worker_by_uid.pop(old.uid, None)
             uids.add(old.uid)
         if obj is not None:
-            worker = Worker.from_obj(obj)
+            worker = WorkerSeat.of(Worker.from_obj(obj))
             self._workers[name] = worker
             self._worker_by_uid[worker.uid] = name
             uids.add(worker.uid)
@@ -169,14 +190,14 @@ class FleetCache:
         old = self._pods.pop(name, None)
         uids: set[str] = set()
         if old is not None:
-            uid = worker_owner_uid(old)
+            uid = old.owner_uid
             self._pods_of[uid].discard(name)
             if not self._pods_of[uid]:
                 del self._pods_of[uid]
             uids.add(uid)
         if obj is not None:
-            self._pods[name] = obj
             uid = worker_owner_uid(obj)
+            self._pods[name] = PodSeat(uid, live_pod_claim(obj))
             self._pods_of.setdefault(uid, set()).add(name)
             uids.add(uid)
         self._rebook(f"pod/{name}")
@@ -200,7 +221,8 @@ class FleetCache:
     def _reread_pool(self, pool: str) -> set[str]:
         """Re-read one pool's slices; the nodes whose hardware may have changed."""
         before = {self._pool_nodes[pool]} if pool in self._pool_nodes else set()
-        slices = [self._slices[s] for s in sorted(self._pool_slices.get(pool, ()))]
+        names = sorted(self._pool_slices.get(pool, ()))
+        slices = self._objs(kube.SLICES, names)
         _, pool_nodes, notes = read_slices(slices, self.driver)
         self._pool_notes.pop(pool, None)
         if notes:
@@ -208,13 +230,17 @@ class FleetCache:
         self._pool_nodes.pop(pool, None)
         if pool in pool_nodes:
             self._pool_nodes[pool] = pool_nodes[pool]
-        named = {_pool_and_node(s)[1] for s in slices}
+        named = {self._slices[s][1] for s in names}
         return before | named | set(pool_nodes.values())
+
+    def _objs(self, res: kube.Resource, names: list[str]) -> list[Obj]:
+        found = (self._lookup(res, name) for name in names)
+        return [obj for obj in found if obj is not None]
 
     def _reread_hardware(self, node: str) -> None:
         pools = self._node_pools.get(node, Counter())
-        slices = [self._slices[s] for pool in sorted(pools)
-                  for s in sorted(self._pool_slices.get(pool, ()))]
+        slices = self._objs(kube.SLICES, [s for pool in sorted(pools)
+                                          for s in sorted(self._pool_slices.get(pool, ()))])
         hardware, _, _ = read_slices(slices, self.driver)
         if node in hardware:
             self._hardware[node] = hardware[node]
@@ -222,8 +248,10 @@ class FleetCache:
             self._hardware.pop(node, None)
         self._refile_node(node)
 
-    def _refile_node(self, name: str) -> None:
-        obj, hardware = self._node_objs.get(name), self._hardware.get(name)
+    def _refile_node(self, name: str, obj: Obj | None = None) -> None:
+        """File the node as it now reads (``obj``: the node, when the caller has it)."""
+        obj = obj if obj is not None else self._lookup(kube.NODES, name)
+        hardware = self._hardware.get(name)
         desired: Node | None = None
         self._node_warnings.pop(name, None)
         if obj is not None and hardware is not None:
@@ -266,15 +294,17 @@ class FleetCache:
 
     def _booking_of(self, holder: str) -> Booked | None:
         if holder.startswith(ORPHAN_PREFIX):
-            pod = self._pods.get(holder[len(ORPHAN_PREFIX):])
-            if pod is None or worker_owner_uid(pod) in self._worker_by_uid:
+            name = holder[len(ORPHAN_PREFIX):]
+            seat = self._pods.get(name)
+            if seat is None or seat.owner_uid in self._worker_by_uid:
                 return None  # gone, or its worker holds the seat
-            return orphan_booking(pod)
+            pod = self._lookup(kube.PODS, name)
+            return None if pod is None else orphan_booking(pod)
         worker = self._workers.get(holder)
         if worker is None:
             return None
         pods = self._pods_of.get(worker.uid, ())
-        return worker_booking(worker, ((p, live_pod_claim(self._pods[p])) for p in pods),
+        return worker_booking(worker, ((p, self._pods[p].claim) for p in pods),
                               self._committed.get(worker.uid, ()))
 
     def _sync_claim(self, name: str) -> None:

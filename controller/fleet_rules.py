@@ -34,7 +34,6 @@ from controller import naming
 from controller.claims import ClaimView, booked_uids
 from controller.objects import (
     Obj,
-    Worker,
     annotations_of,
     is_deleting,
     labels_of,
@@ -89,7 +88,23 @@ def live_pod_claim(pod: Obj) -> str:
     return pod_claim(pod) if pod_alive(pod) else ""
 
 
-def worker_booking(worker: Worker, pod_claims: Iterable[tuple[str, str]],
+class SeatHolder(Protocol):
+    """What a worker's seat depends on: a ``Worker`` has it, and so does the cache's
+    compact copy of one."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def phase(self) -> str: ...
+    @property
+    def claim(self) -> str: ...
+    @property
+    def owner(self) -> str: ...
+    @property
+    def memory(self) -> int: ...
+
+
+def worker_booking(worker: SeatHolder, pod_claims: Iterable[tuple[str, str]],
                    committed: Iterable[str]) -> Booked | None:
     """The worker's seat, if any. ``pod_claims``: (pod name, live claim) of the pods it
     controls; ``committed``: the claims whose booked list commits it."""

@@ -5,17 +5,15 @@ Rules:
 * ``strip`` says what is kept: only the fields the controller reads, in the
   API object's own shape (a pod is not kept whole). It is the definition;
   everything else here must agree with it.
-* The cache holds a stripped object as a record (``to_record``): slotted
-  structs where ``strip`` builds a mapping, the values it copies whole kept
-  as they came. ``to_obj`` gives the stripped object back, equal to what
+* The cache holds a stripped object as a record (``to_record``): its name,
+  its resourceVersion and the stripped object packed into one bytes object
+  (MessagePack). ``to_obj`` gives the stripped object back, equal to what
   ``strip`` returned: readers never see a record.
 * A list page is decoded straight into records (``PageDecoder``): the
   decoder knows the fields ``strip`` reads and skips the rest of each object
   (managed fields, container specs, images) without building it, then strips
   what it kept. A page it cannot read so (a field of an unexpected type) is
   read in full and stripped as a watch event is: never refused for speed's sake.
-* Repeated strings (namespaces, node names, label keys and values, phases) are
-  one object each, however many records hold them.
 """
 
 from __future__ import annotations
@@ -23,7 +21,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 from msgspec import UNSET, Struct, UnsetType
@@ -33,9 +31,6 @@ from controller.objects import Obj, meta
 from controller.privileges import LABEL_POD_TEMPLATE, unmarked_refusal
 
 __all__ = ["PageDecoder", "Record", "strip", "to_obj", "to_record"]
-
-Record = Any  # one of the structs below; readers only ever see ``to_obj`` of it
-
 
 # ------------------------------------------------------------------ stripping
 
@@ -160,11 +155,55 @@ def strip(res: kube.Resource, obj: Obj) -> Obj:
 
 # ------------------------------------------------------------------- records
 #
-# One struct per mapping ``strip`` builds, a field per key it may set (UNSET: the key
-# is absent); ``Any`` where it copies a value whole. gc=False: a record holds only
-# plain values, never itself, so the collector need not track it.
+# A record is (name, resourceVersion as a number or None, the stripped object packed
+# as MessagePack bytes): one small tuple and one bytes object, where the stripped
+# object as Python mappings would be a dozen of each and a string object per value.
+# Unpacking it is one pass in C.
 
-class Meta(Struct, gc=False, omit_defaults=True):
+
+class Record(NamedTuple):
+    name: str
+    version: int | None  # resourceVersion, where it is a number (the store compares them)
+    packed: bytes
+
+
+_pack = msgspec.msgpack.Encoder().encode
+_unpack = msgspec.msgpack.Decoder().decode
+
+
+def to_record(res: kube.Resource, stripped: Obj) -> Record:
+    """The compact form of a stripped object (``strip``'s answer)."""
+    m = meta(stripped)
+    version = m.get("resourceVersion")
+    try:
+        number: int | None = int(version or "")
+    except (TypeError, ValueError):
+        number = None
+    try:
+        packed = _pack(stripped)
+    except OverflowError:  # an integer past 64 bits: JSON holds any (a map never packs to "{")
+        packed = msgspec.json.encode(stripped)
+    return Record(sys.intern(str(m.get("name", ""))), number, packed)
+
+
+def to_obj(record: Record) -> Obj:
+    """The stripped object a record holds (a new mapping each time: the caller's own)."""
+    packed = record.packed
+    out: Obj = msgspec.json.decode(packed) if packed[:1] == b"{" else _unpack(packed)
+    return out
+
+
+def name_and_version(record: Record) -> tuple[str, int | None]:
+    """(name, resourceVersion where it is a number, else None) of a record."""
+    return record.name, record.version
+
+
+# -------------------------------------------------------- decoding list pages
+#
+# The raw objects as far as ``strip`` reads them; a field typed Any is read whole
+# (where ``strip`` tests a mapping for being empty, it must see all of it).
+
+class RawMeta(Struct, omit_defaults=True):
     name: Any = UNSET
     namespace: Any = UNSET
     uid: Any = UNSET
@@ -172,184 +211,11 @@ class Meta(Struct, gc=False, omit_defaults=True):
     generation: Any = UNSET
     creationTimestamp: Any = UNSET
     deletionTimestamp: Any = UNSET
-    labels: dict[str, Any] | UnsetType = UNSET
-    annotations: dict[str, Any] | UnsetType = UNSET
+    labels: Any = UNSET
+    annotations: Any = UNSET
     ownerReferences: Any = UNSET
     finalizers: Any = UNSET
 
-
-class PodSpec(Struct, gc=False, omit_defaults=True):
-    nodeName: Any = UNSET
-    resourceClaims: Any = UNSET
-
-
-class Terminated(Struct, gc=False, omit_defaults=True):
-    terminated: Any
-
-
-class ContainerEnd(Struct, gc=False, omit_defaults=True):
-    name: Any
-    state: Terminated
-
-
-class PodStatus(Struct, gc=False, omit_defaults=True):
-    phase: Any = UNSET
-    reason: Any = UNSET
-    message: Any = UNSET
-    conditions: Any = UNSET
-    containerStatuses: list[ContainerEnd] | UnsetType = UNSET
-
-
-class Pod(Struct, gc=False, omit_defaults=True):
-    metadata: Meta
-    spec: PodSpec
-    status: PodStatus
-
-
-class Count(Struct, gc=False, omit_defaults=True):
-    count: Any
-
-
-class Request(Struct, gc=False, omit_defaults=True):
-    name: Any
-    exactly: Count
-
-
-class ClaimDevices(Struct, gc=False, omit_defaults=True):
-    requests: list[Request]
-
-
-class ClaimSpec(Struct, gc=False, omit_defaults=True):
-    devices: ClaimDevices
-
-
-class Result(Struct, gc=False, omit_defaults=True):
-    pool: Any
-
-
-class Results(Struct, gc=False, omit_defaults=True):
-    results: list[Result]
-
-
-class Allocation(Struct, gc=False, omit_defaults=True):
-    nodeSelector: Any
-    devices: Results
-
-
-class ClaimStatus(Struct, gc=False, omit_defaults=True):
-    allocation: Allocation | UnsetType = UNSET
-    reservedFor: Any = UNSET
-
-
-class ResourceClaim(Struct, gc=False, omit_defaults=True):
-    metadata: Meta
-    spec: ClaimSpec
-    status: ClaimStatus
-
-
-class ProductName(Struct, gc=False, omit_defaults=True):
-    productName: Any
-
-
-class Device(Struct, gc=False, omit_defaults=True):
-    name: Any
-    capacity: dict[str, Any] | UnsetType = UNSET
-    attributes: ProductName | UnsetType = UNSET
-
-
-class SliceSpec(Struct, gc=False, omit_defaults=True):
-    driver: Any
-    nodeName: Any
-    pool: Any
-    devices: list[Device]
-
-
-class ResourceSlice(Struct, gc=False, omit_defaults=True):
-    metadata: Meta
-    spec: SliceSpec
-
-
-class Memory(Struct, gc=False, omit_defaults=True):
-    memory: Any
-
-
-class NodeStatus(Struct, gc=False, omit_defaults=True):
-    allocatable: Memory | UnsetType = UNSET
-
-
-class NodeRecord(Struct, gc=False, omit_defaults=True):
-    metadata: Meta
-    status: NodeStatus
-
-
-class WorkerRecord(Struct, gc=False, omit_defaults=True):
-    apiVersion: Any
-    kind: Any
-    metadata: Meta
-    spec: Any
-    status: Any
-
-
-class ConfigMapRecord(Struct, gc=False, omit_defaults=True):
-    metadata: Meta
-    data: Any
-
-
-_RECORDS: dict[str, type[Struct]] = {
-    kube.PODS.plural: Pod, kube.CLAIMS.plural: ResourceClaim,
-    kube.SLICES.plural: ResourceSlice, kube.NODES.plural: NodeRecord,
-    kube.WORKERS.plural: WorkerRecord, kube.CONFIGMAPS.plural: ConfigMapRecord,
-}
-
-
-def to_record(res: kube.Resource, stripped: Obj) -> Record:
-    """The compact form of a stripped object (``strip``'s answer; anything else for a
-    resource the cache does not strip is kept as it is)."""
-    kind = _RECORDS.get(res.plural)
-    if kind is None:
-        return stripped
-    record: Any = msgspec.convert(stripped, kind)
-    _share(record.metadata)
-    return record
-
-
-def to_obj(record: Record) -> Obj:
-    """The stripped object a record holds (a new mapping each time: the caller's own)."""
-    if isinstance(record, dict):
-        return record
-    out: Obj = msgspec.to_builtins(record)
-    return out
-
-
-def name_and_version(record: Record) -> tuple[str, str]:
-    """(name, resourceVersion) of a record, as ``to_obj`` would give them ('' if absent)."""
-    if isinstance(record, dict):
-        m = meta(record)
-        return str(m.get("name", "")), str(m.get("resourceVersion") or "")
-    m = record.metadata
-    return (str(m.name) if m.name is not UNSET else "",
-            str(m.resourceVersion) if m.resourceVersion not in (UNSET, None) else "")
-
-
-_intern = sys.intern
-
-
-def _share(m: Meta) -> None:
-    """One string object for the values many records repeat."""
-    if isinstance(m.namespace, str):
-        m.namespace = _intern(m.namespace)
-    if isinstance(m.creationTimestamp, str):
-        m.creationTimestamp = _intern(m.creationTimestamp)
-    for mapping in (m.labels, m.annotations):
-        if isinstance(mapping, dict) and mapping:
-            for key, value in list(mapping.items()):
-                mapping[_intern(key)] = _intern(value) if isinstance(value, str) else value
-
-
-# -------------------------------------------------------- decoding list pages
-#
-# The raw objects as far as ``strip`` reads them; a field typed Any is read whole
-# (where ``strip`` tests a mapping for being empty, it must see all of it).
 
 class RawPodSpec(Struct, omit_defaults=True):
     nodeName: Any = UNSET
@@ -370,7 +236,7 @@ class RawPodStatus(Struct, omit_defaults=True):
 
 
 class RawPod(Struct, omit_defaults=True):
-    metadata: Meta | UnsetType | None = UNSET
+    metadata: RawMeta | UnsetType | None = UNSET
     spec: RawPodSpec | UnsetType | None = UNSET
     status: RawPodStatus | UnsetType | None = UNSET
 
@@ -395,7 +261,7 @@ class RawClaimStatus(Struct, omit_defaults=True):
 
 
 class RawClaim(Struct, omit_defaults=True):
-    metadata: Meta | UnsetType | None = UNSET
+    metadata: RawMeta | UnsetType | None = UNSET
     spec: RawClaimSpec | UnsetType | None = UNSET
     status: RawClaimStatus | UnsetType | None = UNSET
 
@@ -415,7 +281,7 @@ class RawSliceSpec(Struct, omit_defaults=True):
 
 
 class RawSlice(Struct, omit_defaults=True):
-    metadata: Meta | UnsetType | None = UNSET
+    metadata: RawMeta | UnsetType | None = UNSET
     spec: RawSliceSpec | UnsetType | None = UNSET
 
 
@@ -424,20 +290,20 @@ class RawNodeStatus(Struct, omit_defaults=True):
 
 
 class RawNode(Struct, omit_defaults=True):
-    metadata: Meta | UnsetType | None = UNSET
+    metadata: RawMeta | UnsetType | None = UNSET
     status: RawNodeStatus | UnsetType | None = UNSET
 
 
 class RawWorker(Struct, omit_defaults=True):
     apiVersion: Any = UNSET
     kind: Any = UNSET
-    metadata: Meta | UnsetType | None = UNSET
+    metadata: RawMeta | UnsetType | None = UNSET
     spec: Any = UNSET
     status: Any = UNSET
 
 
 class RawConfigMap(Struct, omit_defaults=True):
-    metadata: Meta | UnsetType | None = UNSET
+    metadata: RawMeta | UnsetType | None = UNSET
     data: Any = UNSET
 
 

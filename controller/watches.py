@@ -58,17 +58,27 @@ class Feed:
         self.label_selector = label_selector
         self.accept = accept
         # name -> (signature, the object as the cache holds it: a record, or the object)
-        self._seen: dict[str, tuple[Hashable, Record]] = {}
+        self._seen: dict[str, tuple[Hashable, Record | Obj]] = {}
 
-    def relist(self, items: list[Obj], held: list[Record] | None = None) -> None:
-        """``held``: what to remember of each item (default: the item itself)."""
-        kept = items if held is None else held
-        current = {name_of(o): (o, k) for o, k in zip(items, kept, strict=True)
-                   if self.accept(o)}
+    def relist(self, items: list[Obj]) -> None:
+        current = {name_of(o): o for o in items if self.accept(o)}
         for name in sorted(set(self._seen) - set(current)):
-            self.event("DELETED", to_obj(self._seen[name][1]))
-        for obj, record in current.values():
-            self.event("ADDED", obj, record)
+            self._forget(name)
+        for obj in current.values():
+            self.event("ADDED", obj)
+
+    def relist_records(self, records: list[Record]) -> None:
+        """A list's answer as the cache holds it (each record read back one at a time,
+        so a large list is never in memory as mappings all at once)."""
+        current = {r.name: r for r in records}
+        for name in sorted(set(self._seen) - set(current)):
+            self._forget(name)
+        for record in current.values():
+            self.event("ADDED", to_obj(record), record)
+
+    def _forget(self, name: str) -> None:
+        last = self._seen[name][1]
+        self.event("DELETED", last if isinstance(last, dict) else to_obj(last))
 
     def event(self, kind: str, obj: Obj, held: Record | None = None) -> None:
         if not self.accept(obj):
@@ -95,9 +105,8 @@ class Watcher(threading.Thread):
         self.cache = cache
         self._decode = PageDecoder(feed.resource)
 
-    def _keep(self, record: Record) -> tuple[Record, Obj] | None:
-        obj = to_obj(record)
-        return (record, obj) if self.feed.accept(obj) else None
+    def _keep(self, record: Record) -> Record | None:
+        return record if self.feed.accept(to_obj(record)) else None
 
     def list_once(self) -> str:
         """List the resource into the cache and the feed; the list's resourceVersion."""
@@ -105,9 +114,8 @@ class Watcher(threading.Thread):
         items, version = self.api.list_with_version(
             res, label_selector=self.feed.label_selector, page=LIST_PAGE, keep=self._keep,
             decode=self._decode)
-        records = [record for record, _ in items]
-        self.cache.relist_records(res, records, version)
-        self.feed.relist([obj for _, obj in items], records)
+        self.cache.relist_records(res, items, version)
+        self.feed.relist_records(items)
         return version
 
     def run(self) -> None:
