@@ -35,6 +35,7 @@ Rules:
 from __future__ import annotations
 
 import copy
+import functools
 from typing import Any
 
 import yaml
@@ -59,10 +60,18 @@ class TemplateError(ValueError):
         self.message = message
 
 
+@functools.lru_cache(maxsize=32)
+def _load(text: str) -> Any:
+    """A template's YAML, read once per text: every decision renders a pod from its
+    role's template, and reading the YAML again cost more than the rest of a decision.
+    Callers copy what they keep (``parse_template`` does)."""
+    return yaml.safe_load(text)
+
+
 def parse_template(text: str, source: str) -> Obj:
     """The pod skeleton (``metadata`` + ``spec``) in a template's YAML text."""
     try:
-        doc = yaml.safe_load(text)
+        doc = _load(text)
     except yaml.YAMLError as exc:
         raise TemplateError(source, f"not valid YAML ({_first_line(exc)})") from exc
     if not isinstance(doc, dict):
