@@ -55,10 +55,11 @@ bench: setup bench-cache
 	$(BIN)/python bench/hostile_bench.py
 	$(BIN)/python bench/report_bench.py
 
-## The controller's per-decision CPU and memory with 500, 5,000 and 10,000 workers cached
-## (no cluster).
+## The controller at 500, 10,000, 50,000 and 100,000 workers (no cluster): the start-up
+## list's CPU, resident memory per cached worker, CPU per decision (bench/cache_bench.py;
+## CACHE_BENCH_ARGS="--compare DIR" measures another checkout beside it).
 bench-cache: setup
-	$(BIN)/python bench/cache_bench.py
+	$(BIN)/python bench/cache_bench.py $(CACHE_BENCH_ARGS)
 
 ## A burst on the local control plane: the pipeline (the controller as its own process)
 ## and kube-scheduler alone on equivalent claims and pods, in one run. NODES fake nodes
