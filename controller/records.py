@@ -7,7 +7,7 @@ Rules:
   everything else here must agree with it.
 * The cache holds a stripped object as a record (``to_record``): its name,
   its resourceVersion and the stripped object packed into one bytes object
-  (MessagePack). ``to_obj`` gives the stripped object back, equal to what
+  (MessagePack, deflated). ``to_obj`` gives the stripped object back, equal to what
   ``strip`` returned: readers never see a record.
 * A list page is decoded straight into records (``PageDecoder``): the
   decoder knows the fields ``strip`` reads and skips the rest of each object
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import sys
+import zlib
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -156,9 +157,10 @@ def strip(res: kube.Resource, obj: Obj) -> Obj:
 # ------------------------------------------------------------------- records
 #
 # A record is (name, resourceVersion as a number or None, the stripped object packed
-# as MessagePack bytes): one small tuple and one bytes object, where the stripped
+# as MessagePack and deflated): one small tuple and one bytes object, where the stripped
 # object as Python mappings would be a dozen of each and a string object per value.
-# Unpacking it is one pass in C.
+# Deflating (zlib's fastest level) takes a stripped pod from about 670 bytes to 380;
+# unpacking is two passes in C, a few microseconds.
 
 
 class Record(NamedTuple):
@@ -180,8 +182,8 @@ def to_record(res: kube.Resource, stripped: Obj) -> Record:
     except (TypeError, ValueError):
         number = None
     try:
-        packed = _pack(stripped)
-    except OverflowError:  # an integer past 64 bits: JSON holds any (a map never packs to "{")
+        packed = zlib.compress(_pack(stripped), 1)
+    except OverflowError:  # an integer past 64 bits: JSON holds any (deflate never starts "{")
         packed = msgspec.json.encode(stripped)
     return Record(sys.intern(str(m.get("name", ""))), number, packed)
 
@@ -189,7 +191,8 @@ def to_record(res: kube.Resource, stripped: Obj) -> Record:
 def to_obj(record: Record) -> Obj:
     """The stripped object a record holds (a new mapping each time: the caller's own)."""
     packed = record.packed
-    out: Obj = msgspec.json.decode(packed) if packed[:1] == b"{" else _unpack(packed)
+    out: Obj = (msgspec.json.decode(packed) if packed[:1] == b"{"
+                else _unpack(zlib.decompress(packed)))
     return out
 
 

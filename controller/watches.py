@@ -57,8 +57,10 @@ class Feed:
         self.on_change = on_change
         self.label_selector = label_selector
         self.accept = accept
-        # name -> (signature, the object as the cache holds it: a record, or the object)
-        self._seen: dict[str, tuple[Hashable, Record | Obj]] = {}
+        # name -> the last object seen, as the cache holds it (a record) where it was
+        # given one; its signature is worked out again when the next change comes, rather
+        # than kept beside it for every object of a large fleet
+        self._seen: dict[str, Record | Obj] = {}
 
     def relist(self, items: list[Obj]) -> None:
         current = {name_of(o): o for o in items if self.accept(o)}
@@ -77,8 +79,7 @@ class Feed:
             self.event("ADDED", to_obj(record), record)
 
     def _forget(self, name: str) -> None:
-        last = self._seen[name][1]
-        self.event("DELETED", last if isinstance(last, dict) else to_obj(last))
+        self.event("DELETED", _obj(self._seen[name]))
 
     def event(self, kind: str, obj: Obj, held: Record | None = None) -> None:
         if not self.accept(obj):
@@ -88,13 +89,16 @@ class Feed:
             if self._seen.pop(name, None) is not None:
                 self.on_change("DELETED", obj)
             return
-        sig = self.signature(obj)
         previous = self._seen.get(name)
-        self._seen[name] = (sig, obj if held is None else held)
+        self._seen[name] = obj if held is None else held
         if previous is None:
             self.on_change("ADDED", obj)
-        elif previous[0] != sig:
+        elif self.signature(_obj(previous)) != self.signature(obj):
             self.on_change("MODIFIED", obj)
+
+
+def _obj(held: Record | Obj) -> Obj:
+    return held if isinstance(held, dict) else to_obj(held)
 
 
 class Watcher(threading.Thread):
