@@ -155,6 +155,11 @@ def test_a_worker_waits_then_is_seated_then_runs_and_each_wait_is_observed_once(
     c.place("first")  # takes the only device
     c.api.advance(5)
     assert c.place("second")["phase"] == "Pending"
+    c.sync()
+    # The census reads the cache the controller keeps (records, not the API's objects).
+    kinds, oldest = census(c.cache.items(kube.WORKERS))
+    assert dict(kinds) == {"WaitingForCapacity": 1}
+    assert list(oldest) == ["trainer"]
     c.api.advance(40)
     c.allocate_and_run("first")  # seat -> Running, 45s after its seat
     c.api.delete(kube.WORKERS, "first")
