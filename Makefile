@@ -7,6 +7,8 @@ STAMP  := $(VENV)/.installed
 FIDELITY_SCENARIOS ?= 20
 FIDELITY_SEED      ?= 1
 
+# hack/node.sh: one real node (containerd, runc, kubelet, a DRA plugin) beside the fake ones.
+.PHONY: node-up node-down node-status image node-bench
 .PHONY: fidelity setup browser demo test test-fast lint tools bench bench-cache burst cluster-up cluster-down cluster-status smoke stress chaos privilege fuzz clean
 
 $(STAMP): pyproject.toml
@@ -79,6 +81,30 @@ cluster-down:
 
 cluster-status:
 	hack/cluster.sh status
+
+## A real node on the local control plane (brought up if needed): containerd, runc,
+## CNI, kubelet and the DRA test driver's plugin with 8 x 80Gi devices. See hack/README.md.
+node-up: setup
+	@hack/cluster.sh status >/dev/null 2>&1 || hack/cluster.sh up >/dev/null
+	hack/node.sh up
+
+node-down:
+	hack/node.sh down
+
+node-status:
+	hack/node.sh status
+
+## The scheduler image from the Dockerfile, built here with no registry (mmdebstrap +
+## buildah) and imported into the real node's containerd when it runs.
+image:
+	hack/node.sh image
+
+## The shipped Deployment on the real node (manifests/overlays/node), then worker create ->
+## container Running through it vs a plain claim + pod, and the ratio.
+node-bench: node-up image
+	KUBECONFIG=$(CURDIR)/.cluster/admin.kubeconfig hack/node.sh deploy
+	KUBECONFIG=$(CURDIR)/.cluster/admin.kubeconfig hack/bin/kube kubectl -n openrl rollout status deployment/open-rl-scheduler --timeout=300s
+	KUBECONFIG=$(CURDIR)/.cluster/admin.kubeconfig $(BIN)/python bench/node_bench.py
 
 smoke: setup
 	hack/smoke.sh

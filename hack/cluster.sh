@@ -170,6 +170,12 @@ EOF
     openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
     touch "$PKI/complete-v2"
   fi
+  # How the API server authenticates to a real kubelet (hack/node.sh) for
+  # logs, exec and port-forward; added later than the rest, hence outside the
+  # stamp above.
+  if [[ ! -f $PKI/kubelet-client.crt ]]; then
+    sign kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth
+  fi
   # Kubeconfigs carry the API server port: rewrite them on every start.
   kubeconfig "$ADMIN_KUBECONFIG" admin
   kubeconfig "$CLUSTER_DIR/controller-manager.kubeconfig" controller-manager
@@ -356,6 +362,8 @@ cmd_up() {
     --requestheader-extra-headers-prefix=X-Remote-Extra- \
     --proxy-client-cert-file="$PKI/front-proxy-client.crt" \
     --proxy-client-key-file="$PKI/front-proxy-client.key" \
+    --kubelet-client-certificate="$PKI/kubelet-client.crt" \
+    --kubelet-client-key="$PKI/kubelet-client.key" \
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-account-key-file="$PKI/sa.pub" \
     --service-account-signing-key-file="$PKI/sa.key" \

@@ -3,12 +3,15 @@
 // shared set of compiled packages. The components are Kubernetes' and etcd's
 // own commands; this file only chooses which one to run.
 //
-//	kube apiserver|scheduler|controller-manager|kubectl|etcd [flags...]
+//	kube apiserver|scheduler|controller-manager|kubectl|etcd|kubelet|draplugin [flags...]
+//
+// kubelet and draplugin (draplugin.go) are hack/node.sh's real node.
 //
 // A symlink named after a component (e.g. kubectl -> kube) runs it too.
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -25,6 +28,7 @@ import (
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
+	kubelet "k8s.io/kubernetes/cmd/kubelet/app"
 )
 
 var components = map[string]func(args []string) int{
@@ -32,6 +36,10 @@ var components = map[string]func(args []string) int{
 	"scheduler":          func([]string) int { return cli.Run(scheduler.NewSchedulerCommand()) },
 	"controller-manager": func([]string) int { return cli.Run(controllermanager.NewControllerManagerCommand()) },
 	"kubectl":            runKubectl,
+	"kubelet": func([]string) int {
+		return cli.Run(kubelet.NewKubeletCommand(context.Background()))
+	},
+	"draplugin": runDRAPlugin,
 	"etcd": func(args []string) int {
 		etcdmain.Main(args)
 		return 0
