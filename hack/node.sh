@@ -474,12 +474,8 @@ node_ready() {
 slice_published() {
   [[ -n $(kc get resourceslices --field-selector "spec.nodeName=$NODE_NAME,spec.driver=$DRIVER" -o name) ]]
 }
-# The kubelet logs each plugin it registers; a restarted plugin registers anew.
-plugin_registered() {
-  [[ -S $KUBELET_DIR/plugins/$DRIVER/dra.sock ]] &&
-    grep -q "Register new plugin.*$DRIVER\|registered.*$DRIVER" <(tail -c 200000 "$LOGS/kubelet.log") &&
-    [[ $(grep -c "DRA plugin started" "$LOGS/draplugin.log") -ge 1 ]]
-}
+# The plugin writes this file once the kubelet has registered it.
+plugin_registered() { [[ -s $RUN/draplugin.ready ]]; }
 kubelet_healthy() { [[ $(curl -sf --max-time 3 "http://127.0.0.1:$KUBELET_HEALTHZ_PORT/healthz") == ok ]]; }
 
 import_image() { # tar name
@@ -510,6 +506,7 @@ start_kubelet() {
 }
 
 start_draplugin() {
+  rm -f "$RUN/draplugin.ready"
   launch draplugin "$KUBE draplugin --kubeconfig=$NODE_DIR/node.kubeconfig" "$KUBE" draplugin \
     --kubeconfig="$NODE_DIR/node.kubeconfig" \
     --node-name="$NODE_NAME" \
@@ -519,6 +516,7 @@ start_draplugin() {
     --product="$PRODUCT" \
     --kubelet-dir="$KUBELET_DIR" \
     --cdi-dir="$CDI_DIR" \
+    --ready-file="$RUN/draplugin.ready" \
     --v=2
 }
 
@@ -559,6 +557,7 @@ cmd_up() {
   start_kubelet
   wait_until kubelet 60 "node $NODE_NAME Ready" node_ready
   start_draplugin
+  wait_until draplugin 60 "the plugin's registration with the kubelet" plugin_registered
   wait_until draplugin 60 "the ResourceSlice of $DRIVER on $NODE_NAME" slice_published
   # The driver's DeviceClass, as the fake nodes create it (one exists if they run).
   kc get deviceclass "$DRIVER" >/dev/null 2>&1 || kc create -f - >/dev/null <<EOF
@@ -741,6 +740,8 @@ cmd_restart() {
   exec 8>"$NODE_DIR/.lock"
   flock 8
   pid_of "$name" >/dev/null || die "$name is not running"
+  # A restart that fails leaves the rest running (no teardown) for a look.
+  fail_up() { log "error: $2"; tail -n 30 "$LOGS/$1.log" >&2; exit 1; }
   stop "$name"
   case $name in
     containerd) start_containerd ;;

@@ -19,6 +19,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"google.golang.org/grpc"
 	resourceapi "k8s.io/api/resource/v1"
@@ -43,6 +44,7 @@ func runDRAPlugin(args []string) int {
 	product := fs.String("product", "Example GPU 80GB", "each device's productName attribute")
 	kubeletDir := fs.String("kubelet-dir", "/var/lib/kubelet", "the kubelet's root directory")
 	cdiDir := fs.String("cdi-dir", "/var/run/cdi", "where CDI specs are written (the runtime's cdi_spec_dirs)")
+	readyFile := fs.String("ready-file", "", "written once the kubelet has registered the plugin")
 	klog.InitFlags(fs)
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
@@ -105,6 +107,17 @@ func runDRAPlugin(args []string) int {
 		return 1
 	}
 	klog.InfoS("DRA plugin started", "driver", *driver, "node", *nodeName, "devices", *devices)
+	if *readyFile != "" {
+		go func() {
+			for ctx.Err() == nil && !plugin.IsRegistered() {
+				time.Sleep(100 * time.Millisecond)
+			}
+			if ctx.Err() == nil {
+				klog.InfoS("registered with the kubelet")
+				_ = os.WriteFile(*readyFile, []byte("registered\n"), 0o644)
+			}
+		}()
+	}
 	<-ctx.Done()
 	plugin.Stop()
 	return 0

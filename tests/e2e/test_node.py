@@ -44,6 +44,8 @@ NODE = os.environ.get("NODE_NAME", "localhost")
 NS = "openrl"
 DEPLOYMENT = "open-rl-scheduler"
 MAXW = 2
+# Small workers: a worker parked beside its claim's resident one needs host
+# memory, and this machine has 24 GiB, not the fake nodes' terabyte.
 # A cold machine builds containerd, the pause image and the scheduler image.
 BUILD_TIMEOUT = float(os.environ.get("E2E_NODE_BUILD_TIMEOUT", "2400"))
 RESOURCES = ("resource.k8s.io", "v1")
@@ -104,7 +106,7 @@ class Node:
 
     # ------------------------------------------------------------ writing
 
-    def create_worker(self, name: str, memory: str = "10Gi") -> None:
+    def create_worker(self, name: str, memory: str = "2Gi") -> None:
         body = {"apiVersion": naming.API_VERSION, "kind": naming.KIND,
                 "metadata": {"name": name},
                 "spec": {"role": "trainer", "modelId": "e2e/real-node", "memory": memory}}
@@ -199,6 +201,13 @@ def node(cluster: Any) -> Iterator[Node]:
     n.core.patch_node(NODE, {"metadata": {"labels": {
         naming.NODE_ENABLED: "true", naming.NODE_MAX_WORKERS: str(MAXW)}}})
     try:
+        # Claims an earlier run left in the namespace still hold devices of this
+        # node's pool (same name, same devices): give them back first.
+        if n.claims():
+            node_sh("deploy", timeout=120, **n.env)  # the namespace, if it is new
+            for name in n.claims():
+                n.custom.delete_namespaced_custom_object(*RESOURCES, NS, "resourceclaims", name)
+            n.cluster.wait_for(lambda: not n.claims(), timeout=120, what="old claims gone")
         node_sh("deploy", timeout=120, **n.env)
         n.wait_deployment()
         yield n
@@ -207,6 +216,7 @@ def node(cluster: Any) -> Iterator[Node]:
             n.delete_worker(w["metadata"]["name"])
         try:
             n.cluster.wait_for(lambda: not n.workers(), timeout=120, what="workers gone")
+            n.cluster.wait_for(lambda: not n.claims(), timeout=120, what="claims gone")
         finally:
             n.apps.delete_namespaced_deployment(DEPLOYMENT, NS)
             for name, value in saved.items():
