@@ -78,12 +78,16 @@ stamp() {
   (cd "$SRC" && { go version; echo "$PKG"; ldflags; tags; cat go.mod go.sum; } | sha256sum | cut -d' ' -f1)
 }
 
+mkdir -p "$BIN_DIR"
+# One build of a tool at a time: a second caller (the tests' early start, a parallel
+# run) waits here for the first and then finds its stamp current.
+exec 9>"$BIN_DIR/.$NAME.lock"
+flock 9
 want=$(stamp)
 if [[ -x $OUT && -f $OUT.stamp && $(cat "$OUT.stamp") == "$want" ]]; then
   echo "$OUT"
   exit 0
 fi
-mkdir -p "$BIN_DIR"
 log "building $OUT from hack/tools ($PKG); a cold build takes minutes on 2 cores"
 t0=$SECONDS
 (cd "$SRC" && GOTOOLCHAIN=local GOFLAGS=-mod=readonly \
