@@ -14,6 +14,11 @@ Rules:
   (``confirm``); a failed write drops it (``forget``), restoring what was
   there before. While assumed, an object ignores events from before the
   assumption (at or below the newest version the store had seen).
+* Assumptions always resolve. One that no answer has confirmed or forgotten
+  after a deadline -- its plan lost, or a failure nothing else caught -- is
+  forgotten by ``expire`` and gives its seat back, as kube-scheduler's assumed
+  pods expire. Assumptions whose plan is still in flight are kept: their plan
+  resolves them, and expiring one early could promise its seat twice.
 * Every change to slices, nodes, claims, workers and pods is handed to the
   ``FleetCache``, which keeps placement's fleet current; ``view`` is what a
   reconcile reads of it (a ``fleet_rules.FleetReading``, like the plain
@@ -24,7 +29,9 @@ Rules:
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Collection
+from typing import NamedTuple
 
 from controller import kube
 from controller.fleet_cache import FleetCache
@@ -32,7 +39,7 @@ from controller.fleet_rules import FleetReading
 from controller.objects import Obj
 from controller.records import Record, name_and_version, strip, to_obj, to_record
 
-__all__ = ["Cache", "strip"]
+__all__ = ["Assumption", "Cache", "strip"]
 
 KINDS = (kube.WORKERS, kube.PODS, kube.CLAIMS, kube.SLICES, kube.NODES, kube.CONFIGMAPS)
 
@@ -51,12 +58,18 @@ def _version(text: str) -> int | None:
 Change = tuple[Record | None, Record | None]
 
 
+class Assumption(NamedTuple):
+    before: Record | None  # what the store held before (restored if forgotten)
+    floor: int  # events at or below this version are from before the assumption
+    since: float  # when it was assumed (the cache's clock)
+
+
 class Store:
     """Objects of one resource by name, as records (records.py)."""
 
     def __init__(self) -> None:
         self.objs: dict[str, Record] = {}
-        self.assumed: dict[str, tuple[Record | None, int]] = {}  # name -> (before, floor)
+        self.assumed: dict[str, Assumption] = {}
         self.gone: dict[str, int] = {}  # name -> version it was deleted at
         self.newest = 0  # the newest resourceVersion seen from the server
         self.listed_at = 0  # the version of the last list
@@ -67,7 +80,7 @@ class Store:
         if rv is not None:
             self.newest = max(self.newest, rv)
         if name in self.assumed:
-            if rv is None or rv <= self.assumed[name][1]:
+            if rv is None or rv <= self.assumed[name].floor:
                 return None  # from before the assumption
             del self.assumed[name]
         else:
@@ -108,7 +121,7 @@ class Store:
             changes.append((name, self.objs.pop(name), None))
         for name, obj in listed.items():
             if name in self.assumed:
-                if (_rv(obj) or 0) <= self.assumed[name][1]:
+                if (_rv(obj) or 0) <= self.assumed[name].floor:
                     continue
                 del self.assumed[name]
             old = self.objs.get(name)
@@ -118,11 +131,11 @@ class Store:
             changes.append((name, old, obj))
         return changes
 
-    def assume(self, obj: Record) -> Change:
+    def assume(self, obj: Record, now: float = 0.0) -> Change:
         name = name_and_version(obj)[0]
         old = self.objs.get(name)
         if name not in self.assumed:
-            self.assumed[name] = (old, self.newest)
+            self.assumed[name] = Assumption(old, self.newest, now)
         self.objs[name] = obj
         return old, obj
 
@@ -134,7 +147,7 @@ class Store:
     def forget(self, name: str) -> Change | None:
         if name not in self.assumed:
             return None
-        before, _ = self.assumed.pop(name)
+        before = self.assumed.pop(name).before
         old = self.objs.pop(name, None)
         if before is not None:
             self.objs[name] = before
@@ -142,8 +155,9 @@ class Store:
 
 
 class Cache:
-    def __init__(self, driver: str) -> None:
+    def __init__(self, driver: str, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.lock = threading.RLock()
+        self.clock = clock
         self.fleet = FleetCache(driver, lookup=self._current)
         self.stores = {res.plural: Store() for res in KINDS}
         self._feed: dict[str, Callable[[str, Obj | None], None]] = {
@@ -201,7 +215,8 @@ class Cache:
 
     def assume(self, res: kube.Resource, obj: Obj) -> None:
         with self.lock:
-            self._apply(res, self.stores[res.plural].assume(to_record(res, strip(res, obj))))
+            self._apply(res, self.stores[res.plural].assume(to_record(res, strip(res, obj)),
+                                                            self.clock()))
 
     def confirm(self, res: kube.Resource, obj: Obj) -> None:
         with self.lock:
@@ -212,6 +227,21 @@ class Cache:
             change = self.stores[res.plural].forget(name)
             if change is not None:
                 self._notify(res, name, change[1])
+
+    def expire(self, older_than: float, *, keep: Collection[tuple[str, str]] = ()
+               ) -> list[tuple[kube.Resource, str]]:
+        """Forget every assumption older than ``older_than`` seconds that no answer has
+        resolved, except those in ``keep`` ((plural, name) of plans still in flight)."""
+        expired: list[tuple[kube.Resource, str]] = []
+        with self.lock:
+            now = self.clock()
+            for res in KINDS:
+                store = self.stores[res.plural]
+                for name, assumption in list(store.assumed.items()):
+                    if (res.plural, name) not in keep and now - assumption.since >= older_than:
+                        self.forget(res, name)
+                        expired.append((res, name))
+        return expired
 
     def _apply(self, res: kube.Resource, change: Change | None) -> bool:
         if change is None:

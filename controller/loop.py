@@ -15,6 +15,10 @@ Rules:
   per-key exponential delay; a ``Conflict`` (a stale read racing a newer
   write) is retried at once after a short pause; anything else is logged with
   its traceback and retried like an API error.
+* Between decisions, about once a second, assumptions no answer resolved
+  within ``assume_timeout`` are expired (``Cache.expire``; never one whose
+  plan is in flight), and pending workers are woken to take the seats given
+  back.
 * The sweep is a queue key like any other, re-queued at the reclaim interval,
   so it never runs beside a reconcile that might be joining the claim it is
   about to delete.
@@ -46,6 +50,7 @@ CONFLICT_DELAY = 0.2
 # A worker just let go of its claim: sweep shortly (the grace still protects young claims).
 SWEEP_SOON = 1.0
 SYNC_TIMEOUT = 60.0
+EXPIRE_EVERY = 1.0  # seconds between looks for assumptions past their deadline
 WRITE_CONCURRENCY = 16
 
 
@@ -53,14 +58,15 @@ class Controller:
     def __init__(self, api: kube.Kube, settings: Settings, *, metrics: Metrics | None = None,
                  health: Health | None = None, may_act: Callable[[], bool] = lambda: True,
                  concurrency: int = WRITE_CONCURRENCY,
-                 now: Callable[[], dt.datetime] = utcnow) -> None:
+                 now: Callable[[], dt.datetime] = utcnow,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.api = api
         self.settings = settings
         self.metrics = metrics or Metrics()
         self.health = health or Health()
         self.may_act = may_act
         self.queue = WorkQueue(max_delay=settings.retry_interval)
-        self.cache = Cache(settings.device_driver)
+        self.cache = Cache(settings.device_driver, clock=clock)
         self.writer = Writer(api, self.cache, concurrency=concurrency, fence=self._fence,
                              done=self._written)
         self.reconciler = Reconciler(api, settings, cache=self.cache, writer=self.writer,
@@ -106,9 +112,13 @@ class Controller:
                        order=HOUSEKEEPING_ORDER)
         log.info("controller running", extra=kv(namespace=self.settings.namespace,
                                                 device_class=self.settings.device_class))
+        next_expiry = time.monotonic() + EXPIRE_EVERY
         while not stop.is_set():
             self.health.beat()
             key = self.queue.get(timeout=1.0)
+            if time.monotonic() >= next_expiry:
+                self.expire_assumptions()
+                next_expiry = time.monotonic() + EXPIRE_EVERY
             if key is None:
                 continue
             if stop.is_set() or not self.may_act():
@@ -117,6 +127,19 @@ class Controller:
             self.process(key)
         self.queue.close()
         self.writer.close(wait=True)
+
+    def expire_assumptions(self) -> list[tuple[kube.Resource, str]]:
+        """Forget what no answer confirmed in time (and no plan in flight will), and wake
+        the pending workers: the seats it held are free again."""
+        expired = self.cache.expire(self.settings.assume_timeout,
+                                    keep=self.writer.assumed_in_flight())
+        for res, name in expired:
+            log.warning("an assumption expired: no answer confirmed it; its seat is free again",
+                        extra=kv(resource=res.plural, name=name,
+                                 after=self.settings.assume_timeout))
+        if expired:
+            self.queue.add(WAKE, order=HOUSEKEEPING_ORDER)
+        return expired
 
     def _written(self, key: str, write: Write | None, error: kube.KubeError | None,
                  verdict: Verdict | None) -> None:

@@ -114,6 +114,10 @@ def _settings(**options: Any) -> Settings:
               show_default=True, help="How often orphaned claims are swept.")
 @click.option("--reclaim-grace", envvar="OPEN_RL_RECLAIM_GRACE", default="2m",
               show_default=True, help="A claim younger than this is never swept.")
+@click.option("--assume-timeout", envvar="OPEN_RL_ASSUME_TIMEOUT", default="30s",
+              show_default=True,
+              help="A decision's claim or pod that no answer confirms (and no write in flight "
+                   "will) is forgotten after this, giving its seat back.")
 @click.option("--http-address", envvar="OPEN_RL_HTTP_ADDRESS", default=":8080",
               show_default=True, help="Serves /healthz, /readyz and /metrics; empty: off.")
 @click.option("--leader-elect/--no-leader-elect", envvar="OPEN_RL_LEADER_ELECT", default=True,

@@ -154,6 +154,9 @@ class Settings:
                                           validator=_positive)
     reclaim_grace: float = attrs.field(default=120.0, converter=parse_duration,
                                        validator=attrs.validators.ge(0.0))
+    # An assumption no answer resolved (and no plan in flight will) is forgotten after this.
+    assume_timeout: float = attrs.field(default=30.0, converter=parse_duration,
+                                        validator=_positive)
     http_address: str = attrs.field(default=":8080", validator=_http_address)
     leader_elect: bool = True
     lease_name: str = attrs.field(default="open-rl-scheduler", validator=_dns_subdomain)

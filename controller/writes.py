@@ -20,6 +20,14 @@ Rules:
   already exists is read once and settled (whose is it?), and a pod the API
   server refuses fails its worker. Their follow-up writes (a status, an
   Event) run in the same plan, never through the loop.
+* A write that fails in any other way -- an error the API layer does not
+  wrap, a crash inside the plan or its follow-up -- is handled like the
+  table's last row: the assumptions of it and of every write after it are
+  dropped and the worker is retried with back-off. A plan that cannot even
+  start (the pool shut down) drops all of its assumptions. Whatever else
+  slips through, ``Cache.expire`` forgets once its deadline passes; the
+  writer says which assumptions still have a plan in flight
+  (``assumed_in_flight``), and those are never expired.
 * ``fence`` runs before every write: a replica that may no longer lead must
   not write at all, however far its plans had got.
 * A plan's best-effort tail (Events) runs after its writes; its failures are
@@ -32,6 +40,7 @@ from __future__ import annotations
 import enum
 import logging
 import threading
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -139,6 +148,12 @@ class Plan:
     settle: Callable[[Obj | None], FollowUp] | None = None
     # The API server refused the pod itself.
     refused: Callable[[kube.KubeError], FollowUp] | None = None
+    # How many of ``writes`` have been answered (or passed over): the rest are unresolved.
+    landed: int = 0
+
+    def assumed(self) -> list[tuple[str, str]]:
+        """(plural, name) of the writes whose bodies are assumed into the cache."""
+        return [(w.res.plural, w.name) for w in self.writes if w.assumed]
 
     def __bool__(self) -> bool:
         return bool(self.writes or self.after)
@@ -159,6 +174,7 @@ class Writer:
         self._slots = threading.BoundedSemaphore(max(1, concurrency))
         self._lock = threading.Lock()
         self._busy: set[str] = set()
+        self._assumed: Counter[tuple[str, str]] = Counter()  # of the plans in flight
 
     def busy(self, key: str) -> bool:
         with self._lock:
@@ -168,21 +184,27 @@ class Writer:
         with self._lock:
             return len(self._busy)
 
+    def assumed_in_flight(self) -> set[tuple[str, str]]:
+        """(plural, name) of every assumption a plan still in flight will resolve."""
+        with self._lock:
+            return set(self._assumed)
+
     def submit(self, plan: Plan) -> None:
         if not plan:
             return
         with self._lock:
             self._busy.add(plan.key)
+            self._assumed.update(plan.assumed())
         if self._pool is None:
             self._run(plan)
             return
         self._slots.acquire()
         try:
             self._pool.submit(self._run, plan)
-        except RuntimeError:  # shut down meanwhile
+        except RuntimeError:  # shut down meanwhile: none of it will be written
             self._slots.release()
-            with self._lock:
-                self._busy.discard(plan.key)
+            self._forget(plan.writes)
+            self._release(plan)
 
     def close(self, wait: bool = True) -> None:
         if self._pool is not None:
@@ -194,15 +216,30 @@ class Writer:
         verdict: Verdict | None = None
         try:
             failed, error, verdict = self._carry_out(plan)
-        except Exception as exc:  # never lose a key: report it as failed
+        except Exception as exc:  # never lose a key, nor a seat: report it as failed
             log.exception("plan crashed", extra=kv(key=plan.key))
-            failed, error, verdict = None, kube.KubeError(0, "Crashed", str(exc)), None
+            self._forget(plan.writes[plan.landed:])
+            failed = plan.writes[min(plan.landed, len(plan.writes) - 1)] if plan.writes else None
+            error, verdict = kube.KubeError(0, "Crashed", f"{type(exc).__name__}: {exc}"), \
+                Verdict.RETRY
         finally:
-            with self._lock:
-                self._busy.discard(plan.key)
+            self._release(plan)
             if self._pool is not None:
                 self._slots.release()
             self.done(plan.key, failed, error, verdict)
+
+    def _forget(self, writes: list[Write]) -> None:
+        for write in writes:
+            if write.assumed:
+                self.cache.forget(write.res, write.name)
+
+    def _release(self, plan: Plan) -> None:
+        with self._lock:
+            self._busy.discard(plan.key)
+            for key in plan.assumed():
+                self._assumed[key] -= 1
+                if self._assumed[key] <= 0:
+                    del self._assumed[key]
 
     def _carry_out(self, plan: Plan) -> tuple[Write | None, kube.KubeError | None,
                                               Verdict | None]:
@@ -214,16 +251,17 @@ class Writer:
             except kube.KubeError as exc:
                 then = after_failure(write, exc)
                 if then is Then.GO_ON:
+                    plan.landed = index + 1
                     continue
-                for later in plan.writes[index:]:
-                    if later.assumed:
-                        self.cache.forget(later.res, later.name)
+                self._forget(plan.writes[index:])
+                plan.landed = len(plan.writes)  # resolved: nothing left to forget
                 if then is Then.SETTLE or then is Then.REFUSED:
                     return write, exc, self._follow_up(plan, write, exc, then)
                 assert isinstance(then, Verdict)
                 return write, exc, then
             if answer is not None:
                 self.cache.confirm(write.res, answer)
+            plan.landed = index + 1
         self._tail(plan)
         return None, None, None
 

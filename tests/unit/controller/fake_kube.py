@@ -53,7 +53,8 @@ class FakeKube:
         self.calls: Counter[tuple[str, str]] = Counter()
         self._rv = itertools.count(1)
         self._uid = itertools.count(1)
-        self.fail_next: dict[tuple[str, str], kube.KubeError] = {}
+        # The next call of (verb, plural) raises this: an API error, or any other failure.
+        self.fail_next: dict[tuple[str, str], Exception] = {}
 
     # ----------------------------------------------------------- test helpers
 
