@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 HACK = Path(__file__).resolve().parents[3] / "hack"
 
@@ -23,31 +25,35 @@ def load(name: str, path: Path) -> ModuleType:
 fuzz = load("worker_fuzz", HACK / "lib" / "worker_fuzz.py")
 
 
+@functools.cache
+def cases() -> list[Any]:
+    return list(fuzz.generate(1, 1500))
+
+
 def test_the_same_seed_gives_the_same_workers() -> None:
-    one = [json.dumps(c.body, sort_keys=True) for c in fuzz.generate(7, 200)]
-    two = [json.dumps(c.body, sort_keys=True) for c in fuzz.generate(7, 200)]
+    one = [json.dumps(c.body, sort_keys=True) for c in fuzz.generate(7, 100)]
+    two = [json.dumps(c.body, sort_keys=True) for c in fuzz.generate(7, 100)]
     assert one == two
-    assert one != [json.dumps(c.body, sort_keys=True) for c in fuzz.generate(8, 200)]
+    assert one != [json.dumps(c.body, sort_keys=True) for c in fuzz.generate(8, 100)]
 
 
 def test_the_edges_are_reached() -> None:
-    cases = list(fuzz.generate(1, 2000))
-    names = [c.body["metadata"]["name"] for c in cases]
+    names = [c.body["metadata"]["name"] for c in cases()]
     assert len(set(names)) == len(names)  # every case its own object
     assert 253 in {len(n) for n in names} and 254 in {len(n) for n in names}
-    memories = {str(c.body["spec"].get("memory")) for c in cases}
+    memories = {str(c.body["spec"].get("memory")) for c in cases()}
     assert {"1e400", "0.5", "1Ei", "999999999999Ti"} <= memories
-    envs = [len(c.body["spec"].get("container", {}).get("env", [])) for c in cases]
+    envs = [len(c.body["spec"].get("container", {}).get("env", [])) for c in cases()]
     assert max(envs) >= 3000
-    args = [a for c in cases for a in c.body["spec"].get("container", {}).get("args", [])]
+    args = [a for c in cases() for a in c.body["spec"].get("container", {}).get("args", [])]
     assert any("\x00" in a for a in args)
-    owners = [c.body["spec"].get("ownerId", "") for c in cases]
+    owners = [c.body["spec"].get("ownerId", "") for c in cases()]
     assert any(any(ord(ch) < 32 for ch in o) for o in owners)
     assert any(any(ord(ch) > 0xFFFF for ch in o) for o in owners + names)
-    assert 0.1 < sum(1 for c in cases if not c.fields) / len(cases) < 0.3
-    assert all((c.fields and c.what) or not c.fields for c in cases)
+    assert 0.1 < sum(1 for c in cases() if not c.fields) / len(cases()) < 0.3
+    assert all(len(c.fields) == len(c.what) for c in cases())
 
 
 def test_a_body_stays_under_the_api_servers_limits() -> None:
-    biggest = max(len(json.dumps(c.body)) for c in fuzz.generate(1, 2000))
+    biggest = max(len(json.dumps(c.body)) for c in cases())
     assert biggest < 1_000_000  # etcd takes 1.5 MB: a refusal must be the schema's
