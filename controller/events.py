@@ -51,7 +51,10 @@ class Recorder:
         if seen is not None:
             self._repeat(meta, seen[0], seen[1] + 1, when)
             return
-        name = f"{meta.get('name', 'worker')[:200]}.{uuid.uuid4().hex[:16]}"
+        # Cut to leave room for the suffix; a cut may end on a '.' or '-', which a name
+        # may not have before the next '.' (a 253-character worker name lost its Events).
+        head = str(meta.get("name", "worker"))[:200].rstrip(".-") or "worker"
+        name = f"{head}.{uuid.uuid4().hex[:16]}"
         body = {
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",

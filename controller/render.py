@@ -161,7 +161,8 @@ def apply_overlay(pod: Obj, overlay: Obj, source: str) -> Obj:
         container["command"] = list(overlay["command"])
     if overlay.get("args"):
         container["args"] = list(container.get("args") or []) + list(overlay["args"])
-    for entry in overlay.get("env") or []:
+    entries = overlay.get("env") or []
+    for entry in entries:
         if not isinstance(entry, dict) or not entry.get("name"):
             raise TemplateError("spec.container.env", "every entry needs a name")
         for key in entry:
@@ -171,7 +172,8 @@ def apply_overlay(pod: Obj, overlay: Obj, source: str) -> Obj:
         if entry["name"] == naming.ENV_GROUP:
             raise TemplateError(f"spec.container.env[{naming.ENV_GROUP}]",
                                 "is set by placement (the worker's claim); remove it")
-        container["env"] = _merge_env(container.get("env") or [], entry)
+    if entries:
+        container["env"] = merge_env(container.get("env") or [], entries)
     if not container.get("image"):
         raise TemplateError(
             f"{source}: spec.containers[{container.get('name', '?')}].image",
@@ -180,13 +182,21 @@ def apply_overlay(pod: Obj, overlay: Obj, source: str) -> Obj:
     return pod
 
 
-def _merge_env(env: list[Obj], entry: Obj) -> list[Obj]:
+def merge_env(env: list[Obj], entries: list[Obj]) -> list[Obj]:
+    """``entries`` merged into ``env`` by name, in one pass: an entry replaces the one of
+    its name where it stands, a new name is appended, the last of repeated names wins.
+    (An overlay may carry thousands of entries; a pass per entry would stall the loop.)"""
     merged = [dict(e) for e in env]
-    for i, existing in enumerate(merged):
-        if existing.get("name") == entry["name"]:
-            merged[i] = dict(entry)
-            return merged
-    merged.append(dict(entry))
+    where: dict[Any, int] = {}
+    for i, e in enumerate(merged):
+        where.setdefault(e.get("name"), i)
+    for entry in entries:
+        index = where.get(entry["name"])
+        if index is None:
+            where[entry["name"]] = len(merged)
+            merged.append(dict(entry))
+        else:
+            merged[index] = dict(entry)
     return merged
 
 

@@ -1,4 +1,6 @@
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from controller import naming, render
 from controller.objects import Worker
@@ -186,3 +188,33 @@ def test_missing_image_is_fine_when_overlay_sets_it() -> None:
     text = "spec:\n  containers: [{name: worker}]\n"
     pod = render_pod(text, container={"image": "mine:1"})
     assert worker_container(pod)["image"] == "mine:1"
+
+
+def merge_env_plainly(env: list[dict], entries: list[dict]) -> list[dict]:
+    """The rule as first written: each entry replaces the first of its name, or is appended."""
+    merged = [dict(e) for e in env]
+    for entry in entries:
+        for i, existing in enumerate(merged):
+            if existing.get("name") == entry["name"]:
+                merged[i] = dict(entry)
+                break
+        else:
+            merged.append(dict(entry))
+    return merged
+
+
+ENV = st.lists(st.fixed_dictionaries({"name": st.sampled_from("ABCDE"),
+                                      "value": st.text("xy", max_size=2)}), max_size=8)
+
+
+@given(ENV, ENV)
+def test_env_merges_in_one_pass_as_it_did_entry_by_entry(env: list[dict],
+                                                        entries: list[dict]) -> None:
+    assert render.merge_env(env, entries) == merge_env_plainly(env, entries)
+
+
+def test_thousands_of_env_entries_merge_in_one_pass() -> None:
+    entries = [{"name": f"V{i}", "value": str(i)} for i in range(20_000)]
+    pod = render.prepare(TEMPLATE, make_worker(container={"env": entries}), "cm")
+    env = worker_container(pod)["env"]
+    assert len(env) == 20_001 and env[-1] == {"name": "V19999", "value": "19999"}
