@@ -304,7 +304,7 @@ class FleetCache:
         if worker is None:
             return None
         pods = self._pods_of.get(worker.uid, ())
-        return worker_booking(worker, ((p, self._pods[p].claim) for p in pods),
+        return worker_booking(worker, [(p, self._pods[p].claim) for p in pods],
                               self._committed.get(worker.uid, ()))
 
     def _sync_claim(self, name: str) -> None:
@@ -313,7 +313,7 @@ class FleetCache:
         desired: Claim | None = None
         if view is not None:
             desired = placement_claim(
-                view, (self._bookings[h] for h in self._on_claim.get(name, ())))
+                view, [self._bookings[h] for h in self._on_claim.get(name, ())])
         current = self._in_fleet.get(name)
         if desired is None:
             self._claim_notes.pop(name, None)

@@ -25,6 +25,7 @@ Rules:
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Container, Iterable, Mapping
 from typing import Protocol
 
@@ -47,6 +48,7 @@ __all__ = ["Booked", "FleetReading", "committed_uids", "live_pod_claim", "orphan
            "placement_claim", "seats_total", "seats_used", "worker_booking"]
 
 ORPHAN_PREFIX = "pod/"
+_HOLDER = operator.attrgetter("holder")
 
 
 @attrs.frozen
@@ -143,8 +145,8 @@ def placement_claim(view: ClaimView, seats: Iterable[Booked]) -> Claim | None:
     """The claim as placement books it, with its seats; None while it has no node."""
     if not view.node:
         return None
-    return Claim(view.name, view.node, view.devices, allocated=view.joinable, bookings=tuple(
-        Booking(b.holder, b.owner, b.memory) for b in sorted(seats, key=_holder)))
+    return Claim(view.name, view.node, view.devices, allocated=view.joinable, bookings=tuple([
+        Booking(b.holder, b.owner, b.memory) for b in sorted(seats, key=_HOLDER)]))
 
 
 def seats_total(nodes: Iterable[Node]) -> int:
@@ -153,7 +155,3 @@ def seats_total(nodes: Iterable[Node]) -> int:
 
 def seats_used(bookings: Iterable[Booked], live_claims: Container[str]) -> int:
     return sum(1 for b in bookings if b.claim in live_claims)
-
-
-def _holder(booked: Booked) -> str:
-    return booked.holder
