@@ -90,6 +90,8 @@ def _verdict(verdict: NodeVerdict) -> dict[str, Any]:
                        if verdict.host_memory is not None else None),
         "parked": format_quantity(verdict.parked) if verdict.parked else "0",
         "maxWorkersPerClaim": verdict.max_workers_per_claim,
+        # Pod slots for workers and the workers taking them; null: unchecked.
+        "pods": verdict.pods, "workersOnNode": verdict.workers,
         "claims": [{"claim": c.claim, "workers": c.workers, "devices": c.devices,
                     "verdict": c.verdict, "detail": c.detail} for c in verdict.claims],
         "summary": verdict.summary,

@@ -68,6 +68,9 @@ def _node(node: Node) -> dict[str, Any]:
     document["maxWorkersPerClaim"] = node.max_workers_per_claim
     if node.product:
         document["product"] = node.product
+    if node.pods is not None:
+        # Its free pod slots: allocatable pods less the pods that are not workers.
+        document["pods"] = node.pods
     return document
 
 

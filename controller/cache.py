@@ -19,6 +19,9 @@ Rules:
   forgotten by ``expire`` and gives its seat back, as kube-scheduler's assumed
   pods expire. Assumptions whose plan is still in flight are kept: their plan
   resolves them, and expiring one early could promise its seat twice.
+* Pods of every namespace are kept for their node's pod slots alone
+  (``NODE_PODS``, filed under its own key): as ``namespace/name``, with their
+  node, phase and whether they are managed, nothing else.
 * Every change to slices, nodes, claims, workers and pods is handed to the
   ``FleetCache``, which keeps placement's fleet current; ``view`` is what a
   reconcile reads of it (a ``fleet_rules.FleetReading``, like the plain
@@ -41,7 +44,8 @@ from controller.records import Record, name_and_version, strip, to_obj, to_recor
 
 __all__ = ["Assumption", "Cache", "strip"]
 
-KINDS = (kube.WORKERS, kube.PODS, kube.CLAIMS, kube.SLICES, kube.NODES, kube.CONFIGMAPS)
+KINDS = (kube.WORKERS, kube.PODS, kube.CLAIMS, kube.SLICES, kube.NODES, kube.CONFIGMAPS,
+         kube.NODE_PODS)
 
 
 def _rv(record: Record | None) -> int | None:
@@ -159,19 +163,20 @@ class Cache:
         self.lock = threading.RLock()
         self.clock = clock
         self.fleet = FleetCache(driver, lookup=self._current)
-        self.stores = {res.plural: Store() for res in KINDS}
+        self.stores = {res.key: Store() for res in KINDS}
         self._feed: dict[str, Callable[[str, Obj | None], None]] = {
-            kube.SLICES.plural: self.fleet.slice_changed,
-            kube.NODES.plural: self.fleet.node_changed,
-            kube.CLAIMS.plural: self.fleet.claim_changed,
-            kube.WORKERS.plural: self.fleet.worker_changed,
-            kube.PODS.plural: self.fleet.pod_changed,
+            kube.SLICES.key: self.fleet.slice_changed,
+            kube.NODES.key: self.fleet.node_changed,
+            kube.CLAIMS.key: self.fleet.claim_changed,
+            kube.WORKERS.key: self.fleet.worker_changed,
+            kube.PODS.key: self.fleet.pod_changed,
+            kube.NODE_PODS.key: self.fleet.node_pod_changed,
         }
 
     # ---------------------------------------------------------------- reading
 
     def _current(self, res: kube.Resource, name: str) -> Obj | None:
-        record = self.stores[res.plural].objs.get(name)
+        record = self.stores[res.key].objs.get(name)
         return None if record is None else to_obj(record)
 
     @property
@@ -182,12 +187,12 @@ class Cache:
     def get(self, res: kube.Resource, name: str) -> Obj | None:
         """The stripped object (a mapping of the caller's own), or None."""
         with self.lock:
-            record = self.stores[res.plural].objs.get(name)
+            record = self.stores[res.key].objs.get(name)
             return None if record is None else to_obj(record)
 
     def items(self, res: kube.Resource) -> list[Obj]:
         with self.lock:
-            return [to_obj(r) for r in self.stores[res.plural].objs.values()]
+            return [to_obj(r) for r in self.stores[res.key].objs.values()]
 
     # ---------------------------------------------------------------- changes
 
@@ -200,7 +205,7 @@ class Cache:
 
     def event_record(self, res: kube.Resource, kind: str, record: Record) -> bool:
         with self.lock:
-            return self._apply(res, self.stores[res.plural].event(kind, record))
+            return self._apply(res, self.stores[res.key].event(kind, record))
 
     def relist(self, res: kube.Resource, items: list[Obj], version: str = "", *,
                stripped: bool = False) -> None:
@@ -209,22 +214,23 @@ class Cache:
 
     def relist_records(self, res: kube.Resource, items: list[Record], version: str = "") -> None:
         with self.lock:
-            changes = self.stores[res.plural].relist(items, version)
+            changes = self.stores[res.key].relist(items, version)
             for name, _, new in changes:
                 self._notify(res, name, new)
 
     def assume(self, res: kube.Resource, obj: Obj) -> None:
         with self.lock:
-            self._apply(res, self.stores[res.plural].assume(to_record(res, strip(res, obj)),
+            self._apply(res, self.stores[res.key].assume(to_record(res, strip(res, obj)),
                                                             self.clock()))
+            self._apply(res, self.stores[res.key].assume(to_record(res, strip(res, obj))))
 
     def confirm(self, res: kube.Resource, obj: Obj) -> None:
         with self.lock:
-            self._apply(res, self.stores[res.plural].confirm(to_record(res, strip(res, obj))))
+            self._apply(res, self.stores[res.key].confirm(to_record(res, strip(res, obj))))
 
     def forget(self, res: kube.Resource, name: str) -> None:
         with self.lock:
-            change = self.stores[res.plural].forget(name)
+            change = self.stores[res.key].forget(name)
             if change is not None:
                 self._notify(res, name, change[1])
 
@@ -236,9 +242,9 @@ class Cache:
         with self.lock:
             now = self.clock()
             for res in KINDS:
-                store = self.stores[res.plural]
+                store = self.stores[res.key]
                 for name, assumption in list(store.assumed.items()):
-                    if (res.plural, name) not in keep and now - assumption.since >= older_than:
+                    if (res.key, name) not in keep and now - assumption.since >= older_than:
                         self.forget(res, name)
                         expired.append((res, name))
         return expired
@@ -252,6 +258,6 @@ class Cache:
         return True
 
     def _notify(self, res: kube.Resource, name: str, new: Record | None) -> None:
-        feed = self._feed.get(res.plural)
+        feed = self._feed.get(res.key)
         if feed is not None:
             feed(name, None if new is None else to_obj(new))

@@ -12,7 +12,8 @@ Rules:
   ``closing`` and ``bookings`` by name), read-only and always current; its
   maps are its own.
 * Every change costs what it touches: a slice re-reads its pool's nodes, a
-  node is taken out of the fleet and put back, a claim (or a booking on it) is
+  node is taken out of the fleet and put back (also when a pod other than a
+  worker's comes to it or leaves it: its pod slots changed), a claim (or a booking on it) is
   dropped and re-added with its seats -- a few workers, never the fleet.
 * It holds no lock and does no I/O; the cache around it serializes changes.
 * It keeps no object: what it must read again (a pool's slices, a node, an
@@ -41,6 +42,7 @@ from controller.fleet_rules import (
     committed_uids,
     live_pod_claim,
     orphan_booking,
+    other_pod_node,
     placement_claim,
     seats_total,
     seats_used,
@@ -101,6 +103,8 @@ class FleetCache:
         self._pods_of: dict[str, set[str]] = {}  # worker uid -> pods it controls
         self._booked: dict[str, set[str]] = {}  # live claim -> uids its booked list commits
         self._committed: dict[str, set[str]] = {}  # worker uid -> claims listing it
+        self._pod_slot: dict[str, str] = {}  # namespace/name -> the node it takes a slot on
+        self._other_pods: Counter[str] = Counter()  # node -> its pods that are not workers
         self.view = CachedView(self)
 
     # ---------------------------------------------------------------- changes
@@ -206,6 +210,21 @@ class FleetCache:
             if worker is not None:
                 self._rebook(worker)
 
+    def node_pod_changed(self, name: str, obj: Obj | None) -> None:
+        """A pod of any namespace (``namespace/name``): the pod slot it takes, if any."""
+        old = self._pod_slot.pop(name, "")
+        new = other_pod_node(obj) if obj is not None else ""
+        if new:
+            self._pod_slot[name] = new
+        if old == new:
+            return
+        for node, step in ((old, -1), (new, 1)):
+            if node:
+                self._other_pods[node] += step
+                if self._other_pods[node] <= 0:
+                    del self._other_pods[node]
+                self._refile_node(node)
+
     # ------------------------------------------------------------- hardware
 
     def _unname(self, node: str, pool: str) -> None:
@@ -255,7 +274,7 @@ class FleetCache:
         desired: Node | None = None
         self._node_warnings.pop(name, None)
         if obj is not None and hardware is not None:
-            nodes, warnings = read_nodes([obj], {name: hardware})
+            nodes, warnings = read_nodes([obj], {name: hardware}, self._other_pods)
             desired = nodes[0] if nodes else None
             if warnings:
                 self._node_warnings[name] = warnings

@@ -15,8 +15,11 @@ Rules:
   driver publishes devices for it. Host memory is the node's allocatable
   memory. Role labels count when ``true``; a node with role labels none of
   which is ``true`` accepts no role (the pod's node affinity would agree) and
-  is left out. A malformed ``max-workers-per-claim`` falls back to 1; both are
-  reported as warnings.
+  is left out. A malformed ``max-workers-per-claim`` falls back to 1, one
+  above 256 (the most consumers a ResourceClaim lists) counts as 256; all
+  are reported as warnings. Pod slots for workers: the node's allocatable
+  ``pods`` less its other pods (``fleet_rules``); unreadable, unchecked, with
+  a warning.
 * Claims: managed. A terminating claim keeps its devices and seats booked
   until it is gone (DRA keeps it, allocated, while a pod still uses it), but
   reads as unallocated, so nobody joins a claim on its way out; ``claims``
@@ -28,6 +31,8 @@ Rules:
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+
 import attrs
 
 from controller import naming
@@ -38,13 +43,16 @@ from controller.fleet_rules import (
     committed_uids,
     live_pod_claim,
     orphan_booking,
+    other_pod_node,
     placement_claim,
     seats_total,
     seats_used,
     worker_booking,
+    worker_pod_slots,
 )
 from controller.objects import Obj, Worker, labels_of, name_of, worker_owner_uid
 from placement import Fleet, Node, Role
+from placement.model import MAX_CLAIM_CONSUMERS
 from placement.quantity import QuantityError, parse_quantity
 
 
@@ -144,9 +152,12 @@ def _generation(item: Obj) -> int:
         return 0
 
 
-def read_nodes(node_objs: list[Obj], hardware: dict[str, Hardware]) -> tuple[list[Node],
-                                                                           list[str]]:
-    """Enabled nodes the driver publishes devices for, with their policy; plus warnings."""
+def read_nodes(node_objs: list[Obj], hardware: dict[str, Hardware],
+               other_pods: Mapping[str, int] | None = None) -> tuple[list[Node], list[str]]:
+    """Enabled nodes the driver publishes devices for, with their policy; plus warnings.
+
+    ``other_pods``: per node, its pods that are not workers (``other_pods_by_node``).
+    """
     nodes: list[Node] = []
     warnings: list[str] = []
     for obj in sorted(node_objs, key=name_of):
@@ -168,7 +179,20 @@ def read_nodes(node_objs: list[Obj], hardware: dict[str, Hardware]) -> tuple[lis
             else:
                 warnings.append(f"node {name}: {naming.NODE_MAX_WORKERS}={raw!r} is not a "
                                 "whole number >= 1; using 1")
-        host = ((obj.get("status") or {}).get("allocatable") or {}).get("memory")
+            if max_workers > MAX_CLAIM_CONSUMERS:
+                warnings.append(f"node {name}: {naming.NODE_MAX_WORKERS}={raw!r} is above "
+                                f"{MAX_CLAIM_CONSUMERS}, the most consumers a ResourceClaim "
+                                f"lists; using {MAX_CLAIM_CONSUMERS}")
+                max_workers = MAX_CLAIM_CONSUMERS
+        allocatable = (obj.get("status") or {}).get("allocatable") or {}
+        pods: int | None = None
+        if allocatable.get("pods") is not None:
+            try:
+                pods = parse_quantity(allocatable["pods"], allow_zero=True)
+            except QuantityError:
+                warnings.append(f"node {name}: allocatable pods {allocatable['pods']!r} "
+                                "unreadable; pod slots unchecked")
+        host = allocatable.get("memory")
         host_memory: int | None = None
         if host is not None:
             try:
@@ -179,8 +203,19 @@ def read_nodes(node_objs: list[Obj], hardware: dict[str, Hardware]) -> tuple[lis
         hw = hardware[name]
         nodes.append(Node(name=name, devices=hw.devices, device_memory=hw.device_memory,
                           host_memory=host_memory, roles=roles,
-                          max_workers_per_claim=max_workers, product=hw.product))
+                          max_workers_per_claim=max_workers, product=hw.product,
+                          pods=worker_pod_slots(pods, (other_pods or {}).get(name, 0))))
     return nodes, warnings
+
+
+def other_pods_by_node(pods: Iterable[Obj]) -> dict[str, int]:
+    """Per node, the pods on it that take a pod slot besides the workers."""
+    counts: dict[str, int] = {}
+    for pod in pods:
+        node = other_pod_node(pod)
+        if node:
+            counts[node] = counts.get(node, 0) + 1
+    return counts
 
 
 def committed_claims(claims: list[Obj]) -> dict[str, list[str]]:
@@ -218,11 +253,13 @@ def read_bookings(workers: list[Worker], pods: list[Obj],
 
 def build_fleet(
     *, slices: list[Obj], nodes: list[Obj], claims: list[Obj], workers: list[Worker],
-    pods: list[Obj], driver: str,
+    pods: list[Obj], driver: str, node_pods: Iterable[Obj] = (),
 ) -> FleetView:
-    """The plain reading of these objects (a ``FleetReading``, as ``Cache.view`` is)."""
+    """The plain reading of these objects (a ``FleetReading``, as ``Cache.view`` is).
+    ``node_pods``: every namespace's bound pods that are not managed (or more:
+    ``other_pod_node`` picks), for the nodes' pod slots."""
     hardware, pool_nodes, notes = read_slices(slices, driver)
-    placement_nodes, warnings = read_nodes(nodes, hardware)
+    placement_nodes, warnings = read_nodes(nodes, hardware, other_pods_by_node(node_pods))
     bookings = read_bookings(workers, pods, committed_claims(claims))
     views = {v.name: v for v in (read_claim(c, pool_nodes) for c in claims)}
     on_claim: dict[str, list[Booked]] = {}

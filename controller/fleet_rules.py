@@ -19,8 +19,13 @@ Rules:
 * A claim goes to placement when it has a node (allocated, or sized for
   one); it takes joiners only when allocated and not being deleted; its
   seats are its bookings, by holder.
-* Seats: the total is every node's devices times its seats per claim; the
-  used ones are the bookings on claims not being deleted.
+* Seats: the total is every node's devices times its seats per claim (never
+  more than its pod slots for workers); the used ones are the bookings on
+  claims not being deleted.
+* Pod slots: a pod takes one of its node's slots from the moment it is bound
+  until it finishes. Workers take theirs through their bookings (placement
+  counts those), so a node's slots for workers are its allocatable ``pods``
+  less its other pods: bound, not finished, and not labelled managed.
 """
 
 from __future__ import annotations
@@ -41,11 +46,13 @@ from controller.objects import (
     name_of,
     pod_alive,
     pod_claim,
+    pod_node,
 )
 from placement import Booking, Claim, Fleet, Node
 
 __all__ = ["Booked", "FleetReading", "committed_uids", "live_pod_claim", "orphan_booking",
-           "placement_claim", "seats_total", "seats_used", "worker_booking"]
+           "other_pod_node", "placement_claim", "seats_total", "seats_used", "worker_booking",
+           "worker_pod_slots"]
 
 ORPHAN_PREFIX = "pod/"
 _HOLDER = operator.attrgetter("holder")
@@ -136,6 +143,18 @@ def orphan_booking(pod: Obj) -> Booked | None:
     return Booked(holder, claim, notes.get(naming.ANNOTATION_OWNER, holder), memory)
 
 
+def other_pod_node(pod: Obj) -> str:
+    """The node whose pod slot this pod takes besides the workers; "" for none."""
+    if not pod_alive(pod) or labels_of(pod).get(naming.LABEL_MANAGED) == "true":
+        return ""
+    return pod_node(pod)
+
+
+def worker_pod_slots(allocatable: int | None, others: int) -> int | None:
+    """A node's pod slots for workers: what its other pods leave (None: unchecked)."""
+    return None if allocatable is None else max(0, allocatable - others)
+
+
 def committed_uids(claim: Obj) -> list[str]:
     """The workers whose seat the claim commits (none while it is being deleted)."""
     return [] if is_deleting(claim) else booked_uids(claim)
@@ -150,7 +169,11 @@ def placement_claim(view: ClaimView, seats: Iterable[Booked]) -> Claim | None:
 
 
 def seats_total(nodes: Iterable[Node]) -> int:
-    return sum(node.devices * node.max_workers_per_claim for node in nodes)
+    total = 0
+    for node in nodes:
+        seats = node.devices * node.seats_per_claim
+        total += seats if node.pods is None else min(seats, node.pods)
+    return total
 
 
 def seats_used(bookings: Iterable[Booked], live_claims: Container[str]) -> int:

@@ -6,7 +6,8 @@ Rules:
   ClusterRole in manifests/ grants exactly that).
 * The fleet comes from ``fleet_reader.build_fleet`` over one LIST of each kind
   the controller watches (its driver's ResourceSlices, nodes, managed claims,
-  workers, managed pods): the controller's own reading rules, not a copy.
+  workers, managed pods, and every namespace's other pods for the nodes' pod
+  slots): the controller's own reading rules, not a copy.
 * A cluster that cannot be reached, or refuses the reads, is ``Unreachable``:
   the commands print one line and exit 2.
 """
@@ -20,6 +21,7 @@ import yaml
 from kubernetes.config import ConfigException
 
 from controller import kube, naming
+from controller.cache import strip
 from controller.fleet_reader import FleetView, build_fleet
 from controller.objects import Obj, Worker, age_order, annotations_of, created_at, name_of
 
@@ -65,7 +67,7 @@ def connect(kubeconfig: str | None, namespace: str, context: str | None = None) 
 
 
 # Everything the tools read (and the openrl-place-viewer ClusterRole grants).
-READS = (kube.CLAIMS, kube.WORKERS, kube.PODS, kube.SLICES, kube.NODES)
+READS = (kube.CLAIMS, kube.WORKERS, kube.PODS, kube.SLICES, kube.NODES, kube.NODE_PODS)
 
 
 def read_live_fleet(api: kube.Kube, driver: str) -> LiveFleet:
@@ -76,11 +78,16 @@ def read_live_fleet(api: kube.Kube, driver: str) -> LiveFleet:
         pods = api.list(kube.PODS, label_selector=naming.MANAGED_SELECTOR)
         slices = api.list(kube.SLICES)
         nodes = api.list(kube.NODES)
+        # Only what a pod slot needs is kept of each, page by page.
+        node_pods, _ = api.list_with_version(
+            kube.NODE_PODS, label_selector=naming.OTHER_PODS_LABELS,
+            field_selector=naming.OTHER_PODS_FIELDS, page=500,
+            keep=lambda pod: strip(kube.NODE_PODS, pod))
     except kube.KubeError as error:
         raise Unreachable(_kube_message(error, api)) from None
     workers = [Worker.from_obj(obj) for obj in worker_objs]
     view = build_fleet(slices=slices, nodes=nodes, claims=claims, workers=workers, pods=pods,
-                       driver=driver)
+                       driver=driver, node_pods=node_pods)
     return LiveFleet(view, {w.name: w for w in workers}, {name_of(p): p for p in pods})
 
 

@@ -61,6 +61,9 @@ class Resource:
     version: str
     plural: str
     namespaced: bool
+    # What the cache files it under: its plural, unless one kind is read two ways
+    # (the managed pods, and every namespace's for their nodes' pod slots).
+    key: str = attrs.field(default=attrs.Factory(lambda self: self.plural, takes_self=True))
 
     def path(self, namespace: str | None, name: str | None = None,
              subresource: str | None = None) -> str:
@@ -77,6 +80,9 @@ class Resource:
 
 WORKERS = Resource("openrl.io", "v1alpha1", "openrlworkers", True)
 PODS = Resource("", "v1", "pods", True)
+# Every namespace's pods, read only for the pod slots they take on a node (cache.py keeps
+# of each no more than its node, phase and whether it is a managed worker).
+NODE_PODS = Resource("", "v1", "pods", False, key="node-pods")
 CLAIMS = Resource("resource.k8s.io", "v1", "resourceclaims", True)
 SLICES = Resource("resource.k8s.io", "v1", "resourceslices", False)
 NODES = Resource("", "v1", "nodes", False)

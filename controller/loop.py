@@ -82,10 +82,14 @@ class Controller:
         if not self.may_act():
             raise NotLeading(0, "NotLeading", "the lease may have passed to another replica")
 
+    def _enabled(self, node: str) -> bool:
+        with self.cache.lock:
+            return node in self.cache.view.nodes
+
     def start_watches(self, stop: threading.Event) -> bool:
         """Start every watch; True once all of them have listed (False if stopped first)."""
         synced = []
-        for feed in feeds(self.queue, self.settings.device_driver):
+        for feed in feeds(self.queue, self.settings.device_driver, self._enabled):
             done = threading.Event()
             watcher = Watcher(self.api, feed, self.cache, stop, done)
             watcher.start()

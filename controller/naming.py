@@ -38,6 +38,11 @@ LABEL_WORKER = "openrl.io/worker"
 LABEL_ROLE = "openrl.io/role"
 LABEL_CLAIM = "openrl.io/claim"
 MANAGED_SELECTOR = f"{LABEL_MANAGED}=true"
+# The pods that take a node's pod slots besides the workers (who are counted by their
+# bookings): bound, not finished, not managed. The server filters; a pod leaving the
+# selection (finished, say) comes as a deletion.
+OTHER_PODS_LABELS = f"{LABEL_MANAGED}!=true"
+OTHER_PODS_FIELDS = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 
 # The claim's shape, as labels an operator can select on.
 LABEL_DEVICES = "openrl.io/devices"

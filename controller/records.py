@@ -121,9 +121,27 @@ def _slice(obj: Obj) -> Obj:
 
 def _node(obj: Obj) -> Obj:
     allocatable = (obj.get("status") or {}).get("allocatable") or {}
+    kept = {k: allocatable[k] for k in ("memory", "pods") if k in allocatable}
     return {"metadata": _meta(obj, labels=_ours),
-            "status": {"allocatable": {"memory": allocatable["memory"]}}
-            if "memory" in allocatable else {}}
+            "status": {"allocatable": kept} if kept else {}}
+
+
+def _node_pod(obj: Obj) -> Obj:
+    # Only what a pod slot needs. Named namespace/name: pods of every namespace share a store.
+    m = meta(obj)
+    kept: Obj = {"name": f"{m.get('namespace', '')}/{m.get('name', '')}"}
+    if "resourceVersion" in m:
+        kept["resourceVersion"] = m["resourceVersion"]
+    if (m.get("labels") or {}).get(naming.LABEL_MANAGED) == "true":
+        kept["labels"] = {naming.LABEL_MANAGED: "true"}
+    out: Obj = {"metadata": kept}
+    node = (obj.get("spec") or {}).get("nodeName")
+    if node:
+        out["spec"] = {"nodeName": node}
+    phase = (obj.get("status") or {}).get("phase")
+    if phase:
+        out["status"] = {"phase": phase}
+    return out
 
 
 def _worker(obj: Obj) -> Obj:
@@ -142,15 +160,15 @@ def _config_map(obj: Obj) -> Obj:
 
 
 _STRIP: dict[str, Callable[[Obj], Obj]] = {
-    kube.PODS.plural: _pod, kube.CLAIMS.plural: _claim, kube.SLICES.plural: _slice,
-    kube.NODES.plural: _node, kube.WORKERS.plural: _worker,
-    kube.CONFIGMAPS.plural: _config_map,
+    kube.PODS.key: _pod, kube.CLAIMS.key: _claim, kube.SLICES.key: _slice,
+    kube.NODES.key: _node, kube.WORKERS.key: _worker,
+    kube.CONFIGMAPS.key: _config_map, kube.NODE_PODS.key: _node_pod,
 }
 
 
 def strip(res: kube.Resource, obj: Obj) -> Obj:
     """Only what the controller reads of ``obj`` (the shape of the API object)."""
-    stripper = _STRIP.get(res.plural)
+    stripper = _STRIP.get(res.key)
     return stripper(obj) if stripper is not None else obj
 
 
@@ -311,9 +329,9 @@ class RawConfigMap(Struct, omit_defaults=True):
 
 
 _RAWS: dict[str, type[Struct]] = {
-    kube.PODS.plural: RawPod, kube.CLAIMS.plural: RawClaim, kube.SLICES.plural: RawSlice,
-    kube.NODES.plural: RawNode, kube.WORKERS.plural: RawWorker,
-    kube.CONFIGMAPS.plural: RawConfigMap,
+    kube.PODS.key: RawPod, kube.CLAIMS.key: RawClaim, kube.SLICES.key: RawSlice,
+    kube.NODES.key: RawNode, kube.WORKERS.key: RawWorker,
+    kube.CONFIGMAPS.key: RawConfigMap, kube.NODE_PODS.key: RawPod,
 }
 
 
@@ -328,7 +346,7 @@ class PageDecoder:
 
     def __init__(self, res: kube.Resource) -> None:
         self.res = res
-        raw = _RAWS.get(res.plural)
+        raw = _RAWS.get(res.key)
         self._decoder = None if raw is None else msgspec.json.Decoder(_page_type(raw))
 
     def __call__(self, data: bytes) -> tuple[Obj, list[Record]]:

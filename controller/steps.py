@@ -374,7 +374,7 @@ def _seat_kept(ctx: Context, worker: Worker, claim: str) -> bool:
         return True
     booked = fleet.claim(claim)
     others = sum(1 for b in booked.bookings if b.worker != worker.name) if booked else 0
-    if others < node.max_workers_per_claim:
+    if others < node.seats_per_claim:
         return True
     log.warning("the claim this worker held is full without it; deciding afresh",
                 extra=kv(worker=worker.name, claim=claim, others=others))

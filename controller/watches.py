@@ -18,7 +18,12 @@ Rules:
   - a managed claim deleted, allocated or terminating: wake-all; terminating
     also wakes the workers whose pods it is reserved for;
   - a ResourceSlice of the driver changed: wake-all;
-  - a node's openrl.io labels or allocatable memory changed: wake-all.
+  - a node's openrl.io labels, allocatable memory or allocatable pods
+    changed: wake-all;
+  - a pod other than a worker's left an enabled node (finished, deleted):
+    wake-all, since a pod slot came free there. Those pods are watched in
+    every namespace, filtered by the server to the bound, unfinished,
+    unmanaged ones.
 * Wake-all is debounced (``WAKE_DELAY``): a burst of capacity events costs one
   pass over the pending workers.
 """
@@ -51,11 +56,13 @@ class Feed:
 
     def __init__(self, resource: kube.Resource, signature: Callable[[Obj], Hashable],
                  on_change: Callable[[str, Obj], None], *, label_selector: str | None = None,
+                 field_selector: str | None = None,
                  accept: Callable[[Obj], bool] = lambda _obj: True) -> None:
         self.resource = resource
         self.signature = signature
         self.on_change = on_change
         self.label_selector = label_selector
+        self.field_selector = field_selector
         self.accept = accept
         # name -> the last object seen, as the cache holds it (a record) where it was
         # given one; its signature is worked out again when the next change comes, rather
@@ -104,7 +111,7 @@ def _obj(held: Record | Obj) -> Obj:
 class Watcher(threading.Thread):
     def __init__(self, api: kube.Kube, feed: Feed, cache: Cache, stop: threading.Event,
                  synced: threading.Event, *, retry: float = 2.0) -> None:
-        super().__init__(name=f"watch-{feed.resource.plural}", daemon=True)
+        super().__init__(name=f"watch-{feed.resource.key}", daemon=True)
         self.api, self.feed, self.stop, self.synced, self.retry = api, feed, stop, synced, retry
         self.cache = cache
         self._decode = PageDecoder(feed.resource)
@@ -116,7 +123,8 @@ class Watcher(threading.Thread):
         """List the resource into the cache and the feed; the list's resourceVersion."""
         res = self.feed.resource
         items, version = self.api.list_with_version(
-            res, label_selector=self.feed.label_selector, page=LIST_PAGE, keep=self._keep,
+            res, label_selector=self.feed.label_selector,
+            field_selector=self.feed.field_selector, page=LIST_PAGE, keep=self._keep,
             decode=self._decode)
         self.cache.relist_records(res, items, version)
         self.feed.relist_records(items)
@@ -131,7 +139,8 @@ class Watcher(threading.Thread):
                     version = self.list_once()
                     self.synced.set()
                 for kind, obj in self.api.watch(self.feed.resource, version,
-                                                label_selector=self.feed.label_selector):
+                                                label_selector=self.feed.label_selector,
+                                                field_selector=self.feed.field_selector):
                     if self.stop.is_set():
                         return
                     version = meta(obj).get("resourceVersion") or version
@@ -183,13 +192,25 @@ def _slice_signature(obj: Obj) -> Hashable:
 def _node_signature(obj: Obj) -> Hashable:
     labels = {k: v for k, v in (meta(obj).get("labels") or {}).items()
               if k.startswith("openrl.io/")}
-    memory = ((obj.get("status") or {}).get("allocatable") or {}).get("memory")
-    return (meta(obj).get("uid"), tuple(sorted(labels.items())), memory)
+    allocatable = (obj.get("status") or {}).get("allocatable") or {}
+    return (meta(obj).get("uid"), tuple(sorted(labels.items())), allocatable.get("memory"),
+            allocatable.get("pods"))
 
 
-def feeds(queue: WorkQueue, driver: str) -> list[Feed]:
+def _node_pod_signature(obj: Obj) -> Hashable:
+    return (pod_node(obj), pod_phase(obj), bool(meta(obj).get("labels")))
+
+
+def feeds(queue: WorkQueue, driver: str,
+          enabled: Callable[[str], bool] = lambda _node: True) -> list[Feed]:
+    """The watches' feeds; ``enabled`` says whether placement knows a node."""
     def wake(*_: Any) -> None:
         queue.add(WAKE, after=WAKE_DELAY, order=HOUSEKEEPING_ORDER)
+
+    def on_node_pod(kind: str, obj: Obj) -> None:
+        # A pod coming only takes a slot: nobody can gain. One leaving frees a slot.
+        if kind != "ADDED" and enabled(pod_node(obj)):
+            wake()
 
     def on_worker(kind: str, obj: Obj) -> None:
         if kind == "DELETED":
@@ -226,4 +247,6 @@ def feeds(queue: WorkQueue, driver: str) -> list[Feed]:
              accept=lambda o: (o.get("spec") or {}).get("driver") == driver),
         Feed(kube.NODES, _node_signature, wake),
         Feed(kube.CONFIGMAPS, lambda o: meta(o).get("resourceVersion"), lambda *_: None),
+        Feed(kube.NODE_PODS, _node_pod_signature, on_node_pod,
+             label_selector=naming.OTHER_PODS_LABELS, field_selector=naming.OTHER_PODS_FIELDS),
     ]

@@ -168,8 +168,12 @@ def fake_nodes(draw: st.DrawFn) -> list[tuple[dict[str, Any], dict[str, Any]]]:
         labels.update(draw(st.sampled_from([{}, {"openrl.io/trainer": "true"},
                                             {"openrl.io/sampler": "true"}])))
         host = draw(st.sampled_from(["64Gi", "200Gi", "1Ti"]))
+        allocatable = {"memory": host}
+        pods = draw(st.sampled_from([None, "110", "3", "1"]))  # tight limits reach the rule
+        if pods is not None:
+            allocatable["pods"] = pods
         node = {"metadata": {"name": name, "uid": f"uid-{name}", "labels": labels},
-                "status": {"allocatable": {"memory": host}}}
+                "status": {"allocatable": allocatable}}
         memory = draw(st.sampled_from(["24Gi", "80Gi"]))
         out.append((node, fake_slice(name, draw(st.integers(1, 2)), memory)))
     return out

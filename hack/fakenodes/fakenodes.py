@@ -29,6 +29,8 @@ claims. Configuration comes from flags, falling back to the environment:
   FAKE_GPU_NODE_LABELS  extra node labels, "k=v,k2=v2"
   FAKE_GPU_COUNT, FAKE_GPU_MEMORY, FAKE_GPU_PRODUCT, FAKE_GPU_HOST_MEMORY,
   FAKE_GPU_CPU          override one figure of the profile
+  FAKE_GPU_PODS         allocatable pods per node (default 110, the kubelet's):
+                        a small limit is cheap to reach
 """
 
 from __future__ import annotations
@@ -522,6 +524,7 @@ def main(argv: list[str] | None = None) -> int:
         "product": ("FAKE_GPU_PRODUCT", str),
         "host_memory": ("FAKE_GPU_HOST_MEMORY", str),
         "cpu": ("FAKE_GPU_CPU", str),
+        "pods": ("FAKE_GPU_PODS", str),
     }
     changes = {f: conv(env(var)) for f, (var, conv) in overrides.items() if env(var)}
     profile = dataclasses.replace(profile, **changes)

@@ -57,11 +57,11 @@ def reading_state(view: FleetReading, uids: list[str]) -> Any:
 
 def read(objects: dict[str, dict[str, Obj]]) -> FleetView:
     def of(res: Kind) -> list[Obj]:
-        return [objects[res.plural][n] for n in sorted(objects[res.plural])]
+        return [objects[res.key][n] for n in sorted(objects.get(res.key, {}))]
 
     return build_fleet(slices=of(kube.SLICES), nodes=of(kube.NODES), claims=of(kube.CLAIMS),
                        workers=[Worker.from_obj(o) for o in of(kube.WORKERS)],
-                       pods=of(kube.PODS), driver=DRIVER)
+                       pods=of(kube.PODS), driver=DRIVER, node_pods=of(kube.NODE_PODS))
 
 
 def rebuilt(objects: dict[str, dict[str, Obj]]) -> Fleet:
@@ -78,7 +78,7 @@ def over_promised(fleet: Fleet) -> list[str]:
         if node.host_memory is not None and fleet.parked_load(node.name) > node.host_memory:
             wrong.append(f"node {node.name}: parks more than its host memory")
         wrong += [f"claim {c.name}: {len(c.bookings)} seats" for c in claims
-                  if len(c.bookings) > node.max_workers_per_claim]
+                  if len(c.bookings) > node.seats_per_claim]
     return wrong
 
 
@@ -90,10 +90,10 @@ class CacheModel(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.rv = 0
-        self.server: dict[str, dict[str, Obj]] = {r.plural: {} for r in (
-            kube.SLICES, kube.NODES, kube.CLAIMS, kube.WORKERS, kube.PODS)}
-        self.resources = {r.plural: r for r in (kube.SLICES, kube.NODES, kube.CLAIMS,
-                                                kube.WORKERS, kube.PODS)}
+        # By key: the managed pods and every namespace's (NODE_PODS) share a plural.
+        kinds = (kube.SLICES, kube.NODES, kube.CLAIMS, kube.WORKERS, kube.PODS, kube.NODE_PODS)
+        self.server: dict[str, dict[str, Obj]] = {r.key: {} for r in kinds}
+        self.resources = {r.key: r for r in kinds}
         self.pending: list[tuple[Kind, str, Obj]] = []  # sent by the server, not yet heard
         self.history: list[tuple[Kind, str, Obj]] = []  # everything ever sent
         self.in_flight: list[tuple[Kind, Obj]] = []  # assumed writes awaiting an answer
@@ -105,10 +105,11 @@ class CacheModel(RuleBasedStateMachine):
     def _send(self, res: Kind, kind: str, obj: Obj) -> Obj:
         self.rv += 1
         obj = {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(self.rv)}}
+        key = strip(res, obj)["metadata"]["name"]  # a pod of any namespace: namespace/name
         if kind == "DELETED":
-            self.server[res.plural].pop(obj["metadata"]["name"], None)
+            self.server[res.key].pop(key, None)
         else:
-            self.server[res.plural][obj["metadata"]["name"]] = obj
+            self.server[res.key][key] = obj
         self.pending.append((res, kind, obj))
         self.history.append((res, kind, obj))
         return obj
@@ -121,10 +122,10 @@ class CacheModel(RuleBasedStateMachine):
 
     @rule(data=st.data())
     def node_relabelled(self, data: st.DataObject) -> None:
-        names = sorted(self.server[kube.NODES.plural])
+        names = sorted(self.server[kube.NODES.key])
         if not names:
             return
-        node = self.server[kube.NODES.plural][data.draw(st.sampled_from(names))]
+        node = self.server[kube.NODES.key][data.draw(st.sampled_from(names))]
         labels = dict(node["metadata"]["labels"])
         labels["openrl.io/enabled"] = "false" if labels.get(
             "openrl.io/enabled") == "true" else "true"
@@ -134,10 +135,10 @@ class CacheModel(RuleBasedStateMachine):
     @rule(data=st.data())
     def slice_republished(self, data: st.DataObject) -> None:
         """A new generation, complete or (for a while) not."""
-        names = sorted(self.server[kube.SLICES.plural])
+        names = sorted(self.server[kube.SLICES.key])
         if not names:
             return
-        old = self.server[kube.SLICES.plural][data.draw(st.sampled_from(names))]
+        old = self.server[kube.SLICES.key][data.draw(st.sampled_from(names))]
         pool = old["spec"]["pool"]
         self._send(kube.SLICES, "MODIFIED", fake_slice(
             old["spec"]["nodeName"], len(old["spec"]["devices"]),
@@ -148,40 +149,66 @@ class CacheModel(RuleBasedStateMachine):
     @rule(target=workers, worker=fake_worker())
     def worker_created(self, worker: Obj) -> str:
         name = worker["metadata"]["name"]
-        if name not in self.server[kube.WORKERS.plural]:
+        if name not in self.server[kube.WORKERS.key]:
             self._send(kube.WORKERS, "ADDED", worker)
         return name
 
     @rule(name=workers)
     def worker_deleted(self, name: str) -> None:
-        worker = self.server[kube.WORKERS.plural].get(name)
+        worker = self.server[kube.WORKERS.key].get(name)
         if worker is not None:
             self._send(kube.WORKERS, "DELETED", worker)
 
     @rule(data=st.data())
     def pod_ends(self, data: st.DataObject) -> None:
         """A pod finishes (its seat frees) or is deleted."""
-        names = sorted(self.server[kube.PODS.plural])
+        names = sorted(self.server[kube.PODS.key])
         if not names:
             return
-        pod = self.server[kube.PODS.plural][data.draw(st.sampled_from(names))]
+        pod = self.server[kube.PODS.key][data.draw(st.sampled_from(names))]
         if data.draw(st.booleans()):
             self._send(kube.PODS, "DELETED", pod)
         else:
             self._send(kube.PODS, "MODIFIED", {**pod, "status": {"phase": "Succeeded"}})
 
+    @rule(data=st.data(), namespace=st.sampled_from(["kube-system", "ns", "other"]),
+          managed=st.booleans())
+    def other_pod_bound(self, data: st.DataObject, namespace: str, managed: bool) -> None:
+        """A DaemonSet's pod, say, lands on a node (or one labelled managed elsewhere)."""
+        names = sorted(self.server[kube.NODES.key])
+        if not names:
+            return
+        pod: Obj = {"metadata": {"name": f"p{self.rv}", "namespace": namespace},
+                    "spec": {"nodeName": data.draw(st.sampled_from(names))},
+                    "status": {"phase": data.draw(st.sampled_from(["Pending", "Running"]))}}
+        if managed:
+            pod["metadata"]["labels"] = {"openrl.io/managed": "true"}
+        self._send(kube.NODE_PODS, "ADDED", pod)
+
+    @rule(data=st.data())
+    def other_pod_ends(self, data: st.DataObject) -> None:
+        """It finishes (the server's selection then drops it) or is deleted."""
+        names = sorted(self.server[kube.NODE_PODS.key])
+        if not names:
+            return
+        pod = self.server[kube.NODE_PODS.key][data.draw(st.sampled_from(names))]
+        if data.draw(st.booleans()):
+            self._send(kube.NODE_PODS, "DELETED", pod)
+        else:
+            self._send(kube.NODE_PODS, "MODIFIED", {**pod, "status": {"phase": "Failed"}})
+
     @rule()
     def dra_catches_up(self) -> None:
-        for _, claim in sorted(self.server[kube.CLAIMS.plural].items()):
+        for _, claim in sorted(self.server[kube.CLAIMS.key].items()):
             if claim.get("status", {}).get("allocation") is None:
                 self._allocate(claim)
 
     @rule(data=st.data())
     def claim_allocated_or_swept(self, data: st.DataObject) -> None:
-        names = sorted(self.server[kube.CLAIMS.plural])
+        names = sorted(self.server[kube.CLAIMS.key])
         if not names:
             return
-        claim = self.server[kube.CLAIMS.plural][data.draw(st.sampled_from(names))]
+        claim = self.server[kube.CLAIMS.key][data.draw(st.sampled_from(names))]
         if claim.get("status", {}).get("allocation") is None:
             self._allocate(claim)
             return
@@ -228,7 +255,7 @@ class CacheModel(RuleBasedStateMachine):
         """A new leader: writes in flight land on the server or not; it lists everything."""
         if lands:
             for res, obj in self.in_flight:
-                if obj["metadata"]["name"] not in self.server[res.plural]:
+                if obj["metadata"]["name"] not in self.server[res.key]:
                     self._send(res, "ADDED", obj)
         self.in_flight.clear()
         self.pending.clear()
@@ -241,7 +268,7 @@ class CacheModel(RuleBasedStateMachine):
     @rule()
     def decide_for_everyone(self) -> None:
         """A wake: every worker the cache knows, oldest name first."""
-        for name in sorted(self.cache.stores[kube.WORKERS.plural].objs):
+        for name in sorted(self.cache.stores[kube.WORKERS.key].objs):
             self.decide_and_assume(name)
 
     @rule(name=workers)
@@ -275,7 +302,7 @@ class CacheModel(RuleBasedStateMachine):
     def write_answered(self, data: st.DataObject, succeeds: bool) -> None:
         res, obj = self.in_flight.pop(data.draw(st.integers(0, len(self.in_flight) - 1)))
         name = obj["metadata"]["name"]
-        if succeeds and name not in self.server[res.plural]:
+        if succeeds and name not in self.server[res.key]:
             # The claim's devices, or the pod's seat, are now the server's to tell.
             self.cache.confirm(res, self._send(res, "ADDED", obj))
         else:  # refused (or AlreadyExists): the assumption goes
@@ -286,7 +313,7 @@ class CacheModel(RuleBasedStateMachine):
         """A quiet moment: every write succeeds, DRA allocates, the watches catch up."""
         while self.in_flight:
             res, obj = self.in_flight.pop(0)
-            if obj["metadata"]["name"] in self.server[res.plural]:
+            if obj["metadata"]["name"] in self.server[res.key]:
                 self.cache.forget(res, obj["metadata"]["name"])
             else:
                 self.cache.confirm(res, self._send(res, "ADDED", obj))
@@ -300,7 +327,7 @@ class CacheModel(RuleBasedStateMachine):
         truth = {plural: {n: strip(self.resources[plural], o) for n, o in objs.items()}
                  for plural, objs in self.server.items()}
         for res, obj in self.in_flight:
-            truth[res.plural].setdefault(obj["metadata"]["name"], strip(res, obj))
+            truth[res.key].setdefault(obj["metadata"]["name"], strip(res, obj))
         return truth
 
     @invariant()

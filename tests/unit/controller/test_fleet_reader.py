@@ -96,6 +96,39 @@ def test_malformed_labels_fall_back_and_say_so() -> None:
     assert any("node c" in w and "accepts no workers" in w for w in warnings)
 
 
+def test_a_max_workers_label_above_256_warns_and_counts_as_256() -> None:
+    nodes, warnings = read_nodes(
+        [node_obj("a", labels={"openrl.io/max-workers-per-claim": "300"})], hw("a"))
+    assert nodes[0].max_workers_per_claim == 256
+    assert warnings == ["node a: openrl.io/max-workers-per-claim='300' is above 256, the most "
+                        "consumers a ResourceClaim lists; using 256"]
+
+
+def other_pod(name: str, node: str, phase: str = "Running", *, managed: bool = False,
+              namespace: str = "kube-system") -> dict:
+    labels = {"openrl.io/managed": "true"} if managed else {}
+    return {"metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "spec": {"nodeName": node}, "status": {"phase": phase}}
+
+
+def test_pod_slots_are_allocatable_pods_less_the_pods_that_are_not_workers() -> None:
+    a, b, c = node_obj("a"), node_obj("b"), node_obj("c")
+    a["status"]["allocatable"]["pods"] = "110"
+    b["status"]["allocatable"]["pods"] = "2"
+    c["status"]["allocatable"]["pods"] = "many"
+    pods = [other_pod("ds-a", "a"), other_pod("ds-b", "a", "Pending"),
+            other_pod("done", "a", "Succeeded"), other_pod("crashed", "a", "Failed"),
+            other_pod("orw-w", "a", managed=True, namespace="openrl"),  # a worker: booked
+            other_pod("ds-1", "b"), other_pod("ds-2", "b"), other_pod("ds-3", "b"),
+            {"metadata": {"name": "unbound"}, "status": {"phase": "Pending"}}]
+    view = build_fleet(slices=[slice_obj(n, 8) for n in "abc"], nodes=[a, b, c], claims=[],
+                       workers=[], pods=[], driver=DRIVER, node_pods=pods)
+    assert {n: node.pods for n, node in view.nodes.items()} == {"a": 108, "b": 0, "c": None}
+    assert view.warnings == ("node c: allocatable pods 'many' unreadable; pod slots unchecked",)
+    # Seats count no more than the pod slots: 8 x 1 on a, none on b, 8 on c.
+    assert view.seats_total == 8 + 0 + 8
+
+
 def worker(name: str, claim: str = "", phase: str = "", uid: str = "") -> Worker:
     obj = worker_obj(name, "50Gi", ownerId="team")
     obj["metadata"]["uid"] = uid or f"uid-{name}"

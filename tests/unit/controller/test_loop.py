@@ -91,7 +91,7 @@ def test_feed_only_reports_changed_signatures() -> None:
 
 def test_feeds_route_events_to_keys() -> None:
     q = WorkQueue()
-    worker_feed, pod_feed, claim_feed, slice_feed, node_feed, _ = feeds(q, "gpu.example.com")
+    worker_feed, pod_feed, claim_feed, slice_feed, node_feed, _, _ = feeds(q, "gpu.example.com")
     worker_feed.event("ADDED", {"metadata": {"name": "w", "uid": "1",
                                              "creationTimestamp": "2026-01-01T00:00:00Z"}})
     worker_feed.event("MODIFIED", {"metadata": {"name": "w", "uid": "1",
@@ -109,6 +109,22 @@ def test_feeds_route_events_to_keys() -> None:
     slice_feed.event("ADDED", {"metadata": {"name": "s"}, "spec": {"driver": "other"}})
     assert WAKE in q._due  # from the node's first sighting
     claim_feed.event("ADDED", {"metadata": {"name": "c", "uid": "3"}})
+
+
+def test_a_pod_leaving_an_enabled_node_wakes_the_pending_workers() -> None:
+    q = WorkQueue()
+    *_, others = feeds(q, "gpu.example.com", enabled=lambda node: node == "gpu-0")
+    assert others.resource == kube.NODE_PODS and others.field_selector
+    system = {"metadata": {"name": "kube-system/ds-1"}, "spec": {"nodeName": "gpu-0"},
+              "status": {"phase": "Running"}}
+    elsewhere = {"metadata": {"name": "default/web"}, "spec": {"nodeName": "cpu-0"},
+                 "status": {"phase": "Running"}}
+    others.event("ADDED", system)  # a slot taken: nobody can gain
+    others.event("ADDED", elsewhere)
+    others.event("DELETED", elsewhere)  # not a node placement knows
+    assert WAKE not in q._due
+    others.event("DELETED", system)  # a slot free on gpu-0
+    assert WAKE in q._due
 
 
 class Ticker:

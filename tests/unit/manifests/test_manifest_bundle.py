@@ -274,6 +274,8 @@ NAMESPACED = {
 }
 CLUSTER = {
     ("", "nodes"): {"get", "list", "watch"},
+    # Every namespace's pods, for the pod slots they take on a node: list and watch only.
+    ("", "pods"): {"list", "watch"},
     ("resource.k8s.io", "resourceslices"): {"get", "list", "watch"},
     ("resource.k8s.io", "deviceclasses"): {"get", "list", "watch"},
 }
@@ -305,7 +307,7 @@ def test_lease_updates_are_limited_to_the_scheduler_lease() -> None:
             assert rule.get("resourceNames") == [dep_env["OPEN_RL_LEASE_NAME"]["value"]]
 
 
-def test_cluster_role_only_reads_cluster_scoped_inventory() -> None:
+def test_cluster_role_only_reads_the_cluster_wide_inventory() -> None:
     role = find("ClusterRole", SA)
     got = grants(role)
     assert got == CLUSTER
