@@ -101,6 +101,7 @@ LOCAL_KUBECONFIG = ROOT / ".cluster" / "admin.kubeconfig"
 CRD = ROOT / "manifests" / "base" / "crd.yaml"
 TEMPLATES = ROOT / "manifests" / "base" / "pod-templates.yaml"
 UNCHECKED_HOST_MEMORY = "1Pi"
+UNCHECKED_PODS = "100000"  # a node always has a pod limit: one no scenario reaches
 SETTLE_TIMEOUT = float(os.environ.get("FIDELITY_SETTLE_TIMEOUT", "90"))
 CATCH_UP = float(os.environ.get("FIDELITY_CATCH_UP", "6"))
 POLL = 0.25
@@ -118,11 +119,15 @@ def generate(seed: int) -> dict[str, Any]:
     """A small scenario that keeps a small fleet busy: mixed hardware, roles, host memory, churn.
 
     Small on purpose: each step costs real API round trips. Every node names
-    its host memory, since a cluster always has one.
+    its host memory, since a cluster always has one; about a third name a
+    small pod limit (the fake nodes' allocatable pods), so it binds before
+    devices or seats do. Those limits come from a stream of their own: the
+    rest of a seed's scenario is what it always was.
     """
     rng = random.Random(seed)
+    pods = random.Random(f"pods-{seed}")
     names = iter(f"n{i}" for i in range(100))
-    nodes = [_generated_node(rng, next(names)) for _ in range(rng.randint(1, 3))]
+    nodes = [_generated_node(rng, next(names), pods) for _ in range(rng.randint(1, 3))]
     events: list[dict[str, Any]] = []
     present: list[str] = []
     arrived = 0
@@ -134,7 +139,7 @@ def generate(seed: int) -> dict[str, Any]:
             events.append({"leave": worker})
         elif not added and roll < 0.32:
             added = True
-            events.append({"addNode": _generated_node(rng, next(names))})
+            events.append({"addNode": _generated_node(rng, next(names), pods)})
         else:
             worker = f"w{arrived}"
             arrived += 1
@@ -153,7 +158,7 @@ def generate(seed: int) -> dict[str, Any]:
     return {"dra": "instant", "nodes": nodes, "events": events}
 
 
-def _generated_node(rng: random.Random, name: str) -> dict[str, Any]:
+def _generated_node(rng: random.Random, name: str, pods: random.Random) -> dict[str, Any]:
     node: dict[str, Any] = {
         "name": name,
         "devices": rng.choice([1, 1, 2, 3]),
@@ -164,6 +169,9 @@ def _generated_node(rng: random.Random, name: str) -> dict[str, Any]:
     roles = rng.choice([[], [], [], ["trainer"], ["sampler"], ["trainer", "sampler"]])
     if roles:
         node["roles"] = roles
+    limit = pods.choice([None, None, 1, 2, 3])
+    if limit is not None:
+        node["pods"] = limit
     return node
 
 
@@ -345,7 +353,9 @@ class Stage:
         profile = fakenodes.Profile(devices=spec.devices,
                                     device_memory=format_quantity(spec.device_memory),
                                     product=spec.product or "Fidelity GPU", host_memory=host,
-                                    cpu="64")
+                                    cpu="64",
+                                    pods=str(spec.pods) if spec.pods is not None
+                                    else UNCHECKED_PODS)
         self.fake.add(self.node_name(spec.name), profile, labels)
 
     def arrive(self, event: Arrive) -> None:

@@ -209,3 +209,67 @@ def test_pending_reason_tells_never_from_not_yet(orw: Env, gpu_nodes: list[GpuNo
     events = orw.core.list_namespaced_event(
         orw.namespace, field_selector="involvedObject.name=huge").items
     assert any(e.reason == "NoCapacity" and e.type == "Warning" for e in events)
+
+
+def test_a_node_at_its_pod_limit_seats_no_more_workers_than_it_runs(
+        orw: Env, gpu_nodes: list[GpuNode]) -> None:
+    """The 110-pod node: 8 x 80Gi, 16 workers per claim (128 seats), 120 workers of 5Gi.
+
+    Every worker is Running, or Pending saying the node is at its pod limit: none is
+    promised a seat whose pod the kube-scheduler would refuse (``Too many pods``).
+    """
+    node = gpu_nodes[0]
+    core = orw.core
+    saved = {n.name: core.read_node(n.name).metadata.labels or {} for n in gpu_nodes}
+    allocatable = int(core.read_node(node.name).status.allocatable["pods"])
+    others = sum(1 for pod in core.list_pod_for_all_namespaces(
+        field_selector=f"spec.nodeName={node.name}").items
+        if pod.status.phase not in ("Succeeded", "Failed")
+        and (pod.metadata.labels or {}).get("openrl.io/managed") != "true")
+    slots = allocatable - others
+    seats = node.devices * 16
+    assert slots < seats, "the node's pod limit must be below its seats for this story"
+    count = slots + 10
+    try:
+        core.patch_node(node.name, {"metadata": {"labels": {
+            "openrl.io/max-workers-per-claim": "16"}}})
+        for other in gpu_nodes[1:]:  # one node, as in the story
+            core.patch_node(other.name, {"metadata": {"labels": {"openrl.io/enabled": "false"}}})
+        orw.start()
+        for i in range(count):
+            orw.create_worker(f"w{i:03}", "5Gi")
+
+        def settled() -> dict[str, dict[str, Any]] | None:
+            statuses = {item["metadata"]["name"]: item.get("status") or {}
+                        for item in orw.workers()}
+            phases = [s.get("phase") for s in statuses.values()]
+            if phases.count("Running") == slots and phases.count("Pending") == count - slots:
+                return statuses
+            return None
+
+        statuses = orw.cluster.wait_for(settled, timeout=600,
+                                        what=f"{slots} workers Running, 10 Pending")
+        reason = f"WaitingForCapacity: {node.name} is at its pod limit ({slots} pods)"
+        for name, status in statuses.items():
+            if status["phase"] == "Pending":
+                assert status["reason"] == reason, (name, status)
+        # No pod waits on a node that cannot run it: every pod is bound and Running.
+        pods = core.list_namespaced_pod(orw.namespace).items
+        assert len(pods) == slots
+        assert all(pod.spec.node_name == node.name and pod.status.phase == "Running"
+                   for pod in pods)
+        time.sleep(5)  # retries come round: nothing is promised meanwhile
+        assert settled() is not None
+        tally: dict[tuple[str, str], int] = {}
+        for status in statuses.values():
+            key = (status["phase"], status.get("reason", "") if status["phase"] != "Running"
+                   else "")
+            tally[key] = tally.get(key, 0) + 1
+        print(f"\n{count} workers on {node.name} ({allocatable} pods allocatable, {others} "
+              f"other pods):", *(f"\n  {n} {phase} {reason}".rstrip()
+                                 for (phase, reason), n in sorted(tally.items())))
+    finally:
+        for name, labels in saved.items():
+            core.patch_node(name, {"metadata": {"labels": {
+                k: labels.get(k) for k in ("openrl.io/max-workers-per-claim",
+                                           "openrl.io/enabled")}}})

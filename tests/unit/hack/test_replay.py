@@ -38,6 +38,9 @@ def test_generated_scenarios_are_valid_repeatable_and_varied() -> None:
     roles = {tuple(n.get("roles", ())) for d in documents for n in d["nodes"]}
     assert len(roles) >= 3
     assert len({n["deviceMemory"] for d in documents for n in d["nodes"]}) >= 2
+    # Some nodes are pod-limited, tightly enough to bind before devices or seats do.
+    limits = [n.get("pods") for d in documents for n in d["nodes"]]
+    assert {1, 2, 3} <= set(limits) and None in limits
 
 
 def test_a_deferred_scenario_cannot_be_played() -> None:
