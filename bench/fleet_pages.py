@@ -6,8 +6,10 @@ Rules:
   pod (rendered from the shipped template, then given the status, conditions,
   tolerations and managedFields an API server returns), its claim (allocated,
   reserved for the pod) and, every eight workers, a node (8 x 80Gi, one
-  worker per device) with its ResourceSlice. So a page of any kind is made
-  without making the others, and nothing but the page being served is held.
+  worker per device) with its ResourceSlice, and three pods that are not
+  workers (a DaemonSet's, in kube-system: what a list of every namespace's
+  unmanaged bound pods returns). So a page of any kind is made without
+  making the others, and nothing but the page being served is held.
 * ``PagedApi`` stands where the Kubernetes client's ``ApiClient`` would:
   ``controller.kube.Kube`` sends it its requests unchanged and gets back a
   page's JSON bytes, cut at the ``limit`` it asked for and continued by the
@@ -38,6 +40,7 @@ DRIVER = "gpu.example.com"
 DEVICES = 8
 STAMP = "2026-01-01T00:00:00Z"
 LISTED_AT = "5"  # the lists' resourceVersion; every object listed is older
+SYSTEM_PODS = 3  # per node: pods that are not workers, each taking one of its pod slots
 
 
 def managed_fields(manager: str) -> list[Obj]:
@@ -87,6 +90,23 @@ def slice_obj(index: int) -> Obj:
                               "capacity": {"memory": {"value": "80Gi"}}}
                              for d in range(DEVICES)]},
     }
+
+
+def system_pod(index: int) -> Obj:
+    """The ``index``-th pod that is not a worker: ``SYSTEM_PODS`` per node, in kube-system."""
+    node = node_name(index // SYSTEM_PODS)
+    name = f"ds-{index % SYSTEM_PODS}-{node}"
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "kube-system", "uid": f"uid-{name}",
+                         "resourceVersion": "1", "creationTimestamp": STAMP,
+                         "labels": {"app": f"ds-{index % SYSTEM_PODS}"},
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet",
+                                              "name": f"ds-{index % SYSTEM_PODS}",
+                                              "uid": "uid-ds", "controller": True}],
+                         "managedFields": managed_fields("kubelet")},
+            "spec": {"nodeName": node, "containers": [{"name": "agent",
+                                                       "image": "registry.example/agent:1"}]},
+            "status": {"phase": "Running", "hostIP": "10.0.0.1", "startTime": STAMP}}
 
 
 def worker_name(index: int) -> str:
@@ -220,9 +240,13 @@ class Fleet:
             return self.nodes
         if plural == "configmaps":
             return len(self.config_maps)
+        if plural == NODE_PODS:
+            return self.nodes * SYSTEM_PODS
         return 0
 
     def make(self, plural: str, index: int) -> Obj:
+        if plural == NODE_PODS:
+            return system_pod(index)
         maker = {**_PER_WORKER, **_PER_NODE}.get(plural)
         return maker(index) if maker is not None else self.config_maps[index]
 
@@ -255,6 +279,9 @@ def _dumps(obj: Obj) -> str:
 
 _PER_WORKER = {"openrlworkers": running_worker, "pods": pod_obj, "resourceclaims": claim_obj}
 _PER_NODE = {"nodes": node_obj, "resourceslices": slice_obj}
+# Every namespace's pods (/api/v1/pods), as the server answers the controller's selection
+# of them: bound, unfinished, not managed -- the workers' own never among them.
+NODE_PODS = "every namespace's pods"
 
 
 _LIST_KINDS = {"openrlworkers": ("openrl.io/v1alpha1", "OpenRLWorkerList"),
@@ -308,7 +335,7 @@ class PagedApi:
         if query.get("watch") == "true":
             return _Response(b"", self.closed)
         started = time.thread_time()
-        plural = url.rsplit("/", 1)[-1]
+        plural = NODE_PODS if url == "/api/v1/pods" else url.rsplit("/", 1)[-1]
         total = self.fleet.count(plural)
         first = int(query.get("continue") or 0)
         limit = int(query.get("limit") or 0) or total
