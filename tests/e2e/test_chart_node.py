@@ -121,6 +121,25 @@ def test_install_lead_upgrade_on_the_real_node(cluster: Any, namespace: str, crd
 
     coord, apps = client.CoordinationV1Api(cluster.api), client.AppsV1Api(cluster.api)
 
+    def pods() -> list[Any]:
+        found = cluster.core.list_namespaced_pod(namespace, label_selector=f"app={sched}").items
+        return [p for p in found if not p.metadata.deletion_timestamp]
+
+    def wait_ready() -> None:
+        def ready() -> bool:
+            d = apps.read_namespaced_deployment(sched, namespace)
+            return (d.status.ready_replicas == 1 and d.status.updated_replicas == 1
+                    and len(pods()) == 1)
+        try:
+            cluster.wait_for(ready, timeout=300, interval=2, what="the scheduler's pod Ready")
+        except AssertionError:
+            for pod in pods():
+                print(pod.status)
+                print(cluster.kubectl("logs", "-n", namespace, pod.metadata.name,
+                                      check=False).stdout[-3000:])
+            print(cluster.kubectl("get", "events", "-n", namespace, check=False).stdout)
+            raise
+
     def holder() -> str:
         return str(coord.read_namespaced_lease("open-rl-scheduler", namespace).spec
                    .holder_identity or "")
@@ -128,24 +147,28 @@ def test_install_lead_upgrade_on_the_real_node(cluster: Any, namespace: str, crd
     try:
         helm("install", release, str(CHART), "-f", str(tmp_path / "values.yaml"),
              "--take-ownership", "--wait", "--timeout", "5m")
-        dep = apps.read_namespaced_deployment(sched, namespace)
-        assert dep.status.ready_replicas == 1
+        # helm --wait counts a 1-replica Deployment with maxUnavailable 1 as ready at
+        # once: wait for the pod itself.
+        wait_ready()
         first = cluster.wait_for(holder, timeout=120, what="the Lease held")
         cluster.wait_for(lambda: metric(port, "openrl_place_leader") == 1, timeout=120,
                          what="the scheduler's pod says it leads")
+        transcript.append(f"revision 1: pod {pods()[0].metadata.name} Ready, Lease held by "
+                          f"{first}, openrl_place_leader {metric(port, 'openrl_place_leader')}")
 
         helm("upgrade", release, str(CHART), "-f", str(tmp_path / "values.yaml"),
              "--set", "scheduler.retryInterval=7s", "--wait", "--timeout", "5m")
         assert "REVISION: 2" in helm("status", release)
+        cluster.wait_for(lambda: all(
+            {e.name: e.value for e in p.spec.containers[0].env}.get("OPEN_RL_RETRY_INTERVAL")
+            == "7s" for p in pods()) or None, timeout=300, what="the old pod replaced")
+        wait_ready()
         cluster.wait_for(lambda: holder() not in ("", first) or None, timeout=180,
                          what="the upgraded pod to take the Lease")
         cluster.wait_for(lambda: metric(port, "openrl_place_leader") == 1, timeout=120,
                          what="the upgraded pod says it leads")
-        pods = cluster.core.list_namespaced_pod(namespace, label_selector=f"app={sched}").items
-        live = [p for p in pods if not p.metadata.deletion_timestamp]
-        assert len(live) == 1
-        env_names = {e.name: e.value for e in live[0].spec.containers[0].env}
-        assert env_names["OPEN_RL_RETRY_INTERVAL"] == "7s"
+        transcript.append(f"revision 2: pod {pods()[0].metadata.name} Ready, Lease held by "
+                          f"{holder()}, openrl_place_leader {metric(port, 'openrl_place_leader')}")
         assert "superseded" in helm("history", release)
         helm("uninstall", release, "--wait")
     finally:
