@@ -6,6 +6,7 @@ from click.testing import CliRunner
 
 from cli.main import main
 from cli.snapshot import snapshot_document, verify_snapshot
+from controller import kube
 from controller.inspect_fleet import read_live_fleet
 from placement import Request, Role
 from placement.remedy import diagnose
@@ -150,3 +151,23 @@ def test_a_kubeconfig_that_is_not_yaml_is_one_line_and_exit_2(tmp_path: object) 
         assert result.exit_code == 2, result.output
         (line,) = result.output.strip().splitlines()
         assert "explain: no usable kubeconfig: mapping values are not allowed here" in line
+
+
+def test_the_snapshot_gives_each_node_the_pod_slots_its_other_pods_leave() -> None:
+    c = Cluster(nodes=1, devices=2)
+    node = c.api.obj(kube.NODES, "node-0")
+    assert node is not None
+    node["status"]["allocatable"]["pods"] = "4"
+    c.api.put(kube.NODES, node)
+    for name, phase in (("ds-a", "Running"), ("ds-b", "Pending"), ("job", "Succeeded")):
+        c.api.put(kube.NODE_PODS, {"metadata": {"name": name, "namespace": "kube-system"},
+                                   "spec": {"nodeName": "node-0"}, "status": {"phase": phase}})
+    c.place("a", "30Gi")
+    c.allocate_and_run("a")
+    c.place("b", "30Gi")
+    c.place("c", "30Gi")  # two slots left for workers, both taken
+    live = read_live_fleet(c.api, DRIVER)  # type: ignore[arg-type]
+    document = snapshot_document(live)
+    assert document["nodes"][0]["pods"] == 2  # 4 less the two unfinished pods not ours
+    assert c.status("c")["reason"].startswith(
+        "WaitingForCapacity: node-0 is at its pod limit (2 pods); ")

@@ -38,6 +38,11 @@ def _matches(labels: dict[str, str], selector: str | None) -> bool:
     if not selector:
         return True
     for term in selector.split(","):
+        if "!=" in term:  # absent, or another value
+            key, _, value = term.partition("!=")
+            if labels.get(key.strip()) == value.strip():
+                return False
+            continue
         key, _, value = term.partition("=")
         if labels.get(key.strip()) != value.strip():
             return False
