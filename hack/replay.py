@@ -225,6 +225,8 @@ def simulated_view(scenario: Scenario, steps: int) -> View:
                   if reason.startswith(kind)}
         if "host memory" in reason:
             shows.add("waiting on host memory")
+        if "pod limit" in reason:
+            shows.add("waiting on a pod limit")
         if "full at" in reason:
             shows.add("waiting on full claims")
     return View(groups, phases, frozenset(shows))
