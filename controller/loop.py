@@ -32,7 +32,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from controller import kube
+from controller import kube, memory
 from controller.cache import Cache
 from controller.housekeeping import census
 from controller.logs import kv
@@ -104,6 +104,7 @@ class Controller:
                 if time.monotonic() > deadline:
                     log.warning("watches not synced yet; still waiting before any decision")
                     deadline = time.monotonic() + SYNC_TIMEOUT
+        memory.give_back()  # what the list passed through, not kept, back to the system
         return True
 
     def run(self, stop: threading.Event) -> None:
