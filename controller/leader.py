@@ -123,10 +123,17 @@ class LeaderElector:
         self._renewed_at = started
         return True
 
-    def acquire(self, stop: threading.Event) -> bool:
-        """Block until this replica leads (True) or ``stop`` is set (False)."""
+    def acquire(self, stop: threading.Event,
+                waiting: Callable[[], None] | None = None) -> bool:
+        """Block until this replica leads (True) or ``stop`` is set (False).
+
+        ``waiting`` is called on every try: a standby's liveness is this loop
+        turning (it may wait for the lease for as long as the leader lives).
+        """
         log.info("waiting for the lease", extra=kv(lease=self.name, identity=self.identity))
         while not stop.is_set():
+            if waiting is not None:
+                waiting()
             if self.try_acquire_or_renew():
                 return True
             stop.wait(self.retry_period * (1 + random.random() * 0.2))

@@ -62,7 +62,7 @@ def run(settings: Settings, *, stop: threading.Event | None = None,
                 identity=settings.identity, lease_duration=settings.lease_duration,
                 renew_deadline=settings.renew_deadline, retry_period=settings.retry_period)
             health.set_ready(True, "standby: waiting for the lease")
-            if not elector.acquire(stop):
+            if not elector.acquire(stop, waiting=health.beat):
                 return 0
             metrics.leader.set(1)
 

@@ -630,12 +630,14 @@ cmd_down() {
 }
 
 cmd_status() {
-  local c pid rc=0 rss total=0
+  # kB; PSS splits the pages the kubelet and the plugin share (one binary's text).
+  local c pid rc=0 rss pss total=0 total_pss=0
   for c in "${COMPONENTS[@]}"; do
     if pid=$(pid_of "$c"); then
       rss=$(awk '/^Rss:/{print $2}' "/proc/$pid/smaps_rollup")
-      total=$((total + rss))
-      printf '%-12s running (pid %s, rss %s MiB)\n' "$c" "$pid" $((rss / 1024))
+      pss=$(awk '/^Pss:/{print $2}' "/proc/$pid/smaps_rollup")
+      total=$((total + rss)) total_pss=$((total_pss + pss))
+      printf '%-12s running (pid %s, rss %s MiB, pss %s MiB)\n' "$c" "$pid" $((rss / 1024)) $((pss / 1024))
     else
       printf '%-12s stopped\n' "$c"
       rc=3
@@ -645,9 +647,10 @@ cmd_status() {
   for pid in $(shim_pids); do
     shims=$((shims + 1))
     total=$((total + $(awk '/^Rss:/{print $2}' "/proc/$pid/smaps_rollup")))
+    total_pss=$((total_pss + $(awk '/^Pss:/{print $2}' "/proc/$pid/smaps_rollup")))
   done
   printf '%-12s %s running\n' shims "$shims"
-  printf '%-12s rss %s MiB (components and shims)\n' total $((total / 1024))
+  printf '%-12s rss %s MiB, pss %s MiB (components and shims)\n' total $((total / 1024)) $((total_pss / 1024))
   if [[ -x $KUBE ]] && node_ready 2>/dev/null; then
     echo "node         $NODE_NAME Ready"
   else

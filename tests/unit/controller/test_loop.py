@@ -200,6 +200,30 @@ def test_release_hands_the_lease_over_at_once() -> None:
     assert b.try_acquire_or_renew()
 
 
+def test_a_standby_stays_alive_while_it_waits_for_the_lease() -> None:
+    # The liveness probe restarted a standby every two minutes (first seen on
+    # the real node of hack/node.sh): waiting for the lease never beat.
+    api, clock = FakeKube(), Ticker()
+    a, b = elector(api, "a", clock), elector(api, "b", clock)
+    b.retry_period = 0.01
+    assert a.try_acquire_or_renew()
+    beats = Ticker()
+    health = Health(stall_after=120, clock=beats)
+    stop = threading.Event()
+    tries = 0
+
+    def waiting() -> None:
+        nonlocal tries
+        tries += 1
+        health.beat()
+        beats.t += 60.0  # two minutes a standby by the third try, beating all along
+        if tries == 4:
+            stop.set()
+
+    assert not b.acquire(stop, waiting=waiting)
+    assert health.alive()[0]
+
+
 def test_keep_steps_down_when_renewals_fail() -> None:
     api, clock = FakeKube(), Ticker()
     a = elector(api, "a", clock)
