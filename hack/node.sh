@@ -668,6 +668,8 @@ cmd_image() {
   apt_install buildah buildah
   apt_install mmdebstrap mmdebstrap
   mkdir -p "$CACHE"
+  # buildah's images and containers under .node/cache too, not the host's store.
+  buildah() { command buildah --root "$CACHE/buildah/root" --runroot "$CACHE/buildah/run" "$@"; }
   local base=localhost/openrl-python:3.11 stamp
   stamp=$( { mmdebstrap --version; echo bookworm python3 python3-venv; } | sha256sum | cut -d' ' -f1)
   if ! { buildah images -q "$base" >/dev/null 2>&1 && stamp_ok "$CACHE/base" "$stamp"; }; then
@@ -702,11 +704,13 @@ cmd_image() {
       printf '[global]\ncert = /run/openrl-build-ca.crt\n' >"$CACHE/build-pip.conf"
       args+=(-v "$ca:/run/openrl-build-ca.crt:ro" -v "$CACHE/build-pip.conf:/etc/pip.conf:ro")
     fi
-    (cd "$ROOT" && buildah bud --quiet --network host --layers "${args[@]}" \
+    # No --layers: buildah 1.28 reused a cached COPY of changed sources.
+    (cd "$ROOT" && buildah bud --quiet --network host "${args[@]}" \
       --build-arg "PYTHON_IMAGE=$base" -t "$IMAGE" -f Dockerfile .) >/dev/null
     rm -f "$CACHE/image.tar"
     buildah push --quiet "$IMAGE" "oci-archive:$CACHE/image.tar.tmp:${IMAGE##*:}" >/dev/null
     mv -f "$CACHE/image.tar.tmp" "$CACHE/image.tar"
+    buildah rmi --prune >/dev/null 2>&1 || true
     echo "$IMAGE" >"$CACHE/image.name"
     echo "$stamp" >"$CACHE/image.tar.stamp"
   fi
