@@ -305,7 +305,7 @@ def test_kubelet_and_plugin_restart_leave_containers_and_leak_nothing(node: Node
     for component in ("kubelet", "draplugin"):
         node_sh("restart", component, timeout=120, **node.env)
         after = containers(node.worker_pods())
-        assert after == before, f"containers changed over a {component} restart"
+        assert after == before, f"containers changed over a {component} restart: {before} -> {after}"
     # A shared claim freed after the plugin restarted: its CDI file goes with it.
     files = node.cdi_files()
     for name in shared[0]:
@@ -324,3 +324,7 @@ def test_teardown_unprepares_everything(node: Node) -> None:
                           what="workers and their pods gone")
     node.cluster.wait_for(lambda: not node.claims(), timeout=120, what="claims gone")
     node.cluster.wait_for(lambda: not node.cdi_files(), timeout=60, what="CDI files gone")
+    # Minutes in, the standby has passed every liveness probe too.
+    restarts = {p.metadata.name: [s.restart_count for s in p.status.container_statuses or []]
+                for p in node.scheduler_pods()}
+    assert all(counts == [0] for counts in restarts.values()), restarts
