@@ -305,7 +305,7 @@ def test_kubelet_and_plugin_restart_leave_containers_and_leak_nothing(node: Node
     for component in ("kubelet", "draplugin"):
         node_sh("restart", component, timeout=120, **node.env)
         after = containers(node.worker_pods())
-        assert after == before, f"containers changed over a {component} restart: {before} -> {after}"
+        assert after == before, f"{component} restart changed containers: {before} {after}"
     # A shared claim freed after the plugin restarted: its CDI file goes with it.
     files = node.cdi_files()
     for name in shared[0]:
