@@ -214,6 +214,15 @@ def _interrupt(_signum: int, _frame: Any) -> None:
     raise KeyboardInterrupt  # a TERM cleans up as an interrupt does
 
 
+def quarters(samples: list[tuple[int, float]], count: int) -> list[float]:
+    """The resident memory once a quarter, a half, ... of the cases were done."""
+    out = []
+    for q in (1, 2, 3, 4):
+        seen = [rss for done, rss in samples if done <= count * q // 4]
+        out.append(seen[-1] if seen else 0.0)
+    return out
+
+
 def main() -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -250,6 +259,7 @@ def main() -> int:
         "steady_placed": len(run.steady_waits), "steady_late": len(run.steady_late),
         "steady_longest_wait_s": round(max(run.steady_waits, default=0.0), 1),
         "controller_rss_mb": {"first": run.rss[0][1] if run.rss else None,
+                              "by_quarter": quarters(run.rss, args.count),
                               "last": rss_now, "peak": rss_peak},
         "seconds": round(elapsed, 1),
     }
@@ -263,8 +273,9 @@ def main() -> int:
     print(f"  errors                     {figures['errors']:>6}")
     print(f"  plain workers placed meanwhile: {len(run.steady_waits)} (late: "
           f"{len(run.steady_late)}), longest wait {figures['steady_longest_wait_s']}s")
-    print(f"  controller RSS: first sample {figures['controller_rss_mb']['first']} MiB, "
-          f"last {rss_now} MiB, peak {rss_peak} MiB")
+    print(f"  controller RSS: first sample {figures['controller_rss_mb']['first']} MiB; "
+          f"after each quarter {figures['controller_rss_mb']['by_quarter']} MiB; "
+          f"peak {rss_peak} MiB")
     print("  by change:")
     for (what, outcome), n in sorted(run.by_change.items()):
         print(f"      {what[:50]:<50} {outcome:<26} {n:>5}")
