@@ -4,7 +4,7 @@ For hack/privilege.py and hack/fuzz.py: what they prove must hold for the
 shipped manifests under the identities a real installation uses, so the
 admin's certificate only sets the installation up and takes it down.
 
-* The CRD is created unless it exists. The namespaced objects of
+* The CRD is created, or replaced by manifests/base's. The namespaced objects of
   manifests/base (the Namespace with its Pod Security labels, the
   scheduler's ServiceAccount, Role and RoleBinding, the gateway Role, the pod
   templates) are created as they are written, only renamed into the run's
@@ -55,7 +55,7 @@ def base_docs() -> list[dict[str, Any]]:
 
 
 def ensure_crd(api: client.ApiClient) -> None:
-    """The OpenRLWorker CRD of manifests/base, created unless it exists, established."""
+    """The OpenRLWorker CRD of manifests/base, created or brought up to date, established."""
     body = yaml.safe_load((BASE / "crd.yaml").read_text())
     ext = client.ApiextensionsV1Api(api)
     try:
@@ -63,6 +63,9 @@ def ensure_crd(api: client.ApiClient) -> None:
     except client.ApiException as e:
         if e.status != 409:
             raise
+        current = ext.read_custom_resource_definition(body["metadata"]["name"])
+        body["metadata"]["resourceVersion"] = current.metadata.resource_version
+        ext.replace_custom_resource_definition(body["metadata"]["name"], body)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         crd = ext.read_custom_resource_definition(body["metadata"]["name"])

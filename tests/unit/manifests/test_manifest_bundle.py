@@ -212,6 +212,7 @@ def test_crd_spec_contract() -> None:
     container = props["container"]["properties"]
     assert set(container) == {"image", "command", "args", "env"}
     assert set(container["env"]["items"]["properties"]) == {"name", "value"}
+    assert container["env"]["maxItems"] == 1000  # thousands made each update take seconds
     rules = [r["rule"] for r in spec["x-kubernetes-validations"]]
     assert "self == oldSelf" in rules
 
