@@ -18,7 +18,8 @@ admin's certificate only sets the installation up and takes it down.
 * The scheduler runs as ``openrl-place controller`` in a child process with
   the scheduler's token; its log goes to the work directory.
 * The fake GPU nodes are enabled for the run (labels restored afterwards).
-* ``close`` takes everything down again, even after a failure.
+* ``close`` takes everything down again, even after a failure, and deletes
+  the token kubeconfigs (the controller's log stays).
 """
 
 from __future__ import annotations
@@ -288,6 +289,8 @@ class Install:
         finally:
             self.stop_controller()
             self._force_clean()
+            for written in self.workdir.glob("*.kubeconfig"):
+                written.unlink()  # tokens good for hours: never left lying about
 
     def _force_clean(self) -> None:
         custom = client.CustomObjectsApi(self.admin)
