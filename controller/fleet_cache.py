@@ -96,11 +96,11 @@ class FleetCache:
         self._by_pool: set[str] = set()  # allocated claims whose node comes from a pool
         self._in_fleet: dict[str, Claim] = {}
         self._claim_notes: dict[str, str] = {}  # claims the fleet refused, and why
-        self._on_claim: dict[str, set[str]] = {}  # claim -> holders booked on it
+        self._on_claim: dict[str, tuple[str, ...]] = {}  # claim -> holders booked on it
         self._workers: dict[str, WorkerSeat] = {}
         self._worker_by_uid: dict[str, str] = {}
         self._pods: dict[str, PodSeat] = {}
-        self._pods_of: dict[str, set[str]] = {}  # worker uid -> pods it controls
+        self._pods_of: dict[str, tuple[str, ...]] = {}  # worker uid -> pods it controls
         self._booked: dict[str, set[str]] = {}  # live claim -> uids its booked list commits
         self._committed: dict[str, set[str]] = {}  # worker uid -> claims listing it
         self._pod_slot: dict[str, str] = {}  # namespace/name -> the node it takes a slot on
@@ -195,14 +195,12 @@ class FleetCache:
         uids: set[str] = set()
         if old is not None:
             uid = old.owner_uid
-            self._pods_of[uid].discard(name)
-            if not self._pods_of[uid]:
-                del self._pods_of[uid]
+            _discard(self._pods_of, uid, name)
             uids.add(uid)
         if obj is not None:
             uid = worker_owner_uid(obj)
             self._pods[name] = PodSeat(uid, live_pod_claim(obj))
-            self._pods_of.setdefault(uid, set()).add(name)
+            _add(self._pods_of, uid, name)
             uids.add(uid)
         self._rebook(f"pod/{name}")
         for uid in uids:
@@ -302,13 +300,11 @@ class FleetCache:
             return
         if old is not None:
             del self._bookings[holder]
-            self._on_claim[old.claim].discard(holder)
-            if not self._on_claim[old.claim]:
-                del self._on_claim[old.claim]
+            _discard(self._on_claim, old.claim, holder)
             self._sync_claim(old.claim)
         if new is not None:
             self._bookings[holder] = new
-            self._on_claim.setdefault(new.claim, set()).add(holder)
+            _add(self._on_claim, new.claim, holder)
             self._sync_claim(new.claim)
 
     def _booking_of(self, holder: str) -> Booked | None:
@@ -403,3 +399,20 @@ def _single_node(allocation: Obj) -> bool:
             if field.get("key") == "metadata.name" and len(field.get("values") or []) == 1:
                 return True
     return False
+
+
+# One key's members as a sorted tuple, not a set: almost every key has one member
+# (a worker's pod, a claim's holder), and a tuple of one is a fifth of a set's size.
+
+def _add(index: dict[str, tuple[str, ...]], key: str, member: str) -> None:
+    members = index.get(key, ())
+    if member not in members:
+        index[key] = tuple(sorted((*members, member)))
+
+
+def _discard(index: dict[str, tuple[str, ...]], key: str, member: str) -> None:
+    rest = tuple(m for m in index.get(key, ()) if m != member)
+    if rest:
+        index[key] = rest
+    else:
+        index.pop(key, None)
