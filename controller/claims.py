@@ -28,6 +28,7 @@ Rules:
 from __future__ import annotations
 
 import datetime as dt
+import sys
 from collections.abc import Callable
 
 import attrs
@@ -165,8 +166,8 @@ def read_claim(claim: Obj, pool_nodes: dict[str, str]) -> ClaimView:
     else:
         node, devices, allocated = sized_for, requested_devices(claim), False
     return ClaimView(
-        name=name_of(claim),
-        node=node or sized_for,
+        name=sys.intern(name_of(claim)),  # the fleet cache holds many readings of each
+        node=sys.intern(node or sized_for),
         devices=devices,
         allocated=allocated,
         deleting=is_deleting(claim),

@@ -68,8 +68,9 @@ class WorkerSeat(NamedTuple):
 
     @classmethod
     def of(cls, worker: Worker) -> WorkerSeat:
-        return cls(worker.name, worker.uid, sys.intern(worker.phase), worker.claim,
-                   worker.owner, worker.memory)
+        # Interned: the same names and uids are keys and values of several maps here.
+        return cls(sys.intern(worker.name), sys.intern(worker.uid), sys.intern(worker.phase),
+                   sys.intern(worker.claim), sys.intern(worker.owner), worker.memory)
 
 
 class PodSeat(NamedTuple):
@@ -198,8 +199,8 @@ class FleetCache:
             _discard(self._pods_of, uid, name)
             uids.add(uid)
         if obj is not None:
-            uid = worker_owner_uid(obj)
-            self._pods[name] = PodSeat(uid, live_pod_claim(obj))
+            uid = sys.intern(worker_owner_uid(obj))
+            self._pods[name] = PodSeat(uid, sys.intern(live_pod_claim(obj)))
             _add(self._pods_of, uid, name)
             uids.add(uid)
         self._rebook(f"pod/{name}")

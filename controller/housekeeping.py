@@ -33,9 +33,9 @@ from controller.cache import Cache
 from controller.claims import read_claim
 from controller.logs import kv
 from controller.metrics import NEW, Census, Metrics
-from controller.objects import Obj, Worker, created_at, is_deleting, name_of, pod_claims, uid_of
+from controller.objects import Obj, Worker, created_at, is_deleting, pod_claims, uid_of
 from controller.settings import Settings
-from controller.work import Result, is_pending, worker_order
+from controller.work import Result, is_pending, worker_key, worker_order
 from controller.writes import Write
 
 log = logging.getLogger("openrl.controller.sweep")
@@ -45,7 +45,7 @@ def wake(cache: Cache, metrics: Metrics) -> Result:
     objs = cache.items(kube.WORKERS)
     pending = [o for o in objs if is_pending(o)]
     metrics.pending.set(len(pending))
-    keys = sorted(((name_of(o), worker_order(o)) for o in pending), key=lambda item: item[1])
+    keys = sorted(((worker_key(o), worker_order(o)) for o in pending), key=lambda item: item[1])
     return Result(enqueue=tuple(keys))
 
 

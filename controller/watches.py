@@ -41,7 +41,7 @@ from controller.logs import kv
 from controller.objects import Obj, controller_owner, meta, name_of, pod_node, pod_phase
 from controller.queue import WorkQueue
 from controller.records import PageDecoder, Record, strip, to_obj, to_record
-from controller.work import HOUSEKEEPING_ORDER, WAKE, worker_order
+from controller.work import HOUSEKEEPING_ORDER, WAKE, worker_key, worker_order
 
 log = logging.getLogger("openrl.controller.watch")
 
@@ -91,7 +91,8 @@ class Feed:
     def event(self, kind: str, obj: Obj, held: Record | None = None) -> None:
         if not self.accept(obj):
             return
-        name = name_of(obj)
+        # The record's own name where there is one (interned: the cache's key too)
+        name = name_of(obj) if held is None else held.name
         if kind == "DELETED":
             if self._seen.pop(name, None) is not None:
                 self.on_change("DELETED", obj)
@@ -217,7 +218,7 @@ def feeds(queue: WorkQueue, driver: str,
             queue.discard(name_of(obj))
             wake()
         else:
-            queue.add(name_of(obj), order=worker_order(obj))
+            queue.add(worker_key(obj), order=worker_order(obj))
 
     def on_pod(kind: str, obj: Obj) -> None:
         owner = controller_owner(obj) or {}
