@@ -57,13 +57,15 @@ class Feed:
     def __init__(self, resource: kube.Resource, signature: Callable[[Obj], Hashable],
                  on_change: Callable[[str, Obj], None], *, label_selector: str | None = None,
                  field_selector: str | None = None,
-                 accept: Callable[[Obj], bool] = lambda _obj: True) -> None:
+                 accept: Callable[[Obj], bool] | None = None) -> None:
         self.resource = resource
         self.signature = signature
         self.on_change = on_change
         self.label_selector = label_selector
         self.field_selector = field_selector
-        self.accept = accept
+        # None: every object is accepted (a list's records are then not read back to ask)
+        self.filters = accept is not None
+        self.accept: Callable[[Obj], bool] = accept or _accept_all
         # name -> the last object seen, as the cache holds it (a record) where it was
         # given one; its signature is worked out again when the next change comes, rather
         # than kept beside it for every object of a large fleet
@@ -105,6 +107,10 @@ class Feed:
             self.on_change("MODIFIED", obj)
 
 
+def _accept_all(_obj: Obj) -> bool:
+    return True
+
+
 def _obj(held: Record | Obj) -> Obj:
     return held if isinstance(held, dict) else to_obj(held)
 
@@ -125,7 +131,8 @@ class Watcher(threading.Thread):
         res = self.feed.resource
         items, version = self.api.list_with_version(
             res, label_selector=self.feed.label_selector,
-            field_selector=self.feed.field_selector, page=LIST_PAGE, keep=self._keep,
+            field_selector=self.feed.field_selector, page=LIST_PAGE,
+            keep=self._keep if self.feed.filters else None,
             decode=self._decode)
         self.cache.relist_records(res, items, version)
         self.feed.relist_records(items)
