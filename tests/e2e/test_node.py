@@ -11,6 +11,8 @@ one set of workers:
   same claim, no device is in two claims;
 * the leader's pod is deleted while workers arrive: the standby takes over and
   no seat is promised twice;
+* a rolling update of the Deployment while the last seats are asked for:
+  every worker placed, nothing double-booked;
 * the kubelet, then the DRA plugin, restart while shared claims are prepared:
   no container is restarted or replaced, and a claim freed after the restart
   leaves no CDI file behind;
@@ -295,6 +297,25 @@ def test_leader_pod_deleted_standby_takes_over_no_double_seat(node: Node) -> Non
     node.wait_running(arrivals)
     by_claim = check_books(node)
     assert sum(map(len, by_claim.values())) == 12
+    node.wait_deployment()
+
+
+def test_rolling_update_mid_burst_nothing_double_booked_nothing_lost(node: Node) -> None:
+    # Seats whose parked workers this machine's host memory holds (the
+    # scheduler refuses a fifth parked 2Gi worker here): the handover's three.
+    leaving = [f"handover-{i}" for i in range(3)]
+    for name in leaving:
+        node.delete_worker(name)
+    node.cluster.wait_for(
+        lambda: not {w["metadata"]["name"] for w in node.workers()} & set(leaving),
+        timeout=120, what="the handover workers gone")
+    node.cluster.kubectl("-n", NS, "rollout", "restart", f"deployment/{DEPLOYMENT}")
+    burst = [f"rollout-{i}" for i in range(3)]
+    for name in burst:
+        node.create_worker(name)
+    node.wait_running(burst, timeout=300)
+    by_claim = check_books(node)
+    assert sum(map(len, by_claim.values())) == 12 and len(by_claim) == 8, by_claim
     node.wait_deployment()
 
 
