@@ -312,6 +312,7 @@ state = "$CTRD/state"
       runtime_type = "io.containerd.runc.v2"
       [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
         BinaryName = "$(command -v runc)"
+        Root = "$CTRD/runc"
         SystemdCgroup = false
 EOF
   cat >"$NODE_DIR/kubelet.yaml" <<EOF
@@ -611,6 +612,9 @@ teardown() {
   for pid in $(shim_pids); do kill -KILL "$pid" 2>/dev/null || true; done
   remove_cgroups
   unmount_all
+  # The shims' sockets live in a directory containerd does not let us move:
+  # remove it (and its parents) when nothing is left in it.
+  rmdir /run/containerd/s /run/containerd/runc/k8s.io /run/containerd/runc /run/containerd 2>/dev/null || true
   # State goes; built images (.node/cache) and the last run's logs stay.
   if [[ -d $NODE_DIR ]]; then
     find "$NODE_DIR" -mindepth 1 -maxdepth 1 ! -name cache ! -name logs ! -name .lock \
