@@ -222,7 +222,6 @@ class Cache:
         with self.lock:
             self._apply(res, self.stores[res.key].assume(to_record(res, strip(res, obj)),
                                                             self.clock()))
-            self._apply(res, self.stores[res.key].assume(to_record(res, strip(res, obj))))
 
     def confirm(self, res: kube.Resource, obj: Obj) -> None:
         with self.lock:
