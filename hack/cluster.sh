@@ -32,6 +32,9 @@ die() {
   log "error: $*"
   exit 1
 }
+abort_up() { stop_all; }
+# shellcheck source=hack/lib/procs.sh
+source "$ROOT/hack/lib/procs.sh"
 
 load_ports() {
   # From the environment, unless a cluster is running: then the ports it was
@@ -50,12 +53,6 @@ load_ports() {
 
 # ---------------------------------------------------------------- build
 
-ensure_go() {
-  if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then
-    PATH=/usr/local/go/bin:$PATH
-  fi
-  command -v go >/dev/null 2>&1 || die "Go is needed to build the control plane (go.mod asks for $(sed -n 's/^go //p' "$SRC/go.mod"))"
-}
 
 ldflags() {
   # Stamp the release into the version packages, as Kubernetes' own build does.
@@ -75,7 +72,7 @@ source_stamp() {
 }
 
 build() {
-  ensure_go
+  ensure_go "the control plane (go.mod asks for $(sed -n 's/^go //p' "$SRC/go.mod"))"
   local stamp
   stamp=$(source_stamp)
   if [[ -x $KUBE && -f $KUBE.stamp && $(cat "$KUBE.stamp") == "$stamp" ]]; then
@@ -95,21 +92,6 @@ build() {
 
 # ---------------------------------------------------------------- PKI
 
-sign() { # name subject extendedKeyUsage [subjectAltName]
-  local name=$1 subj=$2 eku=$3 san=${4:-}
-  openssl genrsa -out "$PKI/$name.key" 2048 2>/dev/null
-  openssl req -new -key "$PKI/$name.key" -subj "$subj" -out "$PKI/$name.csr"
-  {
-    echo "basicConstraints=critical,CA:FALSE"
-    echo "keyUsage=critical,digitalSignature,keyEncipherment"
-    echo "extendedKeyUsage=$eku"
-    [[ -n $san ]] && echo "subjectAltName=$san"
-  } >"$PKI/$name.ext"
-  local ca=${CA:-ca}
-  openssl x509 -req -in "$PKI/$name.csr" -CA "$PKI/$ca.crt" -CAkey "$PKI/$ca.key" \
-    -CAcreateserial -days 3650 -sha256 -extfile "$PKI/$name.ext" -out "$PKI/$name.crt" 2>/dev/null
-  rm -f "$PKI/$name.csr" "$PKI/$name.ext"
-}
 
 kubeconfig() { # file user-cert-name
   local b64='base64 -w0'
@@ -155,17 +137,17 @@ EOF
     openssl genrsa -out "$PKI/ca.key" 2048 2>/dev/null
     openssl req -x509 -new -config "$PKI/ca.cnf" -key "$PKI/ca.key" -days 3650 -sha256 -out "$PKI/ca.crt"
     sign apiserver "/CN=kube-apiserver" serverAuth \
-      "IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
-    sign admin "/O=system:masters/CN=kubernetes-admin" clientAuth
-    sign controller-manager "/CN=system:kube-controller-manager" clientAuth
-    sign scheduler "/CN=system:kube-scheduler" clientAuth
+      "IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local" "$PKI/ca"
+    sign admin "/O=system:masters/CN=kubernetes-admin" clientAuth "" "$PKI/ca"
+    sign controller-manager "/CN=system:kube-controller-manager" clientAuth "" "$PKI/ca"
+    sign scheduler "/CN=system:kube-scheduler" clientAuth "" "$PKI/ca"
     # The aggregation layer's front proxy: gives the components' delegated
     # authentication a request-header CA to load (else they log errors).
     sed 's/openrl-place-local-ca/openrl-place-front-proxy-ca/' "$PKI/ca.cnf" >"$PKI/front-proxy-ca.cnf"
     openssl genrsa -out "$PKI/front-proxy-ca.key" 2048 2>/dev/null
     openssl req -x509 -new -config "$PKI/front-proxy-ca.cnf" -key "$PKI/front-proxy-ca.key" \
       -days 3650 -sha256 -out "$PKI/front-proxy-ca.crt"
-    CA=front-proxy-ca sign front-proxy-client "/CN=front-proxy-client" clientAuth
+    sign front-proxy-client "/CN=front-proxy-client" clientAuth "" "$PKI/front-proxy-ca"
     openssl genrsa -out "$PKI/sa.key" 2048 2>/dev/null
     openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
     touch "$PKI/complete-v2"
@@ -174,7 +156,7 @@ EOF
   # logs, exec and port-forward; added later than the rest, hence outside the
   # stamp above.
   if [[ ! -f $PKI/kubelet-client.crt ]]; then
-    sign kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth
+    sign kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth "" "$PKI/ca"
   fi
   # Kubeconfigs carry the API server port: rewrite them on every start.
   kubeconfig "$ADMIN_KUBECONFIG" admin
@@ -184,50 +166,11 @@ EOF
 
 # ---------------------------------------------------------------- processes
 
-pid_of() { # prints the pid if the component's recorded process is alive and ours
-  local f=$RUN/$1.pid pid
-  [[ -f $f ]] || return 1
-  pid=$(cat "$f")
-  [[ $pid =~ ^[0-9]+$ ]] || return 1
-  [[ -r /proc/$pid/cmdline ]] || return 1
-  # Guard against pid reuse: the process must still be what we started.
-  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$(cat "$RUN/$1.cmd" 2>/dev/null || echo '#none#')" || return 1
-  echo "$pid"
-}
 
-launch() { # name marker command...
-  local name=$1 marker=$2
-  shift 2
-  # setsid: own session, so a terminal's or test runner's signals to its
-  # process group do not reach the cluster. Close the lock descriptor (9).
-  setsid "$@" </dev/null >>"$LOGS/$name.log" 2>&1 9>&- &
-  echo $! >"$RUN/$name.pid"
-  echo "$marker" >"$RUN/$name.cmd"
-}
 
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-fail_up() { # component message
-  log "error: $2"
-  if [[ -f $LOGS/$1.log ]]; then
-    log "last lines of $LOGS/$1.log:"
-    tail -n 40 "$LOGS/$1.log" >&2
-  fi
-  trap - EXIT
-  stop_all
-  exit 1
-}
 
-wait_until() { # component timeout-seconds description command...
-  local name=$1 timeout=$2 what=$3
-  shift 3
-  local deadline=$((SECONDS + timeout))
-  until "$@" >/dev/null 2>&1; do
-    pid_of "$name" >/dev/null || fail_up "$name" "$name exited while waiting for $what"
-    ((SECONDS < deadline)) || fail_up "$name" "timed out after ${timeout}s waiting for $what"
-    sleep 0.2
-  done
-}
 
 api_get() { # path
   curl -sf --max-time 5 --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" \
@@ -246,36 +189,11 @@ all_running() {
   readyz
 }
 
-stop_group() { # components...: SIGTERM together, SIGKILL what is left after 10 s
-  local name pid i alive
-  local -A pids=()
-  for name in "$@"; do
-    if pid=$(pid_of "$name"); then
-      pids[$name]=$pid
-      kill -TERM "$pid" 2>/dev/null || true
-    fi
-  done
-  for ((i = 0; i < 100; i++)); do
-    alive=0
-    for pid in "${pids[@]}"; do [[ -d /proc/$pid ]] && alive=1; done
-    ((alive)) || break
-    sleep 0.1
-  done
-  for name in "${!pids[@]}"; do
-    pid=${pids[$name]}
-    if [[ -d /proc/$pid ]]; then
-      log "$name (pid $pid) ignored SIGTERM for 10s; killing it"
-      kill -KILL "$pid" 2>/dev/null || true
-    fi
-    log "stopped $name (pid $pid)"
-  done
-  for name in "$@"; do rm -f "$RUN/$name.pid" "$RUN/$name.cmd"; done
-}
 
 stop_all() {
   # Everything that talks to etcd first, all at once; then etcd.
-  stop_group fakenodes scheduler controller-manager apiserver
-  stop_group etcd
+  stop_group 10 fakenodes scheduler controller-manager apiserver
+  stop_group 10 etcd
   local deadline=$((SECONDS + 10)) p busy
   while :; do
     busy=()
@@ -424,20 +342,9 @@ cmd_down() {
 
 cmd_status() {
   load_ports
-  local c pid rc=0 rss pss total_rss=0 total_pss=0
-  for c in "${COMPONENTS[@]}"; do
-    if pid=$(pid_of "$c"); then
-      # kB; PSS splits the pages the processes share (the one binary's text).
-      rss=$(awk '/^Rss:/{print $2}' "/proc/$pid/smaps_rollup")
-      pss=$(awk '/^Pss:/{print $2}' "/proc/$pid/smaps_rollup")
-      total_rss=$((total_rss + rss)) total_pss=$((total_pss + pss))
-      printf '%-20s running (pid %s, rss %s MiB, pss %s MiB)\n' "$c" "$pid" $((rss / 1024)) $((pss / 1024))
-    else
-      printf '%-20s stopped\n' "$c"
-      rc=3
-    fi
-  done
-  printf '%-20s rss %s MiB, pss %s MiB\n' total $((total_rss / 1024)) $((total_pss / 1024))
+  local rc=0
+  status_rows 20 "${COMPONENTS[@]}" || rc=3
+  printf '%-20s rss %s MiB, pss %s MiB\n' total $((TOTAL_RSS / 1024)) $((TOTAL_PSS / 1024))
   if readyz; then
     echo "apiserver            ready at https://127.0.0.1:$CL_APISERVER_PORT"
     echo "KUBECONFIG=$ADMIN_KUBECONFIG"

@@ -50,6 +50,11 @@ die() {
   log "error: $*"
   exit 1
 }
+abort_up() { teardown; }
+FAIL_TAIL=30
+STOP_QUIET=1
+# shellcheck source=hack/lib/procs.sh
+source "$ROOT/hack/lib/procs.sh"
 
 # ---------------------------------------------------------------- can this machine run a node?
 
@@ -76,12 +81,6 @@ cmd_check() {
 
 # ---------------------------------------------------------------- build and install
 
-ensure_go() {
-  if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then
-    PATH=/usr/local/go/bin:$PATH
-  fi
-  command -v go >/dev/null 2>&1 || die "Go is needed to build the node's components"
-}
 
 apt_install() { # command-or-path package...
   local probe=$1
@@ -153,7 +152,7 @@ build_pause() {
 }
 
 cmd_build() {
-  ensure_go
+  ensure_go "the node's components"
   mkdir -p "$CACHE"
   apt_install runc runc
   apt_install /usr/lib/cni/host-local containernetworking-plugins
@@ -182,20 +181,6 @@ api_server() {
 
 # ---------------------------------------------------------------- certificates
 
-sign() { # name subject extendedKeyUsage [subjectAltName]
-  local name=$1 subj=$2 eku=$3 san=${4:-} ca=$CLUSTER_DIR/pki
-  openssl genrsa -out "$PKI/$name.key" 2048 2>/dev/null
-  openssl req -new -key "$PKI/$name.key" -subj "$subj" -out "$PKI/$name.csr"
-  {
-    echo "basicConstraints=critical,CA:FALSE"
-    echo "keyUsage=critical,digitalSignature,keyEncipherment"
-    echo "extendedKeyUsage=$eku"
-    [[ -n $san ]] && echo "subjectAltName=$san"
-  } >"$PKI/$name.ext"
-  openssl x509 -req -in "$PKI/$name.csr" -CA "$ca/ca.crt" -CAkey "$ca/ca.key" \
-    -CAcreateserial -CAserial "$PKI/ca.srl" -days 3650 -sha256 -extfile "$PKI/$name.ext" -out "$PKI/$name.crt" 2>/dev/null
-  rm -f "$PKI/$name.csr" "$PKI/$name.ext"
-}
 
 ensure_pki() {
   local ca=$CLUSTER_DIR/pki stamp
@@ -208,8 +193,8 @@ ensure_pki() {
   cp "$ca/ca.crt" "$PKI/ca.crt"
   # The node's identity (the Node authorizer scopes it to this node), used by
   # the kubelet and the DRA plugin alike, and the kubelet's serving cert.
-  sign node "/O=system:nodes/CN=system:node:$NODE_NAME" clientAuth
-  sign kubelet "/CN=$NODE_NAME" serverAuth "DNS:$NODE_NAME,DNS:localhost,IP:127.0.0.1"
+  sign node "/O=system:nodes/CN=system:node:$NODE_NAME" clientAuth "" "$CLUSTER_DIR/pki/ca"
+  sign kubelet "/CN=$NODE_NAME" serverAuth "DNS:$NODE_NAME,DNS:localhost,IP:127.0.0.1" "$CLUSTER_DIR/pki/ca"
   echo "$stamp" >"$PKI/stamp"
 }
 
@@ -402,37 +387,8 @@ unmount_all() { # every mount at or under $NODE_DIR, deepest first
   ((${#mounts[@]} == 0)) || log "warning: still mounted: ${mounts[*]}"
 }
 
-pid_of() { # the recorded pid if that process is alive and still what we started
-  local f=$RUN/$1.pid pid
-  [[ -f $f ]] || return 1
-  pid=$(cat "$f")
-  [[ $pid =~ ^[0-9]+$ && -r /proc/$pid/cmdline ]] || return 1
-  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$(cat "$RUN/$1.cmd" 2>/dev/null || echo '#none#')" || return 1
-  echo "$pid"
-}
 
-launch() { # name marker command...
-  local name=$1 marker=$2
-  shift 2
-  setsid "$@" </dev/null >>"$LOGS/$name.log" 2>&1 8>&- &
-  echo $! >"$RUN/$name.pid"
-  echo "$marker" >"$RUN/$name.cmd"
-}
 
-stop() { # name [seconds]: SIGTERM, then SIGKILL
-  local name=$1 wait=${2:-15} pid i
-  pid=$(pid_of "$name") || { rm -f "$RUN/$name.pid" "$RUN/$name.cmd"; return 0; }
-  kill -TERM "$pid" 2>/dev/null || true
-  for ((i = 0; i < wait * 10; i++)); do
-    [[ -d /proc/$pid ]] || break
-    sleep 0.1
-  done
-  if [[ -d /proc/$pid ]]; then
-    log "$name (pid $pid) ignored SIGTERM for ${wait}s; killing it"
-    kill -KILL "$pid" 2>/dev/null || true
-  fi
-  rm -f "$RUN/$name.pid" "$RUN/$name.cmd"
-}
 
 # The runc shims of our containerd (they outlive it by design), found by the
 # socket address they were started with.
@@ -444,27 +400,7 @@ shim_pids() {
   return 0
 }
 
-fail_up() { # component message
-  log "error: $2"
-  if [[ -f $LOGS/$1.log ]]; then
-    log "last lines of $LOGS/$1.log:"
-    tail -n 30 "$LOGS/$1.log" >&2
-  fi
-  trap - EXIT
-  teardown
-  exit 1
-}
 
-wait_until() { # component timeout what command...
-  local name=$1 timeout=$2 what=$3
-  shift 3
-  local deadline=$((SECONDS + timeout))
-  until "$@" >/dev/null 2>&1; do
-    pid_of "$name" >/dev/null || fail_up "$name" "$name exited while waiting for $what"
-    ((SECONDS < deadline)) || fail_up "$name" "timed out after ${timeout}s waiting for $what"
-    sleep 0.2
-  done
-}
 
 # (ctr repeats containerd's cgroup v1 deprecation notice on every call.)
 ctr() { "$BIN_DIR/ctr" --address "$SOCK" -n k8s.io "$@" 2> >(grep -v 'support for cgroup v1 is deprecated' >&2); }
@@ -599,8 +535,8 @@ teardown() {
       done
     fi
   fi
-  stop draplugin
-  stop kubelet
+  stop_group 15 draplugin
+  stop_group 15 kubelet
   if pid_of containerd >/dev/null; then
     # Whatever the kubelet did not stop (it was gone, or timed out).
     local id
@@ -608,7 +544,7 @@ teardown() {
     sleep 0.3
     for id in $(ctr tasks ls -q 2>/dev/null); do ctr tasks delete -f "$id" >/dev/null 2>&1 || true; done
   fi
-  stop containerd
+  stop_group 15 containerd
   for pid in $(shim_pids); do kill -KILL "$pid" 2>/dev/null || true; done
   remove_cgroups
   unmount_all
@@ -634,27 +570,16 @@ cmd_down() {
 }
 
 cmd_status() {
-  # kB; PSS splits the pages the kubelet and the plugin share (one binary's text).
-  local c pid rc=0 rss pss total=0 total_pss=0
-  for c in "${COMPONENTS[@]}"; do
-    if pid=$(pid_of "$c"); then
-      rss=$(awk '/^Rss:/{print $2}' "/proc/$pid/smaps_rollup")
-      pss=$(awk '/^Pss:/{print $2}' "/proc/$pid/smaps_rollup")
-      total=$((total + rss)) total_pss=$((total_pss + pss))
-      printf '%-12s running (pid %s, rss %s MiB, pss %s MiB)\n' "$c" "$pid" $((rss / 1024)) $((pss / 1024))
-    else
-      printf '%-12s stopped\n' "$c"
-      rc=3
-    fi
-  done
+  local pid rc=0 rss pss
+  status_rows 12 "${COMPONENTS[@]}" || rc=3
   local shims=0
   for pid in $(shim_pids); do
     shims=$((shims + 1))
-    total=$((total + $(awk '/^Rss:/{print $2}' "/proc/$pid/smaps_rollup")))
-    total_pss=$((total_pss + $(awk '/^Pss:/{print $2}' "/proc/$pid/smaps_rollup")))
+    read -r rss pss < <(memory_kb "$pid")
+    TOTAL_RSS=$((TOTAL_RSS + rss)) TOTAL_PSS=$((TOTAL_PSS + pss))
   done
   printf '%-12s %s running\n' shims "$shims"
-  printf '%-12s rss %s MiB, pss %s MiB (components and shims)\n' total $((total / 1024)) $((total_pss / 1024))
+  printf '%-12s rss %s MiB, pss %s MiB (components and shims)\n' total $((TOTAL_RSS / 1024)) $((TOTAL_PSS / 1024))
   if [[ -x $KUBE ]] && node_ready 2>/dev/null; then
     echo "node         $NODE_NAME Ready"
   else
@@ -752,8 +677,8 @@ cmd_restart() {
   flock 8
   pid_of "$name" >/dev/null || die "$name is not running"
   # A restart that fails leaves the rest running (no teardown) for a look.
-  fail_up() { log "error: $2"; tail -n 30 "$LOGS/$1.log" >&2; exit 1; }
-  stop "$name"
+  abort_up() { :; }
+  stop_group 15 "$name"
   case $name in
     containerd) start_containerd ;;
     kubelet)
