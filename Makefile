@@ -49,7 +49,7 @@ tools:
 	hack/gotool.sh promtool >/dev/null
 
 lint: setup
-	$(BIN)/ruff check placement cli controller tests bench
+	$(BIN)/ruff check placement cli controller hack tests bench
 	$(BIN)/mypy --strict placement cli controller
 
 bench: setup bench-cache
@@ -70,7 +70,7 @@ NODES   ?= 25
 WORKERS ?= 200
 burst: setup
 	FAKE_GPU_NODES=$(NODES) hack/cluster.sh up
-	KUBECONFIG=$(CURDIR)/.cluster/admin.kubeconfig $(BIN)/python hack/burst.py --baseline \
+	KUBECONFIG=$(CURDIR)/.cluster/admin.kubeconfig $(BIN)/python -m hack.burst --baseline \
 	  --subprocess --maxw 1 --workers $(WORKERS) --timeout 1800
 
 cluster-up: setup
@@ -121,14 +121,14 @@ chaos: setup
 ## planted-template escalation, as a table; ends with "privilege: PASS|FAIL".
 privilege: setup
 	hack/cluster.sh up
-	KUBECONFIG=$(CURDIR)/.cluster/admin.kubeconfig $(BIN)/python hack/privilege.py
+	KUBECONFIG=$(CURDIR)/.cluster/admin.kubeconfig $(BIN)/python -m hack.privilege
 
 ## Seeded hostile OpenRLWorkers through the API server: tried / refused / answered / stuck;
 ## ends with "fuzz: PASS|FAIL". FUZZ_COUNT (3000 here) and FUZZ_SEED scale and vary it.
 FUZZ_COUNT ?= 3000
 fuzz: setup
 	hack/cluster.sh up
-	KUBECONFIG=$(CURDIR)/.cluster/admin.kubeconfig $(BIN)/python hack/fuzz.py --count $(FUZZ_COUNT)
+	KUBECONFIG=$(CURDIR)/.cluster/admin.kubeconfig $(BIN)/python -m hack.fuzz --count $(FUZZ_COUNT)
 
 ## Play generated scenarios on the local control plane (or $$KUBECONFIG) and compare every
 ## step with simulate; ends with "fidelity: A/N scenarios, S/T steps agree".
@@ -137,7 +137,7 @@ fidelity: setup
 	if [ -z "$$KUBECONFIG" ] && ! hack/cluster.sh status >/dev/null 2>&1; then \
 	  hack/cluster.sh up >/dev/null && started=1 || exit 1; \
 	fi; \
-	$(BIN)/python hack/replay.py --keep-going --generate $(FIDELITY_SCENARIOS) \
+	$(BIN)/python -m hack.replay --keep-going --generate $(FIDELITY_SCENARIOS) \
 	  --seed $(FIDELITY_SEED); rc=$$?; \
 	if [ $$started = 1 ]; then hack/cluster.sh down; fi; exit $$rc
 

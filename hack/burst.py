@@ -25,8 +25,10 @@ The fake GPU nodes are labelled openrl.io/enabled=true and
 max-workers-per-claim=MAXW for the run (labels restored afterwards); the
 namespace is deleted at the end. Usage:
 
-  KUBECONFIG=.cluster/admin.kubeconfig .venv/bin/python hack/burst.py \\
+  KUBECONFIG=.cluster/admin.kubeconfig .venv/bin/python -m hack.burst \\
       [--workers 200] [--memory 10Gi] [--maxw 16] [--baseline] [--json]
+
+(from the repository root, as ``make burst`` runs it)
 """
 
 from __future__ import annotations
@@ -49,27 +51,23 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from kubernetes import client, config
 from prometheus_client.parser import text_string_to_metric_families
 
+from controller import kube, naming, render
+from controller.claims import build_claim
+from controller.fleet_reader import read_slices
+from controller.loop import Controller
+from controller.main import run
+from controller.metrics import Metrics
+from controller.objects import Worker
+from controller.settings import Settings
+from hack.lib import kube as testbed
+from hack.lib.install import ensure_crd
+from hack.lib.kube import CLAIMS, CONFIGMAPS, NAMESPACES, PODS, SLICES, WORKERS
+from placement import NewClaim
+from placement.quantity import parse_quantity
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "hack" / "lib"))
-
-from install import ensure_crd  # noqa: E402
-
-from controller import kube, naming, render  # noqa: E402
-from controller.claims import build_claim  # noqa: E402
-from controller.fleet_reader import read_slices  # noqa: E402
-from controller.loop import Controller  # noqa: E402
-from controller.main import run  # noqa: E402
-from controller.metrics import Metrics  # noqa: E402
-from controller.objects import Worker  # noqa: E402
-from controller.settings import Settings  # noqa: E402
-from placement import NewClaim  # noqa: E402
-from placement.quantity import parse_quantity  # noqa: E402
-
-GROUP, VERSION, PLURAL = "openrl.io", "v1alpha1", "openrlworkers"
 
 
 def peak_rss_mb(pid: int | str = "self") -> float:
@@ -185,23 +183,23 @@ def create_all(count: int, create: Any, concurrency: int) -> None:
         list(pool.map(create, range(count)))
 
 
-def baseline(core: client.CoreV1Api, custom: client.CustomObjectsApi, namespace: str,
+def baseline(k: testbed.Kube, namespace: str,
              workers: int, memory: str, driver: str, device_memory: int,
              timeout: float, concurrency: int = 1) -> float:
     """kube-scheduler alone: claims and pods created directly; seconds until all run."""
     bytes_ = parse_quantity(memory)
     shape = NewClaim(node="", devices=1, memory_floor=bytes_, memory_ceiling=device_memory)
-    template = yaml.safe_load(core.read_namespaced_config_map(
-        naming.template_name("trainer"), namespace).data[naming.DEFAULT_TEMPLATE_KEY])
+    template = yaml.safe_load((k.get(CONFIGMAPS, naming.template_name("trainer"),
+                                     namespace=namespace) or {})["data"][
+        naming.DEFAULT_TEMPLATE_KEY])
     started = time.monotonic()
 
     def create(i: int) -> None:
         name = f"base-{i:04d}"
         body = build_claim(f"claim-{name}", shape, namespace=namespace, device_class=driver,
                            driver=driver, worker=name)
-        custom.create_namespaced_custom_object("resource.k8s.io", "v1", namespace,
-                                               "resourceclaims", body)
-        worker = Worker.from_obj({"apiVersion": "openrl.io/v1alpha1", "kind": "OpenRLWorker",
+        k.create(CLAIMS, body, namespace=namespace)
+        worker = Worker.from_obj({"apiVersion": naming.API_VERSION, "kind": naming.KIND,
                                   "metadata": {"name": name, "uid": f"uid-{name}"},
                                   "spec": {"role": "trainer", "modelId": "burst",
                                            "memory": memory}})
@@ -209,35 +207,26 @@ def baseline(core: client.CoreV1Api, custom: client.CustomObjectsApi, namespace:
                            worker, f"claim-{name}", namespace, node="")
         pod["metadata"]["name"] = name
         pod["metadata"]["ownerReferences"] = []
-        core.create_namespaced_pod(namespace, pod)
+        k.create(PODS, pod, namespace=namespace)
 
     create_all(workers, create, concurrency)
     while time.monotonic() - started < timeout:
-        pods = core.list_namespaced_pod(namespace, label_selector=f"{naming.LABEL_MANAGED}=true")
-        running = sum(1 for p in pods.items if p.status.phase == "Running"
-                      and p.metadata.name.startswith("base-"))
+        pods = k.list(PODS, namespace=namespace, selector=naming.MANAGED_SELECTOR)
+        running = sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running"
+                      and p["metadata"]["name"].startswith("base-"))
         if running >= workers:
             break
         time.sleep(0.25)
     return time.monotonic() - started
 
 
-def delete_all_claims(custom: client.CustomObjectsApi, namespace: str) -> None:
+def delete_all_claims(k: testbed.Kube, namespace: str) -> None:
     def names() -> list[str]:
-        items = custom.list_namespaced_custom_object("resource.k8s.io", "v1", namespace,
-                                                     "resourceclaims")["items"]
-        return [c["metadata"]["name"] for c in items]
+        return [c["metadata"]["name"] for c in k.list(CLAIMS, namespace=namespace)]
 
     for name in names():
-        try:
-            custom.delete_namespaced_custom_object("resource.k8s.io", "v1", namespace,
-                                                   "resourceclaims", name)
-        except client.ApiException as e:
-            if e.status != 404:
-                raise
-    deadline = time.monotonic() + 120
-    while names() and time.monotonic() < deadline:
-        time.sleep(0.5)
+        k.delete(CLAIMS, name, namespace=namespace)
+    testbed.wait_for("the claims to go", 120, lambda: (not names(), "claims left"), every=0.5)
 
 
 def main() -> int:
@@ -261,25 +250,23 @@ def main() -> int:
     logging.basicConfig(level=getattr(logging, args.log_level.upper()), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
 
-    config.load_kube_config()
-    api = client.ApiClient()
-    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
-    ensure_crd(api)
     namespace = f"burst-{uuid.uuid4().hex[:6]}"
-    core.create_namespace({"metadata": {"name": namespace}})
+    k = testbed.Kube.connect(namespace=namespace)  # the harness's own requests
+    ensure_crd(k)
+    k.create(NAMESPACES, {"metadata": {"name": namespace}})
     templates = (ROOT / "manifests" / "base" / "pod-templates.yaml").read_text()
     for doc in yaml.safe_load_all(templates):
         doc["metadata"]["namespace"] = namespace
-        core.create_namespaced_config_map(namespace, doc)
+        k.create(CONFIGMAPS, doc)
 
-    slices = custom.list_cluster_custom_object("resource.k8s.io", "v1", "resourceslices")
-    hardware, _, _ = read_slices(slices["items"], args.driver)
-    labels = {"openrl.io/enabled": "true", "openrl.io/max-workers-per-claim": str(args.maxw)}
+    hardware, _, _ = read_slices(k.list(SLICES), args.driver)
+    labels: dict[str, str | None] = {naming.NODE_ENABLED: "true",
+                                     naming.NODE_MAX_WORKERS: str(args.maxw)}
     saved = {}
     for node in hardware:
-        current = core.read_node(node).metadata.labels or {}
-        saved[node] = {k: current.get(k) for k in labels}
-        core.patch_node(node, {"metadata": {"labels": labels}})
+        before = k.label_node(node, labels)
+        if before is not None:
+            saved[node] = before
 
     settings = Settings(namespace=namespace, leader_elect=False, http_address="",
                         device_class=args.driver, identity="burst")
@@ -295,8 +282,8 @@ def main() -> int:
         started = time.monotonic()
 
         def create(i: int) -> None:
-            custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, {
-                "apiVersion": f"{GROUP}/{VERSION}", "kind": "OpenRLWorker",
+            k.create(WORKERS, {
+                "apiVersion": naming.API_VERSION, "kind": naming.KIND,
                 "metadata": {"name": f"burst-{i:03d}"},
                 "spec": {"role": "trainer", "modelId": "burst", "memory": args.memory,
                          "ownerId": f"owner-{i % 7}"}})
@@ -306,8 +293,7 @@ def main() -> int:
         phases: Counter[str] = Counter()
         progress_at = started + 10
         while time.monotonic() - started < args.timeout:
-            items = custom.list_namespaced_custom_object(GROUP, VERSION, namespace,
-                                                         PLURAL)["items"]
+            items = k.list(WORKERS)
             phases = Counter((w.get("status") or {}).get("phase", "") for w in items)
             settled = all(
                 (w.get("status") or {}).get("phase") == "Running"
@@ -346,8 +332,7 @@ def main() -> int:
         by_verb: Counter[str] = Counter()
         for (verb, _res), n in calls.items():
             by_verb[verb] += n
-        claims = custom.list_namespaced_custom_object("resource.k8s.io", "v1", namespace,
-                                                      "resourceclaims")["items"]
+        claims = k.list(CLAIMS)
         figures = {
             "workers": args.workers, "memory": args.memory, "nodes": len(hardware),
             "devices": sum(h.devices for h in hardware.values()),
@@ -372,35 +357,27 @@ def main() -> int:
             "seconds_by_call": {k: round(v, 2) for k, v in sorted(api_seconds.items())},
         }
     finally:
-        for item in custom.list_namespaced_custom_object(GROUP, VERSION, namespace,
-                                                         PLURAL)["items"]:
-            custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL,
-                                                   item["metadata"]["name"])
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and custom.list_namespaced_custom_object(
-                GROUP, VERSION, namespace, PLURAL)["items"]:
-            time.sleep(1)
+        for item in k.list(WORKERS):
+            k.delete(WORKERS, item["metadata"]["name"])
+        testbed.wait_for("the workers to go", 180, lambda: (not k.list(WORKERS), "left"))
         subject.stop()
         if args.baseline and figures:
             # The pipeline's claims go first: their devices are the baseline's.
-            delete_all_claims(custom, namespace)
+            delete_all_claims(k, namespace)
             memories = sorted(h.device_memory for h in hardware.values())
-            took = baseline(core, custom, namespace, args.workers, args.memory, args.driver,
+            took = baseline(k, namespace, args.workers, args.memory, args.driver,
                             memories[0] if memories else parse_quantity("80Gi"), args.timeout,
                             args.create_concurrency)
             figures["baseline_seconds"] = round(took, 2)
             figures["ratio"] = round(figures["settle_seconds"] / max(took, 1e-9), 2)
-            for pod in core.list_namespaced_pod(namespace).items:
-                core.delete_namespaced_pod(pod.metadata.name, namespace, grace_period_seconds=0)
-            delete_all_claims(custom, namespace)
-        for item in custom.list_namespaced_custom_object(GROUP, VERSION, namespace,
-                                                         PLURAL)["items"]:
-            custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL,
-                                                  item["metadata"]["name"],
-                                                  {"metadata": {"finalizers": None}})
-        core.delete_namespace(namespace)
+            for pod in k.list(PODS):
+                k.delete(PODS, pod["metadata"]["name"], grace=0)
+            delete_all_claims(k, namespace)
+        for item in k.list(WORKERS):
+            k.patch(WORKERS, item["metadata"]["name"], {"metadata": {"finalizers": None}})
+        k.delete(NAMESPACES, namespace)
         for node, values in saved.items():
-            core.patch_node(node, {"metadata": {"labels": values}})
+            k.label_node(node, values)
 
     if args.json:
         print(json.dumps(figures, indent=2))

@@ -49,20 +49,31 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
+from kubernetes import watch
 
-import invariants as inv
-from kubernetes import client, config, watch
-from kubernetes.client.exceptions import ApiException
+from hack.lib import invariants as inv
+from hack.lib import kube
+from hack.lib.kube import CLAIMS, CONFIGMAPS, NODES, PODS, SLICES, WORKERS, KubeError, Obj
+from hack.lib.names import (
+    API_VERSION,
+    GROUP,
+    KIND,
+    LABEL_MANAGED,
+    NAMESPACE,
+    NODE_ENABLED,
+    NODE_MAX_WORKERS,
+    PLURAL,
+    RUN_LABEL,
+    SIZED_FOR,
+    VERSION,
+    pod_name,
+    template_name,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
-NS = os.environ.get("OPENRL_NAMESPACE", "openrl")
-GROUP, VERSION, PLURAL = "openrl.io", "v1alpha1", "openrlworkers"
-RUN_LABEL = "e2e.openrl.io/run"
-TEMPLATE = "openrl-template-trainer"
+NS = os.environ.get("OPENRL_NAMESPACE", NAMESPACE)
+TEMPLATE = template_name("trainer")
 MAXW = int(os.environ.get("MAXW", "2"))
-Obj = dict[str, Any]
 
 
 def seconds(text: str, default: float) -> float:
@@ -82,52 +93,36 @@ def seconds(text: str, default: float) -> float:
 # ------------------------------------------------------------------ the API
 
 
-class Api:
-    def __init__(self) -> None:
-        config.load_kube_config()
-        self.api = client.ApiClient()
-        self.core = client.CoreV1Api(self.api)
-        self.custom = client.CustomObjectsApi(self.api)
+class Api(kube.Kube):
+    """The run's namespace as the admin sees it (the checker reads, the faults write)."""
 
-    def raw(self, call: Callable[..., Any], *args: Any, **kw: Any) -> Obj:
-        data = json.loads(call(*args, _preload_content=False, _request_timeout=20, **kw).data)
-        assert isinstance(data, dict)
-        return data
+    def __init__(self) -> None:
+        super().__init__(kube.api_client(), NS, timeout=20)
 
     def workers(self) -> list[Obj]:
-        return list(self.raw(self.custom.list_namespaced_custom_object, GROUP, VERSION, NS,
-                             PLURAL)["items"])
+        return self.list(WORKERS)
 
     def claims(self) -> list[Obj]:
-        return list(self.raw(self.custom.list_namespaced_custom_object, "resource.k8s.io", "v1",
-                             NS, "resourceclaims")["items"])
+        return self.list(CLAIMS)
 
     def pods(self) -> list[Obj]:
-        return list(self.raw(self.core.list_namespaced_pod, NS)["items"])
+        return self.list(PODS)
 
     def nodes(self) -> list[Obj]:
-        return list(self.raw(self.core.list_node)["items"])
+        return self.list(NODES)
 
     def pod(self, name: str) -> Obj | None:
-        try:
-            return self.raw(self.core.read_namespaced_pod, name, NS)
-        except ApiException as e:
-            if e.status == 404:
-                return None
-            raise
+        return self.get(PODS, name)
 
     def create_worker(self, name: str, memory: str) -> None:
-        body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "OpenRLWorker",
+        body = {"apiVersion": API_VERSION, "kind": KIND,
                 "metadata": {"name": name, "labels": {RUN_LABEL: "chaos"}},
                 "spec": {"role": "trainer", "modelId": "chaos/model", "memory": memory}}
-        self.custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, body)
+        self.create(WORKERS, body)
 
     def delete_worker(self, name: str) -> None:
-        with contextlib.suppress(ApiException):
-            self.custom.delete_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name)
-
-    def label_node(self, node: str, labels: dict[str, str | None]) -> None:
-        self.core.patch_node(node, {"metadata": {"labels": labels}})
+        with contextlib.suppress(KubeError):  # the API server may be down on purpose
+            self.delete(WORKERS, name)
 
 
 # --------------------------------------------------------------- the checker
@@ -152,7 +147,7 @@ class Checker:
              self._worker),
             (self.api.core.list_namespaced_pod, (NS,), self._pod),
             (self.api.custom.list_namespaced_custom_object,
-             ("resource.k8s.io", "v1", NS, "resourceclaims"), self._claim),
+             (CLAIMS.group, CLAIMS.version, NS, CLAIMS.plural), self._claim),
             (self.api.core.list_node, (), self._node),
         ]
         for call, args, handle in feeds:
@@ -206,7 +201,7 @@ class Checker:
         name = obj["metadata"]["name"]
         if kind == "DELETED":
             self.world.workers.pop(name, None)
-            pod = self.api.pod(f"orw-{name}")
+            pod = self.api.pod(pod_name(name))
             self._record(inv.worker_gone(self.world, obj, pod))
         else:
             self.world.workers[name] = obj
@@ -418,55 +413,53 @@ class Faults:
         return self.rng.choice(items) if items else None
 
     def delete_pod(self) -> None:
-        pod = self._pick([p for p in self.api.pods() if p["metadata"]["name"].startswith("orw-")])
+        pod = self._pick([p for p in self.api.pods()
+                          if p["metadata"]["name"].startswith(pod_name(""))])
         if pod is not None:
-            with contextlib.suppress(ApiException):
-                self.api.core.delete_namespaced_pod(pod["metadata"]["name"], NS)
+            with contextlib.suppress(KubeError):
+                self.api.delete(PODS, pod["metadata"]["name"])
 
     def delete_claim(self) -> None:
         claim = self._pick(self.api.claims())
         if claim is None:
             return
-        with contextlib.suppress(ApiException):
-            self.api.custom.delete_namespaced_custom_object(
-                "resource.k8s.io", "v1", NS, "resourceclaims", claim["metadata"]["name"])
+        with contextlib.suppress(KubeError):
+            self.api.delete(CLAIMS, claim["metadata"]["name"])
         # Its workers keep running on it; an operator would delete their pods next.
         time.sleep(3)
         for pod in self.api.pods():
             if inv.pod_claim(pod) == claim["metadata"]["name"]:
-                with contextlib.suppress(ApiException):
-                    self.api.core.delete_namespaced_pod(pod["metadata"]["name"], NS)
+                with contextlib.suppress(KubeError):
+                    self.api.delete(PODS, pod["metadata"]["name"])
 
     def disable_node(self) -> None:
         node = self.rng.choice(self.nodes)
-        self.api.label_node(node, {"openrl.io/enabled": "false"})
-        self.undo.append(lambda: self.api.label_node(node, {"openrl.io/enabled": "true"}))
+        self.api.label_node(node, {NODE_ENABLED: "false"})
+        self.undo.append(lambda: self.api.label_node(node, {NODE_ENABLED: "true"}))
 
     def lower_cap(self) -> None:
         node = self.rng.choice(self.nodes)
-        self.api.label_node(node, {"openrl.io/max-workers-per-claim": "1"})
-        self.undo.append(lambda: self.api.label_node(
-            node, {"openrl.io/max-workers-per-claim": str(MAXW)}))
+        self.api.label_node(node, {NODE_MAX_WORKERS: "1"})
+        self.undo.append(lambda: self.api.label_node(node, {NODE_MAX_WORKERS: str(MAXW)}))
 
     def delete_slice(self) -> None:
-        slices = self.api.raw(self.api.custom.list_cluster_custom_object, "resource.k8s.io", "v1",
-                              "resourceslices")["items"]
+        slices = self.api.list(SLICES)
         ours = [s for s in slices if (s.get("spec") or {}).get("nodeName") in self.nodes]
         item = self._pick(ours)
         if item is not None:
-            with contextlib.suppress(ApiException):
-                self.api.custom.delete_cluster_custom_object(
-                    "resource.k8s.io", "v1", "resourceslices", item["metadata"]["name"])
+            with contextlib.suppress(KubeError):
+                self.api.delete(SLICES, item["metadata"]["name"])
 
     def template(self, remove: bool) -> None:
-        cm = self.api.core.read_namespaced_config_map(TEMPLATE, NS)
-        saved = dict(cm.data or {})
+        cm = self.api.get(CONFIGMAPS, TEMPLATE)
+        if cm is None:
+            return
+        saved = dict(cm.get("data") or {})
         patch: dict[str, str | None] = {"pod.yaml": None} if remove else {
             "pod.yaml": "apiVersion: v1\nkind: Pod\nspec: {nodeName: somewhere}\n"}
-        self.api.core.patch_namespaced_config_map(TEMPLATE, NS, {"data": patch})
+        self.api.patch(CONFIGMAPS, TEMPLATE, {"data": patch})
         self.delete_pod()  # a pod gone while the template is unusable
-        self.undo.append(lambda: self.api.core.patch_namespaced_config_map(
-            TEMPLATE, NS, {"data": saved}))
+        self.undo.append(lambda: self.api.patch(CONFIGMAPS, TEMPLATE, {"data": saved}))
 
 
 # --------------------------------------------------------------------- runs
@@ -588,18 +581,17 @@ def self_test() -> int:
     api.create_worker("planted-b", "10Gi")
     a = next(w for w in api.workers() if w["metadata"]["name"] == "planted-a")
     claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-             "metadata": {"name": "planted-claim", "labels": {inv.MANAGED: "true"},
-                          "annotations": {inv.SIZED_FOR: node}},
+             "metadata": {"name": "planted-claim", "labels": {LABEL_MANAGED: "true"},
+                          "annotations": {SIZED_FOR: node}},
              "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
                  "deviceClassName": os.environ.get("OPENRL_DRIVER", "gpu.example.com"),
                  "count": 1}}]}}}
-    api.custom.create_namespaced_custom_object("resource.k8s.io", "v1", NS, "resourceclaims",
-                                               claim)
+    api.create(CLAIMS, claim)
     uid_a = a["metadata"]["uid"]
     for i in range(MAXW + 1):  # more pods on one claim than it has seats
-        api.core.create_namespaced_pod(NS, {"metadata": {
+        api.create(PODS, {"metadata": {
             "name": f"planted-{i}", "ownerReferences": [
-                {"apiVersion": f"{GROUP}/{VERSION}", "kind": "OpenRLWorker",
+                {"apiVersion": API_VERSION, "kind": KIND,
                  "name": "planted-a", "uid": uid_a}]},
             "spec": {"nodeName": "nowhere", "containers": [{"name": "c", "image": "none"}],
                      "resourceClaims": [{"name": "gpu",
@@ -634,11 +626,8 @@ def self_test() -> int:
         checker._record(inv.orphans(world, dt.datetime.now(dt.UTC), 0))
         checker._record(inv.final(world))
     for i in range(MAXW + 1):
-        with contextlib.suppress(ApiException):
-            api.core.delete_namespaced_pod(f"planted-{i}", NS, grace_period_seconds=0)
-    with contextlib.suppress(ApiException):
-        api.custom.delete_namespaced_custom_object("resource.k8s.io", "v1", NS,
-                                                   "resourceclaims", "planted-claim")
+        api.delete(PODS, f"planted-{i}", grace=0)
+    api.delete(CLAIMS, "planted-claim")
     for name in ("planted-a", "planted-b"):
         api.delete_worker(name)
     kinds = {"seats", "device-twice", "host-memory", "moved", "pod-outlived-worker",

@@ -23,7 +23,7 @@ export CHAOS_SA_KUBECONFIG=$OPENRL_STATE_DIR/scheduler.kubeconfig
 export CLUSTER_RUN_DIR=${CLUSTER_DIR:-$ROOT/.cluster}/run
 rc=0
 run_books_chaos() {
-  "$PY" "$ROOT/hack/chaos.py" &
+  "${HACKPY[@]}" -m hack.chaos &
   BOOKS_PID=$!
   wait "$BOOKS_PID" || rc=$?
   BOOKS_PID=

@@ -316,7 +316,8 @@ cmd_up() {
     --leader-elect=false \
     --profiling=false \
     --v=1
-  launch fakenodes "$ROOT/hack/fakenodes/fakenodes.py" "$PY" -u "$ROOT/hack/fakenodes/fakenodes.py" \
+  launch fakenodes "-m hack.fakenodes.fakenodes --kubeconfig=$ADMIN_KUBECONFIG" \
+    env "PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PY" -u -m hack.fakenodes.fakenodes \
     --kubeconfig="$ADMIN_KUBECONFIG" \
     --ready-file="$RUN/fakenodes.ready"
 

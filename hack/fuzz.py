@@ -19,8 +19,10 @@ Prints the counts, by outcome and by what each case changed, and ends with
 ``fuzz: PASS`` (nothing stuck, every refusal names a field, every plain
 worker placed, peak memory under --max-rss-mb) or ``fuzz: FAIL``. Usage:
 
-  KUBECONFIG=.cluster/admin.kubeconfig .venv/bin/python hack/fuzz.py \\
+  KUBECONFIG=.cluster/admin.kubeconfig .venv/bin/python -m hack.fuzz \\
       [--count 300] [--seed 1] [--concurrency 6] [--json]
+
+(from the repository root, as ``make fuzz`` runs it)
 
 FUZZ_COUNT and FUZZ_SEED are the defaults of --count and --seed.
 """
@@ -41,22 +43,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from kubernetes import client
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from install import GATEWAY, GROUP, PLURAL, ROOT, VERSION, Install
-from worker_fuzz import Case, generate
+from hack.lib.install import ROOT, Install
+from hack.lib.kube import WORKERS, KubeError
+from hack.lib.names import API_VERSION, GATEWAY, GROUP, KIND, PLURAL, VERSION
+from hack.lib.worker_fuzz import Case, generate
 
 PLACED = ("Placing", "Running")
-
-
-def message_of(e: client.ApiException) -> str:
-    try:
-        return str(json.loads(e.body).get("message", e.reason))
-    except (TypeError, ValueError):
-        return str(e.reason or e.status)
 
 
 def names_a_field(message: str, fields: tuple[str, ...]) -> bool:
@@ -73,7 +65,7 @@ class Run:
     def __init__(self, inst: Install, args: argparse.Namespace) -> None:
         self.inst = inst
         self.args = args
-        self.custom = client.CustomObjectsApi(inst.api(GATEWAY))
+        self.gateway = inst.api(GATEWAY)
         self.lock = threading.Lock()
         self.outcomes: Counter[str] = Counter()
         self.answers: Counter[str] = Counter()
@@ -97,25 +89,23 @@ class Run:
             self.done += 1
 
     def status(self, name: str) -> dict[str, Any]:
-        got = self.custom.get_namespaced_custom_object_status(
-            GROUP, VERSION, self.inst.namespace, PLURAL, name)
+        gw = self.gateway
+        got = gw.raw(gw.custom.get_namespaced_custom_object_status,
+                     GROUP, VERSION, self.inst.namespace, PLURAL, name)
         return got.get("status") or {}
 
     def delete(self, name: str) -> None:
-        try:
-            self.custom.delete_namespaced_custom_object(
-                GROUP, VERSION, self.inst.namespace, PLURAL, name)
-        except client.ApiException as e:
-            if e.status != 404:
-                raise
+        self.gateway.delete(WORKERS, name)
 
     def one(self, case: Case) -> None:
+        gw = self.gateway
         try:
-            self.custom.create_namespaced_custom_object(
-                GROUP, VERSION, self.inst.namespace, PLURAL, case.body)
-        except client.ApiException as e:
+            # The typed call, not ``create``: an AlreadyExists is a refusal to count here.
+            gw.call(gw.custom.create_namespaced_custom_object,
+                    GROUP, VERSION, self.inst.namespace, PLURAL, case.body)
+        except KubeError as e:
             if 400 <= e.status < 500:
-                message = message_of(e)
+                message = e.message
                 if names_a_field(message, case.fields):
                     self.count("refused by the API server", case)
                 else:
@@ -124,7 +114,7 @@ class Run:
                         self.unnamed.append(f"{case.what}: {e.status} {message[:300]}")
                 return
             with self.lock:
-                self.errors.append(f"{case.name[:60]!r}: {e.status} {message_of(e)[:200]}")
+                self.errors.append(f"{case.name[:60]!r}: {e.status} {e.message[:200]}")
             self.count("error")
             return
         deadline = time.monotonic() + self.args.answer_timeout
@@ -151,11 +141,9 @@ class Run:
             name = f"steady-{i}"
             i += 1
             start = time.monotonic()
-            self.custom.create_namespaced_custom_object(
-                GROUP, VERSION, self.inst.namespace, PLURAL, {
-                    "apiVersion": f"{GROUP}/{VERSION}", "kind": "OpenRLWorker",
-                    "metadata": {"name": name},
-                    "spec": {"role": "trainer", "modelId": "steady", "memory": "10Gi"}})
+            self.gateway.create(WORKERS, {
+                "apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": name},
+                "spec": {"role": "trainer", "modelId": "steady", "memory": "10Gi"}})
             phase = ""
             while time.monotonic() - start < self.args.placed_timeout:
                 phase = self.status(name).get("phase", "")

@@ -23,7 +23,9 @@ expected, what the API server answered.
 
 Ends with ``privilege: PASS`` or ``privilege: FAIL`` (exit 0 or 1). Usage:
 
-  KUBECONFIG=.cluster/admin.kubeconfig .venv/bin/python hack/privilege.py [--json]
+  KUBECONFIG=.cluster/admin.kubeconfig .venv/bin/python -m hack.privilege [--json]
+
+(from the repository root, as ``make privilege`` runs it)
 """
 
 from __future__ import annotations
@@ -42,12 +44,22 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from kubernetes import client, watch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from install import GATEWAY, GROUP, PLURAL, ROOT, SCHEDULER, VERSION, Install
+from hack.lib import kube
+from hack.lib.install import ROOT, Install
+from hack.lib.kube import CLAIMS, CONFIGMAPS, NAMESPACES, PODS, WORKERS
+from hack.lib.names import (
+    API_VERSION,
+    GATEWAY,
+    GROUP,
+    KIND,
+    LABEL_POD_TEMPLATE,
+    PLURAL,
+    SCHEDULER,
+    VERSION,
+    pod_name,
+    template_name,
+)
 
 ALLOWED, RBAC, ADMISSION = "allowed", "refused", "refused by admission"
 EVIL_SPEC: dict[str, Any] = {
@@ -74,27 +86,18 @@ class Row:
 
 def attempt(call: Callable[[], Any]) -> tuple[str, str]:
     """What the API server said to ``call``: allowed, refused (RBAC), refused by admission."""
-    try:
-        call()
-    except client.ApiException as e:
-        message = _message(e)
-        if e.status == 403 and "PodSecurity" in message:
-            return ADMISSION, message
-        if e.status == 403:
-            return RBAC, message
-        return f"error {e.status}", message
-    return ALLOWED, ""
-
-
-def _message(e: client.ApiException) -> str:
-    try:
-        return str(json.loads(e.body).get("message", e.reason))
-    except (TypeError, ValueError):
-        return str(e.reason)
+    e = kube.refusal(call)
+    if e is None:
+        return ALLOWED, ""
+    if e.status == 403 and "PodSecurity" in e.message:
+        return ADMISSION, e.message
+    if e.status == 403:
+        return RBAC, e.message
+    return f"error {e.status}", e.message
 
 
 def worker_body(name: str, **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "OpenRLWorker",
+    return {"apiVersion": API_VERSION, "kind": KIND,
             "metadata": {"name": name},
             "spec": {"role": "trainer", "modelId": "probe", "memory": "10Gi", **spec}}
 
@@ -120,13 +123,12 @@ def claim_body(name: str) -> dict[str, Any]:
 def gateway_rows(inst: Install, other: str) -> list[Row]:
     ns = inst.namespace
     api = inst.api(GATEWAY)
-    custom, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
-    rbac = client.RbacAuthorizationV1Api(api)
+    custom, core, rbac = api.custom, api.core, api.rbac
     w = "gateway-probe"
 
     def watch_once() -> None:
-        for _ in watch.Watch().stream(custom.list_namespaced_custom_object, GROUP, VERSION, ns,
-                                      PLURAL, timeout_seconds=1):
+        for _ in api.watch(custom.list_namespaced_custom_object, GROUP, VERSION, ns, PLURAL,
+                           timeout_seconds=1):
             break
 
     checks: list[tuple[str, str, Callable[[], Any]]] = [
@@ -151,12 +153,10 @@ def gateway_rows(inst: Install, other: str) -> list[Row]:
              GROUP, VERSION, other, PLURAL, worker_body(w))),
         ("list pods", RBAC, lambda: core.list_namespaced_pod(ns)),
         ("create pods", RBAC, lambda: core.create_namespaced_pod(ns, plain_pod("gw-pod"))),
-        ("list resourceclaims", RBAC, lambda: custom.list_namespaced_custom_object(
-            "resource.k8s.io", "v1", ns, "resourceclaims")),
-        ("create resourceclaims", RBAC, lambda: custom.create_namespaced_custom_object(
-            "resource.k8s.io", "v1", ns, "resourceclaims", claim_body("gw-claim"))),
+        ("list resourceclaims", RBAC, lambda: api.list(CLAIMS)),
+        ("create resourceclaims", RBAC, lambda: api.create(CLAIMS, claim_body("gw-claim"))),
         ("get configmaps (a template)", RBAC,
-         lambda: core.read_namespaced_config_map("openrl-template-trainer", ns)),
+         lambda: api.get(CONFIGMAPS, template_name("trainer"))),
         ("create configmaps", RBAC, lambda: core.create_namespaced_config_map(
             ns, {"metadata": {"name": "evil"}, "data": {"pod.yaml": "{}"}})),
         ("list secrets", RBAC, lambda: core.list_namespaced_secret(ns)),
@@ -173,8 +173,7 @@ def gateway_rows(inst: Install, other: str) -> list[Row]:
 def scheduler_rows(inst: Install, other: str) -> list[Row]:
     ns = inst.namespace
     api = inst.api(SCHEDULER)
-    custom, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
-    rbac, coord = client.RbacAuthorizationV1Api(api), client.CoordinationV1Api(api)
+    custom, core, rbac, coord = api.custom, api.core, api.rbac, api.coord
     checks: list[tuple[str, str, Callable[[], Any]]] = [
         ("list pods", ALLOWED, lambda: core.list_namespaced_pod(ns)),
         ("list nodes", ALLOWED, lambda: core.list_node()),
@@ -201,8 +200,7 @@ def scheduler_rows(inst: Install, other: str) -> list[Row]:
         ("create pods in another namespace", RBAC,
          lambda: core.create_namespaced_pod(other, plain_pod("sched-out"))),
         ("create resourceclaims in another namespace", RBAC,
-         lambda: custom.create_namespaced_custom_object(
-             "resource.k8s.io", "v1", other, "resourceclaims", claim_body("sched-out"))),
+         lambda: api.create(CLAIMS, claim_body("sched-out"), namespace=other)),
         ("create configmaps in another namespace", RBAC,
          lambda: core.create_namespaced_config_map(
              other, {"metadata": {"name": "sched-out"}, "data": {}})),
@@ -221,20 +219,16 @@ def scheduler_rows(inst: Install, other: str) -> list[Row]:
 
 def admin_rows(inst: Install) -> list[Row]:
     """The openrl namespace as manifests/base labels it refuses a privileged pod, from anyone."""
-    core = client.CoreV1Api(inst.admin)
+    admin = inst.admin
     (namespace,) = (d for d in yaml.safe_load_all((ROOT / "manifests" / "base" /
                                                    "namespace.yaml").read_text()) if d)
     name = namespace["metadata"]["name"]
-    try:
-        core.create_namespace(namespace)
-    except client.ApiException as e:
-        if e.status != 409:
-            raise
-        core.patch_namespace(name, {"metadata": {"labels": namespace["metadata"]["labels"]}})
+    if admin.create(NAMESPACES, namespace) is None:
+        admin.patch(NAMESPACES, name, {"metadata": {"labels": namespace["metadata"]["labels"]}})
     pod = plain_pod("admin-privileged", privileged=True)
     pod["spec"]["hostNetwork"] = True
     return [_row("admin", f"create a privileged pod in {name}", ADMISSION,
-                 lambda: core.create_namespaced_pod(name, pod))]
+                 lambda: admin.create(PODS, pod, namespace=name))]
 
 
 def _row(who: str, what: str, expected: str, call: Callable[[], Any]) -> Row:
@@ -262,19 +256,18 @@ class Step:
 def escalation(inst: Install) -> list[Step]:
     """The hand-made escalation, step by step, through the gateway and the controller."""
     ns = inst.namespace
-    admin_core = client.CoreV1Api(inst.admin)
-    gateway = client.CustomObjectsApi(inst.api(GATEWAY))
-    reader = client.CoreV1Api(inst.api(SCHEDULER))  # what exists, as the scheduler sees it
+    gateway = inst.api(GATEWAY)
+    reader = inst.api(SCHEDULER)  # what exists, as the scheduler sees it
     without_account = {k: v for k, v in EVIL_SPEC.items() if k != "serviceAccountName"}
     templates = {
         # Someone with ConfigMap rights (not the gateway: refused above) plants a template.
         "evil": ({}, EVIL_SPEC),
-        "evil-marked": ({"openrl.io/pod-template": "true"}, EVIL_SPEC),
-        "evil-no-account": ({"openrl.io/pod-template": "true"}, without_account),
-        "evil-allowed": ({"openrl.io/pod-template": "true"}, without_account),
+        "evil-marked": ({LABEL_POD_TEMPLATE: "true"}, EVIL_SPEC),
+        "evil-no-account": ({LABEL_POD_TEMPLATE: "true"}, without_account),
+        "evil-allowed": ({LABEL_POD_TEMPLATE: "true"}, without_account),
     }
     for name, (labels, spec) in templates.items():
-        admin_core.create_namespaced_config_map(ns, {
+        inst.admin.create(CONFIGMAPS, {
             "metadata": {"name": name, "labels": labels},
             "data": {"pod.yaml": yaml.safe_dump({"apiVersion": "v1", "kind": "Pod",
                                                  "spec": spec})}})
@@ -286,21 +279,20 @@ def escalation(inst: Install) -> list[Step]:
         Step("marked and allowed by --template-allow", "evil-allowed", "PodSecurity"),
     ]
     for i, step in enumerate(steps):
-        gateway.create_namespaced_custom_object(
-            GROUP, VERSION, ns, PLURAL, worker_body(f"escalate-{i}", podTemplate={
-                "name": step.template}))
+        gateway.create(WORKERS, worker_body(f"escalate-{i}", podTemplate={
+            "name": step.template}))
     deadline = time.monotonic() + 120
     for i, step in enumerate(steps):
         while time.monotonic() < deadline:
-            status = gateway.get_namespaced_custom_object_status(
-                GROUP, VERSION, ns, PLURAL, f"escalate-{i}").get("status") or {}
+            status = gateway.raw(gateway.custom.get_namespaced_custom_object_status,
+                                 GROUP, VERSION, ns, PLURAL, f"escalate-{i}").get("status") or {}
             step.phase, step.reason = status.get("phase", ""), status.get("reason", "")
             if step.phase == "Failed":
                 break
             time.sleep(0.5)
-    pods = reader.list_namespaced_pod(ns).items
+    pods = reader.list(PODS)
     for i, step in enumerate(steps):
-        step.pods = sum(1 for p in pods if p.metadata.name == f"orw-escalate-{i}")
+        step.pods = sum(1 for p in pods if p["metadata"]["name"] == pod_name(f"escalate-{i}"))
     return steps
 
 
@@ -332,11 +324,10 @@ def main() -> int:
     suffix = uuid.uuid4().hex[:6]
     inst = Install(kubeconfig, f"privilege-{suffix}", workdir, driver=args.driver)
     other = f"privilege-other-{suffix}"
-    admin_core = client.CoreV1Api(inst.admin)
     try:
         inst.create()
-        admin_core.create_namespace({"metadata": {"name": other,
-                                                  "labels": {"openrl-place/hack": "install"}}})
+        inst.admin.create(NAMESPACES, {"metadata": {"name": other,
+                                                    "labels": {"openrl-place/hack": "install"}}})
         inst.enable_nodes()
         rows = gateway_rows(inst, other) + scheduler_rows(inst, other) + admin_rows(inst)
         inst.start_controller(
@@ -344,11 +335,7 @@ def main() -> int:
         steps = escalation(inst)
     finally:
         inst.close()
-        try:
-            admin_core.delete_namespace(other)
-        except client.ApiException as e:
-            if e.status != 404:
-                raise
+        inst.admin.delete(NAMESPACES, other)
     print(table(rows))
     print()
     print("escalation (a worker the gateway creates naming a planted template):")

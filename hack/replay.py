@@ -37,8 +37,8 @@ WaitingForCapacity). A settled cluster that differs is given a few seconds to
 catch up (a wake may still be on its way) before the step counts as a
 disagreement.
 
-  hack/replay.py [SCENARIO.yaml ...]       play these files
-  hack/replay.py --generate N --seed S     play N generated scenarios
+  python -m hack.replay [SCENARIO.yaml ...]        play these files
+  python -m hack.replay --generate N --seed S  play N generated scenarios
   --keep-going, --save DIR (write each generated scenario), --verbose,
   --stay (leave the last fleet standing, for snapshot and explain to look at)
 
@@ -67,16 +67,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "hack" / "fakenodes")]
+import yaml
 
-import fakenodes  # noqa: E402
-import yaml  # noqa: E402
-from kubernetes import client, config  # noqa: E402
-
-from cli.render_json import to_document  # noqa: E402
-from cli.replay import replay  # noqa: E402
-from cli.scenario import (  # noqa: E402
+from cli.render_json import to_document
+from cli.replay import replay
+from cli.scenario import (
     AddNode,
     Arrive,
     Expect,
@@ -87,18 +82,23 @@ from cli.scenario import (  # noqa: E402
     build_scenario,
     load_scenario,
 )
-from controller import kube, naming  # noqa: E402
-from controller.claims import read_claim  # noqa: E402
-from controller.loop import Controller  # noqa: E402
-from controller.main import run  # noqa: E402
-from controller.settings import Settings  # noqa: E402
-from controller.work import SWEEP  # noqa: E402
-from placement.quantity import format_quantity  # noqa: E402
+from controller import kube, naming
+from controller.claims import read_claim
+from controller.loop import Controller
+from controller.main import run
+from controller.settings import Settings
+from controller.work import SWEEP
+from hack.fakenodes import fakenodes
+from hack.lib import kube as testbed
+from hack.lib.install import ensure_crd
+from placement.quantity import format_quantity
+
+ROOT = Path(__file__).resolve().parents[1]
 
 log = logging.getLogger("replay")
 
 LOCAL_KUBECONFIG = ROOT / ".cluster" / "admin.kubeconfig"
-CRD = ROOT / "manifests" / "base" / "crd.yaml"
+SERVICE_ACCOUNTS = testbed.Resource("", "v1", "serviceaccounts")
 TEMPLATES = ROOT / "manifests" / "base" / "pod-templates.yaml"
 UNCHECKED_HOST_MEMORY = "1Pi"
 UNCHECKED_PODS = "100000"  # a node always has a pod limit: one no scenario reaches
@@ -247,8 +247,8 @@ class Stage:
 
     kubeconfig: str
     tag: str  # unique per scenario: names its driver, namespace and nodes
-    api_client: client.ApiClient = field(init=False)
-    kube: kube.Kube = field(init=False)
+    admin: testbed.Kube = field(init=False)  # the harness's own requests
+    kube: kube.Kube = field(init=False)  # the controller's
     fake: fakenodes.FakeNodes = field(init=False)
     controller: Controller | None = None
     stop: threading.Event = field(default_factory=threading.Event)
@@ -257,7 +257,7 @@ class Stage:
     moving: str = ""  # why the cluster was last found unsettled
 
     def __post_init__(self) -> None:
-        self.api_client = config.new_client_from_config(config_file=self.kubeconfig)
+        self.admin = testbed.Kube.connect(self.kubeconfig, self.namespace)
         self.kube = kube.Kube(kube.load_api_client(self.kubeconfig), self.namespace)
         self.fake = fakenodes.FakeNodes(self.kubeconfig, [], fakenodes.PROFILES["gpu80"],
                                         self.driver, {})
@@ -279,17 +279,17 @@ class Stage:
     # ------------------------------------------------------------- set up
 
     def open(self, nodes: tuple[NodeSpec, ...]) -> None:
-        ensure_crd(self.api_client)
-        core = client.CoreV1Api(self.api_client)
-        core.create_namespace({"metadata": {"name": self.namespace}})
+        admin = self.admin
+        ensure_crd(admin, replace=False)  # a chart may own it: leave it as it is
+        admin.create(testbed.NAMESPACES, {"metadata": {"name": self.namespace}})
         for document in yaml.safe_load_all(TEMPLATES.read_text()):
             if document:
                 document["metadata"]["namespace"] = self.namespace
-                core.create_namespaced_config_map(self.namespace, document)
-        _wait(lambda: _exists(lambda: core.read_namespaced_service_account(
-            "default", self.namespace)), 60, "the namespace's default ServiceAccount")
-        self.fake.kubelet_version = client.VersionApi(self.api_client).get_code().git_version
-        self.fake.ensure_device_class(client.CustomObjectsApi(self.api_client))
+                admin.create(testbed.CONFIGMAPS, document)
+        _wait(lambda: admin.get(SERVICE_ACCOUNTS, "default") is not None, 60,
+              "the namespace's default ServiceAccount")
+        self.fake.kubelet_version = admin.version()
+        self.fake.ensure_device_class(admin)
         for spec in nodes:
             self.add_node(spec)
         threading.Thread(target=self.fake.heartbeat_loop, daemon=True,
@@ -323,11 +323,11 @@ class Stage:
 
     def close(self) -> None:
         """Let every worker go (the controller removes their finalizers), then take it all down."""
-        with contextlib.suppress(kube.KubeError):
-            for obj in self.kube.list(kube.WORKERS):
-                with contextlib.suppress(kube.NotFound):
-                    self.kube.delete(kube.WORKERS, obj["metadata"]["name"])
-            _wait(lambda: not self.kube.list(kube.WORKERS), 60, "every worker to be let go")
+        admin = self.admin
+        with contextlib.suppress(testbed.KubeError, TimeoutError):
+            for obj in admin.list(testbed.WORKERS):
+                admin.delete(testbed.WORKERS, obj["metadata"]["name"])
+            _wait(lambda: not admin.list(testbed.WORKERS), 60, "every worker to be let go")
         self.stop.set()
         if self.thread is not None:
             self.thread.join(15)
@@ -335,12 +335,10 @@ class Stage:
         for name in list(self.fake.names):
             with contextlib.suppress(Exception):
                 self.fake.remove(name)
-        core = client.CoreV1Api(self.api_client)
-        with contextlib.suppress(client.ApiException):
-            core.delete_namespace(self.namespace)
-        with contextlib.suppress(client.ApiException):
-            client.CustomObjectsApi(self.api_client).delete_cluster_custom_object(
-                "resource.k8s.io", "v1", "deviceclasses", self.driver)
+        with contextlib.suppress(testbed.KubeError):
+            admin.delete(testbed.NAMESPACES, self.namespace)
+        with contextlib.suppress(testbed.KubeError):
+            admin.delete(testbed.DEVICECLASSES, self.driver)
 
     # ------------------------------------------------------------- events
 
@@ -370,20 +368,22 @@ class Stage:
             spec["ownerId"] = event.owner
         body = {"apiVersion": f"{naming.GROUP}/v1alpha1", "kind": naming.KIND,
                 "metadata": {"name": event.name, "namespace": self.namespace}, "spec": spec}
-        created = self.kube.create(kube.WORKERS, body)
+        created = self.admin.create(testbed.WORKERS, body)
+        if created is None:
+            raise ScenarioError(f"worker {event.name} arrives twice")
         stamp = dt.datetime.fromisoformat(
             created["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
         self.last_arrival = int(stamp.timestamp())
 
     def leave(self, worker: str) -> None:
-        self.kube.delete(kube.WORKERS, worker)
+        self.admin.delete(testbed.WORKERS, worker)
 
     # ------------------------------------------------------------- reading
 
     def settled_view(self, expected_workers: set[str]) -> View | None:
         """The cluster as a View once it is settled; None while anything is still moving."""
-        workers = self.kube.list(kube.WORKERS)
-        claims = self.kube.list(kube.CLAIMS, label_selector=naming.MANAGED_SELECTOR)
+        workers = self.admin.list(testbed.WORKERS)
+        claims = self.admin.list(testbed.CLAIMS, selector=naming.MANAGED_SELECTOR)
         names = {obj["metadata"]["name"] for obj in workers}
         if names != expected_workers:
             return self._moving(f"workers {sorted(names)}, expected {sorted(expected_workers)}")
@@ -427,31 +427,6 @@ class Stage:
 
     def _moving(self, why: str) -> None:
         self.moving = why
-
-
-def ensure_crd(api_client: client.ApiClient) -> None:
-    extensions = client.ApiextensionsV1Api(api_client)
-    name = f"openrlworkers.{naming.GROUP}"
-    if not _exists(lambda: extensions.read_custom_resource_definition(name)):
-        with contextlib.suppress(client.ApiException):
-            extensions.create_custom_resource_definition(yaml.safe_load(CRD.read_text()))
-
-    def established() -> bool:
-        crd = extensions.read_custom_resource_definition(name)
-        return any(c.type == "Established" and c.status == "True"
-                   for c in (crd.status.conditions or []))
-
-    _wait(established, 60, "the OpenRLWorker CRD")
-
-
-def _exists(read: Any) -> bool:
-    try:
-        read()
-        return True
-    except client.ApiException as error:
-        if error.status == 404:
-            return False
-        raise
 
 
 def _wait(probe: Any, timeout: float, what: str) -> Any:

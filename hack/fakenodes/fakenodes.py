@@ -48,9 +48,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import urllib3
-from kubernetes import client, config, watch
-from kubernetes.client.rest import ApiException
+from hack.lib import kube
+from hack.lib.kube import DEVICECLASSES, LEASES, NODES, PODS, SLICES, KubeError, Obj
+from hack.lib.names import FAKE_NODE_LABEL
 
 log = logging.getLogger("fakenodes")
 
@@ -58,7 +58,6 @@ LEASE_SECONDS = 40
 LEASE_RENEW_EVERY = 10.0
 STATUS_EVERY = 30.0
 SLICES_EVERY = 30.0
-FAKE_NODE_LABEL = "fake-gpu-node"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,10 +123,10 @@ class FakeNodes:
         # Reported as the nodes' kubelet version: the API server's own.
         self.kubelet_version = "v0.0.0"
 
-    def api(self) -> client.ApiClient:
-        # One ApiClient per thread: the client's connection pool is shared,
+    def api(self) -> kube.Kube:
+        # One client per thread: the client's connection pool is shared,
         # its configuration objects are not meant to be.
-        return config.new_client_from_config(config_file=self.kubeconfig)
+        return kube.Kube.connect(self.kubeconfig)
 
     # ------------------------------------------------------------ node agent
 
@@ -178,7 +177,7 @@ class FakeNodes:
             },
         }
 
-    def register_node(self, core: client.CoreV1Api, name: str) -> None:
+    def register_node(self, k: kube.Kube, name: str) -> None:
         labels = {
             "kubernetes.io/hostname": name,
             "kubernetes.io/os": "linux",
@@ -194,33 +193,30 @@ class FakeNodes:
             "spec": {},
             "status": self.node_status(name),
         }
-        try:
-            node = core.create_node(body)
+        node = k.create(NODES, body)
+        if node is not None:
             log.info("registered node %s", name)
-        except ApiException as e:
-            if e.status != 409:
-                raise
+        else:
             # Re-registration (a restarted agent): refresh our labels, keep
             # anyone else's (the operator's openrl.io/* labels).
-            node = core.patch_node(name, {"metadata": {"labels": labels}})
-        self.node_uids[name] = node.metadata.uid
-        self.post_status(core, name)
+            node = k.patch(NODES, name, {"metadata": {"labels": labels}})
+            if node is None:
+                raise KubeError(404, "NotFound", f"node {name} vanished while registering")
+        self.node_uids[name] = node["metadata"]["uid"]
+        self.post_status(k, name)
 
-    def post_status(self, core: client.CoreV1Api, name: str) -> None:
-        core.patch_node_status(name, {"status": self.node_status(name)})
+    def post_status(self, k: kube.Kube, name: str) -> None:
+        # A strategic merge (the typed API's), as a kubelet's: conditions merge by type.
+        k.call(k.core.patch_node_status, name, {"status": self.node_status(name)})
 
-    def renew_lease(self, coord: client.CoordinationV1Api, name: str) -> None:
+    def renew_lease(self, k: kube.Kube, name: str) -> None:
         ns = "kube-node-lease"
         spec = {
             "holderIdentity": name,
             "leaseDurationSeconds": LEASE_SECONDS,
             "renewTime": now_micro(),
         }
-        try:
-            coord.patch_namespaced_lease(name, ns, {"spec": spec})
-        except ApiException as e:
-            if e.status != 404:
-                raise
+        if k.patch(LEASES, name, {"spec": spec}, namespace=ns) is None:
             body = {
                 "apiVersion": "coordination.k8s.io/v1",
                 "kind": "Lease",
@@ -231,7 +227,7 @@ class FakeNodes:
                 },
                 "spec": spec,
             }
-            coord.create_namespaced_lease(ns, body)
+            k.create(LEASES, body, namespace=ns)
 
     def node_owner(self, name: str) -> dict[str, Any]:
         return {"apiVersion": "v1", "kind": "Node", "name": name, "uid": self.node_uids[name]}
@@ -263,76 +259,60 @@ class FakeNodes:
             },
         }
 
-    def ensure_slice(self, custom: client.CustomObjectsApi, name: str) -> None:
+    def ensure_slice(self, k: kube.Kube, name: str) -> None:
         body = self.slice_body(name)
-        args = ("resource.k8s.io", "v1", "resourceslices")
-        try:
-            custom.create_cluster_custom_object(*args, body)
-            log.info("published ResourceSlice %s", body["metadata"]["name"])
-        except ApiException as e:
-            if e.status != 409:
-                raise
-            current = custom.get_cluster_custom_object(*args, body["metadata"]["name"])
-            if current.get("spec") != body["spec"]:
-                body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-                custom.replace_cluster_custom_object(*args, body["metadata"]["name"], body)
-                log.info("updated ResourceSlice %s", body["metadata"]["name"])
+        slice_name = body["metadata"]["name"]
+        if k.create(SLICES, body) is not None:
+            log.info("published ResourceSlice %s", slice_name)
+            return
+        current = k.get(SLICES, slice_name)
+        if current is not None and current.get("spec") != body["spec"]:
+            body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+            if k.replace(SLICES, slice_name, body) is not None:  # else: next round
+                log.info("updated ResourceSlice %s", slice_name)
 
-    def ensure_device_class(self, custom: client.CustomObjectsApi) -> None:
+    def ensure_device_class(self, k: kube.Kube) -> None:
         body = {
             "apiVersion": "resource.k8s.io/v1",
             "kind": "DeviceClass",
             "metadata": {"name": self.driver},
             "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{self.driver}"'}}]},
         }
-        try:
-            custom.create_cluster_custom_object("resource.k8s.io", "v1", "deviceclasses", body)
+        if k.create(DEVICECLASSES, body) is not None:
             log.info("created DeviceClass %s", self.driver)
-        except ApiException as e:
-            if e.status != 409:
-                raise
 
     # ------------------------------------------------------------ lifecycle
 
     def register(self) -> None:
-        api = self.api()
-        core, coord = client.CoreV1Api(api), client.CoordinationV1Api(api)
-        custom = client.CustomObjectsApi(api)
-        self.kubelet_version = client.VersionApi(api).get_code().git_version
-        self.ensure_device_class(custom)
+        k = self.api()
+        self.kubelet_version = k.version()
+        self.ensure_device_class(k)
         for name in list(self.names):
-            self.register_node(core, name)
-            self.renew_lease(coord, name)
-            self.ensure_slice(custom, name)
+            self.register_node(k, name)
+            self.renew_lease(k, name)
+            self.ensure_slice(k, name)
 
     def add(self, name: str, profile: Profile, labels: dict[str, str]) -> None:
         """One more node, with its own geometry and labels, registered and published now."""
         self.profiles[name] = profile
         self.node_labels[name] = labels
-        api = self.api()
-        self.register_node(client.CoreV1Api(api), name)
-        self.renew_lease(client.CoordinationV1Api(api), name)
-        self.ensure_slice(client.CustomObjectsApi(api), name)
+        k = self.api()
+        self.register_node(k, name)
+        self.renew_lease(k, name)
+        self.ensure_slice(k, name)
         self.names.append(name)
 
     def remove(self, name: str) -> None:
         """Stop playing a node and delete it (its slice and lease go with it: they are owned)."""
         if name in self.names:
             self.names.remove(name)
-        core = client.CoreV1Api(self.api())
-        try:
-            core.delete_node(name)
-        except ApiException as e:
-            if e.status != 404:
-                raise
+        self.api().delete(NODES, name)
         self.node_uids.pop(name, None)
         self.profiles.pop(name, None)
         self.node_labels.pop(name, None)
 
     def heartbeat_loop(self) -> None:
-        api = self.api()
-        core, coord = client.CoreV1Api(api), client.CoordinationV1Api(api)
-        custom = client.CustomObjectsApi(api)
+        k = self.api()
         last_status = last_slices = time.monotonic()
         while not self.stop.wait(LEASE_RENEW_EVERY):
             t = time.monotonic()
@@ -340,103 +320,71 @@ class FakeNodes:
                 if name not in self.names:
                     continue  # removed meanwhile: never bring it back
                 try:
-                    if name not in self.node_uids or not self.node_exists(core, name):
-                        self.register_node(core, name)
-                    self.renew_lease(coord, name)
+                    if name not in self.node_uids or not self.node_exists(k, name):
+                        self.register_node(k, name)
+                    self.renew_lease(k, name)
                     if t - last_status >= STATUS_EVERY:
-                        self.post_status(core, name)
+                        self.post_status(k, name)
                     if t - last_slices >= SLICES_EVERY:
-                        self.ensure_slice(custom, name)
-                except (ApiException, urllib3.exceptions.HTTPError) as e:
+                        self.ensure_slice(k, name)
+                except KubeError as e:
                     log.warning("heartbeat for %s failed: %s", name, e)
             if t - last_status >= STATUS_EVERY:
                 last_status = t
             if t - last_slices >= SLICES_EVERY:
                 try:
-                    self.ensure_device_class(custom)
-                except (ApiException, urllib3.exceptions.HTTPError) as e:
+                    self.ensure_device_class(k)
+                except KubeError as e:
                     log.warning("device class check failed: %s", e)
                 last_slices = t
 
-    def node_exists(self, core: client.CoreV1Api, name: str) -> bool:
-        try:
-            node = core.read_node(name)
-        except ApiException as e:
-            if e.status == 404:
-                return False
-            raise
-        if node.metadata.uid != self.node_uids.get(name):
-            self.node_uids[name] = node.metadata.uid
+    def node_exists(self, k: kube.Kube, name: str) -> bool:
+        node = k.get(NODES, name)
+        if node is None:
+            return False
+        if node["metadata"]["uid"] != self.node_uids.get(name):
+            self.node_uids[name] = node["metadata"]["uid"]
             return False  # recreated by someone else: re-register to refresh
         return True
 
     # ------------------------------------------------------------ kubelet
 
-    def handle_pod(self, core: client.CoreV1Api, pod: client.V1Pod) -> None:
-        if pod.spec is None or pod.spec.node_name not in self.names:
+    def handle_pod(self, k: kube.Kube, pod: Obj) -> None:
+        spec, meta = pod.get("spec") or {}, pod["metadata"]
+        if spec.get("nodeName") not in self.names:
             return
-        meta = pod.metadata
-        if meta.deletion_timestamp is not None:
-            try:
-                core.delete_namespaced_pod(
-                    meta.name,
-                    meta.namespace,
-                    grace_period_seconds=0,
-                    body=client.V1DeleteOptions(
-                        grace_period_seconds=0,
-                        preconditions=client.V1Preconditions(uid=meta.uid),
-                    ),
-                )
-                log.info("finished deleting pod %s/%s", meta.namespace, meta.name)
-            except ApiException as e:
-                if e.status not in (404, 409):
-                    raise
+        if meta.get("deletionTimestamp"):
+            if k.delete(PODS, meta["name"], namespace=meta["namespace"], grace=0,
+                        uid=meta["uid"]):
+                log.info("finished deleting pod %s/%s", meta["namespace"], meta["name"])
             return
-        phase = pod.status.phase if pod.status else None
-        if phase in ("Running", "Succeeded", "Failed"):
+        if (pod.get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed"):
             return
-        core.patch_namespaced_pod_status(meta.name, meta.namespace, self.running_status(pod))
-        log.info("pod %s/%s running on %s", meta.namespace, meta.name, pod.spec.node_name)
+        k.patch(PODS, meta["name"], self.running_status(pod), namespace=meta["namespace"],
+                subresource="status")
+        log.info("pod %s/%s running on %s", meta["namespace"], meta["name"], spec["nodeName"])
 
     @staticmethod
-    def running_status(pod: client.V1Pod) -> dict[str, Any]:
+    def running_status(pod: Obj) -> Obj:
         stamp = now()
+        uid, spec = pod["metadata"]["uid"], pod["spec"]
 
-        def cond(kind: str) -> dict[str, Any]:
+        def cond(kind: str) -> Obj:
             return {"type": kind, "status": "True", "lastTransitionTime": stamp}
 
-        def started(c: client.V1Container) -> dict[str, Any]:
+        def container(c: Obj, state: Obj, started: bool) -> Obj:
             return {
-                "name": c.name,
-                "image": c.image or "",
+                "name": c["name"],
+                "image": c.get("image") or "",
                 "imageID": "",
-                "containerID": f"fake://{pod.metadata.uid}/{c.name}",
+                "containerID": f"fake://{uid}/{c['name']}",
                 "ready": True,
-                "started": True,
+                "started": started,
                 "restartCount": 0,
-                "state": {"running": {"startedAt": stamp}},
+                "state": state,
             }
 
-        def completed(c: client.V1Container) -> dict[str, Any]:
-            return {
-                "name": c.name,
-                "image": c.image or "",
-                "imageID": "",
-                "containerID": f"fake://{pod.metadata.uid}/{c.name}",
-                "ready": True,
-                "started": False,
-                "restartCount": 0,
-                "state": {
-                    "terminated": {
-                        "exitCode": 0,
-                        "reason": "Completed",
-                        "startedAt": stamp,
-                        "finishedAt": stamp,
-                    }
-                },
-            }
-
-        status: dict[str, Any] = {
+        status: Obj = {
             "phase": "Running",
             "startTime": stamp,
             "hostIP": "127.0.0.1",
@@ -448,43 +396,46 @@ class FakeNodes:
                 cond("Ready"),
                 cond("PodScheduled"),
             ],
-            "containerStatuses": [started(c) for c in pod.spec.containers],
+            "containerStatuses": [
+                container(c, {"running": {"startedAt": stamp}}, started=True)
+                for c in spec.get("containers") or []
+            ],
         }
-        if pod.spec.init_containers:
-            status["initContainerStatuses"] = [completed(c) for c in pod.spec.init_containers]
+        done = {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": stamp,
+                               "finishedAt": stamp}}
+        if spec.get("initContainers"):
+            status["initContainerStatuses"] = [
+                container(c, done, started=False) for c in spec["initContainers"]
+            ]
         return {"status": status}
 
     def kubelet_loop(self) -> None:
-        api = self.api()
-        core = client.CoreV1Api(api)
+        k = self.api()
         selector = "spec.nodeName!="
         while not self.stop.is_set():
             try:
-                pods = core.list_pod_for_all_namespaces(field_selector=selector)
-                for pod in pods.items:
-                    self.guard(core, pod)
-                w = watch.Watch()
-                for event in w.stream(
-                    core.list_pod_for_all_namespaces,
+                listed = k.raw(k.core.list_pod_for_all_namespaces, field_selector=selector)
+                for pod in listed["items"]:
+                    self.guard(k, pod)
+                for kind, pod in k.watch(
+                    k.core.list_pod_for_all_namespaces,
                     field_selector=selector,
-                    resource_version=pods.metadata.resource_version,
+                    resource_version=listed["metadata"]["resourceVersion"],
                     timeout_seconds=60,
                 ):
-                    if event["type"] in ("ADDED", "MODIFIED"):
-                        self.guard(core, event["object"])
-            except ApiException as e:
+                    if kind in ("ADDED", "MODIFIED"):
+                        self.guard(k, pod)
+            except KubeError as e:
                 if e.status != 410:  # 410: watch expired, list again
                     log.warning("pod watch failed: %s", e)
                     self.stop.wait(1)
-            except (urllib3.exceptions.HTTPError, OSError) as e:
-                log.warning("pod watch failed: %s", e)
-                self.stop.wait(1)
 
-    def guard(self, core: client.CoreV1Api, pod: client.V1Pod) -> None:
+    def guard(self, k: kube.Kube, pod: Obj) -> None:
         try:
-            self.handle_pod(core, pod)
-        except ApiException as e:
-            log.warning("pod %s/%s: %s", pod.metadata.namespace, pod.metadata.name, e.reason)
+            self.handle_pod(k, pod)
+        except KubeError as e:
+            meta = pod["metadata"]
+            log.warning("pod %s/%s: %s", meta.get("namespace"), meta.get("name"), e)
 
 
 def retry(what: str, fn: Callable[[], None], deadline: float) -> None:
@@ -492,10 +443,10 @@ def retry(what: str, fn: Callable[[], None], deadline: float) -> None:
         try:
             fn()
             return
-        except (ApiException, urllib3.exceptions.HTTPError, OSError) as e:
+        except KubeError as e:
             if time.monotonic() > deadline:
                 raise
-            log.info("%s not yet possible (%s); retrying", what, getattr(e, "reason", e))
+            log.info("%s not yet possible (%s); retrying", what, e)
             time.sleep(1)
 
 

@@ -9,18 +9,20 @@ It talks to the API server as whoever KUBECONFIG names (the admin, in local
 mode): it plays the caller that creates workers and the auditor that reads
 the result, never the scheduler.
 
-    books.py inventory                    devices of the driver on the enabled nodes
-    books.py label | unlabel              set / restore the nodes' openrl.io labels
-    books.py controller-env RENDERED      the scheduler's settings from a rendered overlay
-    books.py preflight                    clean up an aborted run's workers, refuse a busy namespace
-    books.py smoke                        the smoke run (one worker more than devices: spread, then share)
-    books.py stress                       the churn run (workers churned over the seats, books checked)
-    books.py teardown                     delete this run's workers, wait for an empty fleet
-    books.py force-clean                  strip finalizers, delete leftovers (no scheduler)
-    books.py show                         print the books
-    books.py scheduler-metrics FILE       summarize the scheduler's /metrics text
+    books inventory                    devices of the driver on the enabled nodes
+    books label | unlabel              set / restore the nodes' openrl.io labels
+    books controller-env RENDERED      the scheduler's settings from a rendered overlay
+    books preflight                    clean up an aborted run's workers, refuse a busy namespace
+    books smoke                        the smoke run (devices + 1 workers: spread, then share)
+    books stress                       the churn run (workers churned over the seats, books checked)
+    books teardown                     delete this run's workers, wait for an empty fleet
+    books force-clean                  strip finalizers, delete leftovers (no scheduler)
+    books show                         print the books
+    books scheduler-metrics FILE       summarize the scheduler's /metrics text
 
-Settings come from the environment (see hack/lib/common.sh, which exports them).
+Run as ``python -m hack.lib.books COMMAND`` from the repository root (the
+"books" of the lines above). Settings come from the environment (see
+hack/lib/common.sh, which exports them).
 Exit status: 0 on PASS, 1 on FAIL, 2 on a usage or setup error.
 """
 
@@ -36,26 +38,27 @@ import shlex
 import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import yaml
-from kubernetes import client, config
-from kubernetes.client.rest import ApiException
 
+from hack.lib import kube
+from hack.lib.kube import CLAIMS, NODES, PODS, SLICES, WORKERS, KubeError, Obj, wait_for
+from hack.lib.names import (
+    API_VERSION,
+    FINALIZER,
+    KIND,
+    LABEL_WORKER,
+    MANAGED_SELECTOR,
+    NODE_ENABLED,
+    NODE_MAX_WORKERS,
+    RUN_LABEL,
+)
 from placement.quantity import QuantityError, format_gib, parse_quantity
 
-GROUP, VERSION, PLURAL = "openrl.io", "v1alpha1", "openrlworkers"
-RESOURCE_GROUP, RESOURCE_VERSION = "resource.k8s.io", "v1"
-MANAGED = "openrl.io/managed=true"
-FINALIZER = "openrl.io/placement"
-RUN_LABEL = "e2e.openrl.io/run"  # marks the workers these scripts create
-ENABLED = "openrl.io/enabled"
-MAXW_LABEL = "openrl.io/max-workers-per-claim"
-OUR_LABELS = (ENABLED, MAXW_LABEL)
-
-Obj = dict[str, Any]
+OUR_LABELS = (NODE_ENABLED, NODE_MAX_WORKERS)
 
 
 class SetupError(Exception):
@@ -110,60 +113,30 @@ def quantity(value: str | int) -> int:
 
 
 class Cluster:
+    """The run's view of the cluster: its workers, pods and claims, the driver's slices."""
+
     def __init__(self, settings: Settings) -> None:
         self.s = settings
-        config.load_kube_config()
-        self.api = client.ApiClient()
-        self.core = client.CoreV1Api(self.api)
-        self.custom = client.CustomObjectsApi(self.api)
-        self.requests = 0
+        self.kube = kube.Kube.connect(namespace=settings.namespace)
 
-    # Raw JSON everywhere: field names as the API spells them, no model drift.
-    def _raw(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj:
-        self.requests += 1
-        resp = call(*args, _preload_content=False, **kwargs)
-        data = json.loads(resp.data)
-        assert isinstance(data, dict)
-        return data
+    @property
+    def requests(self) -> int:
+        return self.kube.requests
 
     def workers(self, selector: str | None = None) -> list[Obj]:
-        kw = {"label_selector": selector} if selector else {}
-        body = self._raw(
-            self.custom.list_namespaced_custom_object,
-            GROUP,
-            VERSION,
-            self.s.namespace,
-            PLURAL,
-            **kw,
-        )
-        return list(body["items"])
+        return self.kube.list(WORKERS, selector=selector)
 
     def claims(self) -> list[Obj]:
-        body = self._raw(
-            self.custom.list_namespaced_custom_object,
-            RESOURCE_GROUP,
-            RESOURCE_VERSION,
-            self.s.namespace,
-            "resourceclaims",
-            label_selector=MANAGED,
-        )
-        return list(body["items"])
+        return self.kube.list(CLAIMS, selector=MANAGED_SELECTOR)
 
     def pods(self) -> list[Obj]:
-        body = self._raw(self.core.list_namespaced_pod, self.s.namespace, label_selector=MANAGED)
-        return list(body["items"])
+        return self.kube.list(PODS, selector=MANAGED_SELECTOR)
 
     def slices(self) -> list[Obj]:
-        body = self._raw(
-            self.custom.list_cluster_custom_object,
-            RESOURCE_GROUP,
-            RESOURCE_VERSION,
-            "resourceslices",
-        )
-        return [s for s in body["items"] if s["spec"].get("driver") == self.s.driver]
+        return [s for s in self.kube.list(SLICES) if s["spec"].get("driver") == self.s.driver]
 
     def nodes(self) -> list[Obj]:
-        return list(self._raw(self.core.list_node)["items"])
+        return self.kube.list(NODES)
 
     def create_worker(self, name: str, run: str) -> None:
         spec: Obj = {
@@ -174,23 +147,16 @@ class Cluster:
         if self.s.owner:
             spec["ownerId"] = self.s.owner
         body = {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "OpenRLWorker",
+            "apiVersion": API_VERSION,
+            "kind": KIND,
             "metadata": {"name": name, "labels": {RUN_LABEL: run}},
             "spec": spec,
         }
-        self.requests += 1
-        self.custom.create_namespaced_custom_object(GROUP, VERSION, self.s.namespace, PLURAL, body)
+        if self.kube.create(WORKERS, body) is None:
+            raise SetupError(f"OpenRLWorker {name} already exists")
 
     def delete_worker(self, name: str) -> None:
-        self.requests += 1
-        try:
-            self.custom.delete_namespaced_custom_object(
-                GROUP, VERSION, self.s.namespace, PLURAL, name
-            )
-        except ApiException as e:
-            if e.status != 404:
-                raise
+        self.kube.delete(WORKERS, name)
 
     def snapshot(self, selector: str | None = None) -> Books:
         return Books(self.workers(selector), self.claims(), self.pods(), self.s)
@@ -401,13 +367,12 @@ def label_nodes(cl: Cluster) -> None:
     if saved_path.exists():  # a second label call keeps the first originals
         saved = json.loads(saved_path.read_text())
     for node in cl.s.nodes:
-        labels = cl.core.read_node(node).metadata.labels or {}
-        saved.setdefault(node, {k: labels.get(k) for k in OUR_LABELS})
-        cl.core.patch_node(
-            node, {"metadata": {"labels": {ENABLED: "true", MAXW_LABEL: str(cl.s.maxw)}}}
-        )
+        before = cl.kube.label_node(node, {NODE_ENABLED: "true", NODE_MAX_WORKERS: str(cl.s.maxw)})
+        if before is None:
+            raise SetupError(f"node {node} does not exist")
+        saved.setdefault(node, before)
     saved_path.write_text(json.dumps(saved, indent=1))
-    print(f"labelled {','.join(cl.s.nodes)}: {ENABLED}=true {MAXW_LABEL}={cl.s.maxw}")
+    print(f"labelled {','.join(cl.s.nodes)}: {NODE_ENABLED}=true {NODE_MAX_WORKERS}={cl.s.maxw}")
 
 
 def unlabel_nodes(cl: Cluster) -> None:
@@ -416,11 +381,7 @@ def unlabel_nodes(cl: Cluster) -> None:
         return
     saved: dict[str, dict[str, str | None]] = json.loads(saved_path.read_text())
     for node, labels in saved.items():
-        try:
-            cl.core.patch_node(node, {"metadata": {"labels": labels}})  # None removes
-        except ApiException as e:
-            if e.status != 404:
-                raise
+        cl.kube.label_node(node, labels)  # None removes; a node gone has nothing to restore
     saved_path.unlink()
     print(f"restored the openrl.io labels of {','.join(saved)}")
 
@@ -459,30 +420,6 @@ def controller_env(rendered: Path) -> str:
 # ------------------------------------------------------------------- waiting
 
 
-def wait_for(
-    what: str,
-    timeout: float,
-    poll: Callable[[], tuple[bool, str]],
-    every: float = 1.0,
-    report_every: float = 10.0,
-) -> tuple[bool, float, str]:
-    """Poll until done or timeout; prints progress now and then. (done, seconds, last)."""
-    t0 = time.monotonic()
-    last_report = t0
-    while True:
-        done, detail = poll()
-        now = time.monotonic()
-        if done:
-            return True, now - t0, detail
-        if now - t0 > timeout:
-            print(f"  timed out after {timeout:g}s waiting for {what}: {detail}", flush=True)
-            return False, now - t0, detail
-        if now - last_report >= report_every:
-            print(f"  ... {now - t0:4.0f}s waiting for {what}: {detail}", flush=True)
-            last_report = now
-        time.sleep(every)
-
-
 def selector(run: str) -> str:
     return f"{RUN_LABEL}={run}"
 
@@ -514,24 +451,15 @@ def force_clean(cl: Cluster) -> None:
     for w in ours:
         claims.add((w.get("status") or {}).get("claimName"))
         if FINALIZER in (w["metadata"].get("finalizers") or []):
-            cl.custom.patch_namespaced_custom_object(
-                GROUP,
-                VERSION,
-                cl.s.namespace,
-                PLURAL,
-                name_of(w),
-                {"metadata": {"finalizers": None}},
-            )
+            cl.kube.patch(WORKERS, name_of(w), {"metadata": {"finalizers": None}})
         cl.delete_worker(name_of(w))
     names = {name_of(w) for w in ours}
     for p in cl.pods():
-        if p["metadata"].get("labels", {}).get("openrl.io/worker") in names:
-            cl.core.delete_namespaced_pod(name_of(p), cl.s.namespace, grace_period_seconds=0)
+        if p["metadata"].get("labels", {}).get(LABEL_WORKER) in names:
+            cl.kube.delete(PODS, name_of(p), grace=0)
     for c in cl.claims():
         if name_of(c) in claims:
-            cl.custom.delete_namespaced_custom_object(
-                RESOURCE_GROUP, RESOURCE_VERSION, cl.s.namespace, "resourceclaims", name_of(c)
-            )
+            cl.kube.delete(CLAIMS, name_of(c))
     print(f"force-clean: removed {len(ours)} workers and their pods and claims")
 
 
@@ -614,7 +542,7 @@ def run_smoke(cl: Cluster, gpus_env: int | None) -> int:
     print(
         f"smoke: {n} {cl.s.role} workers of {cl.s.memory} on {gpus} x {cl.s.driver} devices"
         f" ({', '.join(f'{k}: {v}' for k, v in sorted(inv.devices.items()))}),"
-        f" openrl.io/max-workers-per-claim={cl.s.maxw}",
+        f" {NODE_MAX_WORKERS}={cl.s.maxw}",
         flush=True,
     )
     for i in range(1, n + 1):
@@ -873,8 +801,8 @@ def main(argv: list[str] | None = None) -> int:
     except SetupError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except ApiException as e:
-        print(f"error: API request failed: {e.status} {e.reason}: {e.body}", file=sys.stderr)
+    except KubeError as e:
+        print(f"error: API request failed: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -46,7 +46,9 @@
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 PY=${PYTHON:-$ROOT/.venv/bin/python}
-BOOKS=("$PY" "$ROOT/hack/lib/books.py")
+# The Python parts are modules of the hack package, run from the checkout.
+HACKPY=(env "PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PY")
+BOOKS=("${HACKPY[@]}" -m hack.lib.books)
 NS=openrl
 SA=open-rl-scheduler
 
@@ -251,10 +253,10 @@ rbac_denials() {
   # later allowed (RBAC warming up after an API server restart) is excused;
   # hack/lib/rbac.py has the rule.
   [[ -n $CONTROLLER_LOG && -f $CONTROLLER_LOG ]] || return 0
-  "$PY" "$ROOT/hack/lib/rbac.py" "${OPENRL_STATE_DIR:-/nonexistent}/metrics.txt" "$CONTROLLER_LOG"
+  "${HACKPY[@]}" -m hack.lib.rbac "${OPENRL_STATE_DIR:-/nonexistent}/metrics.txt" "$CONTROLLER_LOG"
 }
 
-# Run books.py in the background and wait for it: a signal to this script
+# Run the books in the background and wait for it: a signal to this script
 # then interrupts the wait at once (bash defers traps while a foreground
 # command runs), and on_exit stops the child.
 run_books() {

@@ -1,8 +1,9 @@
 """manifests/base installed in a namespace of its own, and its identities' tokens.
 
-For hack/privilege.py and hack/fuzz.py: what they prove must hold for the
-shipped manifests under the identities a real installation uses, so the
-admin's certificate only sets the installation up and takes it down.
+For hack/privilege.py and hack/fuzz.py (and the CRD for hack/burst.py and
+hack/replay.py): what they prove must hold for the shipped manifests under
+the identities a real installation uses, so the admin's certificate only
+sets the installation up and takes it down.
 
 * The CRD is created, or replaced by manifests/base's. The namespaced objects of
   manifests/base (the Namespace with its Pod Security labels, the
@@ -24,7 +25,6 @@ admin's certificate only sets the installation up and takes it down.
 
 from __future__ import annotations
 
-import base64
 import os
 import socket
 import subprocess
@@ -35,16 +35,30 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from kubernetes import client, config
+
+from hack.lib import kube
+from hack.lib.kube import CONFIGMAPS, CRDS, NAMESPACES, NODES, WORKERS, Kube, KubeError, Obj
+from hack.lib.names import (
+    FAKE_NODE_LABEL,
+    GATEWAY,
+    GATEWAY_ROLE,
+    NODE_ENABLED,
+    NODE_MAX_WORKERS,
+    SCHEDULER,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ROOT / "manifests" / "base"
-SCHEDULER = "open-rl-scheduler"
-GATEWAY = "rl-gateway"
-GATEWAY_ROLE = "openrl-place-gateway"
-GROUP, VERSION, PLURAL = "openrl.io", "v1alpha1", "openrlworkers"
-NAMESPACED = ("Namespace", "ServiceAccount", "Role", "RoleBinding", "ConfigMap")
-ENABLED = {"openrl.io/enabled": "true", "openrl.io/max-workers-per-claim": "2"}
+ENABLED = {NODE_ENABLED: "true", NODE_MAX_WORKERS: "2"}
+SERVICE_ACCOUNTS = kube.Resource("", "v1", "serviceaccounts")
+ROLES = kube.Resource("rbac.authorization.k8s.io", "v1", "roles")
+ROLE_BINDINGS = kube.Resource("rbac.authorization.k8s.io", "v1", "rolebindings")
+CLUSTER_ROLES = kube.Resource("rbac.authorization.k8s.io", "v1", "clusterroles", namespaced=False)
+CLUSTER_ROLE_BINDINGS = kube.Resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings",
+                                      namespaced=False)
+# manifests/base's namespaced objects, created in this order (the Namespace first).
+NAMESPACED = {"Namespace": NAMESPACES, "ServiceAccount": SERVICE_ACCOUNTS, "Role": ROLES,
+              "RoleBinding": ROLE_BINDINGS, "ConfigMap": CONFIGMAPS}
 
 
 def base_docs() -> list[dict[str, Any]]:
@@ -55,26 +69,25 @@ def base_docs() -> list[dict[str, Any]]:
     return docs
 
 
-def ensure_crd(api: client.ApiClient) -> None:
-    """The OpenRLWorker CRD of manifests/base, created or brought up to date, established."""
+def ensure_crd(k: Kube, replace: bool = True) -> None:
+    """The OpenRLWorker CRD of manifests/base, established; with ``replace`` brought up to
+    date when it exists already (else left as it is: a chart may own it)."""
     body = yaml.safe_load((BASE / "crd.yaml").read_text())
-    ext = client.ApiextensionsV1Api(api)
-    try:
-        ext.create_custom_resource_definition(body)
-    except client.ApiException as e:
-        if e.status != 409:
-            raise
-        current = ext.read_custom_resource_definition(body["metadata"]["name"])
-        body["metadata"]["resourceVersion"] = current.metadata.resource_version
-        ext.replace_custom_resource_definition(body["metadata"]["name"], body)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        crd = ext.read_custom_resource_definition(body["metadata"]["name"])
-        if any(c.type == "Established" and c.status == "True"
-               for c in (crd.status.conditions or [])):
-            return
-        time.sleep(0.5)
-    raise SystemExit("the OpenRLWorker CRD never became established")
+    name = body["metadata"]["name"]
+    if k.create(CRDS, body) is None and replace:
+        current = k.get(CRDS, name)
+        if current is not None:
+            body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+            if k.replace(CRDS, name, body) is None:
+                raise KubeError(409, "Conflict", f"CRD {name} changed while being replaced")
+
+    def established() -> tuple[bool, str]:
+        conditions = ((k.get(CRDS, name) or {}).get("status") or {}).get("conditions") or []
+        return any(c.get("type") == "Established" and c.get("status") == "True"
+                   for c in conditions), "not established"
+
+    if not kube.wait_for(f"the CRD {name}", 60, established, every=0.5)[0]:
+        raise SystemExit(f"the CRD {name} never became established")
 
 
 def free_port() -> int:
@@ -94,62 +107,60 @@ def rss_mb(pid: int) -> tuple[float, float]:
 
 
 class Install:
-    """One installation; ``api(account)`` is an ApiClient authenticated as that account."""
+    """One installation; ``api(account)`` is a client authenticated as that account."""
 
     def __init__(self, admin_kubeconfig: str, namespace: str, workdir: Path,
-                 driver: str = "gpu.example.com", node_selector: str = "fake-gpu-node=true"
+                 driver: str = "gpu.example.com", node_selector: str = f"{FAKE_NODE_LABEL}=true"
                  ) -> None:
         self.namespace = namespace
         self.workdir = workdir
         self.driver = driver
         self.admin_kubeconfig = admin_kubeconfig
-        self.admin = config.new_client_from_config(config_file=admin_kubeconfig)
+        self.admin = Kube.connect(admin_kubeconfig, namespace)
         self.controller: subprocess.Popen[bytes] | None = None
         self.controller_url = ""
         self.binding = f"{SCHEDULER}-{namespace}"
         self.saved_labels: dict[str, dict[str, str | None]] = {}
         self.node_selector = node_selector
-        self._clients: dict[str, client.ApiClient] = {}
+        self._clients: dict[str, Kube] = {}
         workdir.mkdir(parents=True, exist_ok=True)
 
     # ------------------------------------------------------------ set up
 
     def create(self) -> None:
-        core, rbac = client.CoreV1Api(self.admin), client.RbacAuthorizationV1Api(self.admin)
+        admin = self.admin
         docs = base_docs()
-        ensure_crd(self.admin)
-        for kind in NAMESPACED:
+        ensure_crd(admin)
+        for kind, res in NAMESPACED.items():
             for doc in (d for d in docs if d["kind"] == kind):
-                self._create(core, rbac, self._moved(doc))
+                if admin.create(res, self._moved(doc)) is None:
+                    raise KubeError(409, "AlreadyExists",
+                                    f"{kind} {doc['metadata']['name']} in {self.namespace}")
         (cluster_role,) = (d for d in docs if d["kind"] == "ClusterRole"
                            and d["metadata"]["name"] == SCHEDULER)
-        try:
-            rbac.create_cluster_role(cluster_role)
-        except client.ApiException as e:
-            if e.status != 409:
-                raise
-            rbac.replace_cluster_role(SCHEDULER, cluster_role)
-        rbac.create_cluster_role_binding({
+        if admin.create(CLUSTER_ROLES, cluster_role) is None:
+            current = admin.get(CLUSTER_ROLES, SCHEDULER) or {"metadata": {}}
+            cluster_role = {**cluster_role, "metadata": {
+                **cluster_role["metadata"],
+                "resourceVersion": current["metadata"].get("resourceVersion")}}
+            admin.replace(CLUSTER_ROLES, SCHEDULER, cluster_role)
+        admin.create(CLUSTER_ROLE_BINDINGS, {
             "metadata": {"name": self.binding, "labels": {"openrl-place/hack": "install"}},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
                         "name": SCHEDULER},
             "subjects": [{"kind": "ServiceAccount", "name": SCHEDULER,
                           "namespace": self.namespace}]})
         # The gateway, bound as the README shows (kubectl create rolebinding ... --role).
-        core.create_namespaced_service_account(self.namespace, {"metadata": {"name": GATEWAY}})
-        rbac.create_namespaced_role_binding(self.namespace, {
+        admin.create(SERVICE_ACCOUNTS, {"metadata": {"name": GATEWAY}})
+        admin.create(ROLE_BINDINGS, {
             "metadata": {"name": GATEWAY},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                         "name": GATEWAY_ROLE},
             "subjects": [{"kind": "ServiceAccount", "name": GATEWAY,
                           "namespace": self.namespace}]})
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:  # pods need the default account to exist
-            try:
-                core.read_namespaced_service_account("default", self.namespace)
-                break
-            except client.ApiException:
-                time.sleep(0.5)
+        kube.wait_for("the namespace's default ServiceAccount", 60,  # pods need it
+                      lambda: (admin.get(SERVICE_ACCOUNTS, "default") is not None, "missing"),
+                      every=0.5)
 
     def _moved(self, doc: dict[str, Any]) -> dict[str, Any]:
         doc = yaml.safe_load(yaml.safe_dump(doc))
@@ -162,66 +173,28 @@ class Install:
             subject["namespace"] = self.namespace
         return doc
 
-    def _create(self, core: client.CoreV1Api, rbac: client.RbacAuthorizationV1Api,
-                doc: dict[str, Any]) -> None:
-        kind, ns = doc["kind"], self.namespace
-        if kind == "Namespace":
-            core.create_namespace(doc)
-        elif kind == "ServiceAccount":
-            core.create_namespaced_service_account(ns, doc)
-        elif kind == "ConfigMap":
-            core.create_namespaced_config_map(ns, doc)
-        elif kind == "Role":
-            rbac.create_namespaced_role(ns, doc)
-        elif kind == "RoleBinding":
-            rbac.create_namespaced_role_binding(ns, doc)
-
     def enable_nodes(self) -> list[str]:
-        core = client.CoreV1Api(self.admin)
-        names = [n.metadata.name for n in
-                 core.list_node(label_selector=self.node_selector).items]
+        names = [n["metadata"]["name"]
+                 for n in self.admin.list(NODES, selector=self.node_selector)]
         for name in names:
-            labels = core.read_node(name).metadata.labels or {}
-            self.saved_labels[name] = {k: labels.get(k) for k in ENABLED}
-            core.patch_node(name, {"metadata": {"labels": ENABLED}})
-        return names
+            before = self.admin.label_node(name, dict(ENABLED))
+            if before is not None:
+                self.saved_labels[name] = before
+        return [n for n in names if n in self.saved_labels]
 
     # ------------------------------------------------------------ identities
 
     def kubeconfig(self, account: str, hours: int = 2) -> Path:
         """A kubeconfig authenticating as ``account`` with a TokenRequest token."""
-        token = client.CoreV1Api(self.admin).create_namespaced_service_account_token(
-            account, self.namespace,
+        token = self.admin.call(
+            self.admin.core.create_namespaced_service_account_token, account, self.namespace,
             {"spec": {"expirationSeconds": hours * 3600}}).status.token
-        raw = yaml.safe_load(Path(self.admin_kubeconfig).read_text())
-        contexts = {c["name"]: c["context"] for c in raw.get("contexts") or []}
-        current = contexts.get(raw.get("current-context"), {})
-        clusters = {c["name"]: c["cluster"] for c in raw["clusters"]}
-        cluster = dict(clusters.get(current.get("cluster"), raw["clusters"][0]["cluster"]))
-        if "certificate-authority" in cluster:
-            ca_path = Path(cluster.pop("certificate-authority"))
-            if not ca_path.is_absolute():
-                ca_path = Path(self.admin_kubeconfig).parent / ca_path
-            cluster["certificate-authority-data"] = base64.b64encode(
-                ca_path.read_bytes()).decode()
-        path = self.workdir / f"{account}.kubeconfig"
-        path.touch(mode=0o600)
-        path.write_text(yaml.safe_dump({
-            "apiVersion": "v1", "kind": "Config",
-            "clusters": [{"name": "cluster", "cluster": cluster}],
-            "users": [{"name": account, "user": {"token": token}}],
-            "contexts": [{"name": account, "context": {
-                "cluster": "cluster", "user": account, "namespace": self.namespace}}],
-            "current-context": account}))
-        return path
+        return kube.token_kubeconfig(self.admin_kubeconfig, account, token, self.namespace,
+                                     self.workdir / f"{account}.kubeconfig")
 
-    def api(self, account: str) -> client.ApiClient:
+    def api(self, account: str) -> Kube:
         if account not in self._clients:
-            configuration = client.Configuration()
-            configuration.connection_pool_maxsize = 32
-            config.load_kube_config(config_file=str(self.kubeconfig(account)),
-                                    client_configuration=configuration)
-            self._clients[account] = client.ApiClient(configuration)
+            self._clients[account] = Kube.connect(self.kubeconfig(account), self.namespace)
         return self._clients[account]
 
     # ------------------------------------------------------------ the scheduler
@@ -268,20 +241,14 @@ class Install:
 
     # ------------------------------------------------------------ tear down
 
-    def workers(self) -> list[dict[str, Any]]:
-        custom = client.CustomObjectsApi(self.admin)
-        items: list[dict[str, Any]] = custom.list_namespaced_custom_object(
-            GROUP, VERSION, self.namespace, PLURAL)["items"]
-        return items
+    def workers(self) -> list[Obj]:
+        return self.admin.list(WORKERS)
 
     def close(self) -> None:
-        custom = client.CustomObjectsApi(self.admin)
         try:
             for item in self.workers():
                 if not item["metadata"].get("deletionTimestamp"):
-                    _ignore_missing(custom.delete_namespaced_custom_object,
-                                    GROUP, VERSION, self.namespace, PLURAL,
-                                    item["metadata"]["name"])
+                    self.admin.delete(WORKERS, item["metadata"]["name"])
             deadline = time.monotonic() + 90
             while self.controller is not None and self.workers() and \
                     time.monotonic() < deadline:
@@ -293,31 +260,12 @@ class Install:
                 written.unlink()  # tokens good for hours: never left lying about
 
     def _force_clean(self) -> None:
-        custom = client.CustomObjectsApi(self.admin)
-        core, rbac = client.CoreV1Api(self.admin), client.RbacAuthorizationV1Api(self.admin)
-        try:
-            for item in self.workers():  # never wedge the namespace on a finalizer
-                _ignore_missing(custom.patch_namespaced_custom_object, GROUP, VERSION,
-                                self.namespace, PLURAL, item["metadata"]["name"],
-                                {"metadata": {"finalizers": None}})
-            claims = custom.list_namespaced_custom_object(
-                "resource.k8s.io", "v1", self.namespace, "resourceclaims")["items"]
-            for claim in claims:  # give the devices back now, not when the namespace goes
-                _ignore_missing(custom.delete_namespaced_custom_object, "resource.k8s.io",
-                                "v1", self.namespace, "resourceclaims",
-                                claim["metadata"]["name"])
-        except client.ApiException as e:
-            if e.status != 404:
-                raise
-        _ignore_missing(core.delete_namespace, self.namespace)
-        _ignore_missing(rbac.delete_cluster_role_binding, self.binding)
+        admin = self.admin
+        for item in self.workers():  # never wedge the namespace on a finalizer
+            admin.patch(WORKERS, item["metadata"]["name"], {"metadata": {"finalizers": None}})
+        for claim in admin.list(kube.CLAIMS):  # the devices back now, not when the namespace goes
+            admin.delete(kube.CLAIMS, claim["metadata"]["name"])
+        admin.delete(NAMESPACES, self.namespace)
+        admin.delete(CLUSTER_ROLE_BINDINGS, self.binding)
         for name, labels in self.saved_labels.items():
-            _ignore_missing(core.patch_node, name, {"metadata": {"labels": labels}})
-
-
-def _ignore_missing(call: Any, *args: Any) -> None:
-    try:
-        call(*args)
-    except client.ApiException as e:
-        if e.status != 404:
-            raise
+            admin.label_node(name, labels)

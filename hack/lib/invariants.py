@@ -30,13 +30,12 @@ import datetime as dt
 from collections import Counter, defaultdict
 from typing import Any
 
+# The controller's names as the checker spells them (hack/lib/names.py says why).
+from hack.lib.names import LABEL_MANAGED, NODE_MAX_WORKERS, SIZED_FOR
+
 __all__ = ["Violation", "World", "continuous", "final"]
 
 Obj = dict[str, Any]
-MANAGED = "openrl.io/managed"
-MAXW_LABEL = "openrl.io/max-workers-per-claim"
-SIZED_FOR = "openrl.io/sized-for-node"
-FINALIZER = "openrl.io/placement"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,7 +107,7 @@ class World:
     unreferenced: dict[str, dt.datetime] = dataclasses.field(default_factory=dict)  # since
 
     def seen_node(self, node: Obj) -> None:
-        raw = str((node["metadata"].get("labels") or {}).get(MAXW_LABEL, "1"))
+        raw = str((node["metadata"].get("labels") or {}).get(NODE_MAX_WORKERS, "1"))
         seats = int(raw) if raw.isdigit() and int(raw) >= 1 else 1
         self.nodes[_name(node)] = node
         self.max_seats[_name(node)] = max(seats, self.max_seats.get(_name(node), 1))
@@ -141,7 +140,7 @@ def continuous(world: World) -> list[Violation]:
     booked = world.booked()
     devices: dict[tuple[str, str, str], str] = {}
     for name, claim in world.claims.items():
-        if (claim["metadata"].get("labels") or {}).get(MANAGED) != "true":
+        if (claim["metadata"].get("labels") or {}).get(LABEL_MANAGED) != "true":
             continue
         node = claim_node(claim)
         cap = world.max_seats.get(node, 1)

@@ -33,7 +33,7 @@ def test_a_burst_places_everyone_with_at_most_seven_requests_each(cluster: Any) 
     devices = sum(h.devices for h in hardware.values())
     workers = int(os.environ.get("BURST_WORKERS", str(devices)))
     proc = subprocess.run(
-        [sys.executable, str(REPO / "hack" / "burst.py"), "--workers", str(workers),
+        [sys.executable, "-m", "hack.burst", "--workers", str(workers),
          "--maxw", "1", "--baseline", "--subprocess", "--json", "--timeout", "600",
          "--driver", cluster.driver],
         cwd=REPO, env=dict(os.environ, KUBECONFIG=cluster.kubeconfig),

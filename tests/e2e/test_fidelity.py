@@ -24,7 +24,7 @@ SEED = int(os.environ.get("FIDELITY_SEED", "1"))
 def replay(cluster: Any, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, KUBECONFIG=cluster.kubeconfig)
     return subprocess.run(
-        [sys.executable, str(REPO / "hack" / "replay.py"), *args], cwd=REPO, env=env,
+        [sys.executable, "-m", "hack.replay", *args], cwd=REPO, env=env,
         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout, check=False)
 
 

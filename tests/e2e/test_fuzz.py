@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 def test_hostile_workers_are_refused_by_field_or_answered(cluster: Any) -> None:
     count = os.environ.get("FUZZ_COUNT", "200")
     proc = subprocess.run(
-        [sys.executable, str(REPO / "hack" / "fuzz.py"), "--count", count, "--json",
+        [sys.executable, "-m", "hack.fuzz", "--count", count, "--json",
          "--driver", cluster.driver],
         cwd=REPO, env={**os.environ, "KUBECONFIG": cluster.kubeconfig},
         stdin=subprocess.DEVNULL, capture_output=True, text=True,

@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_each_role_gets_what_it_needs_and_the_escalation_is_refused(cluster: Any) -> None:
     proc = subprocess.run(
-        [sys.executable, str(REPO / "hack" / "privilege.py"), "--json",
+        [sys.executable, "-m", "hack.privilege", "--json",
          "--driver", cluster.driver],
         cwd=REPO, env={**os.environ, "KUBECONFIG": cluster.kubeconfig}, stdin=subprocess.DEVNULL,
         capture_output=True, text=True, timeout=600, check=False)

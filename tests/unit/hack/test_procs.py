@@ -109,7 +109,8 @@ def test_one_that_ignores_sigterm_is_killed_after_the_grace(tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize("rows", [["a"], ["a", "b"]])
-def test_status_rows_sum_what_runs_and_fail_on_what_does_not(tmp_path: Path, rows: list[str]) -> None:
+def test_status_rows_sum_what_runs_and_fail_on_what_does_not(tmp_path: Path,
+                                                             rows: list[str]) -> None:
     script = "".join(f'launch {r} "sleep 3{i}" sleep 3{i}\n' for i, r in enumerate(rows))
     script += 'status_rows 8 "$@" missing || echo "rc=$?"; echo "total=$((TOTAL_RSS > 0))"\n'
     script += "STOP_QUIET=1 stop_group 5 " + " ".join(rows) + "\n"

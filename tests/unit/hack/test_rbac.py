@@ -2,19 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-from types import ModuleType
-
-RBAC = Path(__file__).resolve().parents[3] / "hack" / "lib" / "rbac.py"
-
-
-def load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("rbac", RBAC)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from hack.lib import rbac
 
 
 def metric(verb: str, resource: str, code: int, n: int) -> str:
@@ -29,7 +17,6 @@ def refused(verb: str, resource: str) -> str:
 
 
 def test_refusals_during_the_warm_up_are_excused() -> None:
-    rbac = load()
     metrics = "\n".join([metric("watch", "nodes", 403, 3), metric("watch", "nodes", 200, 5),
                          metric("list", "resourceslices", 403, 1),
                          metric("list", "resourceslices", 200, 9)])
@@ -38,7 +25,6 @@ def test_refusals_during_the_warm_up_are_excused() -> None:
 
 
 def test_a_missing_rule_is_caught() -> None:
-    rbac = load()
     metrics = "\n".join([metric("patch", "openrlworkers", 200, 4),
                          metric("patch", "openrlworkers/status", 403, 2)])
     log = refused("patch", "openrlworkers/status")
@@ -48,6 +34,5 @@ def test_a_missing_rule_is_caught() -> None:
 
 
 def test_without_metrics_every_refusal_counts() -> None:
-    rbac = load()
     assert len(rbac.denials(None, refused("watch", "nodes"))) == 1
     assert rbac.denials(None, '{"msg": "fine"}') == []

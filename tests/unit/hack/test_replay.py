@@ -2,28 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
 import pytest
 
 from cli.scenario import build_scenario
-
-ROOT = Path(__file__).resolve().parents[3]
-
-
-def _harness() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("replay_harness", ROOT / "hack" / "replay.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("replay_harness", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-replay = _harness()
+from hack import replay
 
 
 def test_generated_scenarios_are_valid_repeatable_and_varied() -> None:

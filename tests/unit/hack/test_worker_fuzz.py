@@ -3,26 +3,10 @@
 from __future__ import annotations
 
 import functools
-import importlib.util
 import json
-import sys
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-HACK = Path(__file__).resolve().parents[3] / "hack"
-
-
-def load(name: str, path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-fuzz = load("worker_fuzz", HACK / "lib" / "worker_fuzz.py")
+from hack.lib import worker_fuzz as fuzz
 
 
 @functools.cache

@@ -1,0 +1,1 @@
+"""What the hack scripts share: the client layer (kube), the books, the checkers, the installer."""
