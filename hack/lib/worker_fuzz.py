@@ -17,6 +17,9 @@ The same seed gives the same cases. The changes, by field:
 * ``spec.podTemplate`` / ``spec.role`` / ``spec.estimatorVersion``: missing
   or odd templates, unknown roles, long versions.
 
+Each of those is a table (``MUTATIONS``): rows of the field a refusal should
+name and the change, one row drawn per use; a case draws one to three tables.
+
 Pure: no cluster, no I/O.
 """
 
@@ -64,142 +67,137 @@ def _dns_name(rng: random.Random, length: int) -> str:
     return name.strip(".-") or "a"
 
 
-Mutation = Callable[[random.Random, Body, str], tuple[str, str]]
+# A change: makes ``body`` hostile in one way, drawing from ``rng`` (and maybe using the
+# case's tag), and says how. A mutation is a table of (the field a refusal should name,
+# change) rows; one row is drawn per use (a one-row table draws nothing).
+Change = Callable[[random.Random, Body, str], str]
+Mutation = tuple[tuple[str, Change], ...]
 
 
-def m_name(rng: random.Random, body: Body, tag: str) -> tuple[str, str]:
-    choice = rng.randrange(6)
-    if choice == 0:
-        name = _dns_name(rng, 253 - len(tag) - 1) + "-" + tag
-        name = name[-253:].lstrip(".-") if len(name) > 253 else name
-        what = "name of 253 characters"
-    elif choice == 1:
-        name = tag + "-" + "a" * (254 - len(tag) - 1)
-        what = "name of 254 characters"
-    elif choice == 2:
-        name = f"{tag}-" + ".".join(["b" * 63] * 3)
-        what = "name with 63-character segments"
-    elif choice == 3:
-        name = f"{tag}-UPPER"
-        what = "upper-case name"
-    elif choice == 4:
-        name = f"{tag}-{rng.choice(UNICODE)}"
-        what = "Unicode name"
-    else:
-        name = f"{tag}-{rng.choice(CONTROL)}"
-        what = "control characters in the name"
-    body["metadata"]["name"] = name
-    return "metadata.name", what
+def _set(*path: str, to: Callable[[random.Random, str], Any],
+         what: str | Callable[[Any], str]) -> Change:
+    """The change that sets ``body[path...]`` (making the dicts on the way) to ``to(rng, tag)``."""
+    *parents, key = path
+
+    def change(rng: random.Random, body: Body, tag: str) -> str:
+        target = body
+        for parent in parents:
+            target = target.setdefault(parent, {})
+        target[key] = value = to(rng, tag)
+        return what(value) if callable(what) else what
+
+    return change
 
 
-def m_identity(rng: random.Random, body: Body, _tag: str) -> tuple[str, str]:
-    field = rng.choice(("ownerId", "modelId"))
-    length = rng.choice((1, 7, 100, 1023, 1024, 1025, 4096))
-    text = _text(rng, length)
-    if rng.random() < 0.3:
-        text = ("x" * length) if length else ""
-    body["spec"][field] = text
-    size = "over" if len(text) > 1024 else "within"
-    return f"spec.{field}", f"{field}: Unicode/control characters, {size} 1024"
+def _name_253(rng: random.Random, tag: str) -> str:
+    name = _dns_name(rng, 253 - len(tag) - 1) + "-" + tag
+    return name[-253:].lstrip(".-") if len(name) > 253 else name
 
 
-def m_memory(rng: random.Random, body: Body, _tag: str) -> tuple[str, str]:
-    value = rng.choice(MEMORY)
-    body["spec"]["memory"] = value
-    return "spec.memory", f"memory {value!r}"[:60]
+def _identity(field: str) -> Change:
+    def change(rng: random.Random, body: Body, _tag: str) -> str:
+        length = rng.choice((1, 7, 100, 1023, 1024, 1025, 4096))
+        text = _text(rng, length)
+        if rng.random() < 0.3:
+            text = ("x" * length) if length else ""
+        body["spec"][field] = text
+        size = "over" if len(text) > 1024 else "within"
+        return f"{field}: Unicode/control characters, {size} 1024"
+
+    return change
 
 
-def m_env(rng: random.Random, body: Body, _tag: str) -> tuple[str, str]:
-    container = body["spec"].setdefault("container", {})
-    choice = rng.randrange(6)
-    if choice == 0:
-        count = rng.choice((1000, 3000, 5000))
-        container["env"] = [{"name": f"V{i}", "value": str(i)} for i in range(count)]
-        what = f"{count} env entries"
-    elif choice == 1:
-        container["env"] = [{"name": rng.choice(["A B", "1X", "é", "a=b", "-", "."]),
-                             "value": "v"}]
-        what = "odd env name"
-    elif choice == 2:
-        container["env"] = [{"name": "NUL", "value": "a\x00b" + _text(rng, 20)}]
-        what = "env value with NUL"
-    elif choice == 3:
-        container["env"] = [{"name": "DUP", "value": "1"}, {"name": "DUP", "value": "2"}]
-        what = "duplicate env names"
-    elif choice == 4:
-        container["env"] = [{"name": "OPEN_RL_TIME_SLICE_GROUP", "value": "mine"}]
-        what = "placement-owned env var"
-    else:
-        container["env"] = [{"name": "S", "valueFrom": {"secretKeyRef": {
-            "name": "anything", "key": "k"}}}]
-        what = "env from a Secret"
-    return "spec.container.env", what
+def _drop_required(rng: random.Random, body: Body, _tag: str) -> str:
+    del body["spec"][rng.choice(["role", "modelId", "memory"])]
+    return "a required field missing"
 
 
-def m_args(rng: random.Random, body: Body, _tag: str) -> tuple[str, str]:
-    container = body["spec"].setdefault("container", {})
-    choice = rng.randrange(5)
-    if choice == 0:
-        container["args"] = ["--x=\x00", "\x00"]
-        what = "args holding NUL"
-    elif choice == 1:
-        container["args"] = [f"--a{i}" for i in range(rng.choice((1000, 4000)))]
-        what = f"{len(container['args'])} args"
-    elif choice == 2:
-        container["command"] = []
-        what = "empty command"
-    elif choice == 3:
-        container["args"] = [_text(rng, 100_000)]
-        what = "one 100k-character arg"
-    else:
-        container["command"] = [rng.choice(UNICODE), rng.choice(CONTROL)]
-        what = "Unicode and control characters in the command"
-    return "spec.container.args", what
+def _rows(field: str, *changes: Change) -> Mutation:
+    return tuple((field, change) for change in changes)
 
 
-def m_image(rng: random.Random, body: Body, _tag: str) -> tuple[str, str]:
-    container = body["spec"].setdefault("container", {})
-    choice = rng.randrange(4)
-    if choice == 0:
-        container["image"] = ""
-        what = "empty image"
-    elif choice == 1:
-        container["image"] = rng.choice(UNICODE) + ":" + rng.choice(CONTROL)
-        what = "Unicode image"
-    elif choice == 2:
-        container["securityContext"] = {"privileged": True}
-        what = "a securityContext in the overlay"
-    else:
-        container["image"] = "registry.example/" + "i" * 5000
-        what = "5000-character image"
-    return "spec.container.image", what
+NAME = ("metadata", "name")
+ENV = ("spec", "container", "env")
+ARGS = ("spec", "container", "args")
+COMMAND = ("spec", "container", "command")
+IMAGE = ("spec", "container", "image")
+
+M_NAME = _rows(
+    "metadata.name",
+    _set(*NAME, to=_name_253, what="name of 253 characters"),
+    _set(*NAME, to=lambda _r, tag: tag + "-" + "a" * (254 - len(tag) - 1),
+         what="name of 254 characters"),
+    _set(*NAME, to=lambda _r, tag: f"{tag}-" + ".".join(["b" * 63] * 3),
+         what="name with 63-character segments"),
+    _set(*NAME, to=lambda _r, tag: f"{tag}-UPPER", what="upper-case name"),
+    _set(*NAME, to=lambda r, tag: f"{tag}-{r.choice(UNICODE)}", what="Unicode name"),
+    _set(*NAME, to=lambda r, tag: f"{tag}-{r.choice(CONTROL)}",
+         what="control characters in the name"),
+)
+M_IDENTITY = (("spec.ownerId", _identity("ownerId")), ("spec.modelId", _identity("modelId")))
+M_MEMORY = _rows("spec.memory", _set("spec", "memory", to=lambda r, _t: r.choice(MEMORY),
+                                     what=lambda v: f"memory {v!r}"[:60]))
+M_ENV = _rows(
+    "spec.container.env",
+    _set(*ENV, to=lambda r, _t: [{"name": f"V{i}", "value": str(i)}
+                                 for i in range(r.choice((1000, 3000, 5000)))],
+         what=lambda env: f"{len(env)} env entries"),
+    _set(*ENV, to=lambda r, _t: [{"name": r.choice(["A B", "1X", "é", "a=b", "-", "."]),
+                                  "value": "v"}], what="odd env name"),
+    _set(*ENV, to=lambda r, _t: [{"name": "NUL", "value": "a\x00b" + _text(r, 20)}],
+         what="env value with NUL"),
+    _set(*ENV, to=lambda _r, _t: [{"name": "DUP", "value": "1"}, {"name": "DUP", "value": "2"}],
+         what="duplicate env names"),
+    _set(*ENV, to=lambda _r, _t: [{"name": "OPEN_RL_TIME_SLICE_GROUP", "value": "mine"}],
+         what="placement-owned env var"),
+    _set(*ENV, to=lambda _r, _t: [{"name": "S", "valueFrom": {"secretKeyRef": {
+        "name": "anything", "key": "k"}}}], what="env from a Secret"),
+)
+M_ARGS = _rows(
+    "spec.container.args",
+    _set(*ARGS, to=lambda _r, _t: ["--x=\x00", "\x00"], what="args holding NUL"),
+    _set(*ARGS, to=lambda r, _t: [f"--a{i}" for i in range(r.choice((1000, 4000)))],
+         what=lambda args: f"{len(args)} args"),
+    _set(*COMMAND, to=lambda _r, _t: [], what="empty command"),
+    _set(*ARGS, to=lambda r, _t: [_text(r, 100_000)], what="one 100k-character arg"),
+    _set(*COMMAND, to=lambda r, _t: [r.choice(UNICODE), r.choice(CONTROL)],
+         what="Unicode and control characters in the command"),
+)
+M_IMAGE = _rows(
+    "spec.container.image",
+    _set(*IMAGE, to=lambda _r, _t: "", what="empty image"),
+    _set(*IMAGE, to=lambda r, _t: r.choice(UNICODE) + ":" + r.choice(CONTROL),
+         what="Unicode image"),
+    _set("spec", "container", "securityContext", to=lambda _r, _t: {"privileged": True},
+         what="a securityContext in the overlay"),
+    _set(*IMAGE, to=lambda _r, _t: "registry.example/" + "i" * 5000,
+         what="5000-character image"),
+)
+M_OTHER: Mutation = (
+    ("spec.role", _set("spec", "role", to=lambda r, _t: r.choice(
+        ["admin", "Trainer", "", "trainer\x00"]), what=lambda v: f"role {v!r}")),
+    ("spec.podTemplate", _set("spec", "podTemplate", to=lambda r, _t: {"name": r.choice(
+        ["missing", "模板", "a" * 253, "x\x00"])}, what="odd or missing template")),
+    ("spec.podTemplate", _set("spec", "podTemplate", to=lambda r, _t: {
+        "name": "openrl-template-trainer", "key": r.choice(["nope.yaml", "", "k" * 254])},
+        what="odd template key")),
+    ("spec.estimatorVersion", _set("spec", "estimatorVersion",
+                                   to=lambda r, _t: "v" * r.choice((256, 257)),
+                                   what="estimator version at 256/257")),
+    ("spec", _set("spec", "unknownField", to=lambda _r, _t: {"a": 1},
+                  what="a field the schema does not have")),
+    ("spec", _drop_required),
+)
+
+# Memory twice: its edges are the most numerous.
+MUTATIONS: tuple[Mutation, ...] = (M_NAME, M_IDENTITY, M_MEMORY, M_MEMORY, M_ENV, M_ARGS,
+                                   M_IMAGE, M_OTHER)
 
 
-def m_other(rng: random.Random, body: Body, _tag: str) -> tuple[str, str]:
-    choice = rng.randrange(6)
-    spec = body["spec"]
-    if choice == 0:
-        spec["role"] = rng.choice(["admin", "Trainer", "", "trainer\x00"])
-        return "spec.role", f"role {spec['role']!r}"
-    if choice == 1:
-        spec["podTemplate"] = {"name": rng.choice(["missing", "模板", "a" * 253, "x\x00"])}
-        return "spec.podTemplate", "odd or missing template"
-    if choice == 2:
-        spec["podTemplate"] = {"name": "openrl-template-trainer", "key": rng.choice(
-            ["nope.yaml", "", "k" * 254])}
-        return "spec.podTemplate", "odd template key"
-    if choice == 3:
-        spec["estimatorVersion"] = "v" * rng.choice((256, 257))
-        return "spec.estimatorVersion", "estimator version at 256/257"
-    if choice == 4:
-        spec["unknownField"] = {"a": 1}
-        return "spec", "a field the schema does not have"
-    del spec[rng.choice(["role", "modelId", "memory"])]
-    return "spec", "a required field missing"
-
-
-MUTATIONS: tuple[Mutation, ...] = (m_name, m_identity, m_memory, m_memory, m_env, m_args,
-                                   m_image, m_other)
+def mutate(mutation: Mutation, rng: random.Random, body: Body, tag: str) -> tuple[str, str]:
+    """One row of ``mutation`` applied to ``body``: (the field it changed, how)."""
+    field, change = mutation[rng.randrange(len(mutation))] if len(mutation) > 1 else mutation[0]
+    return field, change(rng, body, tag)
 
 
 def generate(seed: int, count: int, *, plain_share: float = 0.2) -> Iterator[Case]:
@@ -215,7 +213,7 @@ def generate(seed: int, count: int, *, plain_share: float = 0.2) -> Iterator[Cas
         what: list[str] = []
         if rng.random() >= plain_share:
             for mutation in rng.sample(MUTATIONS, rng.choice((1, 1, 2, 3))):
-                field, description = mutation(rng, body, tag)
+                field, description = mutate(mutation, rng, body, tag)
                 fields.append(field)
                 what.append(description)
         yield Case(body["metadata"]["name"], body, tuple(fields), tuple(what))

@@ -41,3 +41,27 @@ def test_the_edges_are_reached() -> None:
 def test_a_body_stays_under_the_api_servers_limits() -> None:
     biggest = max(len(json.dumps(c.body)) for c in cases())
     assert biggest < 1_000_000  # etcd takes 1.5 MB: a refusal must be the schema's
+
+
+def test_every_row_of_every_table_changes_the_field_it_names() -> None:
+    import copy
+    import random
+
+    plain = {"apiVersion": "openrl.io/v1alpha1", "kind": "OpenRLWorker",
+             "metadata": {"name": "fz-row"},
+             "spec": {"role": "trainer", "modelId": "m", "memory": "10Gi"}}
+    for mutation in fuzz.MUTATIONS:
+        for field, change in mutation:
+            body = copy.deepcopy(plain)
+            what = change(random.Random(3), body, "fz-row")
+            assert what and body != plain, (field, what)
+            # The change is under the field it names (two levels down at most: the
+            # args row that empties the command names spec.container.args).
+            path = field.split(".")[:2]
+            assert dig(body, path) != dig(plain, path), (field, what)
+
+
+def dig(body: Any, path: list[str]) -> Any:
+    for key in path:
+        body = body.get(key) if isinstance(body, dict) else None
+    return body
