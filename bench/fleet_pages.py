@@ -295,8 +295,13 @@ class _Response:
     def __init__(self, data: bytes, closed: threading.Event) -> None:
         self.status = 200
         self.data = data
-        self.response = self
         self._closed = closed
+
+    @property
+    def response(self) -> _Response:
+        # Not an attribute: a response holding itself would be a cycle, its page freed only
+        # by the cyclic collector (the client's own responses are freed as soon as dropped).
+        return self
 
     def read(self) -> bytes:
         return self.data

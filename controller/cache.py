@@ -34,7 +34,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Collection
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from controller import kube
 from controller.fleet_cache import FleetCache
@@ -60,6 +60,14 @@ def _version(text: str) -> int | None:
 
 
 Change = tuple[Record | None, Record | None]
+
+
+class Listener(Protocol):
+    """What else hears of a list (the watch's feed), told after the cache."""
+
+    def forget_missing(self, records: list[Record]) -> None: ...
+
+    def listed(self, record: Record, obj: Obj) -> None: ...
 
 
 class Assumption(NamedTuple):
@@ -212,11 +220,34 @@ class Cache:
         self.relist_records(res, [to_record(res, o if stripped else strip(res, o))
                                   for o in items], version)
 
-    def relist_records(self, res: kube.Resource, items: list[Record], version: str = "") -> None:
+    def relist_records(self, res: kube.Resource, items: list[Record], version: str = "", *,
+                       then: Listener | None = None) -> None:
+        """Replace ``res``'s objects with a list's answer. With ``then``, it hears of the
+        list too, record by record, each right after the fleet has taken that record's
+        change: one unpacking serves both (the object is shared, read-only; the fleet
+        keeps none of it)."""
         with self.lock:
             changes = self.stores[res.key].relist(items, version)
+            if then is None:
+                for name, _, new in changes:
+                    self._notify(res, name, new)
+                return
+            feed = self._feed.get(res.key)
+            listed = [c for c in changes if c[2] is not None]
             for name, _, new in changes:
-                self._notify(res, name, new)
+                if new is None and feed is not None:
+                    feed(name, None)
+            then.forget_missing(items)
+            upcoming = iter(listed)
+            change = next(upcoming, None)
+            # The store's order: each name once, at its first place, as last listed
+            for record in {r.name: r for r in items}.values():
+                obj = to_obj(record)
+                if change is not None and change[2] is record:
+                    if feed is not None:
+                        feed(change[0], obj)
+                    change = next(upcoming, None)
+                then.listed(record, obj)
 
     def assume(self, res: kube.Resource, obj: Obj) -> None:
         with self.lock:

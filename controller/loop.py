@@ -88,22 +88,24 @@ class Controller:
 
     def start_watches(self, stop: threading.Event) -> bool:
         """Start every watch; True once all of them have listed (False if stopped first)."""
-        synced = []
-        for feed in feeds(self.queue, self.settings.device_driver, self._enabled):
-            done = threading.Event()
-            watcher = Watcher(self.api, feed, self.cache, stop, done)
-            watcher.start()
-            self.watchers.append(watcher)
-            synced.append(done)
-        deadline = time.monotonic() + SYNC_TIMEOUT
-        for done in synced:
-            while not done.wait(1.0):
-                self.health.beat()
-                if stop.is_set():
-                    return False
-                if time.monotonic() > deadline:
-                    log.warning("watches not synced yet; still waiting before any decision")
-                    deadline = time.monotonic() + SYNC_TIMEOUT
+        with memory.collection_paused() as pause:
+            synced = []
+            for feed in feeds(self.queue, self.settings.device_driver, self._enabled):
+                done = threading.Event()
+                watcher = Watcher(self.api, feed, self.cache, stop, done)
+                watcher.start()
+                self.watchers.append(watcher)
+                synced.append(done)
+            deadline = time.monotonic() + SYNC_TIMEOUT
+            for done in synced:
+                while not done.wait(1.0):
+                    self.health.beat()
+                    if stop.is_set():
+                        return False
+                    if time.monotonic() > deadline:
+                        log.warning("watches not synced yet; still waiting before any decision")
+                        pause.resume()  # a list this late may never end: collect again
+                        deadline = time.monotonic() + SYNC_TIMEOUT
         memory.give_back()  # what the list passed through, not kept, back to the system
         return True
 

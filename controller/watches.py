@@ -9,6 +9,10 @@ Rules:
   reads as it arrives and handed to the cache (cache.py) before anything is
   queued, so a reconcile woken by a
   change already reads it. Template ConfigMaps are watched for the cache only.
+* One list page is read at a time, process-wide (``_READING``): the watches
+  wait for their pages side by side, but decode and file them one after the
+  other. Interleaved, seven threads reading large pages under one interpreter
+  lock cost about a third more CPU than the same work done in turn.
 * A change matters only if its *signature* changed (status heartbeats, our
   own status writes and managed-fields churn are ignored), which keeps the
   loop from re-reading the world for nothing.
@@ -49,6 +53,10 @@ WAKE_DELAY = 0.5
 # Lists come in pages, each stripped as it arrives: a large fleet's list never sits in
 # memory whole (the figure client-go's informers use).
 LIST_PAGE = 500
+# Held while a page is decoded and while a list's answer is filed: never while waiting
+# for the server, and nothing taken under it waits for it (the cache's lock is taken
+# inside it, never the other way round).
+_READING = threading.Lock()
 
 
 class Feed:
@@ -81,11 +89,19 @@ class Feed:
     def relist_records(self, records: list[Record]) -> None:
         """A list's answer as the cache holds it (each record read back one at a time,
         so a large list is never in memory as mappings all at once)."""
-        current = {r.name: r for r in records}
-        for name in sorted(set(self._seen) - set(current)):
+        self.forget_missing(records)
+        for record in {r.name: r for r in records}.values():
+            self.listed(record, to_obj(record))
+
+    def forget_missing(self, records: list[Record]) -> None:
+        """The first half of a re-list: what the list no longer has is gone."""
+        current = {r.name for r in records}
+        for name in sorted(set(self._seen) - current):
             self._forget(name)
-        for record in current.values():
-            self.event("ADDED", to_obj(record), record)
+
+    def listed(self, record: Record, obj: Obj) -> None:
+        """The second half, one listed record at a time (``obj``: what it holds)."""
+        self.event("ADDED", obj, record)
 
     def _forget(self, name: str) -> None:
         self.event("DELETED", _obj(self._seen[name]))
@@ -121,7 +137,11 @@ class Watcher(threading.Thread):
         super().__init__(name=f"watch-{feed.resource.key}", daemon=True)
         self.api, self.feed, self.stop, self.synced, self.retry = api, feed, stop, synced, retry
         self.cache = cache
-        self._decode = PageDecoder(feed.resource)
+        self._decoder = PageDecoder(feed.resource)
+
+    def _decode(self, data: bytes) -> tuple[Obj, list[Record]]:
+        with _READING:
+            return self._decoder(data)
 
     def _keep(self, record: Record) -> Record | None:
         return record if self.feed.accept(to_obj(record)) else None
@@ -134,8 +154,10 @@ class Watcher(threading.Thread):
             field_selector=self.feed.field_selector, page=LIST_PAGE,
             keep=self._keep if self.feed.filters else None,
             decode=self._decode)
-        self.cache.relist_records(res, items, version)
-        self.feed.relist_records(items)
+        with _READING:
+            # The feed hears of each record right after the cache has filed it, on the
+            # one unpacked object.
+            self.cache.relist_records(res, items, version, then=self.feed)
         return version
 
     def run(self) -> None:

@@ -24,7 +24,7 @@ from controller.claims import build_claim
 from controller.fleet_reader import FleetView, build_fleet
 from controller.fleet_rules import FleetReading
 from controller.objects import Obj, Worker
-from controller.records import to_obj
+from controller.records import Record, to_obj, to_record
 from placement import Fleet, JoinClaim, NewClaim, Request, Role, decide
 from tests.strategies import fake_nodes, fake_slice, fake_worker, pod_for
 
@@ -62,6 +62,19 @@ def read(objects: dict[str, dict[str, Obj]]) -> FleetView:
     return build_fleet(slices=of(kube.SLICES), nodes=of(kube.NODES), claims=of(kube.CLAIMS),
                        workers=[Worker.from_obj(o) for o in of(kube.WORKERS)],
                        pods=of(kube.PODS), driver=DRIVER, node_pods=of(kube.NODE_PODS))
+
+
+class Listener:
+    """What a watch's feed hears of a re-list, in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[Any] = []
+
+    def forget_missing(self, records: list[Record]) -> None:
+        self.calls.append(("forget", records))
+
+    def listed(self, record: Record, obj: Obj) -> None:
+        self.calls.append(("listed", record, obj))
 
 
 def rebuilt(objects: dict[str, dict[str, Obj]]) -> Fleet:
@@ -243,15 +256,27 @@ class CacheModel(RuleBasedStateMachine):
             res, kind, obj = self.history[data.draw(st.integers(0, heard - 1))]
             self.cache.event(res, kind, obj)
 
-    @rule()
-    def watch_expired_relist(self) -> None:
+    @rule(heard=st.booleans())
+    def watch_expired_relist(self, heard: bool) -> None:
         """410 Gone: what was not yet heard is lost; a list brings the present."""
         self.pending.clear()
         for plural, objects in self.server.items():
-            self.cache.relist(self.resources[plural], list(objects.values()), str(self.rv))
+            self._relist(self.resources[plural], list(objects.values()), heard)
 
-    @rule(lands=st.booleans())
-    def restart(self, lands: bool) -> None:
+    def _relist(self, res: Kind, objs: list[Obj], heard: bool) -> None:
+        """The list into the cache; ``heard``: as a watch lists, its feed hearing each
+        record on the object the fleet took (it must hear what a plain re-list gives)."""
+        if not heard:
+            self.cache.relist(res, objs, str(self.rv))
+            return
+        records = [to_record(res, strip(res, o)) for o in objs]
+        listener = Listener()
+        self.cache.relist_records(res, records, str(self.rv), then=listener)
+        assert listener.calls == [("forget", records)] + [
+            ("listed", r, to_obj(r)) for r in records]
+
+    @rule(lands=st.booleans(), heard=st.booleans())
+    def restart(self, lands: bool, heard: bool) -> None:
         """A new leader: writes in flight land on the server or not; it lists everything."""
         if lands:
             for res, obj in self.in_flight:
@@ -261,7 +286,7 @@ class CacheModel(RuleBasedStateMachine):
         self.pending.clear()
         self.cache = Cache(DRIVER)
         for plural, objects in self.server.items():
-            self.cache.relist(self.resources[plural], list(objects.values()), str(self.rv))
+            self._relist(self.resources[plural], list(objects.values()), heard)
 
     # ------------------------------------------------------ decide and write
 
