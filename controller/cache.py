@@ -41,6 +41,7 @@ from controller.fleet_cache import FleetCache
 from controller.fleet_rules import FleetReading
 from controller.objects import Obj
 from controller.records import Record, name_and_version, strip, to_obj, to_record
+from controller.work import Waiting
 
 __all__ = ["Assumption", "Cache", "strip"]
 
@@ -197,6 +198,11 @@ class Cache:
         with self.lock:
             record = self.stores[res.key].objs.get(name)
             return None if record is None else to_obj(record)
+
+    def waiting(self) -> list[Waiting]:
+        """The pending workers (``work.waiting_of``), kept as workers change."""
+        with self.lock:
+            return self.fleet.waiting()
 
     def items(self, res: kube.Resource) -> list[Obj]:
         with self.lock:

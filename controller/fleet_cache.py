@@ -20,6 +20,9 @@ Rules:
   orphan's pod, a claim whose node comes from its pools) it looks up in the
   cache (``lookup``), and of workers and pods it keeps only what a seat
   depends on. The cache holds each object once.
+* It also keeps the pending workers (``work.waiting_of``), for a wake and
+  the metrics' census: what those cost grows with the pending workers, not
+  with the fleet.
 * What the fleet refuses (a node with fewer devices than a claim on it holds,
   say) is left out and reported among the warnings, never raised: one odd
   object must not stop the watches.
@@ -49,6 +52,7 @@ from controller.fleet_rules import (
     worker_booking,
 )
 from controller.objects import Obj, Worker, worker_owner_uid
+from controller.work import Waiting, waiting_of
 from placement import Claim, Fleet, Node, PlacementError
 
 __all__ = ["CachedView", "FleetCache", "Lookup"]
@@ -99,6 +103,7 @@ class FleetCache:
         self._claim_notes: dict[str, str] = {}  # claims the fleet refused, and why
         self._on_claim: dict[str, tuple[str, ...]] = {}  # claim -> holders booked on it
         self._workers: dict[str, WorkerSeat] = {}
+        self._waiting: dict[str, Waiting] = {}  # the pending workers (work.waiting_of)
         self._worker_by_uid: dict[str, str] = {}
         self._pods: dict[str, PodSeat] = {}
         self._pods_of: dict[str, tuple[str, ...]] = {}  # worker uid -> pods it controls
@@ -181,7 +186,11 @@ class FleetCache:
         if old is not None:
             self._worker_by_uid.pop(old.uid, None)
             uids.add(old.uid)
+        self._waiting.pop(name, None)
         if obj is not None:
+            waiting = waiting_of(obj)
+            if waiting is not None:
+                self._waiting[name] = waiting
             worker = WorkerSeat.of(Worker.from_obj(obj))
             self._workers[name] = worker
             self._worker_by_uid[worker.uid] = name
@@ -223,6 +232,10 @@ class FleetCache:
                 if self._other_pods[node] <= 0:
                     del self._other_pods[node]
                 self._refile_node(node)
+
+    def waiting(self) -> list[Waiting]:
+        """The pending workers, as ``work.waiting_of`` reads each (in no set order)."""
+        return list(self._waiting.values())
 
     # ------------------------------------------------------------- hardware
 

@@ -4,7 +4,8 @@ Rules:
 
 * Both read the cache, never the API: wake-all re-queues every pending worker
   (no status yet, or Pending), oldest arrival first; the queue's order does
-  the rest.
+  the rest. The pending workers are kept by the fleet cache as they change
+  (``Cache.waiting``): a wake or a scrape costs the pending, never the fleet.
 * The sweep deletes a managed claim only when nothing references it: no
   non-Failed worker's ``status.claimName`` or UID-derived claim name (a claim
   cut just before a lost pod write), no pod in the namespace (in any phase),
@@ -15,8 +16,9 @@ Rules:
   a claim that changed since it was read is left for the next sweep. The
   deletes are returned as writes, for a plan like any reconcile's
   (writes.py), never made here.
-* ``census`` counts the Pending workers for the metrics (by reason kind, and
+* ``tally`` counts the Pending workers for the metrics (by reason kind, and
   each role's oldest); it is read at scrape time, never per reconcile.
+  ``census`` is the same count over worker objects, the plain reference.
 * Both run as queue keys, never beside a reconcile: a reconcile joining a
   claim and a sweep deleting it at the same moment is exactly the race one
   queue with one consumer rules out.
@@ -27,41 +29,42 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections import Counter
+from collections.abc import Iterable
 
 from controller import kube, naming
 from controller.cache import Cache
 from controller.claims import read_claim
 from controller.logs import kv
 from controller.metrics import NEW, Census, Metrics
-from controller.objects import Obj, Worker, created_at, is_deleting, pod_claims, uid_of
+from controller.objects import Obj, Worker, is_deleting, pod_claims, uid_of
 from controller.settings import Settings
-from controller.work import Result, is_pending, worker_key, worker_order
+from controller.work import Result, Waiting, waiting_of
 from controller.writes import Write
 
 log = logging.getLogger("openrl.controller.sweep")
 
 
 def wake(cache: Cache, metrics: Metrics) -> Result:
-    objs = cache.items(kube.WORKERS)
-    pending = [o for o in objs if is_pending(o)]
+    pending = cache.waiting()
     metrics.pending.set(len(pending))
-    keys = sorted(((worker_key(o), worker_order(o)) for o in pending), key=lambda item: item[1])
-    return Result(enqueue=tuple(keys))
+    return Result(enqueue=tuple((w.key, w.order)
+                                for w in sorted(pending, key=lambda w: w.order)))
 
 
 def census(objs: list[Obj]) -> Census:
     """The Pending workers among ``objs``: how many per reason kind (``New``: no answer
-    yet), and the creation time of each role's oldest."""
+    yet), and the creation time of each role's oldest (the plain reading: ``tally`` of
+    what the cache keeps is checked against it)."""
+    return tally(w for w in map(waiting_of, objs) if w is not None)
+
+
+def tally(waiting: Iterable[Waiting]) -> Census:
+    """The census of these pending workers."""
     kinds: Counter[str] = Counter()
     oldest: dict[str, float] = {}
-    for obj in objs:
-        if not is_pending(obj):
-            continue
-        reason = str((obj.get("status") or {}).get("reason") or "")
-        kinds[reason.split(":", 1)[0] or NEW] += 1
-        role = str((obj.get("spec") or {}).get("role") or "")
-        created = created_at(obj).timestamp()
-        oldest[role] = min(created, oldest.get(role, created))
+    for worker in waiting:
+        kinds[worker.reason or NEW] += 1
+        oldest[worker.role] = min(worker.created, oldest.get(worker.role, worker.created))
     return kinds, oldest
 
 

@@ -34,7 +34,7 @@ from collections.abc import Callable
 
 from controller import kube, memory
 from controller.cache import Cache
-from controller.housekeeping import census
+from controller.housekeeping import tally
 from controller.logs import kv
 from controller.metrics import Health, Metrics
 from controller.queue import WorkQueue
@@ -71,7 +71,7 @@ class Controller:
                              done=self._written)
         self.reconciler = Reconciler(api, settings, cache=self.cache, writer=self.writer,
                                      metrics=self.metrics, now=now)
-        self.metrics.census_from(lambda: census(self.cache.items(kube.WORKERS)))
+        self.metrics.census_from(lambda: tally(self.cache.waiting()))
         self.reconciles = 0
         self.watchers: list[Watcher] = []
         self._deferred: set[str] = set()  # came up while its plan was in flight

@@ -3,17 +3,20 @@
 Rules: a worker's key is its name; housekeeping keys start with ``*`` (never a
 valid object name) and sort before every worker; workers sort by arrival
 (creation time, then name), so the oldest pending worker is retried first.
+A pending worker (no phase yet, or Pending, and not being deleted) is what a
+wake re-queues and the census counts: ``waiting_of`` reads it once, for both.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import sys
+from typing import NamedTuple
 
 import attrs
 
 from controller.naming import Phase
-from controller.objects import Obj, age_order, is_deleting, name_of
+from controller.objects import Obj, age_order, created_at, is_deleting, name_of
 
 WAKE = "*wake"  # re-queue every pending worker
 SWEEP = "*sweep"  # delete orphaned claims
@@ -46,3 +49,23 @@ class Result:
     wake: bool = False  # capacity changed: retry every pending worker
     sweep: bool = False  # a claim may have lost its last reference: sweep soon
     enqueue: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+class Waiting(NamedTuple):
+    """A pending worker, as a wake and the census read it."""
+
+    key: str  # its queue key
+    order: tuple[str, ...]  # its queue order
+    reason: str  # the kind of its reason ('': not answered yet)
+    role: str
+    created: float  # its creation time (POSIX seconds)
+
+
+def waiting_of(obj: Obj) -> Waiting | None:
+    """The worker as a pending one, or None if it is not pending."""
+    if not is_pending(obj):
+        return None
+    reason = str((obj.get("status") or {}).get("reason") or "")
+    return Waiting(worker_key(obj), worker_order(obj), sys.intern(reason.split(":", 1)[0]),
+                   sys.intern(str((obj.get("spec") or {}).get("role") or "")),
+                   created_at(obj).timestamp())

@@ -23,8 +23,10 @@ from controller.cache import Cache, strip
 from controller.claims import build_claim
 from controller.fleet_reader import FleetView, build_fleet
 from controller.fleet_rules import FleetReading
+from controller.housekeeping import census, tally
 from controller.objects import Obj, Worker
 from controller.records import Record, to_obj, to_record
+from controller.work import waiting_of
 from placement import Fleet, JoinClaim, NewClaim, Request, Role, decide
 from tests.strategies import fake_nodes, fake_slice, fake_worker, pod_for
 
@@ -165,6 +167,20 @@ class CacheModel(RuleBasedStateMachine):
         if name not in self.server[kube.WORKERS.key]:
             self._send(kube.WORKERS, "ADDED", worker)
         return name
+
+    @rule(name=workers, phase=st.sampled_from(["", "Pending", "Running", "Failed"]),
+          reason=st.sampled_from(["", "NoCapacity: no node", "WaitingForCapacity: full"]),
+          deleting=st.booleans())
+    def worker_status_written(self, name: str, phase: str, reason: str, deleting: bool) -> None:
+        """Our status write (or the worker's deletion starting) comes back as an event."""
+        worker = self.server[kube.WORKERS.key].get(name)
+        if worker is None:
+            return
+        changed = {**worker, "status": {"phase": phase, "reason": reason} if phase else {}}
+        if deleting:
+            changed["metadata"] = {**worker["metadata"],
+                                   "deletionTimestamp": "2026-01-01T00:01:00Z"}
+        self._send(kube.WORKERS, "MODIFIED", changed)
 
     @rule(name=workers)
     def worker_deleted(self, name: str) -> None:
@@ -365,6 +381,16 @@ class CacheModel(RuleBasedStateMachine):
         uids = sorted({str(o["metadata"].get("uid", "")) for objs in self.server.values()
                        for o in objs.values()} | {"no-such-uid"})
         assert reading_state(self.cache.view, uids) == reading_state(read(held), uids)
+
+    @invariant()
+    def the_pending_workers_are_those_of_the_objects(self) -> None:
+        """What a wake and a scrape read (kept as workers change) is what reading every
+        worker the cache holds gives."""
+        objs = self.cache.items(kube.WORKERS)
+        plain = [w for w in map(waiting_of, objs) if w is not None]
+        kept = self.cache.waiting()
+        assert sorted(kept) == sorted(plain)
+        assert tally(kept) == census(objs)
 
     @invariant()
     def no_seat_promised_twice(self) -> None:
