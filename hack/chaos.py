@@ -49,8 +49,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kubernetes import watch
-
 from hack.lib import invariants as inv
 from hack.lib import kube
 from hack.lib.kube import CLAIMS, CONFIGMAPS, NODES, PODS, SLICES, WORKERS, KubeError, Obj
@@ -160,15 +158,14 @@ class Checker:
         while not self.stop.is_set():
             try:
                 kw = {"resource_version": version} if version else {}
-                for event in watch.Watch().stream(call, *args, timeout_seconds=60,
-                                                  _request_timeout=90, **kw):
-                    obj = self.api.api.sanitize_for_serialization(event["object"])
+                for kind, obj in self.api.watch(call, *args, timeout_seconds=60,
+                                                _request_timeout=90, **kw):
                     if not isinstance(obj, dict) or "metadata" not in obj:
                         continue
                     version = str(obj["metadata"].get("resourceVersion") or version)
                     with self.lock:
                         self.events += 1
-                        handle(event["type"], obj)
+                        handle(kind, obj)
                         found = inv.continuous(self.world)
                     self._confirm(found)
                     if self.stop.is_set():
@@ -324,7 +321,7 @@ class Scheduler:
 class Faults:
     def __init__(self, api: Api, sched: Scheduler, rng: random.Random, nodes: list[str]) -> None:
         self.api, self.sched, self.rng, self.nodes = api, sched, rng, nodes
-        self.undo: list[Callable[[], None]] = []
+        self.undo: list[Callable[[], object]] = []
         self.saved_template: Obj = {}
 
     def menu(self) -> dict[str, Callable[[], None]]:

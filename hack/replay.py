@@ -91,6 +91,7 @@ from controller.work import SWEEP
 from hack.fakenodes import fakenodes
 from hack.lib import kube as testbed
 from hack.lib.install import ensure_crd
+from hack.lib.names import FAKE_NODE_LABEL
 from placement.quantity import format_quantity
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -344,7 +345,7 @@ class Stage:
 
     def add_node(self, spec: NodeSpec) -> None:
         # Not fake-gpu-node=true: the smoke and stress runs pick their nodes by that.
-        labels = {fakenodes.FAKE_NODE_LABEL: "fidelity", naming.NODE_ENABLED: "true",
+        labels = {FAKE_NODE_LABEL: "fidelity", naming.NODE_ENABLED: "true",
                   naming.NODE_MAX_WORKERS: str(spec.max_workers_per_claim)}
         for role in spec.roles:
             labels[naming.NODE_ROLE_LABELS[role]] = "true"
@@ -370,7 +371,7 @@ class Stage:
                 "metadata": {"name": event.name, "namespace": self.namespace}, "spec": spec}
         created = self.admin.create(testbed.WORKERS, body)
         if created is None:
-            raise ScenarioError(f"worker {event.name} arrives twice")
+            raise ScenarioError("arrive", f"worker {event.name} already exists on the cluster")
         stamp = dt.datetime.fromisoformat(
             created["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
         self.last_arrival = int(stamp.timestamp())

@@ -48,6 +48,7 @@ __all__ = [
 ]
 
 Obj = dict[str, Any]
+Query = list[tuple[str, str]]  # module-level: inside Kube, "list" is a method
 REQUEST_TIMEOUT = 30.0
 
 
@@ -120,7 +121,8 @@ def api_client(kubeconfig: str | Path | None = None, pool: int = 32) -> client.A
     configuration.connection_pool_maxsize = pool  # watches and worker threads share it
     path = str(kubeconfig) if kubeconfig else None
     try:
-        config.load_kube_config(config_file=path, client_configuration=configuration)
+        config.load_kube_config(config_file=path,  # type: ignore[no-untyped-call]
+                                client_configuration=configuration)
     except (config.ConfigException, OSError, TypeError, yaml.YAMLError) as e:
         where = path or os.environ.get("KUBECONFIG") or "~/.kube/config"
         raise KubeError(0, "BadKubeconfig", f"cannot load kubeconfig {where}: {e}") from e
@@ -188,7 +190,8 @@ class Kube:
         self.requests += 1
         kwargs.setdefault("_request_timeout", self.timeout + kwargs.get("timeout_seconds", 0))
         try:
-            for event in watch.Watch().stream(fn, *args, **kwargs):
+            for event in watch.Watch().stream(  # type: ignore[no-untyped-call]
+                    fn, *args, **kwargs):
                 yield str(event["type"]), self.to_json(event["object"])
         except (ApiException, urllib3.exceptions.HTTPError, OSError) as e:
             raise KubeError.of(e, f"watch {getattr(fn, '__name__', '')}") from e
@@ -198,7 +201,7 @@ class Kube:
 
     def to_json(self, model: Any) -> Any:
         """A typed model (a watch event's object, say) as the API's JSON."""
-        return self.api.sanitize_for_serialization(model)
+        return self.api.sanitize_for_serialization(model)  # type: ignore[no-untyped-call]
 
     # ------------------------------------------------------------------ verbs
 
@@ -277,7 +280,7 @@ class Kube:
     def _ns(self, res: Resource, namespace: str | None) -> str | None:
         return (namespace or self.namespace) if res.namespaced else None
 
-    def _send(self, method: str, path: str, *, query: list[tuple[str, str]] | None = None,
+    def _send(self, method: str, path: str, *, query: Query | None = None,
               body: Obj | None = None, content_type: str = "application/json") -> Obj:
         self.requests += 1
         what = f"{method} {path}"
@@ -288,7 +291,7 @@ class Kube:
                 header_params=headers, body=body, auth_settings=["BearerToken"])
             response = self.api.call_api(method, url, header_params=headers, body=payload,
                                          _request_timeout=self.timeout)
-            data = response.read()
+            data = response.read()  # type: ignore[no-untyped-call]
         except (ApiException, urllib3.exceptions.HTTPError, OSError) as e:
             raise KubeError.of(e, what) from e
         if not 200 <= response.status <= 299:

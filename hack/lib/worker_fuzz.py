@@ -31,6 +31,8 @@ import string
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from hack.lib.names import API_VERSION, KIND, template_name
+
 Body = dict[str, Any]
 
 UNICODE = ["ünïcødé", "\u202eevil\u202c", "e\u0301\u0301\u0301", "模型", "🦙" * 20,
@@ -179,7 +181,7 @@ M_OTHER: Mutation = (
     ("spec.podTemplate", _set("spec", "podTemplate", to=lambda r, _t: {"name": r.choice(
         ["missing", "模板", "a" * 253, "x\x00"])}, what="odd or missing template")),
     ("spec.podTemplate", _set("spec", "podTemplate", to=lambda r, _t: {
-        "name": "openrl-template-trainer", "key": r.choice(["nope.yaml", "", "k" * 254])},
+        "name": template_name("trainer"), "key": r.choice(["nope.yaml", "", "k" * 254])},
         what="odd template key")),
     ("spec.estimatorVersion", _set("spec", "estimatorVersion",
                                    to=lambda r, _t: "v" * r.choice((256, 257)),
@@ -205,7 +207,7 @@ def generate(seed: int, count: int, *, plain_share: float = 0.2) -> Iterator[Cas
     rng = random.Random(seed)
     for i in range(count):
         tag = f"fz{seed}-{i}"
-        body: Body = {"apiVersion": "openrl.io/v1alpha1", "kind": "OpenRLWorker",
+        body: Body = {"apiVersion": API_VERSION, "kind": KIND,
                       "metadata": {"name": tag},
                       "spec": {"role": rng.choice(["trainer", "sampler"]), "modelId": "m",
                                "memory": rng.choice(["10Gi", "40Gi", "80Gi"])}}
