@@ -16,6 +16,12 @@ Rules:
   cache's lock and assumes its writes before letting go.
 * A placed worker stays put: a worker holding a live claim gets its pod back
   on it unless others already fill that claim's seats.
+* Progress short of Running, once Placing is on record, is written only when
+  it is news the status lacks: the scheduler's own reason for not placing the
+  pod (its PodScheduled message), once the pod has waited ``STATUS_QUIET`` of
+  the placement timeout; or, for a pod bound to its node, that it is still
+  starting there that long after the bind. A pod the scheduler has not reached
+  yet is what Placing already says (a burst's queue makes every pod wait).
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from controller.objects import (
     is_deleting,
     labels_of,
     name_of,
+    parse_time,
     pod_alive,
     pod_claim,
     pod_condition,
@@ -62,7 +69,7 @@ log = logging.getLogger("openrl.controller")
 
 # A placed pod's progress short of Running is written once it has waited this share of
 # the placement timeout (default 10m: 2.5m), well before Unschedulable: in a burst,
-# kube-scheduler may take a minute to reach a pod, and every such write is one more.
+# kube-scheduler may take minutes to reach a pod, and every such write is one more.
 STATUS_QUIET = 0.25
 
 
@@ -207,25 +214,36 @@ def _track(ctx: Context, worker: Worker, pod: Obj) -> Conclusion:
         return Conclusion(attrs.evolve(base, phase=Phase.RUNNING, kind="",
                                        detail=f"pod {name_of(pod)} running on node "
                                               f"{pod_node(pod)}"))
-    waited = (ctx.now - created_at(pod)).total_seconds()
+    created = created_at(pod)
+    waited = (ctx.now - created).total_seconds()
     quiet = STATUS_QUIET * settings.placement_timeout
-    if worker.phase == Phase.PLACING and worker.claim == claim and waited < quiet:
-        # Already reported Placing on this claim: progress short of Running is not
-        # worth a write while it is young (most pods run within it). Look again then.
-        return Conclusion(requeue_after=quiet - waited)
+    # Already reported Placing on this claim: progress short of Running is written only
+    # when it is news (the module's rules), so the status stays while most pods run.
+    reported = worker.phase == Phase.PLACING and worker.claim == claim
+    scheduled = pod_condition(pod, "PodScheduled") or {}
     if pod_node(pod):
+        bound = (parse_time(scheduled.get("lastTransitionTime"))
+                 if scheduled.get("status") == "True" else None) or created
+        starting = (ctx.now - bound).total_seconds()
+        if reported and starting < quiet:
+            return Conclusion(requeue_after=quiet - starting)
         return Conclusion(attrs.evolve(base, detail=f"pod {name_of(pod)} starting on node "
                                                     f"{pod_node(pod)}"))
-    scheduled = pod_condition(pod, "PodScheduled") or {}
-    why = scheduled.get("message") or "not scheduled yet"
+    said = scheduled.get("message") if scheduled.get("status") == "False" else None
     if waited >= settings.placement_timeout:
         return Conclusion(Outcome(
             Phase.FAILED, ReasonKind.UNSCHEDULABLE,
             f"pod {name_of(pod)} with claim {claim} was not scheduled within "
-            f"{settings.placement_timeout:.0f}s: {why}; pod deleted, seat released"),
+            f"{settings.placement_timeout:.0f}s: {said or 'not scheduled yet'}; "
+            "pod deleted, seat released"),
             (_delete_pod(pod),))
+    if reported and (waited < quiet or not said):
+        # The scheduler's word comes as a pod update; the timeout's check is due anyway.
+        return Conclusion(requeue_after=(quiet if waited < quiet and said
+                                         else settings.placement_timeout) - waited)
     return Conclusion(attrs.evolve(base, detail=f"pod {name_of(pod)} waiting for the scheduler "
-                                                f"with claim {claim}: {why}"),
+                                                f"with claim {claim}: "
+                                                f"{said or 'not scheduled yet'}"),
                       requeue_after=settings.placement_timeout - waited)
 
 

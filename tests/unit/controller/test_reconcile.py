@@ -288,6 +288,38 @@ def test_pod_never_scheduled_fails_unschedulable_and_releases(cluster: Cluster) 
     assert cluster.api.obj(kube.PODS, "orw-w1") is None
 
 
+def test_pod_the_scheduler_has_not_reached_keeps_placing_until_the_timeout(
+        cluster: Cluster) -> None:
+    # A burst: kube-scheduler has not looked at the pod for minutes. Placing already says
+    # the pod waits; only the timeout's failure is written, with what was (not) said.
+    placed = cluster.place("w1")
+    before = writes(cluster.api)
+    cluster.api.advance(300)
+    result = cluster.reconcile("w1")
+    assert writes(cluster.api) == before and cluster.status("w1") == placed
+    assert result.requeue_after == cluster.settings.placement_timeout - 300
+    cluster.api.advance(301)
+    cluster.reconcile("w1")
+    status = cluster.status("w1")
+    assert status["phase"] == "Failed" and "not scheduled yet" in status["reason"]
+
+
+def test_bound_pod_is_reported_starting_a_quiet_while_after_the_bind(
+        cluster: Cluster) -> None:
+    placed = cluster.place("w1")
+    quiet = 0.25 * cluster.settings.placement_timeout
+    cluster.api.advance(400)  # waited long in the scheduler's queue, then bound
+    bound_at = cluster.api.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
+    cluster.api.edit(kube.PODS, "orw-w1", {"spec": {"nodeName": "node-0"}, "status": {
+        "conditions": [{"type": "PodScheduled", "status": "True",
+                        "lastTransitionTime": bound_at}]}})
+    result = cluster.reconcile("w1")
+    assert cluster.status("w1") == placed and result.requeue_after == quiet
+    cluster.api.advance(quiet)
+    cluster.reconcile("w1")
+    assert "orw-w1 starting on node node-0" in cluster.status("w1")["reason"]
+
+
 def test_lost_status_write_pod_claim_wins() -> None:
     c = Cluster(devices=1)
     c.add_worker("a")
