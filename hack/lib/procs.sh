@@ -38,9 +38,9 @@ exited() { # pid: gone, or a zombie not yet reaped
 launch() { # name marker command...
   local name=$1 marker=$2 pid i
   shift 2
-  # The lock descriptors of both scripts (8 and 9) stay with the script: a
-  # long-lived child holding one would block the next up or down.
-  setsid "$@" </dev/null >>"$LOGS/$name.log" 2>&1 8>&- 9>&- &
+  # The lock descriptors of both scripts (7, 8 and 9) stay with the script: a
+  # long-lived child holding one would block the next build, up or down.
+  setsid "$@" </dev/null >>"$LOGS/$name.log" 2>&1 7>&- 8>&- 9>&- &
   pid=$!
   echo "$pid" >"$RUN/$name.pid"
   echo "$marker" >"$RUN/$name.cmd"
