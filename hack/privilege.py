@@ -199,6 +199,16 @@ def scheduler_rows(inst: Install, other: str) -> list[Row]:
             "subjects": [{"kind": "ServiceAccount", "name": SCHEDULER, "namespace": ns}]})),
         ("create pods in another namespace", RBAC,
          lambda: core.create_namespaced_pod(other, plain_pod("sched-out"))),
+        # Pods of every namespace are listed and watched for the pod slots
+        # they take on a node; that read is the whole of it.
+        ("list pods in every namespace", ALLOWED,
+         lambda: core.list_pod_for_all_namespaces(limit=1)),
+        ("get a pod in another namespace", RBAC,
+         lambda: core.read_namespaced_pod("anything", other)),
+        ("delete pods in another namespace", RBAC,
+         lambda: core.delete_collection_namespaced_pod(other)),
+        ("read pods/log in another namespace", RBAC,
+         lambda: core.read_namespaced_pod_log("anything", other)),
         ("create resourceclaims in another namespace", RBAC,
          lambda: api.create(CLAIMS, claim_body("sched-out"), namespace=other)),
         ("create configmaps in another namespace", RBAC,
