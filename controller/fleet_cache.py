@@ -34,7 +34,8 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import NamedTuple
+
+from msgspec import Struct
 
 from controller import kube, naming
 from controller.claims import ClaimView, read_claim
@@ -60,7 +61,11 @@ __all__ = ["CachedView", "FleetCache", "Lookup"]
 Lookup = Callable[[kube.Resource, str], Obj | None]  # the cache's current object, if any
 
 
-class WorkerSeat(NamedTuple):
+# Small frozen structs the cyclic collector does not track (strings and an int: no
+# cycle can pass through them), one of each per worker: a third smaller than named
+# tuples, and never walked by a collection.
+
+class WorkerSeat(Struct, frozen=True, gc=False):
     """What a worker's seat depends on (``fleet_rules.worker_booking`` reads it)."""
 
     name: str
@@ -77,7 +82,7 @@ class WorkerSeat(NamedTuple):
                    sys.intern(worker.claim), sys.intern(worker.owner), worker.memory)
 
 
-class PodSeat(NamedTuple):
+class PodSeat(Struct, frozen=True, gc=False):
     owner_uid: str  # the worker controlling it ('' if none)
     claim: str  # the claim it holds a seat on while alive ('' if none)
 
