@@ -53,7 +53,6 @@ load_ports() {
 
 # ---------------------------------------------------------------- build
 
-
 ldflags() {
   # Stamp the release into the version packages, as Kubernetes' own build does.
   local version pkg flags="-s -w"
@@ -91,7 +90,6 @@ build() {
 }
 
 # ---------------------------------------------------------------- PKI
-
 
 kubeconfig() { # file user-cert-name
   local b64='base64 -w0'
@@ -166,11 +164,7 @@ EOF
 
 # ---------------------------------------------------------------- processes
 
-
-
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
-
 
 api_get() { # path
   curl -sf --max-time 5 --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" \
@@ -188,7 +182,6 @@ all_running() {
   for c in "${COMPONENTS[@]}"; do pid_of "$c" >/dev/null || return 1; done
   readyz
 }
-
 
 stop_all() {
   # Everything that talks to etcd first, all at once; then etcd.

@@ -81,7 +81,6 @@ cmd_check() {
 
 # ---------------------------------------------------------------- build and install
 
-
 apt_install() { # command-or-path package...
   local probe=$1
   shift
@@ -212,7 +211,6 @@ api_server() {
 }
 
 # ---------------------------------------------------------------- certificates
-
 
 ensure_pki() {
   local ca=$CLUSTER_DIR/pki stamp
@@ -419,9 +417,6 @@ unmount_all() { # every mount at or under $NODE_DIR, deepest first
   ((${#mounts[@]} == 0)) || log "warning: still mounted: ${mounts[*]}"
 }
 
-
-
-
 # The runc shims of our containerd (they outlive it by design), found by the
 # socket address they were started with.
 shim_pids() {
@@ -431,8 +426,6 @@ shim_pids() {
   done
   return 0
 }
-
-
 
 # (ctr repeats containerd's cgroup v1 deprecation notice on every call.)
 ctr() { "$BIN_DIR/ctr" --address "$SOCK" -n k8s.io "$@" 2> >(grep -v 'support for cgroup v1 is deprecated' >&2); }
