@@ -188,17 +188,21 @@ class CacheModel(RuleBasedStateMachine):
         if worker is not None:
             self._send(kube.WORKERS, "DELETED", worker)
 
+    def _end_pod(self, data: st.DataObject, resource: Kind, phase: str) -> None:
+        """One of ``resource``'s pods is deleted, or reaches ``phase``."""
+        names = sorted(self.server[resource.key])
+        if not names:
+            return
+        pod = self.server[resource.key][data.draw(st.sampled_from(names))]
+        if data.draw(st.booleans()):
+            self._send(resource, "DELETED", pod)
+        else:
+            self._send(resource, "MODIFIED", {**pod, "status": {"phase": phase}})
+
     @rule(data=st.data())
     def pod_ends(self, data: st.DataObject) -> None:
         """A pod finishes (its seat frees) or is deleted."""
-        names = sorted(self.server[kube.PODS.key])
-        if not names:
-            return
-        pod = self.server[kube.PODS.key][data.draw(st.sampled_from(names))]
-        if data.draw(st.booleans()):
-            self._send(kube.PODS, "DELETED", pod)
-        else:
-            self._send(kube.PODS, "MODIFIED", {**pod, "status": {"phase": "Succeeded"}})
+        self._end_pod(data, kube.PODS, "Succeeded")
 
     @rule(data=st.data(), namespace=st.sampled_from(["kube-system", "ns", "other"]),
           managed=st.booleans())
@@ -217,14 +221,7 @@ class CacheModel(RuleBasedStateMachine):
     @rule(data=st.data())
     def other_pod_ends(self, data: st.DataObject) -> None:
         """It finishes (the server's selection then drops it) or is deleted."""
-        names = sorted(self.server[kube.NODE_PODS.key])
-        if not names:
-            return
-        pod = self.server[kube.NODE_PODS.key][data.draw(st.sampled_from(names))]
-        if data.draw(st.booleans()):
-            self._send(kube.NODE_PODS, "DELETED", pod)
-        else:
-            self._send(kube.NODE_PODS, "MODIFIED", {**pod, "status": {"phase": "Failed"}})
+        self._end_pod(data, kube.NODE_PODS, "Failed")
 
     @rule()
     def dra_catches_up(self) -> None:
