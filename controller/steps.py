@@ -22,6 +22,10 @@ Rules:
   the placement timeout; or, for a pod bound to its node, that it is still
   starting there that long after the bind. A pod the scheduler has not reached
   yet is what Placing already says (a burst's queue makes every pod wait).
+* A worker whose pod is bound but whose claim's allocation the cache has not
+  seen yet (the claims' watch is a stream of its own, and may run behind the
+  pods') is reported without its node and comes back for it; the claim's
+  allocation, when it comes, also queues the workers it lists.
 """
 
 from __future__ import annotations
@@ -210,10 +214,13 @@ def _track(ctx: Context, worker: Worker, pod: Obj) -> Conclusion:
         # Back at once: with the failure on record, the finished pod goes.
         return Conclusion(attrs.evolve(base, phase=Phase.FAILED, kind=ReasonKind.POD_FAILED,
                                        detail=pod_failure(pod)), requeue_after=1.0)
+    # A bound pod means its claim is allocated, but the claim's watch may run behind
+    # the pod's: until the allocation is seen, come back for the node.
+    unseen = settings.retry_interval if pod_node(pod) and not node else None
     if pod_phase(pod) == PodPhase.RUNNING:
         return Conclusion(attrs.evolve(base, phase=Phase.RUNNING, kind="",
                                        detail=f"pod {name_of(pod)} running on node "
-                                              f"{pod_node(pod)}"))
+                                              f"{pod_node(pod)}"), requeue_after=unseen)
     created = created_at(pod)
     waited = (ctx.now - created).total_seconds()
     quiet = STATUS_QUIET * settings.placement_timeout

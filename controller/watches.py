@@ -261,9 +261,10 @@ def feeds(queue: WorkQueue, driver: str,
     def on_claim(kind: str, obj: Obj) -> None:
         if kind != "ADDED":  # a new claim is ours, placed already; its allocation is news
             wake()
-        if kind == "MODIFIED" and meta(obj).get("deletionTimestamp"):
-            # Its running workers are not pending: tell them directly. Pods are named
-            # orw-<worker>; a cut name finds no worker and costs one empty reconcile.
+        if kind == "MODIFIED":
+            # Its allocation (the node their status names) or its deletion is news to
+            # the workers placed on it, which are not pending: tell them directly. Pods
+            # are named orw-<worker>; a cut name finds no worker: one empty reconcile.
             for consumer in (obj.get("status") or {}).get("reservedFor") or []:
                 pod = str(consumer.get("name") or "")
                 if consumer.get("resource") == "pods" and pod.startswith("orw-"):

@@ -111,6 +111,20 @@ def test_feeds_route_events_to_keys() -> None:
     claim_feed.event("ADDED", {"metadata": {"name": "c", "uid": "3"}})
 
 
+def test_a_claims_allocation_queues_the_workers_it_lists() -> None:
+    q = WorkQueue()
+    _, _, claim_feed, *_ = feeds(q, "gpu.example.com")
+    claim = {"metadata": {"name": "orw-a-1", "uid": "1"}}
+    claim_feed.event("ADDED", claim)  # cut by us: nobody to tell
+    assert q._due == {}
+    consumers = [{"resource": "pods", "name": "orw-a", "uid": "p"},
+                 {"resource": "pods", "name": "not-ours", "uid": "q"}]
+    claim_feed.event("MODIFIED", {**claim, "status": {
+        "allocation": {"nodeSelector": {"n": 1}}, "reservedFor": consumers}})
+    assert "a" in q._due and WAKE in q._due  # its worker learns the node; the rest may fit
+    assert "not-ours" not in q._due and "" not in q._due
+
+
 def test_a_pod_leaving_an_enabled_node_wakes_the_pending_workers() -> None:
     q = WorkQueue()
     *_, others = feeds(q, "gpu.example.com", enabled=lambda node: node == "gpu-0")

@@ -62,6 +62,26 @@ def test_running_reports_node_once_allocated(cluster: Cluster) -> None:
                                    if k[0] in WRITES and k[1] != "events"}
 
 
+def test_running_seen_before_the_claims_allocation_comes_back_for_the_node(
+        cluster: Cluster) -> None:
+    cluster.place("w1")
+    status = cluster.status("w1")
+    claim = cluster.api.obj(kube.CLAIMS, status["claimName"])
+    node = claim["metadata"]["annotations"]["openrl.io/sized-for-node"]
+    # The scheduler allocated the claim and bound the pod, which runs; the pods' watch
+    # has said so, the claims' has not yet.
+    cluster.api.run_pod("orw-w1", node)
+    cluster.cache.relist(kube.PODS, cluster.api.all(kube.PODS))
+    result = cluster.reconciler("w1")
+    assert cluster.status("w1")["phase"] == "Running"
+    assert "nodeName" not in cluster.status("w1")  # only once the allocation is seen
+    assert result.requeue_after == cluster.settings.retry_interval
+    cluster.api.allocate(status["claimName"], node)
+    result = cluster.reconcile("w1")
+    assert cluster.status("w1")["nodeName"] == node
+    assert result.requeue_after is None  # nothing left to learn
+
+
 def test_spread_then_wait_for_allocation_then_share() -> None:
     c = Cluster(devices=2, node_labels={"openrl.io/max-workers-per-claim": "2"})
     a, b = c.place("a"), c.place("b")
