@@ -50,7 +50,7 @@ tools:
 
 lint: setup
 	$(BIN)/ruff check placement cli controller hack tests bench
-	$(BIN)/mypy --strict placement cli controller hack/lib/kube.py hack/lib/names.py
+	$(BIN)/mypy --strict placement cli controller hack
 
 bench: setup bench-cache
 	$(BIN)/python bench/simulate_bench.py

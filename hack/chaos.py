@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import json
 import os
 import random
@@ -331,8 +332,8 @@ class Faults:
         out: dict[str, Callable[[], None]] = {"kill -9 at random": self.kill_random}
         for kind, spec in kinds.items():
             for when in ("before", "after"):
-                out[f"kill -9 {when} {kind} write"] = (
-                    lambda spec=spec, when=when: self.crash_at(spec, when))
+                out[f"kill -9 {when} {kind} write"] = functools.partial(
+                    self.crash_at, spec, when)
         run = Path(os.environ.get("CLUSTER_RUN_DIR", "/nonexistent"))
         if (run / "apiserver.pid").is_file():  # the local control plane: ours to restart
             out["apiserver kill/restart"] = lambda: self.restart_component("apiserver")

@@ -47,7 +47,16 @@ import yaml
 
 from hack.lib import kube
 from hack.lib.install import ROOT, Install
-from hack.lib.kube import CLAIMS, CONFIGMAPS, NAMESPACES, PODS, WORKERS
+from hack.lib.kube import (
+    CLAIMS,
+    CONFIGMAPS,
+    LEASES,
+    NAMESPACES,
+    PODS,
+    ROLEBINDINGS,
+    SERVICEACCOUNTS,
+    WORKERS,
+)
 from hack.lib.names import (
     API_VERSION,
     GATEWAY,
@@ -123,7 +132,7 @@ def claim_body(name: str) -> dict[str, Any]:
 def gateway_rows(inst: Install, other: str) -> list[Row]:
     ns = inst.namespace
     api = inst.api(GATEWAY)
-    custom, core, rbac = api.custom, api.core, api.rbac
+    custom, core = api.custom, api.core
     w = "gateway-probe"
 
     def watch_once() -> None:
@@ -152,16 +161,16 @@ def gateway_rows(inst: Install, other: str) -> list[Row]:
          lambda: custom.create_namespaced_custom_object(
              GROUP, VERSION, other, PLURAL, worker_body(w))),
         ("list pods", RBAC, lambda: core.list_namespaced_pod(ns)),
-        ("create pods", RBAC, lambda: core.create_namespaced_pod(ns, plain_pod("gw-pod"))),
+        ("create pods", RBAC, lambda: api.create(PODS, plain_pod("gw-pod"))),
         ("list resourceclaims", RBAC, lambda: api.list(CLAIMS)),
         ("create resourceclaims", RBAC, lambda: api.create(CLAIMS, claim_body("gw-claim"))),
         ("get configmaps (a template)", RBAC,
          lambda: api.get(CONFIGMAPS, template_name("trainer"))),
-        ("create configmaps", RBAC, lambda: core.create_namespaced_config_map(
-            ns, {"metadata": {"name": "evil"}, "data": {"pod.yaml": "{}"}})),
+        ("create configmaps", RBAC, lambda: api.create(
+            CONFIGMAPS, {"metadata": {"name": "evil"}, "data": {"pod.yaml": "{}"}})),
         ("list secrets", RBAC, lambda: core.list_namespaced_secret(ns)),
         ("get secrets", RBAC, lambda: core.read_namespaced_secret("anything", ns)),
-        ("create rolebindings", RBAC, lambda: rbac.create_namespaced_role_binding(ns, {
+        ("create rolebindings", RBAC, lambda: api.create(ROLEBINDINGS, {
             "metadata": {"name": "gw-escalate"},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                         "name": SCHEDULER},
@@ -173,32 +182,32 @@ def gateway_rows(inst: Install, other: str) -> list[Row]:
 def scheduler_rows(inst: Install, other: str) -> list[Row]:
     ns = inst.namespace
     api = inst.api(SCHEDULER)
-    custom, core, rbac, coord = api.custom, api.core, api.rbac, api.coord
+    custom, core = api.custom, api.core
     checks: list[tuple[str, str, Callable[[], Any]]] = [
         ("list pods", ALLOWED, lambda: core.list_namespaced_pod(ns)),
         ("list nodes", ALLOWED, lambda: core.list_node()),
         ("create a baseline pod", ALLOWED,
-         lambda: core.create_namespaced_pod(ns, plain_pod("sched-probe"))),
+         lambda: api.create(PODS, plain_pod("sched-probe"))),
         ("delete that pod", ALLOWED, lambda: core.delete_namespaced_pod("sched-probe", ns)),
         ("create a privileged pod", ADMISSION,
-         lambda: core.create_namespaced_pod(ns, plain_pod("sched-priv", privileged=True))),
+         lambda: api.create(PODS, plain_pod("sched-priv", privileged=True))),
         ("list secrets", RBAC, lambda: core.list_namespaced_secret(ns)),
         ("get secrets", RBAC, lambda: core.read_namespaced_secret("anything", ns)),
         ("watch secrets", RBAC, lambda: core.list_namespaced_secret(
             ns, watch=True, timeout_seconds=1, _preload_content=False)),
         ("list secrets in every namespace", RBAC, lambda: core.list_secret_for_all_namespaces()),
-        ("create configmaps", RBAC, lambda: core.create_namespaced_config_map(
-            ns, {"metadata": {"name": "sched-cm"}, "data": {}})),
+        ("create configmaps", RBAC, lambda: api.create(
+            CONFIGMAPS, {"metadata": {"name": "sched-cm"}, "data": {}})),
         ("create serviceaccounts/token", RBAC,
-         lambda: core.create_namespaced_service_account_token(
-             SCHEDULER, ns, {"spec": {"expirationSeconds": 600}})),
-        ("create rolebindings", RBAC, lambda: rbac.create_namespaced_role_binding(ns, {
+         lambda: api.create(SERVICEACCOUNTS, {"spec": {"expirationSeconds": 600}},
+                            of=SCHEDULER, subresource="token")),
+        ("create rolebindings", RBAC, lambda: api.create(ROLEBINDINGS, {
             "metadata": {"name": "sched-escalate"},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
                         "name": "cluster-admin"},
             "subjects": [{"kind": "ServiceAccount", "name": SCHEDULER, "namespace": ns}]})),
         ("create pods in another namespace", RBAC,
-         lambda: core.create_namespaced_pod(other, plain_pod("sched-out"))),
+         lambda: api.create(PODS, plain_pod("sched-out"), namespace=other)),
         # Pods of every namespace are listed and watched for the pod slots
         # they take on a node; that read is the whole of it.
         ("list pods in every namespace", ALLOWED,
@@ -212,17 +221,17 @@ def scheduler_rows(inst: Install, other: str) -> list[Row]:
         ("create resourceclaims in another namespace", RBAC,
          lambda: api.create(CLAIMS, claim_body("sched-out"), namespace=other)),
         ("create configmaps in another namespace", RBAC,
-         lambda: core.create_namespaced_config_map(
-             other, {"metadata": {"name": "sched-out"}, "data": {}})),
-        ("create leases in another namespace", RBAC, lambda: coord.create_namespaced_lease(
-            other, {"metadata": {"name": "sched-out"}, "spec": {}})),
+         lambda: api.create(CONFIGMAPS, {"metadata": {"name": "sched-out"}, "data": {}},
+                            namespace=other)),
+        ("create leases in another namespace", RBAC, lambda: api.create(
+            LEASES, {"metadata": {"name": "sched-out"}, "spec": {}}, namespace=other)),
         ("delete openrlworkers in another namespace", RBAC,
          lambda: custom.delete_collection_namespaced_custom_object(
              GROUP, VERSION, other, PLURAL)),
         ("patch nodes", RBAC, lambda: core.patch_node(next(iter(inst.saved_labels), "none"),
                                                       {"metadata": {"labels": {"x": "y"}}})),
-        ("create namespaces", RBAC, lambda: core.create_namespace(
-            {"metadata": {"name": f"sched-{uuid.uuid4().hex[:6]}"}})),
+        ("create namespaces", RBAC, lambda: api.create(
+            NAMESPACES, {"metadata": {"name": f"sched-{uuid.uuid4().hex[:6]}"}})),
     ]
     return [_row("scheduler", what, expected, call) for what, expected, call in checks]
 

@@ -92,6 +92,7 @@ from hack.fakenodes import fakenodes
 from hack.lib import kube as testbed
 from hack.lib.install import ensure_crd
 from hack.lib.names import FAKE_NODE_LABEL
+from placement.model import Role
 from placement.quantity import format_quantity
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -348,7 +349,7 @@ class Stage:
         labels = {FAKE_NODE_LABEL: "fidelity", naming.NODE_ENABLED: "true",
                   naming.NODE_MAX_WORKERS: str(spec.max_workers_per_claim)}
         for role in spec.roles:
-            labels[naming.NODE_ROLE_LABELS[role]] = "true"
+            labels[naming.NODE_ROLE_LABELS[Role(role)]] = "true"
         host = (format_quantity(spec.host_memory) if spec.host_memory is not None
                 else UNCHECKED_HOST_MEMORY)
         profile = fakenodes.Profile(devices=spec.devices,
@@ -387,7 +388,7 @@ class Stage:
         claims = self.admin.list(testbed.CLAIMS, selector=naming.MANAGED_SELECTOR)
         names = {obj["metadata"]["name"] for obj in workers}
         if names != expected_workers:
-            return self._moving(f"workers {sorted(names)}, expected {sorted(expected_workers)}")
+            return self._unsettled(f"workers {sorted(names)}, expected {sorted(expected_workers)}")
         holders: dict[str, list[str]] = {}
         phases: list[tuple[str, str]] = []
         for obj in workers:
@@ -396,7 +397,7 @@ class Stage:
             name = obj["metadata"]["name"]
             if obj["metadata"].get("deletionTimestamp") or phase not in ("Pending", "Running",
                                                                          "Failed"):
-                return self._moving(f"worker {name} is {phase or 'unreconciled'}"
+                return self._unsettled(f"worker {name} is {phase or 'unreconciled'}"
                                     + (" and deleting" if obj["metadata"].get(
                                         "deletionTimestamp") else ""))
             if phase == "Running":
@@ -409,25 +410,27 @@ class Stage:
             view = read_claim(obj, {})
             if view.deleting or not view.allocated or view.name not in holders:
                 # Being swept, not yet allocated, or held by no one (yet).
-                return self._moving(f"claim {view.name}: deleting={view.deleting}, "
+                return self._unsettled(f"claim {view.name}: deleting={view.deleting}, "
                                     f"allocated={view.allocated}, "
                                     f"held={view.name in holders}")
             groups.add((tuple(sorted(holders.pop(view.name))), self.scenario_node(view.node),
                         view.devices))
         if holders:
-            return self._moving(f"workers Running on unlisted claims: {sorted(holders)}")
+            return self._unsettled(f"workers Running on unlisted claims: {sorted(holders)}")
         # The sweep comes round every second; a claim it has yet to take is caught above.
         due = [key for key in (self.controller.queue.due_within(1.0) if self.controller else ["-"])
                if key != SWEEP]
         if due:
-            return self._moving(f"the controller's queue has work due: {due}")
+            return self._unsettled(f"the controller's queue has work due: {due}")
         if self.controller is not None and self.controller.writer.in_flight():
-            return self._moving("the controller has writes in flight")
+            return self._unsettled("the controller has writes in flight")
         self.moving = ""
         return View(frozenset(groups), tuple(sorted(phases)))
 
-    def _moving(self, why: str) -> None:
+    def _unsettled(self, why: str) -> View | None:
+        """Not settled yet (None), and why, kept for the timeout's message."""
         self.moving = why
+        return None
 
 
 def _wait(probe: Any, timeout: float, what: str) -> Any:

@@ -163,11 +163,11 @@ def continuous(world: World) -> list[Violation]:
             devices[device] = name
     parked: Counter[str] = Counter()
     for name, workers in booked.items():
-        claim = world.claims.get(name)
-        if claim is None or len(workers) < 2:
+        sharing = world.claims.get(name)
+        if sharing is None or len(workers) < 2:
             continue
         for w in workers:
-            parked[claim_node(claim)] += memory_bytes((w.get("spec") or {}).get("memory"))
+            parked[claim_node(sharing)] += memory_bytes((w.get("spec") or {}).get("memory"))
     for node, load in parked.items():
         host = memory_bytes(((_status(world.nodes.get(node) or {}).get("allocatable")) or {})
                             .get("memory"))
@@ -175,14 +175,14 @@ def continuous(world: World) -> list[Violation]:
             found.append(Violation("host-memory", node,
                                    f"node {node}: {load >> 30}Gi parked > {host >> 30}Gi"))
     for w in world.workers.values():
-        claim = str(_status(w).get("claimName") or "")
-        if not claim or _status(w).get("phase") not in ("Placing", "Running"):
+        held = str(_status(w).get("claimName") or "")
+        if not held or _status(w).get("phase") not in ("Placing", "Running"):
             continue
         before = world.placed.get(_uid(w))
-        if before and before != claim and before not in world.deleted_claims:
+        if before and before != held and before not in world.deleted_claims:
             found.append(Violation("moved", _uid(w),
-                                   f"worker {_name(w)} moved from claim {before} to {claim}"))
-        world.placed[_uid(w)] = claim
+                                   f"worker {_name(w)} moved from claim {before} to {held}"))
+        world.placed[_uid(w)] = held
     return found
 
 

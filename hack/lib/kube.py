@@ -108,6 +108,8 @@ CONFIGMAPS = Resource("", "v1", "configmaps")
 NODES = Resource("", "v1", "nodes", namespaced=False)
 NAMESPACES = Resource("", "v1", "namespaces", namespaced=False)
 LEASES = Resource("coordination.k8s.io", "v1", "leases")
+SERVICEACCOUNTS = Resource("", "v1", "serviceaccounts")
+ROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings")
 WORKERS = Resource("openrl.io", "v1alpha1", "openrlworkers")
 CLAIMS = Resource("resource.k8s.io", "v1", "resourceclaims")
 SLICES = Resource("resource.k8s.io", "v1", "resourceslices", namespaced=False)
@@ -151,14 +153,6 @@ class Kube:
     @cached_property
     def custom(self) -> client.CustomObjectsApi:
         return client.CustomObjectsApi(self.api)
-
-    @cached_property
-    def coord(self) -> client.CoordinationV1Api:
-        return client.CoordinationV1Api(self.api)
-
-    @cached_property
-    def rbac(self) -> client.RbacAuthorizationV1Api:
-        return client.RbacAuthorizationV1Api(self.api)
 
     @cached_property
     def extensions(self) -> client.ApiextensionsV1Api:
@@ -219,10 +213,13 @@ class Kube:
                 return None
             raise
 
-    def create(self, res: Resource, body: Obj, *, namespace: str | None = None) -> Obj | None:
-        """The created object; None if one of that name already exists."""
+    def create(self, res: Resource, body: Obj, *, namespace: str | None = None,
+               of: str | None = None, subresource: str | None = None) -> Obj | None:
+        """The created object; None if one of that name already exists. With ``of`` and
+        ``subresource``: a request posted to that object's subresource (a token)."""
         try:
-            return self._send("POST", res.path(self._ns(res, namespace)), body=body)
+            return self._send("POST", res.path(self._ns(res, namespace), of, subresource),
+                              body=body)
         except KubeError as e:
             if e.status == 409:
                 return None
