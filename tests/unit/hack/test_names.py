@@ -43,3 +43,12 @@ def test_the_installation_names_are_the_manifests() -> None:
     assert ("ServiceAccount", names.SCHEDULER) in named
     assert ("Role", names.GATEWAY_ROLE) in named
     assert ("ConfigMap", names.template_name("trainer")) in named
+
+
+def test_the_shell_scripts_names_are_the_testbeds() -> None:
+    # The shell side of the testbed spells the namespace and ServiceAccount once, in
+    # hack/lib/common.sh, which every run script sources.
+    assigned = dict(line.split("=", 1) for line in
+                    (ROOT / "hack" / "lib" / "common.sh").read_text().splitlines()
+                    if line.startswith(("NS=", "SA=")))
+    assert assigned == {"NS": names.NAMESPACE, "SA": names.SCHEDULER}
