@@ -147,19 +147,31 @@ def load_api_client(kubeconfig: str | None, context: str | None = None) -> clien
     # Six watches, the write pool (16 plans in flight), the loop's own deletions and the
     # leader's renewals share the pool; a full pool opens a new connection per request.
     configuration.connection_pool_maxsize = 32
+    # The client's own word for a missing file is "No configuration found": say which.
+    listed = [path for path in os.environ.get("KUBECONFIG", "").split(os.pathsep) if path]
+    home = os.path.expanduser("~/.kube/config")
     if kubeconfig:
+        if not os.path.isfile(kubeconfig):
+            raise config.ConfigException(f"kubeconfig {kubeconfig}: no such file")
         config.load_kube_config(config_file=kubeconfig, context=context,  # type: ignore[no-untyped-call]
                                 client_configuration=configuration)
-    elif os.environ.get("KUBECONFIG") or context:
-        config.load_kube_config(context=context,  # type: ignore[no-untyped-call]
-                                client_configuration=configuration)
-    else:
+        return client.ApiClient(configuration)
+    if not listed and not context:
         try:
             config.load_incluster_config(  # type: ignore[no-untyped-call]
                 client_configuration=configuration)
+            return client.ApiClient(configuration)
         except config.ConfigException:
-            config.load_kube_config(  # type: ignore[no-untyped-call]
-                client_configuration=configuration)
+            if not os.path.isfile(home):
+                raise config.ConfigException(
+                    f"not running in a cluster, and no kubeconfig at {home} (name one with "
+                    "--kubeconfig or KUBECONFIG)") from None
+    if listed and not any(os.path.isfile(path) for path in listed):
+        raise config.ConfigException(f"KUBECONFIG={os.pathsep.join(listed)}: no such file")
+    if not listed and not os.path.isfile(home):
+        raise config.ConfigException(f"context {context}: no kubeconfig at {home} to find it in")
+    config.load_kube_config(context=context,  # type: ignore[no-untyped-call]
+                            client_configuration=configuration)
     return client.ApiClient(configuration)
 
 

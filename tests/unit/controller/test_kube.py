@@ -199,3 +199,22 @@ def test_the_namespace_a_kubeconfig_context_names(tmp_path: Path) -> None:
     assert kube.context_namespace(str(path), "there") == "team-b"
     assert kube.context_namespace(str(path), "nowhere") is None
     assert kube.context_namespace(str(tmp_path / "missing")) is None
+
+
+def test_a_missing_kubeconfig_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kubernetes.config import ConfigException
+    missing = str(tmp_path / "missing")
+    with pytest.raises(ConfigException, match=f"kubeconfig {missing}: no such file"):
+        kube.load_api_client(missing)
+    monkeypatch.setenv("KUBECONFIG", missing)
+    with pytest.raises(ConfigException, match=f"KUBECONFIG={missing}: no such file"):
+        kube.load_api_client(None)
+    # Not in a cluster (no service account token) and no ~/.kube/config: both said.
+    monkeypatch.delenv("KUBECONFIG")
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with pytest.raises(ConfigException, match="not running in a cluster, and no kubeconfig at "
+                                              f"{tmp_path}/.kube/config"):
+        kube.load_api_client(None)
+    with pytest.raises(ConfigException, match=f"context far: no kubeconfig at {tmp_path}"):
+        kube.load_api_client(None, "far")
