@@ -117,29 +117,32 @@ stress: setup
 chaos: setup
 	hack/chaos.sh
 
+# $(1) as the local control plane's admin; a control plane this run had to start is
+# stopped after it (as chaos, smoke and stress do), one already up is left running.
+on_local_cluster = started=0; \
+	if ! hack/cluster.sh status >/dev/null 2>&1; then \
+	  hack/cluster.sh up && started=1 || exit 1; \
+	fi; \
+	KUBECONFIG=$(CURDIR)/.cluster/admin.kubeconfig $(1); rc=$$?; \
+	if [ $$started = 1 ]; then hack/cluster.sh down >/dev/null; fi; exit $$rc
+
 ## Each identity's rights with ServiceAccount tokens (gateway, scheduler, admission) and the
 ## planted-template escalation, as a table; ends with "privilege: PASS|FAIL".
 privilege: setup
-	hack/cluster.sh up
-	KUBECONFIG=$(CURDIR)/.cluster/admin.kubeconfig $(BIN)/python -m hack.privilege
+	@$(call on_local_cluster,$(BIN)/python -m hack.privilege)
 
 ## Seeded hostile OpenRLWorkers through the API server: tried / refused / answered / stuck;
 ## ends with "fuzz: PASS|FAIL". FUZZ_COUNT (3000 here) and FUZZ_SEED scale and vary it.
 FUZZ_COUNT ?= 3000
 fuzz: setup
-	hack/cluster.sh up
-	KUBECONFIG=$(CURDIR)/.cluster/admin.kubeconfig $(BIN)/python -m hack.fuzz --count $(FUZZ_COUNT)
+	@$(call on_local_cluster,$(BIN)/python -m hack.fuzz --count $(FUZZ_COUNT))
 
 ## Play generated scenarios on the local control plane (or $$KUBECONFIG) and compare every
 ## step with simulate; ends with "fidelity: A/N scenarios, S/T steps agree".
 fidelity: setup
-	@started=0; \
-	if [ -z "$$KUBECONFIG" ] && ! hack/cluster.sh status >/dev/null 2>&1; then \
-	  hack/cluster.sh up >/dev/null && started=1 || exit 1; \
-	fi; \
-	$(BIN)/python -m hack.replay --keep-going --generate $(FIDELITY_SCENARIOS) \
-	  --seed $(FIDELITY_SEED); rc=$$?; \
-	if [ $$started = 1 ]; then hack/cluster.sh down; fi; exit $$rc
+	@if [ -n "$$KUBECONFIG" ]; then $(FIDELITY); else $(call on_local_cluster,$(FIDELITY)); fi
+FIDELITY = $(BIN)/python -m hack.replay --keep-going --generate $(FIDELITY_SCENARIOS) \
+	--seed $(FIDELITY_SEED)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
