@@ -398,8 +398,8 @@ class Stage:
             if obj["metadata"].get("deletionTimestamp") or phase not in ("Pending", "Running",
                                                                          "Failed"):
                 return self._unsettled(f"worker {name} is {phase or 'unreconciled'}"
-                                    + (" and deleting" if obj["metadata"].get(
-                                        "deletionTimestamp") else ""))
+                                       + (" and deleting" if obj["metadata"].get(
+                                           "deletionTimestamp") else ""))
             if phase == "Running":
                 holders.setdefault(str(status.get("claimName")), []).append(name)
                 phases.append((name, "Placed"))
@@ -411,8 +411,8 @@ class Stage:
             if view.deleting or not view.allocated or view.name not in holders:
                 # Being swept, not yet allocated, or held by no one (yet).
                 return self._unsettled(f"claim {view.name}: deleting={view.deleting}, "
-                                    f"allocated={view.allocated}, "
-                                    f"held={view.name in holders}")
+                                       f"allocated={view.allocated}, "
+                                       f"held={view.name in holders}")
             groups.add((tuple(sorted(holders.pop(view.name))), self.scenario_node(view.node),
                         view.devices))
         if holders:
