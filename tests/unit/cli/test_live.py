@@ -171,3 +171,25 @@ def test_the_snapshot_gives_each_node_the_pod_slots_its_other_pods_leave() -> No
     assert document["nodes"][0]["pods"] == 2  # 4 less the two unfinished pods not ours
     assert c.status("c")["reason"].startswith(
         "WaitingForCapacity: node-0 is at its pod limit (2 pods); ")
+
+
+def test_the_plugin_takes_kubectls_flags_before_the_command_too(tmp_path: object) -> None:
+    from cli.kubectl import plugin
+
+    kubeconfig = f"{tmp_path}/two.kubeconfig"
+    with open(kubeconfig, "w") as out:
+        out.write(TWO_CONTEXTS)
+    for args in (["--kubeconfig", kubeconfig, "--context", "there", "explain", "w"],
+                 [f"--kubeconfig={kubeconfig}", "-n", "x", "--context=there", "explain", "w"],
+                 ["-nx", "--kubeconfig", kubeconfig, "--context", "there", "snapshot"]):
+        result = CliRunner().invoke(plugin, args, prog_name="kubectl openrl")
+        assert result.exit_code == 2, result.output
+        (line,) = result.output.strip().splitlines()
+        assert ": cannot reach https://127.0.0.1:2" in line, line
+    result = CliRunner().invoke(plugin, ["-n", "x"], prog_name="kubectl openrl")
+    assert result.exit_code == 2
+    assert "-n x: which command are these flags for? (explain, snapshot)" in result.output
+    result = CliRunner().invoke(plugin, ["-n", "x", "--help"], prog_name="kubectl openrl")
+    assert result.exit_code == 0 and "explain" in result.output
+    result = CliRunner().invoke(plugin, ["-n", "x", "bogus"], prog_name="kubectl openrl")
+    assert result.exit_code == 2 and "No such command 'bogus'" in result.output
