@@ -151,7 +151,7 @@ def load_api_client(kubeconfig: str | None, context: str | None = None) -> clien
     listed = [path for path in os.environ.get("KUBECONFIG", "").split(os.pathsep) if path]
     home = os.path.expanduser("~/.kube/config")
     if kubeconfig:
-        if not os.path.isfile(kubeconfig):
+        if not os.path.exists(kubeconfig):
             raise config.ConfigException(f"kubeconfig {kubeconfig}: no such file")
         config.load_kube_config(config_file=kubeconfig, context=context,  # type: ignore[no-untyped-call]
                                 client_configuration=configuration)
@@ -162,13 +162,13 @@ def load_api_client(kubeconfig: str | None, context: str | None = None) -> clien
                 client_configuration=configuration)
             return client.ApiClient(configuration)
         except config.ConfigException:
-            if not os.path.isfile(home):
+            if not os.path.exists(home):
                 raise config.ConfigException(
                     f"not running in a cluster, and no kubeconfig at {home} (name one with "
                     "--kubeconfig or KUBECONFIG)") from None
-    if listed and not any(os.path.isfile(path) for path in listed):
+    if listed and not any(os.path.exists(path) for path in listed):
         raise config.ConfigException(f"KUBECONFIG={os.pathsep.join(listed)}: no such file")
-    if not listed and not os.path.isfile(home):
+    if not listed and not os.path.exists(home):
         raise config.ConfigException(f"context {context}: no kubeconfig at {home} to find it in")
     config.load_kube_config(context=context,  # type: ignore[no-untyped-call]
                             client_configuration=configuration)

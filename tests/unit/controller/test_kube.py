@@ -1,6 +1,7 @@
 """The API layer: paths, error mapping, and what goes over the wire (a local HTTP server)."""
 
 import json
+import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -218,3 +219,18 @@ def test_a_missing_kubeconfig_is_named(tmp_path: Path, monkeypatch: pytest.Monke
         kube.load_api_client(None)
     with pytest.raises(ConfigException, match=f"context far: no kubeconfig at {tmp_path}"):
         kube.load_api_client(None, "far")
+
+
+def test_a_kubeconfig_from_a_pipe_is_read() -> None:
+    # --kubeconfig <(vault read ...): no regular file, but there all the same.
+    read, write = os.pipe()
+    os.write(write, b"apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+                    b"clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+                    b"contexts: [{name: c, context: {cluster: c, user: u}}]\n"
+                    b"users: [{name: u, user: {token: t}}]\n")
+    os.close(write)
+    try:
+        api = kube.load_api_client(f"/dev/fd/{read}")
+    finally:
+        os.close(read)
+    assert api.configuration.host == "https://127.0.0.1:1"
