@@ -214,13 +214,14 @@ def _track(ctx: Context, worker: Worker, pod: Obj) -> Conclusion:
         # Back at once: with the failure on record, the finished pod goes.
         return Conclusion(attrs.evolve(base, phase=Phase.FAILED, kind=ReasonKind.POD_FAILED,
                                        detail=pod_failure(pod)), requeue_after=1.0)
-    # A bound pod means its claim is allocated, but the claim's watch may run behind
-    # the pod's: until the allocation is seen, come back for the node.
-    unseen = settings.retry_interval if pod_node(pod) and not node else None
     if pod_phase(pod) == PodPhase.RUNNING:
+        # A running pod's claim is allocated, but the claims' watch may run behind the
+        # pods': until the allocation is seen, come back for the node.
         return Conclusion(attrs.evolve(base, phase=Phase.RUNNING, kind="",
                                        detail=f"pod {name_of(pod)} running on node "
-                                              f"{pod_node(pod)}"), requeue_after=unseen)
+                                              f"{pod_node(pod)}"),
+                          requeue_after=settings.retry_interval if pod_node(pod) and not node
+                          else None)
     created = created_at(pod)
     waited = (ctx.now - created).total_seconds()
     quiet = STATUS_QUIET * settings.placement_timeout
