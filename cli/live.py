@@ -87,7 +87,7 @@ def read(flags: Flags, what: str, *, namespace: str | None, device_class: str,
         namespace = kube.context_namespace(kubeconfig, context)
     try:
         api = connect(kubeconfig, namespace or default_namespace(), context)
-        return api, read_live_fleet(api, device_driver or device_class)
+        return api, read_live_fleet(api, device_driver or device_class, device_class)
     except Unreachable as error:
         unreachable(flags, what, str(error))
 

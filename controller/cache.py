@@ -46,7 +46,7 @@ from controller.work import Waiting
 __all__ = ["Assumption", "Cache", "strip"]
 
 KINDS = (kube.WORKERS, kube.PODS, kube.CLAIMS, kube.SLICES, kube.NODES, kube.CONFIGMAPS,
-         kube.NODE_PODS)
+         kube.NODE_PODS, kube.DEVICE_CLASSES)
 
 
 def _rv(record: Record | None) -> int | None:
@@ -168,10 +168,11 @@ class Store:
 
 
 class Cache:
-    def __init__(self, driver: str, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, driver: str, *, clock: Callable[[], float] = time.monotonic,
+                 device_class: str | None = None) -> None:
         self.lock = threading.RLock()
         self.clock = clock
-        self.fleet = FleetCache(driver, lookup=self._current)
+        self.fleet = FleetCache(driver, lookup=self._current, device_class=device_class)
         self.stores = {res.key: Store() for res in KINDS}
         self._feed: dict[str, Callable[[str, Obj | None], None]] = {
             kube.SLICES.key: self.fleet.slice_changed,
@@ -180,6 +181,7 @@ class Cache:
             kube.WORKERS.key: self.fleet.worker_changed,
             kube.PODS.key: self.fleet.pod_changed,
             kube.NODE_PODS.key: self.fleet.node_pod_changed,
+            kube.DEVICE_CLASSES.key: self.fleet.device_class_changed,
         }
 
     # ---------------------------------------------------------------- reading

@@ -11,6 +11,9 @@ Rules:
   like the plain reading's ``FleetView`` (the same kinds: ``nodes``, ``claims``,
   ``closing`` and ``bookings`` by name), read-only and always current; its
   maps are its own.
+* The configured DeviceClass's selectors are compiled once per version of
+  the class; a class that changes re-reads every pool (rare, and what it
+  selects may change anywhere). Another class's changes touch nothing.
 * Every change costs what it touches: a slice re-reads its pool's nodes, a
   node is taken out of the fleet and put back (also when a pod other than a
   worker's comes to it or leaves it: its pod slots changed), a claim (or a booking on it) is
@@ -53,6 +56,7 @@ from controller.fleet_rules import (
     worker_booking,
 )
 from controller.objects import Obj, Worker, worker_owner_uid
+from controller.selectors import DeviceSelector
 from controller.work import Waiting, waiting_of
 from placement import Claim, Fleet, Node, PlacementError
 
@@ -88,9 +92,11 @@ class PodSeat(Struct, frozen=True, gc=False):
 
 
 class FleetCache:
-    def __init__(self, driver: str, *, lookup: Lookup) -> None:
+    def __init__(self, driver: str, *, lookup: Lookup, device_class: str | None = None) -> None:
         self.driver = driver
         self._lookup = lookup
+        self._class_name = device_class
+        self._selector: DeviceSelector | None = None
         self._fleet = Fleet()
         self._nodes: dict[str, Node] = {}  # as filed in the fleet
         self._claims: dict[str, ClaimView] = {}  # managed claims not being deleted
@@ -144,6 +150,19 @@ class FleetCache:
             self._reread_hardware(node)
         for claim in sorted(self._by_pool):
             self.claim_changed(claim, self._lookup(kube.CLAIMS, claim))
+
+    def device_class_changed(self, name: str, obj: Obj | None) -> None:
+        if name != self._class_name:
+            return
+        selector = DeviceSelector.of(obj) if obj is not None else None
+        if selector == self._selector:
+            return
+        self._selector = selector
+        nodes: set[str] = set()
+        for pool in sorted(self._pool_slices):
+            nodes |= self._reread_pool(pool)
+        for node in sorted((nodes | set(self._hardware)) - {""}):
+            self._reread_hardware(node)
 
     def node_changed(self, name: str, obj: Obj | None) -> None:
         self._refile_node(name, obj)
@@ -259,7 +278,7 @@ class FleetCache:
         before = {self._pool_nodes[pool]} if pool in self._pool_nodes else set()
         names = sorted(self._pool_slices.get(pool, ()))
         slices = self._objs(kube.SLICES, names)
-        _, pool_nodes, notes = read_slices(slices, self.driver)
+        _, pool_nodes, notes = read_slices(slices, self.driver, self._selector)
         self._pool_notes.pop(pool, None)
         if notes:
             self._pool_notes[pool] = notes
@@ -277,7 +296,7 @@ class FleetCache:
         pools = self._node_pools.get(node, Counter())
         slices = self._objs(kube.SLICES, [s for pool in sorted(pools)
                                           for s in sorted(self._pool_slices.get(pool, ()))])
-        hardware, _, _ = read_slices(slices, self.driver)
+        hardware, _, _ = read_slices(slices, self.driver, self._selector)
         if node in hardware:
             self._hardware[node] = hardware[node]
         else:
@@ -388,7 +407,8 @@ class CachedView:
     @property
     def warnings(self) -> tuple[str, ...]:
         of = self._of
-        notes = [n for pool in sorted(of._pool_notes) for n in of._pool_notes[pool]]
+        notes = [*(of._selector.warnings if of._selector is not None else ())]
+        notes += [n for pool in sorted(of._pool_notes) for n in of._pool_notes[pool]]
         notes += [of._claim_notes[c] for c in sorted(of._claim_notes)]
         return (*notes, *(w for node in sorted(of._node_warnings)
                           for w in of._node_warnings[node]))

@@ -7,8 +7,10 @@ Rules:
   complete (as many slices at that generation as ``resourceSliceCount``):
   mixing generations double-counts devices, a partial one under-counts, and
   DRA itself allocates nothing from an incomplete pool.
-* Only devices with a ``memory`` capacity count; a node's device memory is its
-  smallest device's (DRA may hand out any of them). Slices without a
+* Which devices count is ``fleet_rules.pool_devices``' (memory, the class's
+  selectors, taints, counters, claims not ours); a node's device memory is its
+  smallest counted device's (DRA may hand out any of them), and the devices
+  left out are warned about per node and reason. Slices without a
   ``nodeName`` describe no single node and are skipped: a worker lives on one
   node.
 * A node is a pool only if it carries ``openrl.io/enabled=true`` and the
@@ -40,17 +42,22 @@ from controller.claims import ClaimView, read_claim
 from controller.fleet_rules import (
     Booked,
     FleetReading,
+    LeftOut,
     committed_uids,
+    left_out_warnings,
     live_pod_claim,
     orphan_booking,
     other_pod_node,
     placement_claim,
+    pool_devices,
     seats_total,
     seats_used,
+    taken_devices,
     worker_booking,
     worker_pod_slots,
 )
 from controller.objects import Obj, Worker, labels_of, name_of, worker_owner_uid
+from controller.selectors import DeviceSelector
 from placement import Fleet, Node, Role
 from placement.model import MAX_CLAIM_CONSUMERS
 from placement.quantity import QuantityError, parse_quantity
@@ -58,9 +65,12 @@ from placement.quantity import QuantityError, parse_quantity
 
 @attrs.frozen
 class Hardware:
+    """A node's counted devices (none: all left out), and the ones left out."""
+
     devices: int
     device_memory: int
     product: str
+    left_out: tuple[LeftOut, ...] = ()
 
 
 @attrs.frozen
@@ -87,26 +97,15 @@ class FleetView:
         return uid in self.live_uids
 
 
-def _device_memory(device: Obj, driver: str) -> int | None:
-    capacity = device.get("capacity") or (device.get("basic") or {}).get("capacity") or {}
-    entry = capacity.get("memory") or capacity.get(f"{driver}/memory")
-    if not isinstance(entry, dict):
-        return None
-    try:
-        return parse_quantity(entry.get("value"))
-    except QuantityError:
-        return None
+def read_slices(slices: list[Obj], driver: str, selector: DeviceSelector | None = None,
+                taken: Mapping[tuple[str, str], str] | None = None,
+                ) -> tuple[dict[str, Hardware], dict[str, str], list[str]]:
+    """(hardware per node, node per pool, notes) from the driver's ResourceSlices.
 
-
-def _product(device: Obj) -> str:
-    attributes = device.get("attributes") or (device.get("basic") or {}).get("attributes") or {}
-    value = attributes.get("productName") or {}
-    return str(value.get("string") or "") if isinstance(value, dict) else ""
-
-
-def read_slices(slices: list[Obj], driver: str) -> tuple[dict[str, Hardware], dict[str, str],
-                                                          list[str]]:
-    """(hardware per node, node per pool, notes) from the driver's ResourceSlices."""
+    ``selector``: the DeviceClass's (None: every device with memory is selected);
+    ``taken``: (pool, device) -> claim, the devices claims not ours hold."""
+    taken = taken or {}
+    left_out: dict[str, list[LeftOut]] = {}
     pools: dict[str, list[Obj]] = {}
     for item in slices:
         spec = item.get("spec") or {}
@@ -126,22 +125,28 @@ def read_slices(slices: list[Obj], driver: str) -> tuple[dict[str, Hardware], di
             notes.append(f"pool {pool}: generation {latest} has {len(current)} of {expected} "
                          "slices; skipped until complete")
             continue
+        placed = []
         for item in current:
             spec = item.get("spec") or {}
             node = spec.get("nodeName")
-            if not node:
+            if node:
+                pool_nodes[pool] = str(node)
+                placed.append(item)
+            elif spec.get("devices"):
                 notes.append(f"slice {name_of(item)}: no nodeName; skipped")
-                continue
-            pool_nodes[pool] = str(node)
-            for device in spec.get("devices") or []:
-                memory = _device_memory(device, driver)
-                if memory:
-                    per_node.setdefault(str(node), []).append((memory, _product(device)))
+        counted, out = pool_devices(pool, placed, driver, selector, taken)
+        for device in counted:
+            per_node.setdefault(device.node, []).append((device.memory, device.product))
+        for dropped in out:
+            left_out.setdefault(dropped.node, []).append(dropped)
     hardware = {
         node: Hardware(devices=len(devs), device_memory=min(m for m, _ in devs),
-                       product=min(devs)[1])
+                       product=min(devs)[1], left_out=tuple(left_out.pop(node, ())))
         for node, devs in per_node.items()
     }
+    for node, items in left_out.items():
+        hardware[node] = Hardware(devices=0, device_memory=0, product="",
+                                  left_out=tuple(items))
     return hardware, pool_nodes, notes
 
 
@@ -163,6 +168,9 @@ def read_nodes(node_objs: list[Obj], hardware: dict[str, Hardware],
     for obj in sorted(node_objs, key=name_of):
         name, labels = name_of(obj), labels_of(obj)
         if labels.get(naming.NODE_ENABLED) != "true" or name not in hardware:
+            continue
+        warnings += left_out_warnings(name, hardware[name].left_out)
+        if not hardware[name].devices:
             continue
         present = {role: labels[key] for role, key in naming.NODE_ROLE_LABELS.items()
                    if key in labels}
@@ -254,11 +262,19 @@ def read_bookings(workers: list[Worker], pods: list[Obj],
 def build_fleet(
     *, slices: list[Obj], nodes: list[Obj], claims: list[Obj], workers: list[Worker],
     pods: list[Obj], driver: str, node_pods: Iterable[Obj] = (),
+    device_class: Obj | None = None, foreign_claims: Iterable[Obj] = (),
 ) -> FleetView:
     """The plain reading of these objects (a ``FleetReading``, as ``Cache.view`` is).
     ``node_pods``: every namespace's bound pods that are not managed (or more:
-    ``other_pod_node`` picks), for the nodes' pod slots."""
-    hardware, pool_nodes, notes = read_slices(slices, driver)
+    ``other_pod_node`` picks), for the nodes' pod slots. ``device_class``: the
+    configured DeviceClass, whose selectors pick the devices (None: not read, every
+    device with memory is selected); ``foreign_claims``: claims not ours whose
+    allocations take devices and counters."""
+    selector = DeviceSelector.of(device_class) if device_class is not None else None
+    hardware, pool_nodes, notes = read_slices(slices, driver, selector,
+                                              taken_devices(foreign_claims, driver))
+    if selector is not None:
+        notes = [*selector.warnings, *notes]
     placement_nodes, warnings = read_nodes(nodes, hardware, other_pods_by_node(node_pods))
     bookings = read_bookings(workers, pods, committed_claims(claims))
     views = {v.name: v for v in (read_claim(c, pool_nodes) for c in claims)}

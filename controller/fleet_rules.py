@@ -22,6 +22,13 @@ Rules:
 * Seats: the total is every node's devices times its seats per claim (never
   more than its pod slots for workers); the used ones are the bookings on
   claims not being deleted.
+* A published device counts only where DRA would hand it to one of our
+  claims: it has a ``memory`` capacity, the configured DeviceClass's
+  selectors select it (``selectors``), it carries no ``NoSchedule`` or
+  ``NoExecute`` taint (``None`` only informs), no claim but ours holds it, and
+  the counters it consumes are not taken by a device another claim holds. A
+  device allowing multiple allocations counts once, whole: our claims ask for
+  it in full. Every device left out is named with its reason (``LeftOut``).
 * Pod slots: a pod takes one of its node's slots from the moment it is bound
   until it finishes. Workers take theirs through their bookings (placement
   counts those), so a node's slots for workers are its allocatable ``pods``
@@ -48,11 +55,14 @@ from controller.objects import (
     pod_claim,
     pod_node,
 )
+from controller.selectors import DeviceSelector
 from placement import Booking, Claim, Fleet, Node
+from placement.quantity import QuantityError, parse_quantity
 
-__all__ = ["Booked", "FleetReading", "committed_uids", "live_pod_claim", "orphan_booking",
-           "other_pod_node", "placement_claim", "seats_total", "seats_used", "worker_booking",
-           "worker_pod_slots"]
+__all__ = ["Booked", "Counted", "FleetReading", "LeftOut", "committed_uids", "device_memory",
+           "device_product", "left_out_warnings", "live_pod_claim", "orphan_booking",
+           "other_pod_node", "placement_claim", "pool_devices", "seats_total", "seats_used",
+           "taken_devices", "worker_booking", "worker_pod_slots"]
 
 ORPHAN_PREFIX = "pod/"
 _HOLDER = operator.attrgetter("holder")
@@ -178,3 +188,142 @@ def seats_total(nodes: Iterable[Node]) -> int:
 
 def seats_used(bookings: Iterable[Booked], live_claims: Container[str]) -> int:
     return sum(1 for b in bookings if b.claim in live_claims)
+
+
+# ------------------------------------------------------------------ devices
+
+_BARRING = ("NoSchedule", "NoExecute")
+
+
+@attrs.frozen
+class Counted:
+    node: str
+    memory: int
+    product: str
+
+
+@attrs.frozen
+class LeftOut:
+    node: str
+    device: str
+    reason: str
+
+
+def device_memory(device: Obj, driver: str) -> int | None:
+    capacity = device.get("capacity") or (device.get("basic") or {}).get("capacity") or {}
+    entry = capacity.get("memory") or capacity.get(f"{driver}/memory")
+    if not isinstance(entry, dict):
+        return None
+    try:
+        return parse_quantity(entry.get("value"))
+    except QuantityError:
+        return None
+
+
+def device_product(device: Obj) -> str:
+    attributes = device.get("attributes") or (device.get("basic") or {}).get("attributes") or {}
+    value = attributes.get("productName") or {}
+    return str(value.get("string") or "") if isinstance(value, dict) else ""
+
+
+def _amount(entry: object) -> int:
+    try:
+        return parse_quantity((entry or {}).get("value") if isinstance(entry, dict) else entry,
+                              allow_zero=True)
+    except QuantityError:
+        return 0
+
+
+def _consumes(device: Obj) -> list[tuple[tuple[str, str], int]]:
+    return [((str(use.get("counterSet") or ""), str(name)), _amount(entry))
+            for use in device.get("consumesCounters") or []
+            for name, entry in (use.get("counters") or {}).items()]
+
+
+def _barring_taint(device: Obj) -> str:
+    for taint in device.get("taints") or []:
+        if taint.get("effect") in _BARRING:
+            value = taint.get("value")
+            return f"tainted {taint.get('key')}{'=' + str(value) if value else ''}:" \
+                   f"{taint.get('effect')}"
+    return ""
+
+
+def pool_devices(pool: str, slices: Iterable[Obj], driver: str,
+                 selector: DeviceSelector | None,
+                 taken: Mapping[tuple[str, str], str]) -> tuple[list[Counted], list[LeftOut]]:
+    """One complete pool generation's devices: those counted, and those left out with why.
+
+    ``taken``: (pool, device) -> the claim holding it, for claims that are not ours.
+    """
+    members = [(str((s.get("spec") or {}).get("nodeName") or ""), s) for s in slices]
+    left = {(str(set_.get("name") or ""), str(name)): _amount(entry)
+            for _, s in members for set_ in (s.get("spec") or {}).get("sharedCounters") or []
+            for name, entry in (set_.get("counters") or {}).items()}
+    holder_of: dict[tuple[str, str], str] = {}
+    for _, s in members:
+        for device in (s.get("spec") or {}).get("devices") or []:
+            claim = taken.get((pool, str(device.get("name") or "")))
+            if claim:
+                for counter, amount in _consumes(device):
+                    left[counter] = left.get(counter, 0) - amount
+                    holder_of[counter] = f"claim {claim} ({device.get('name')})"
+    counted: list[Counted] = []
+    out: list[LeftOut] = []
+    for node, s in members:
+        for device in (s.get("spec") or {}).get("devices") or []:
+            name = str(device.get("name") or "")
+            reason = _left_out_reason(pool, device, driver, selector, taken, left, holder_of)
+            memory = device_memory(device, driver)
+            if not reason and not memory:
+                reason = "no memory capacity"
+            if reason:
+                out.append(LeftOut(node, name, reason))
+            elif memory:
+                counted.append(Counted(node, memory, device_product(device)))
+    return counted, out
+
+
+def _left_out_reason(pool: str, device: Obj, driver: str, selector: DeviceSelector | None,
+                     taken: Mapping[tuple[str, str], str], left: Mapping[tuple[str, str], int],
+                     holder_of: Mapping[tuple[str, str], str]) -> str:
+    if device_memory(device, driver) is None:
+        return "no memory capacity"
+    if selector is not None and (verdict := selector.verdict(driver, device)):
+        return verdict
+    if taint := _barring_taint(device):
+        return taint
+    claim = taken.get((pool, str(device.get("name") or "")))
+    if claim:
+        return f"allocated to claim {claim}"
+    for counter, amount in _consumes(device):
+        if amount > left.get(counter, 0):
+            by = holder_of.get(counter)
+            return (f"counters consumed by {by}" if by else
+                    f"counter {counter[0]}/{counter[1]} short ({amount} needed)")
+    return ""
+
+
+def left_out_warnings(node: str, left_out: Iterable[LeftOut]) -> list[str]:
+    """One line per reason, naming the node's devices left out for it."""
+    by_reason: dict[str, list[str]] = {}
+    for item in left_out:
+        by_reason.setdefault(item.reason, []).append(item.device)
+    return [f"node {node}: {len(names)} device{'s' if len(names) > 1 else ''} left out "
+            f"({', '.join(sorted(names))}): {reason}"
+            for reason, names in sorted(by_reason.items())]
+
+
+def taken_devices(claims: Iterable[Obj], driver: str) -> dict[tuple[str, str], str]:
+    """(pool, device) -> ``namespace/name`` of the claim holding it, for allocated claims
+    that are not ours (a managed claim's devices are booked through placement)."""
+    taken: dict[tuple[str, str], str] = {}
+    for claim in claims:
+        if labels_of(claim).get(naming.LABEL_MANAGED) == "true":
+            continue
+        allocation = (claim.get("status") or {}).get("allocation") or {}
+        holder = f"{(claim.get('metadata') or {}).get('namespace', '')}/{name_of(claim)}"
+        for result in (allocation.get("devices") or {}).get("results") or []:
+            if result.get("driver", driver) == driver:
+                taken[(str(result.get("pool") or ""), str(result.get("device") or ""))] = holder
+    return taken

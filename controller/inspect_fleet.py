@@ -67,13 +67,17 @@ def connect(kubeconfig: str | None, namespace: str, context: str | None = None) 
 
 
 # Everything the tools read (and the openrl-place-viewer ClusterRole grants).
-READS = (kube.CLAIMS, kube.WORKERS, kube.PODS, kube.SLICES, kube.NODES, kube.NODE_PODS)
+READS = (kube.CLAIMS, kube.WORKERS, kube.PODS, kube.SLICES, kube.NODES, kube.NODE_PODS,
+         kube.DEVICE_CLASSES)
 
 
-def read_live_fleet(api: kube.Kube, driver: str) -> LiveFleet:
-    """One LIST of each kind the controller watches, read by the controller's rules."""
+def read_live_fleet(api: kube.Kube, driver: str, device_class: str | None = None) -> LiveFleet:
+    """One LIST of each kind the controller watches, read by the controller's rules.
+    ``device_class``: the DeviceClass whose selectors pick the devices (None: not read)."""
     try:
         claims = api.list(kube.CLAIMS, label_selector=naming.MANAGED_SELECTOR)
+        classes = ([c for c in api.list(kube.DEVICE_CLASSES) if name_of(c) == device_class]
+                   if device_class is not None else [])
         worker_objs = api.list(kube.WORKERS)
         pods = api.list(kube.PODS, label_selector=naming.MANAGED_SELECTOR)
         slices = api.list(kube.SLICES)
@@ -87,7 +91,8 @@ def read_live_fleet(api: kube.Kube, driver: str) -> LiveFleet:
         raise Unreachable(_kube_message(error, api)) from None
     workers = [Worker.from_obj(obj) for obj in worker_objs]
     view = build_fleet(slices=slices, nodes=nodes, claims=claims, workers=workers, pods=pods,
-                       driver=driver, node_pods=node_pods)
+                       driver=driver, node_pods=node_pods,
+                       device_class=classes[0] if classes else None)
     return LiveFleet(view, {w.name: w for w in workers}, {name_of(p): p for p in pods})
 
 

@@ -66,7 +66,8 @@ class Controller:
         self.health = health or Health()
         self.may_act = may_act
         self.queue = WorkQueue(max_delay=settings.retry_interval)
-        self.cache = Cache(settings.device_driver, clock=clock)
+        self.cache = Cache(settings.device_driver, clock=clock,
+                           device_class=settings.device_class)
         self.writer = Writer(api, self.cache, concurrency=concurrency, fence=self._fence,
                              done=self._written)
         self.reconciler = Reconciler(api, settings, cache=self.cache, writer=self.writer,
@@ -90,7 +91,8 @@ class Controller:
         """Start every watch; True once all of them have listed (False if stopped first)."""
         with memory.collection_paused() as pause:
             synced = []
-            for feed in feeds(self.queue, self.settings.device_driver, self._enabled):
+            for feed in feeds(self.queue, self.settings.device_driver, self._enabled,
+                              device_class=self.settings.device_class):
                 done = threading.Event()
                 watcher = Watcher(self.api, feed, self.cache, stop, done)
                 watcher.start()

@@ -103,6 +103,11 @@ def _claim(obj: Obj) -> Obj:
     }
 
 
+# What a device's reading needs: its capacity and attributes whole (the class's
+# selectors may read any of them), its taints, the counters it consumes.
+_DEVICE_FIELDS = ("taints", "consumesCounters", "allowMultipleAllocations")
+
+
 def _slice(obj: Obj) -> Obj:
     spec = obj.get("spec") or {}
     devices = []
@@ -112,13 +117,20 @@ def _slice(obj: Obj) -> Obj:
         attributes = device.get("attributes") or basic.get("attributes") or {}
         kept: Obj = {"name": device.get("name")}
         if capacity:
-            kept["capacity"] = {k: v for k, v in capacity.items() if k.endswith("memory")}
-        if attributes.get("productName"):
-            kept["attributes"] = {"productName": attributes["productName"]}
+            kept["capacity"] = capacity
+        if attributes:
+            kept["attributes"] = attributes
+        for key in _DEVICE_FIELDS:
+            value = device.get(key) if key in device else basic.get(key)
+            if value:
+                kept[key] = value
         devices.append(kept)
-    return {"metadata": _meta(obj),
-            "spec": {"driver": spec.get("driver"), "nodeName": spec.get("nodeName"),
-                     "pool": spec.get("pool"), "devices": devices}}
+    out: Obj = {"metadata": _meta(obj),
+                "spec": {"driver": spec.get("driver"), "nodeName": spec.get("nodeName"),
+                         "pool": spec.get("pool"), "devices": devices}}
+    if spec.get("sharedCounters"):
+        out["spec"]["sharedCounters"] = spec["sharedCounters"]
+    return out
 
 
 def _node(obj: Obj) -> Obj:
@@ -368,6 +380,9 @@ class RawDevice(Struct, omit_defaults=True):
     basic: Any = UNSET
     capacity: Any = UNSET
     attributes: Any = UNSET
+    taints: Any = UNSET
+    consumesCounters: Any = UNSET
+    allowMultipleAllocations: Any = UNSET
 
 
 class RawSliceSpec(Struct, omit_defaults=True):
@@ -375,6 +390,7 @@ class RawSliceSpec(Struct, omit_defaults=True):
     nodeName: Any = UNSET
     pool: Any = UNSET
     devices: list[RawDevice] | UnsetType | None = UNSET
+    sharedCounters: Any = UNSET
 
 
 class RawSlice(Struct, omit_defaults=True):

@@ -21,7 +21,8 @@ Rules:
   - a pod of a worker (scheduled, phase, deletion): its worker;
   - a managed claim deleted, allocated or terminating: wake-all; terminating
     also wakes the workers whose pods it is reserved for;
-  - a ResourceSlice of the driver changed: wake-all;
+  - a ResourceSlice of the driver changed (a taint gone included): wake-all;
+  - the configured DeviceClass changed (its selectors): wake-all;
   - a node's openrl.io labels, allocatable memory or allocatable pods
     changed: wake-all;
   - a pod other than a worker's left an enabled node (finished, deleted):
@@ -232,8 +233,10 @@ def _node_pod_signature(obj: Obj) -> Hashable:
 
 
 def feeds(queue: WorkQueue, driver: str,
-          enabled: Callable[[str], bool] = lambda _node: True) -> list[Feed]:
-    """The watches' feeds; ``enabled`` says whether placement knows a node."""
+          enabled: Callable[[str], bool] = lambda _node: True, *,
+          device_class: str | None = None) -> list[Feed]:
+    """The watches' feeds; ``enabled`` says whether placement knows a node;
+    ``device_class``: the DeviceClass whose selectors pick the devices (None: unwatched)."""
     def wake(*_: Any) -> None:
         queue.add(WAKE, after=WAKE_DELAY, order=HOUSEKEEPING_ORDER)
 
@@ -280,4 +283,7 @@ def feeds(queue: WorkQueue, driver: str,
         Feed(kube.CONFIGMAPS, lambda o: meta(o).get("resourceVersion"), lambda *_: None),
         Feed(kube.NODE_PODS, _node_pod_signature, on_node_pod,
              label_selector=naming.OTHER_PODS_LABELS, field_selector=naming.OTHER_PODS_FIELDS),
+        *([Feed(kube.DEVICE_CLASSES, lambda o: repr((o.get("spec") or {}).get("selectors")),
+                wake, accept=lambda o: name_of(o) == device_class)]
+          if device_class is not None else []),
     ]

@@ -31,7 +31,51 @@ from placement import Fleet, JoinClaim, NewClaim, Request, Role, decide
 from tests.strategies import fake_nodes, fake_slice, fake_worker, pod_for
 
 DRIVER = "gpu.example.com"
+CLASS = "gpu.example.com"
 Kind = kube.Resource
+# What the class may say: the whole GPUs, those and a memory floor, every device, or
+# something that does not compile (selecting nothing).
+SELECTORS = [f"device.attributes['{DRIVER}'].type == 'gpu'",
+             f"device.attributes['{DRIVER}'].type == 'gpu' && "
+             f"device.capacity['{DRIVER}'].memory.compareTo(quantity('1Gi')) >= 0",
+             "true", "device.attributes["]
+
+
+def device_class(expression: str) -> Obj:
+    return {"metadata": {"name": CLASS},
+            "spec": {"selectors": [{"cel": {"expression": expression}}]}}
+
+
+def mixed(slice_: Obj, extra: list[str]) -> Obj:
+    """The slice's GPUs typed as such, with other devices beside them: MIG devices (on
+    the first GPU's counters), a tainted GPU, one informationally tainted, one without
+    memory."""
+    devices = [{**d, "attributes": {"type": {"string": "gpu"}},
+                "consumesCounters": [{"counterSet": d["name"],
+                                      "counters": {"memory": {"value": "1"}}}]}
+               for d in slice_["spec"]["devices"]]
+    memory = devices[0]["capacity"]["memory"]["value"]
+    for i, kind in enumerate(extra):
+        name = f"extra-{i}"
+        if kind == "mig":
+            devices.append({"name": name, "attributes": {"type": {"string": "mig"}},
+                            "capacity": {"memory": {"value": memory}},
+                            "consumesCounters": [{"counterSet": "gpu-0",
+                                                  "counters": {"memory": {"value": "1"}}}]})
+        elif kind == "no-memory":
+            devices.append({"name": name, "attributes": {"type": {"string": "gpu"}}})
+        else:
+            devices.append({"name": name, "attributes": {"type": {"string": "gpu"}},
+                            "capacity": {"memory": {"value": memory}},
+                            "taints": [{"key": "gpu.example.com/xid", "effect": kind}]})
+    counters = [{"name": d["name"], "counters": {"memory": {"value": "1"}}}
+                for d in slice_["spec"]["devices"]]
+    return {**slice_, "spec": {**slice_["spec"], "devices": devices,
+                               "sharedCounters": counters}}
+
+
+EXTRA = st.lists(st.sampled_from(["mig", "no-memory", "NoSchedule", "NoExecute", "None"]),
+                 max_size=3)
 
 
 def fleet_state(fleet: Fleet) -> Any:
@@ -63,7 +107,8 @@ def read(objects: dict[str, dict[str, Obj]]) -> FleetView:
 
     return build_fleet(slices=of(kube.SLICES), nodes=of(kube.NODES), claims=of(kube.CLAIMS),
                        workers=[Worker.from_obj(o) for o in of(kube.WORKERS)],
-                       pods=of(kube.PODS), driver=DRIVER, node_pods=of(kube.NODE_PODS))
+                       pods=of(kube.PODS), driver=DRIVER, node_pods=of(kube.NODE_PODS),
+                       device_class=objects.get(kube.DEVICE_CLASSES.key, {}).get(CLASS))
 
 
 class Listener:
@@ -106,13 +151,14 @@ class CacheModel(RuleBasedStateMachine):
         super().__init__()
         self.rv = 0
         # By key: the managed pods and every namespace's (NODE_PODS) share a plural.
-        kinds = (kube.SLICES, kube.NODES, kube.CLAIMS, kube.WORKERS, kube.PODS, kube.NODE_PODS)
+        kinds = (kube.SLICES, kube.NODES, kube.CLAIMS, kube.WORKERS, kube.PODS, kube.NODE_PODS,
+                 kube.DEVICE_CLASSES)
         self.server: dict[str, dict[str, Obj]] = {r.key: {} for r in kinds}
         self.resources = {r.key: r for r in kinds}
         self.pending: list[tuple[Kind, str, Obj]] = []  # sent by the server, not yet heard
         self.history: list[tuple[Kind, str, Obj]] = []  # everything ever sent
         self.in_flight: list[tuple[Kind, Obj]] = []  # assumed writes awaiting an answer
-        self.cache = Cache(DRIVER)
+        self.cache = Cache(DRIVER, device_class=CLASS)
         self.decisions = 0
 
     # ------------------------------------------------------------ the server
@@ -160,6 +206,31 @@ class CacheModel(RuleBasedStateMachine):
             old["spec"]["devices"][0]["capacity"]["memory"]["value"],
             generation=pool["generation"] + 1,
             count=data.draw(st.sampled_from([1, 1, 2]))))
+
+    @rule(data=st.data(), extra=EXTRA)
+    def devices_tainted_partitioned_or_healed(self, data: st.DataObject,
+                                              extra: list[str]) -> None:
+        """The same GPUs republished with other devices beside them (or none: a taint
+        gone counts its device again)."""
+        names = sorted(self.server[kube.SLICES.key])
+        if not names:
+            return
+        old = self.server[kube.SLICES.key][data.draw(st.sampled_from(names))]
+        gpus = [d for d in old["spec"]["devices"] if not d["name"].startswith("extra-")]
+        pool = old["spec"]["pool"]
+        self._send(kube.SLICES, "MODIFIED", mixed(fake_slice(
+            old["spec"]["nodeName"], len(gpus), gpus[0]["capacity"]["memory"]["value"],
+            generation=pool["generation"] + 1), extra))
+
+    @rule(expression=st.sampled_from([*SELECTORS, None]))
+    def device_class_changed(self, expression: str | None) -> None:
+        if expression is None:
+            if CLASS in self.server[kube.DEVICE_CLASSES.key]:
+                self._send(kube.DEVICE_CLASSES, "DELETED",
+                           self.server[kube.DEVICE_CLASSES.key][CLASS])
+            return
+        kind = "MODIFIED" if CLASS in self.server[kube.DEVICE_CLASSES.key] else "ADDED"
+        self._send(kube.DEVICE_CLASSES, kind, device_class(expression))
 
     @rule(target=workers, worker=fake_worker())
     def worker_created(self, worker: Obj) -> str:
@@ -297,7 +368,7 @@ class CacheModel(RuleBasedStateMachine):
                     self._send(res, "ADDED", obj)
         self.in_flight.clear()
         self.pending.clear()
-        self.cache = Cache(DRIVER)
+        self.cache = Cache(DRIVER, device_class=CLASS)
         for plural, objects in self.server.items():
             self._relist(self.resources[plural], list(objects.values()), heard)
 
