@@ -6,6 +6,9 @@ Rules:
   verdict line per enabled node and the smallest single change that would
   seat it (``placement.remedy``, which asks the decision about a changed copy
   of the fleet), or that none within this fleet's hardware would.
+* A worker without a seat is also told which published devices placement
+  does not count, per node and with the reason (not selected by the class,
+  tainted, counters consumed, no memory), and a class selector that fails.
 * A worker holding a seat gets its claim and node, nothing more.
 * Read-only; the cluster is read once (``cli.live``). A cluster that cannot
   be read, or no such worker, is one line on stderr and exit status 2.
@@ -78,6 +81,8 @@ def _explanation(name: str, role: str, memory: int, owner: str, phase: str,
                       and diagnosis.change is not None else None),
         "alternatives": ([c.to_dict() for c in diagnosis.alternatives[1:]]
                          if diagnosis is not None else []),
+        "devicesLeftOut": [w for w in live.view.warnings
+                           if " left out (" in w or w.startswith("deviceclass ")],
     }
 
 
@@ -127,6 +132,9 @@ def _explanation_lines(document: dict[str, Any], diagnosis: Diagnosis | None) ->
                              f"({claim.detail})")
     if not diagnosis.nodes:
         lines.append("  (no enabled node publishes devices)")
+    if document["devicesLeftOut"]:
+        lines.append("devices not counted:")
+        lines.extend(f"  {line}" for line in document["devicesLeftOut"])
     change = diagnosis.change
     if change is not None:
         lines.append(f"would seat it: {change.text}")

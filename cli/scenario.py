@@ -142,6 +142,31 @@ def _roles(_instance: object, attribute: attrs.Attribute[Any], value: object) ->
                               f"{describe(role)} is not a role ({', '.join(ROLES)})")
 
 
+def _left_out(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, tuple):
+        raise _FieldError(_key(attribute), "must be a list of {devices, reason}, got "
+                          f"{describe(value)}")
+    for entry in value:
+        if not isinstance(entry, tuple) or len(entry) != 2:
+            raise _FieldError(_key(attribute), "each entry must be {devices: N, reason: "
+                              f"text}}, got {describe(entry)}")
+        count, reason = entry
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise _FieldError(_key(attribute), f"devices must be a whole number >= 1, got "
+                              f"{describe(count)}")
+        if not isinstance(reason, str) or not reason:
+            raise _FieldError(_key(attribute), f"reason must be non-empty text, got "
+                              f"{describe(reason)}")
+
+
+def _to_left_out(value: object) -> object:
+    # Each {devices, reason} becomes a pair (hashable); anything else is left for the validator.
+    if not isinstance(value, list):
+        return value
+    return tuple((e.get("devices"), e.get("reason")) if isinstance(e, dict)
+                 and set(e) == {"devices", "reason"} else e for e in value)
+
+
 def _to_roles(value: object) -> object:
     # Lists become tuples so the model stays hashable; anything else is left for the validator.
     return tuple(value) if isinstance(value, list) else value
@@ -216,6 +241,10 @@ class NodeSpec:
     # Only the report reads it: what one switch between two workers on a shared claim costs.
     host_to_device_bandwidth: int | None = _field("hostToDeviceBandwidth", parse=_bandwidth,
                                                   default=None)
+    # Devices the node publishes that placement does not count, and why (a snapshot of a
+    # mixed node says them); never counted in the simulation either.
+    left_out: tuple[tuple[int, str], ...] = _field("leftOut", _left_out, parse=_to_left_out,
+                                                   default=())
 
     def to_node(self) -> Node:
         return Node(self.name, self.devices, self.device_memory, self.host_memory,

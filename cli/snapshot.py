@@ -7,6 +7,8 @@ Rules:
   as an arrival in the controller's arrival order, and DRA's allocations as
   they stand (``dra: deferred`` with an ``allocate`` after the arrival that
   cut each allocated claim, when some claim is still unallocated).
+* A node publishing devices placement does not count says how many and why
+  (``leftOut``), so a snapshot of a mixed node replays as the cluster reads.
 * It is then replayed, and stderr says whether ``simulate`` reproduces the
   cluster's placements -- same sharing groups on the same nodes, the same
   workers waiting -- or where it does not.
@@ -16,6 +18,8 @@ Rules:
 from __future__ import annotations
 
 import json
+from collections import Counter
+from collections.abc import Iterable
 from typing import Any
 
 import click
@@ -24,6 +28,7 @@ import yaml
 from cli.live import KUBECTL, OPENRL_PLACE, Flags, read
 from cli.replay import replay
 from cli.scenario import ScenarioError, build_scenario
+from controller.fleet_rules import LeftOut
 from controller.inspect_fleet import LiveFleet, holders_in_order
 from placement import Node
 from placement.quantity import format_quantity
@@ -55,10 +60,11 @@ def snapshot_document(live: LiveFleet) -> dict[str, Any]:
             if claim in allocated:
                 events.append({"allocate": holder.name})
     return {"dra": "deferred" if deferred else "instant",
-            "nodes": [_node(node) for node in view.nodes.values()], "events": events}
+            "nodes": [_node(node, view.left_out.get(node.name, ()))
+                      for node in view.nodes.values()], "events": events}
 
 
-def _node(node: Node) -> dict[str, Any]:
+def _node(node: Node, left_out: Iterable[LeftOut] = ()) -> dict[str, Any]:
     document: dict[str, Any] = {"name": node.name, "devices": node.devices,
                                 "deviceMemory": format_quantity(node.device_memory)}
     if node.host_memory is not None:
@@ -71,6 +77,10 @@ def _node(node: Node) -> dict[str, Any]:
     if node.pods is not None:
         # Its free pod slots: allocatable pods less the pods that are not workers.
         document["pods"] = node.pods
+    reasons = Counter(item.reason for item in left_out)
+    if reasons:
+        document["leftOut"] = [{"devices": count, "reason": reason}
+                               for reason, count in sorted(reasons.items())]
     return document
 
 

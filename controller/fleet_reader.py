@@ -84,6 +84,8 @@ class FleetView:
     bookings: dict[str, Booked]
     warnings: tuple[str, ...]
     live_uids: frozenset[str] = frozenset()
+    # Per node placement knows, the devices it publishes that do not count (snapshot's)
+    left_out: dict[str, tuple[LeftOut, ...]] = attrs.field(factory=dict)
 
     @property
     def seats_total(self) -> int:
@@ -135,8 +137,8 @@ def read_slices(slices: list[Obj], driver: str, selector: DeviceSelector | None 
             elif spec.get("devices"):
                 notes.append(f"slice {name_of(item)}: no nodeName; skipped")
         counted, out = pool_devices(pool, placed, driver, selector, taken)
-        for device in counted:
-            per_node.setdefault(device.node, []).append((device.memory, device.product))
+        for node, memory, product in counted:
+            per_node.setdefault(node, []).append((memory, product))
         for dropped in out:
             left_out.setdefault(dropped.node, []).append(dropped)
     hardware = {
@@ -289,7 +291,9 @@ def build_fleet(
         claims={name: v for name, v in views.items() if not v.deleting},
         closing={name: v for name, v in views.items() if v.deleting},
         bookings=bookings, warnings=tuple(notes + warnings),
-        live_uids=frozenset(w.uid for w in workers if w.phase != naming.Phase.FAILED))
+        live_uids=frozenset(w.uid for w in workers if w.phase != naming.Phase.FAILED),
+        left_out={n.name: hardware[n.name].left_out for n in placement_nodes
+                  if hardware[n.name].left_out})
 
 
 def _reading(view: FleetView) -> FleetReading:

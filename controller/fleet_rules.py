@@ -37,6 +37,7 @@ Rules:
 
 from __future__ import annotations
 
+import functools
 import operator
 from collections.abc import Container, Iterable, Mapping
 from typing import Protocol
@@ -59,7 +60,7 @@ from controller.selectors import DeviceSelector
 from placement import Booking, Claim, Fleet, Node
 from placement.quantity import QuantityError, parse_quantity
 
-__all__ = ["Booked", "Counted", "FleetReading", "LeftOut", "committed_uids", "device_memory",
+__all__ = ["Booked", "FleetReading", "LeftOut", "committed_uids", "device_memory",
            "device_product", "left_out_warnings", "live_pod_claim", "orphan_booking",
            "other_pod_node", "placement_claim", "pool_devices", "seats_total", "seats_used",
            "taken_devices", "worker_booking", "worker_pod_slots"]
@@ -196,13 +197,6 @@ _BARRING = ("NoSchedule", "NoExecute")
 
 
 @attrs.frozen
-class Counted:
-    node: str
-    memory: int
-    product: str
-
-
-@attrs.frozen
 class LeftOut:
     node: str
     device: str
@@ -214,8 +208,15 @@ def device_memory(device: Obj, driver: str) -> int | None:
     entry = capacity.get("memory") or capacity.get(f"{driver}/memory")
     if not isinstance(entry, dict):
         return None
+    value = entry.get("value")
+    return _memory(value) if isinstance(value, str) else None
+
+
+@functools.lru_cache(maxsize=4096)
+def _memory(text: str) -> int | None:
+    # A fleet spells its memory in a few ways ("81559Mi"): each is parsed once.
     try:
-        return parse_quantity(entry.get("value"))
+        return parse_quantity(text)
     except QuantityError:
         return None
 
@@ -251,8 +252,10 @@ def _barring_taint(device: Obj) -> str:
 
 def pool_devices(pool: str, slices: Iterable[Obj], driver: str,
                  selector: DeviceSelector | None,
-                 taken: Mapping[tuple[str, str], str]) -> tuple[list[Counted], list[LeftOut]]:
-    """One complete pool generation's devices: those counted, and those left out with why.
+                 taken: Mapping[tuple[str, str], str],
+                 ) -> tuple[list[tuple[str, int, str]], list[LeftOut]]:
+    """One complete pool generation's devices: those counted (node, memory, product), and
+    those left out with why.
 
     ``taken``: (pool, device) -> the claim holding it, for claims that are not ours.
     """
@@ -268,35 +271,32 @@ def pool_devices(pool: str, slices: Iterable[Obj], driver: str,
                 for counter, amount in _consumes(device):
                     left[counter] = left.get(counter, 0) - amount
                     holder_of[counter] = f"claim {claim} ({device.get('name')})"
-    counted: list[Counted] = []
+    counted: list[tuple[str, int, str]] = []
     out: list[LeftOut] = []
     for node, s in members:
-        for device in (s.get("spec") or {}).get("devices") or []:
-            name = str(device.get("name") or "")
-            reason = _left_out_reason(pool, device, driver, selector, taken, left, holder_of)
+        devices = (s.get("spec") or {}).get("devices") or []
+        verdicts = selector.slice_verdicts(driver, s) if selector is not None else ()
+        for index, device in enumerate(devices):
             memory = device_memory(device, driver)
-            if not reason and not memory:
-                reason = "no memory capacity"
+            reason = ("no memory capacity" if not memory else
+                      verdicts[index] if verdicts and verdicts[index] else
+                      _left_out_reason(pool, device, taken, left, holder_of))
             if reason:
-                out.append(LeftOut(node, name, reason))
+                out.append(LeftOut(node, str(device.get("name") or ""), reason))
             elif memory:
-                counted.append(Counted(node, memory, device_product(device)))
+                counted.append((node, memory, device_product(device)))
     return counted, out
 
 
-def _left_out_reason(pool: str, device: Obj, driver: str, selector: DeviceSelector | None,
-                     taken: Mapping[tuple[str, str], str], left: Mapping[tuple[str, str], int],
+def _left_out_reason(pool: str, device: Obj, taken: Mapping[tuple[str, str], str],
+                     left: Mapping[tuple[str, str], int],
                      holder_of: Mapping[tuple[str, str], str]) -> str:
-    if device_memory(device, driver) is None:
-        return "no memory capacity"
-    if selector is not None and (verdict := selector.verdict(driver, device)):
-        return verdict
-    if taint := _barring_taint(device):
+    if "taints" in device and (taint := _barring_taint(device)):
         return taint
-    claim = taken.get((pool, str(device.get("name") or "")))
+    claim = taken.get((pool, str(device.get("name") or ""))) if taken else None
     if claim:
         return f"allocated to claim {claim}"
-    for counter, amount in _consumes(device):
+    for counter, amount in _consumes(device) if "consumesCounters" in device else ():
         if amount > left.get(counter, 0):
             by = holder_of.get(counter)
             return (f"counters consumed by {by}" if by else

@@ -22,8 +22,14 @@ Rules:
   fails to compile, fails on a device (a missing attribute, a wrong type) or
   answers anything but a boolean selects nothing, as DRA does; the failure is
   named (class, selector index, error), never raised.
-* Verdicts are kept per device content (driver, attributes, capacity): a fleet
-  publishing many identical devices evaluates each shape once.
+* Verdicts are kept per device shape: the driver and the attributes and
+  capacities whose names the expressions spell (a device's ``uuid`` or serial
+  makes every device unique, yet no class reads it). An expression that may
+  read entries it does not name (a macro over a map: ``exists``, ``all``,
+  ``map``, ``filter``) keys by the whole content instead. A fleet of many
+  devices of a few shapes evaluates each shape once. A slice read again at
+  the same resourceVersion (the cache re-reading a pool) reuses its verdicts
+  whole.
 """
 
 from __future__ import annotations
@@ -161,6 +167,8 @@ def device_environment(driver: str, device: Obj) -> dict[str, Any]:
 
 
 _ENCODE = msgspec.json.Encoder(order="sorted")
+_MACROS = re.compile(r"\.\s*(exists|exists_one|all|map|filter)\s*\(")
+_WORDS = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 
 
 @attrs.define
@@ -172,7 +180,14 @@ class DeviceSelector:
     source: tuple[object, ...]  # the selectors as the class spells them
     programs: tuple[tuple[int, Any], ...] = attrs.field(eq=False)  # (index, compiled)
     problems: tuple[str, ...] = attrs.field(eq=False)  # selectors that do not compile
-    _memo: dict[bytes, str] = attrs.field(factory=dict, repr=False, eq=False)
+    names: frozenset[str] | None = attrs.field(default=None, eq=False)  # None: all
+    _memo: dict[tuple[object, ...], str] = attrs.field(factory=dict, repr=False, eq=False)
+    _slices: dict[tuple[object, ...], list[str]] = attrs.field(factory=dict, repr=False,
+                                                               eq=False)
+    # The entries of a device's attributes or capacity the key holds, by their names
+    # (a driver publishes a few sets of names; each is filtered once).
+    _kept: dict[tuple[str, ...], tuple[str, ...]] = attrs.field(factory=dict, repr=False,
+                                                                eq=False)
 
     @classmethod
     def of(cls, device_class: Obj) -> DeviceSelector:
@@ -189,18 +204,42 @@ class DeviceSelector:
                 programs.append((index, cel.compile(expression)))
             except Exception as error:  # the runtime's parse errors have no common type
                 problems.append(f"selector {index}: does not compile: {_one_line(error)}")
-        return cls(name, tuple(repr(s) for s in source), tuple(programs), tuple(problems))
+        texts = [str(((s or {}).get("cel") or {}).get("expression") or "") for s in source]
+        names = (None if any(_MACROS.search(t) for t in texts)
+                 else frozenset(w for t in texts for w in _WORDS.findall(t)))
+        return cls(name, tuple(repr(s) for s in source), tuple(programs), tuple(problems),
+                   names)
 
     @property
     def warnings(self) -> tuple[str, ...]:
         return tuple(f"deviceclass {self.name}: {p}; it selects no device"
                      for p in self.problems)
 
+    def slice_verdicts(self, driver: str, item: Obj) -> list[str]:
+        """``verdict`` for each of the slice's devices, in order."""
+        m = meta(item)
+        devices = (item.get("spec") or {}).get("devices") or []
+        version = m.get("resourceVersion")
+        if not version:
+            return [self.verdict(driver, d) for d in devices]
+        key = (m.get("name"), m.get("uid"), version, driver)
+        known = self._slices.get(key)
+        if known is None:
+            known = [self.verdict(driver, d) for d in devices]
+            if len(self._slices) >= _MEMO_LIMIT:
+                self._slices.clear()
+            self._slices[key] = known
+        return known
+
     def verdict(self, driver: str, device: Obj) -> str:
         if self.problems:
             return f"not selected by class {self.name} ({self.problems[0]})"
-        key = _ENCODE.encode((driver, device.get("attributes"), device.get("capacity"),
-                              device.get("basic")))
+        basic = device.get("basic") or {}
+        attributes = device.get("attributes") or basic.get("attributes") or {}
+        capacity = device.get("capacity") or basic.get("capacity") or {}
+        kept_a, kept_c = self._keep(attributes), self._keep(capacity)
+        key = (driver, kept_a, kept_c, _ENCODE.encode(
+            ([attributes.get(k) for k in kept_a], [capacity.get(k) for k in kept_c])))
         known = self._memo.get(key)
         if known is None:
             known = self._evaluate(device_environment(driver, device))
@@ -208,6 +247,14 @@ class DeviceSelector:
                 self._memo.clear()
             self._memo[key] = known
         return known
+
+    def _keep(self, entries: Mapping[str, object]) -> tuple[str, ...]:
+        names = tuple(entries)
+        kept = self._kept.get(names)
+        if kept is None:
+            kept = self._kept[names] = tuple(sorted(
+                k for k in names if self.names is None or str(k).rpartition("/")[2] in self.names))
+        return kept
 
     def _evaluate(self, environment: dict[str, Any]) -> str:
         context = cel.Context(variables={"device": environment}, functions=_FUNCTIONS)
