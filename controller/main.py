@@ -21,6 +21,7 @@ from controller.leader import LeaderElector
 from controller.logs import configure, kv
 from controller.loop import Controller
 from controller.metrics import Health, Metrics, serve
+from controller.privileges import ALLOWABLE, LEVELS
 from controller.settings import Settings, SettingsError, default_namespace, parse_http_address
 
 log = logging.getLogger("openrl.controller")
@@ -133,9 +134,13 @@ def _settings(**options: Any) -> Settings:
               help="ServiceAccounts (comma-separated) a pod template may name besides "
                    "default [default: none].")
 @click.option("--template-allow", envvar="OPEN_RL_TEMPLATE_ALLOW",
-              help="Privileged fields templates may set, as TEMPLATE=FIELD[,FIELD] entries "
-                   "separated by ';' (TEMPLATE * = every one; FIELD: hostNetwork, hostPID, "
-                   "hostIPC, privileged, capabilities, hostPath) [default: none].")
+              help="Pod Security controls templates may break, as TEMPLATE=FIELD[,FIELD] "
+                   "entries separated by ';' (TEMPLATE * = every one; FIELD: "
+                   f"{', '.join(sorted(ALLOWABLE))}) [default: none].")
+@click.option("--template-pod-security", envvar="OPEN_RL_TEMPLATE_POD_SECURITY",
+              default="baseline", show_default=True, type=click.Choice(list(LEVELS)),
+              help="The Pod Security level the scheduler holds every template to, "
+                   "whatever the namespace's labels say.")
 @click.option("--kubeconfig", type=click.Path(dir_okay=False),
               help="[default: $KUBECONFIG, else in-cluster]")
 @click.option("--log-format", envvar="OPEN_RL_LOG_FORMAT", default="json", show_default=True,

@@ -12,44 +12,43 @@ Rules:
   - ``serviceAccountName`` (or its old alias ``serviceAccount``) naming the
     scheduler's own ServiceAccount -- always, whatever is allowed -- or any
     ServiceAccount other than ``default`` that the operator has not allowed;
-  - host namespaces: ``hostNetwork``, ``hostPID``, ``hostIPC``;
-  - ``privileged`` containers, and ``capabilities`` added beyond the set a
-    container runtime grants by default;
-  - ``hostPath`` volumes.
+  - anything the Pod Security level the operator holds templates to
+    (``baseline`` unless told ``restricted``) forbids, control by control
+    (``controller.pod_security``: host namespaces, privileged containers,
+    added capabilities, hostPath, host ports, AppArmor, SELinux, ``/proc``
+    mounts, seccomp, sysctls, Windows host processes; and restricted's own).
+  This check is the scheduler's: it holds whether or not the namespace has
+  Pod Security labels.
 * An operator who needs one of these for a worker image allows it by the
   scheduler's settings (``TemplatePolicy``), per template name or ``*`` for
-  all: nothing in a worker, and nothing a template says about itself, widens
-  what is allowed.
+  all, by the control's name (``ALLOWABLE``): nothing in a worker, and
+  nothing a template says about itself, widens what is allowed.
 * Answers are values: ``None`` when allowed, else ``(field, message)``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
 
+from controller import pod_security
+
 __all__ = [
-    "ALLOWABLE", "DEFAULT_CAPABILITIES", "LABEL_POD_TEMPLATE", "Refusal", "TemplatePolicy",
-    "privilege_refusal", "unmarked_refusal",
+    "ALLOWABLE", "DEFAULT_CAPABILITIES", "LABEL_POD_TEMPLATE", "LEVELS", "Refusal",
+    "TemplatePolicy", "privilege_refusal", "unmarked_refusal",
 ]
 
 Obj = dict[str, Any]
 Refusal = tuple[str, str]
 
 LABEL_POD_TEMPLATE = "openrl.io/pod-template"
-HOST_NAMESPACES = ("hostNetwork", "hostPID", "hostIPC")
-# What an operator may allow a template, by these names.
-ALLOWABLE = frozenset({*HOST_NAMESPACES, "privileged", "capabilities", "hostPath"})
-# The capabilities container runtimes grant when a container asks for none (and which
-# the baseline Pod Security level lets a container add back after dropping them).
-DEFAULT_CAPABILITIES = frozenset({
-    "AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
-    "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT",
-})
+LEVELS = pod_security.LEVELS
+# What an operator may allow a template: the name of each Pod Security control.
+ALLOWABLE = frozenset(control.name for control in pod_security.CONTROLS)
+DEFAULT_CAPABILITIES = pod_security.BASELINE_CAPABILITIES
 DEFAULT_ACCOUNT = "default"
-_CONTAINER_GROUPS = ("initContainers", "containers", "ephemeralContainers")
 
 
 def _freeze(value: Iterable[str]) -> frozenset[str]:
@@ -67,6 +66,7 @@ class TemplatePolicy:
     scheduler_account: str = "open-rl-scheduler"
     service_accounts: frozenset[str] = attrs.field(default=frozenset(), converter=_freeze)
     allow: Mapping[str, frozenset[str]] = attrs.field(factory=dict, converter=_freeze_allow)
+    level: str = attrs.field(default="baseline", validator=attrs.validators.in_(LEVELS))
 
     def allowed(self, template: str) -> frozenset[str]:
         """The fields ``template`` may set (its own entry and the ``*`` entry)."""
@@ -83,39 +83,19 @@ def unmarked_refusal(config_map: Obj, source: str) -> Refusal | None:
                     f"{LABEL_POD_TEMPLATE}=true)")
 
 
-def privilege_refusal(spec: Obj, source: str, template: str,
-                      policy: TemplatePolicy) -> Refusal | None:
-    """The first field of a pod ``spec`` that hands its worker more than allowed."""
-    allowed = policy.allowed(template)
+def privilege_refusal(spec: Obj, source: str, template: str, policy: TemplatePolicy,
+                      metadata: Obj | None = None) -> Refusal | None:
+    """The first field of a pod (``spec``, and ``metadata``'s annotations) that hands its
+    worker more than the operator allows."""
     for field in ("serviceAccountName", "serviceAccount"):
         refusal = _account_refusal(spec.get(field), f"{source}: spec.{field}", policy)
         if refusal is not None:
             return refusal
-    for field in HOST_NAMESPACES:
-        if spec.get(field) and field not in allowed:
-            return (f"{source}: spec.{field}",
-                    "shares the node's namespace with the worker; remove it"
-                    + _how(template, field))
-    for where, container in _containers(spec, source):
-        context = container.get("securityContext") or {}
-        if not isinstance(context, dict):
-            continue
-        if context.get("privileged") and "privileged" not in allowed:
-            return (f"{where}.securityContext.privileged",
-                    "a privileged container owns the node; remove it"
-                    + _how(template, "privileged"))
-        added = (context.get("capabilities") or {}).get("add") or []
-        extra = sorted({str(c).upper().removeprefix("CAP_") for c in added}
-                       - DEFAULT_CAPABILITIES)
-        if extra and "capabilities" not in allowed:
-            return (f"{where}.securityContext.capabilities.add",
-                    f"adds {', '.join(extra)} beyond the runtime's defaults; remove them"
-                    + _how(template, "capabilities"))
-    for volume in spec.get("volumes") or []:
-        if isinstance(volume, dict) and volume.get("hostPath") and "hostPath" not in allowed:
-            return (f"{source}: spec.volumes[{volume.get('name', '?')}].hostPath",
-                    "mounts the node's filesystem; use another volume type"
-                    + _how(template, "hostPath"))
+    found = pod_security.violations(metadata or {}, spec, policy.level,
+                                    policy.allowed(template))
+    for control, (field, message) in found:
+        return (f"{source}: {field}",
+                f"{message}{_level(control.level)}{_how(template, control.name)}")
     return None
 
 
@@ -131,11 +111,8 @@ def _account_refusal(name: Any, where: str, policy: TemplatePolicy) -> Refusal |
                    "(the scheduler's --template-service-accounts)")
 
 
-def _containers(spec: Obj, source: str) -> Iterator[tuple[str, Obj]]:
-    for group in _CONTAINER_GROUPS:
-        for container in spec.get(group) or []:
-            if isinstance(container, dict):
-                yield f"{source}: spec.{group}[{container.get('name', '?')}]", container
+def _level(level: str) -> str:
+    return "" if level == "baseline" else f" ({level} Pod Security)"
 
 
 def _how(template: str, field: str) -> str:

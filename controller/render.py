@@ -15,8 +15,9 @@ Rules:
   runs and what it holds; a template that also decides would collide with it.
 * A template is also refused for what would hand its worker more than running
   an image needs (``controller.privileges``: the scheduler's ServiceAccount,
-  host namespaces, privileged containers, hostPath), unless the operator's
-  policy allows that field for that template.
+  and every control of the Pod Security level the operator holds templates
+  to, the template's annotations included), unless the operator's policy
+  allows that control for that template.
 * Overlay: ``image`` replaces, ``command`` replaces, ``args`` append, ``env``
   merges by name (an overlay entry replaces the template's entry of that name).
   That is all an overlay can say: an env entry is a name and a literal value
@@ -209,7 +210,8 @@ def prepare(text: str, worker: Worker, source: str,
     pod = parse_template(text, source)
     worker_container_index(pod["spec"], source)
     validate_template(pod, source)
-    refusal = privilege_refusal(pod["spec"], source, worker.template_name, policy)
+    refusal = privilege_refusal(pod["spec"], source, worker.template_name, policy,
+                                metadata=pod.get("metadata"))
     if refusal is not None:
         raise TemplateError(*refusal)
     return apply_overlay(pod, worker.overlay, source)

@@ -16,7 +16,9 @@ Rules:
   a template may name, and ``template_allow`` the privileged fields a template
   may set, as ``NAME=FIELD,FIELD`` entries separated by ``;`` or spaces (``*``
   for every template). Allowing the scheduler's own account, or a field that
-  is not one of the refused ones, is a settings error.
+  is not one of the refused ones, is a settings error. ``template_pod_security``
+  is the Pod Security level every template is held to (``baseline`` or
+  ``restricted``), checked by the scheduler whatever the namespace's labels.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from pathlib import Path
 
 import attrs
 
-from controller.privileges import ALLOWABLE, TemplatePolicy
+from controller.privileges import ALLOWABLE, LEVELS, TemplatePolicy
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 FALLBACK_NAMESPACE = "openrl"
@@ -136,6 +138,12 @@ def _template_allow(_instance: object, _attribute: attrs.Attribute,  # type: ign
                                 f"allowed (only {', '.join(sorted(ALLOWABLE))})")
 
 
+def _level(_instance: object, _attribute: attrs.Attribute, value: str) -> None:  # type: ignore[type-arg]
+    if value not in LEVELS:
+        raise SettingsError(f"template-pod-security {value!r} is not one of "
+                            f"{', '.join(LEVELS)}")
+
+
 def _http_address(_instance: object, _attribute: attrs.Attribute, value: str) -> None:  # type: ignore[type-arg]
     parse_http_address(value)
 
@@ -170,7 +178,8 @@ class Settings:
                                                             converter=parse_names)
     template_allow: Mapping[str, frozenset[str]] = attrs.field(
         factory=dict, converter=parse_template_allow, validator=_template_allow)
-    # Built from the three above once they are checked.
+    template_pod_security: str = attrs.field(default="baseline", validator=_level)
+    # Built from the four above once they are checked.
     template_policy: TemplatePolicy = attrs.field(init=False, factory=TemplatePolicy)
     # Lease timings (client-go's defaults): a leader that cannot renew within
     # the deadline steps down; a standby takes over once the lease expires.
@@ -197,7 +206,8 @@ class Settings:
                                     "ServiceAccount name")
         object.__setattr__(self, "template_policy", TemplatePolicy(
             scheduler_account=self.service_account,
-            service_accounts=self.template_service_accounts, allow=self.template_allow))
+            service_accounts=self.template_service_accounts, allow=self.template_allow,
+            level=self.template_pod_security))
 
 
 def env_flag(name: str, default: bool) -> bool:

@@ -64,7 +64,7 @@ def test_what_a_worker_needs_is_not_refused() -> None:
     plain = spec(serviceAccountName="default", hostNetwork=False,
                  container={"securityContext": {
                      "privileged": False, "allowPrivilegeEscalation": False,
-                     "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE", "chown"]}}},
+                     "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE", "CHOWN"]}}},
                  volumes=[{"name": "scratch", "emptyDir": {}}])
     assert refused(plain) is None
 
