@@ -264,7 +264,7 @@ def pool_devices(pool: str, slices: Iterable[Obj], driver: str,
             for _, s in members for set_ in (s.get("spec") or {}).get("sharedCounters") or []
             for name, entry in (set_.get("counters") or {}).items()}
     holder_of: dict[tuple[str, str], str] = {}
-    for _, s in members:
+    for _, s in members if taken else ():
         for device in (s.get("spec") or {}).get("devices") or []:
             claim = taken.get((pool, str(device.get("name") or "")))
             if claim:
@@ -273,14 +273,20 @@ def pool_devices(pool: str, slices: Iterable[Obj], driver: str,
                     holder_of[counter] = f"claim {claim} ({device.get('name')})"
     counted: list[tuple[str, int, str]] = []
     out: list[LeftOut] = []
+    qualified = f"{driver}/memory"
     for node, s in members:
         devices = (s.get("spec") or {}).get("devices") or []
         verdicts = selector.slice_verdicts(driver, s) if selector is not None else ()
         for index, device in enumerate(devices):
-            memory = device_memory(device, driver)
+            # device_memory, inlined: this loop runs once per published device
+            capacity = device.get("capacity") or (device.get("basic") or {}).get("capacity")
+            entry = capacity and (capacity.get("memory") or capacity.get(qualified))
+            value = entry.get("value") if isinstance(entry, dict) else None
+            memory = _memory(value) if isinstance(value, str) else None
             reason = ("no memory capacity" if not memory else
                       verdicts[index] if verdicts and verdicts[index] else
-                      _left_out_reason(pool, device, taken, left, holder_of))
+                      _left_out_reason(pool, device, taken, left, holder_of)
+                      if taken or "taints" in device or "consumesCounters" in device else "")
             if reason:
                 out.append(LeftOut(node, str(device.get("name") or ""), reason))
             elif memory:

@@ -68,7 +68,7 @@ def connect(kubeconfig: str | None, namespace: str, context: str | None = None) 
 
 # Everything the tools read (and the openrl-place-viewer ClusterRole grants).
 READS = (kube.CLAIMS, kube.WORKERS, kube.PODS, kube.SLICES, kube.NODES, kube.NODE_PODS,
-         kube.DEVICE_CLASSES)
+         kube.DEVICE_CLASSES, kube.OTHER_CLAIMS)
 
 
 def read_live_fleet(api: kube.Kube, driver: str, device_class: str | None = None) -> LiveFleet:
@@ -78,6 +78,7 @@ def read_live_fleet(api: kube.Kube, driver: str, device_class: str | None = None
         claims = api.list(kube.CLAIMS, label_selector=naming.MANAGED_SELECTOR)
         classes = ([c for c in api.list(kube.DEVICE_CLASSES) if name_of(c) == device_class]
                    if device_class is not None else [])
+        others, unseen = _other_claims(api)
         worker_objs = api.list(kube.WORKERS)
         pods = api.list(kube.PODS, label_selector=naming.MANAGED_SELECTOR)
         slices = api.list(kube.SLICES)
@@ -92,8 +93,20 @@ def read_live_fleet(api: kube.Kube, driver: str, device_class: str | None = None
     workers = [Worker.from_obj(obj) for obj in worker_objs]
     view = build_fleet(slices=slices, nodes=nodes, claims=claims, workers=workers, pods=pods,
                        driver=driver, node_pods=node_pods,
-                       device_class=classes[0] if classes else None)
+                       device_class=classes[0] if classes else None, foreign_claims=others)
+    if unseen:
+        view = attrs.evolve(view, warnings=(*view.warnings, unseen))
     return LiveFleet(view, {w.name: w for w in workers}, {name_of(p): p for p in pods})
+
+
+def _other_claims(api: kube.Kube) -> tuple[list[Obj], str]:
+    """Every namespace's claims that are not ours, for the devices they hold; where this
+    identity may not list them, none, and a note saying so."""
+    try:
+        return api.list(kube.OTHER_CLAIMS, label_selector=f"{naming.LABEL_MANAGED}!=true"), ""
+    except kube.Forbidden:
+        return [], ("claims of other namespaces not readable: devices they hold (and the "
+                    "counters they consume) count as free")
 
 
 def holders_in_order(live: LiveFleet) -> list[Holder]:

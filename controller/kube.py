@@ -86,6 +86,8 @@ NODE_PODS = Resource("", "v1", "pods", False, key="node-pods")
 CLAIMS = Resource("resource.k8s.io", "v1", "resourceclaims", True)
 SLICES = Resource("resource.k8s.io", "v1", "resourceslices", False)
 DEVICE_CLASSES = Resource("resource.k8s.io", "v1", "deviceclasses", False)
+# Every namespace's claims, for the devices and counters claims not ours hold.
+OTHER_CLAIMS = Resource("resource.k8s.io", "v1", "resourceclaims", False, key="other-claims")
 NODES = Resource("", "v1", "nodes", False)
 CONFIGMAPS = Resource("", "v1", "configmaps", True)
 EVENTS = Resource("events.k8s.io", "v1", "events", True)
