@@ -120,6 +120,15 @@ LABEL_TS_GROUP = "timeslice.io/group"
 LABEL_TS_OWNER = "timeslice.io/owner"
 LABEL_TS_JOB = "timeslice.io/job-id"
 
+# The worker's channel to the node's time-slicer: an emptyDir in every worker pod, mounted
+# in every container, in which the node agent binds the pod's own socket.
+TURN_VOLUME = "openrl-turn"
+TURN_MOUNT_PATH = "/run/openrl-turn"
+TURN_SOCKET = f"{TURN_MOUNT_PATH}/turn.sock"
+ENV_TURN_SOCKET = "OPENRL_TURN_SOCKET"
+# The agent's word on a worker pod's turn (compact JSON), read by explain.
+ANNOTATION_TURN = "timeslice.io/turn"
+
 ENV_GROUP = "OPEN_RL_TIME_SLICE_GROUP"
 ENV_OWNER = "OPEN_RL_TIME_SLICE_OWNER"
 ENV_JOB = "OPEN_RL_TIME_SLICE_JOB_ID"

@@ -28,6 +28,12 @@ Rules:
   container, a controller owner reference to the worker, node affinity as two
   ORed terms each also requiring the node placement chose, sanitized identity
   labels, exact identity env vars and annotations.
+* The time-slicer's channel: every worker pod gets the ``openrl-turn`` emptyDir,
+  mounted at ``/run/openrl-turn`` in every container (init containers too), and
+  ``OPENRL_TURN_SOCKET`` naming the socket in it; the node agent binds that
+  socket from the node's side, so whoever connects is the pod. A template that
+  already has a volume of that name, a mount at that path (or under it) or that
+  env var is refused: a second meaning for either would break the channel.
 * The pod is pinned to the chosen node: kube-scheduler and DRA carry the
   decision out rather than re-make it, so the claim is allocated where its
   devices and host memory were counted.
@@ -127,6 +133,33 @@ def validate_template(pod: Obj, source: str) -> None:
                 raise TemplateError(f"{source}: spec.{group}", "entries must be mappings")
             where = f"{source}: spec.{group}[{container.get('name', '?')}]"
             _validate_container(container, where)
+    _validate_turn_channel(spec, source)
+
+
+def _validate_turn_channel(spec: Obj, source: str) -> None:
+    """Refuse a template that already uses the time-slicer channel's volume, path or env."""
+    for volume in spec.get("volumes") or []:
+        if isinstance(volume, dict) and volume.get("name") == naming.TURN_VOLUME:
+            raise TemplateError(f"{source}: spec.volumes[{naming.TURN_VOLUME}]",
+                                "is the time-slicer's channel, set by placement; rename it")
+    for group in ("initContainers", "containers", "ephemeralContainers"):
+        for container in spec.get(group) or []:
+            where = f"{source}: spec.{group}[{container.get('name', '?')}]"
+            for mount in container.get("volumeMounts") or []:
+                if not isinstance(mount, dict):
+                    continue
+                path = str(mount.get("mountPath", "")).rstrip("/")
+                if (path == naming.TURN_MOUNT_PATH
+                        or path.startswith(naming.TURN_MOUNT_PATH + "/")
+                        or mount.get("name") == naming.TURN_VOLUME):
+                    raise TemplateError(
+                        f"{where}.volumeMounts[{mount.get('name', '?')}]",
+                        f"{naming.TURN_MOUNT_PATH} and the volume {naming.TURN_VOLUME!r} are "
+                        "the time-slicer's channel, set by placement; mount elsewhere")
+            for entry in container.get("env") or []:
+                if isinstance(entry, dict) and entry.get("name") == naming.ENV_TURN_SOCKET:
+                    raise TemplateError(f"{where}.env[{naming.ENV_TURN_SOCKET}]",
+                                        "is set by placement (the time-slicer's socket); remove it")
 
 
 def _validate_container(container: Obj, where: str) -> None:
@@ -173,6 +206,9 @@ def apply_overlay(pod: Obj, overlay: Obj, source: str) -> Obj:
         if entry["name"] == naming.ENV_GROUP:
             raise TemplateError(f"spec.container.env[{naming.ENV_GROUP}]",
                                 "is set by placement (the worker's claim); remove it")
+        if entry["name"] == naming.ENV_TURN_SOCKET:
+            raise TemplateError(f"spec.container.env[{naming.ENV_TURN_SOCKET}]",
+                                "is set by placement (the time-slicer's socket); remove it")
     if entries:
         container["env"] = merge_env(container.get("env") or [], entries)
     if not container.get("image"):
@@ -303,7 +339,21 @@ def stamp(prepared: Obj, worker: Worker, claim: str, namespace: str, node: str) 
     resources["claims"] = [{"name": naming.CLAIM_REQUEST}]
     env = [e for e in container.get("env") or [] if e.get("name") not in naming.STAMPED_ENV]
     container["env"] = env + identity_env(worker, claim)
+    stamp_turn_channel(spec)
     return pod
+
+
+def stamp_turn_channel(spec: Obj) -> None:
+    """The time-slicer's emptyDir, its mount in every container and the socket's env var."""
+    spec["volumes"] = [*(spec.get("volumes") or []),
+                       {"name": naming.TURN_VOLUME, "emptyDir": {}}]
+    for group in ("initContainers", "containers"):
+        for container in spec.get(group) or []:
+            container["volumeMounts"] = [
+                *(container.get("volumeMounts") or []),
+                {"name": naming.TURN_VOLUME, "mountPath": naming.TURN_MOUNT_PATH}]
+            container["env"] = [*(container.get("env") or []),
+                                {"name": naming.ENV_TURN_SOCKET, "value": naming.TURN_SOCKET}]
 
 
 def _first_line(exc: Exception) -> str:

@@ -52,7 +52,8 @@ def test_labels_are_sanitized_and_env_exact() -> None:
     assert labels["timeslice.io/job-id"] == "lora-1"
     assert env(pod) == {"LOG_LEVEL": "info", "OPEN_RL_TIME_SLICE_GROUP": "orw-claim",
                         "OPEN_RL_TIME_SLICE_OWNER": "Team/Alpha",
-                        "OPEN_RL_TIME_SLICE_JOB_ID": "lora-1", "OPEN_RL_MODEL_ID": "qwen-8b"}
+                        "OPEN_RL_TIME_SLICE_JOB_ID": "lora-1", "OPEN_RL_MODEL_ID": "qwen-8b",
+                        "OPENRL_TURN_SOCKET": "/run/openrl-turn/turn.sock"}
     assert pod["metadata"]["annotations"][naming.ANNOTATION_MEMORY] == str(10 << 30)
 
 
@@ -218,3 +219,54 @@ def test_thousands_of_env_entries_merge_in_one_pass() -> None:
     pod = render.prepare(TEMPLATE, make_worker(container={"env": entries}), "cm")
     env = worker_container(pod)["env"]
     assert len(env) == 20_001 and env[-1] == {"name": "V19999", "value": "19999"}
+
+
+SIDECAR_TEMPLATE = """
+spec:
+  initContainers:
+    - {name: fetch, image: busybox}
+  containers:
+    - name: worker
+      image: trainer:1
+      volumeMounts: [{name: cache, mountPath: /cache}]
+    - {name: adapter, image: adapter:1}
+  volumes:
+    - {name: cache, emptyDir: {}}
+"""
+
+
+def test_every_container_reaches_the_time_slicer_through_its_own_empty_dir() -> None:
+    pod = render_pod(SIDECAR_TEMPLATE)
+    spec = pod["spec"]
+    assert spec["volumes"] == [{"name": "cache", "emptyDir": {}},
+                               {"name": "openrl-turn", "emptyDir": {}}]
+    for container in [*spec["initContainers"], *spec["containers"]]:
+        assert {"name": "openrl-turn", "mountPath": "/run/openrl-turn"} in container["volumeMounts"]
+        assert {"name": "OPENRL_TURN_SOCKET", "value": "/run/openrl-turn/turn.sock"} \
+            in container["env"]
+    assert worker_container(pod)["volumeMounts"][0] == {"name": "cache", "mountPath": "/cache"}
+
+
+@pytest.mark.parametrize(("template", "field"), [
+    ("spec: {containers: [{name: worker, image: x}], volumes: [{name: openrl-turn, emptyDir: {}}]}",
+     "spec.volumes[openrl-turn]"),
+    ("spec: {containers: [{name: worker, image: x,"
+     " volumeMounts: [{name: scratch, mountPath: /run/openrl-turn/}]}]}",
+     "spec.containers[worker].volumeMounts[scratch]"),
+    ("spec: {containers: [{name: worker, image: x}], initContainers: [{name: init, image: x,"
+     " volumeMounts: [{name: openrl-turn, mountPath: /elsewhere}]}]}",
+     "spec.initContainers[init].volumeMounts[openrl-turn]"),
+    ("spec: {containers: [{name: worker, image: x,"
+     " env: [{name: OPENRL_TURN_SOCKET, value: /tmp/s}]}]}",
+     "spec.containers[worker].env[OPENRL_TURN_SOCKET]"),
+])
+def test_a_template_using_the_time_slicer_channel_is_refused(template: str, field: str) -> None:
+    with pytest.raises(render.TemplateError) as caught:
+        render_pod(template)
+    assert caught.value.field == f"cm: {field}"
+    assert "time-slicer" in caught.value.message
+
+
+def test_an_overlay_cannot_point_the_worker_at_another_socket() -> None:
+    with pytest.raises(render.TemplateError, match="OPENRL_TURN_SOCKET"):
+        render_pod(container={"env": [{"name": "OPENRL_TURN_SOCKET", "value": "/tmp/s"}]})
