@@ -5,9 +5,10 @@ Rules:
 * Nothing here writes: every call is a list or a get (the ``openrl-place-viewer``
   ClusterRole in manifests/ grants exactly that).
 * The fleet comes from ``fleet_reader.build_fleet`` over one LIST of each kind
-  the controller watches (its driver's ResourceSlices, nodes, managed claims,
-  workers, managed pods, and every namespace's other pods for the nodes' pod
-  slots): the controller's own reading rules, not a copy.
+  the controller watches (its driver's ResourceSlices, the DeviceClass, nodes,
+  managed claims, workers, managed pods, and every namespace's other pods for
+  the nodes' pod slots), plus every namespace's claims that are not ours (the
+  devices they hold): the controller's own reading rules, not a copy.
 * A cluster that cannot be reached, or refuses the reads, is ``Unreachable``:
   the commands print one line and exit 2.
 """
