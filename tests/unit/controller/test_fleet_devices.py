@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from controller import kube
 from controller.fleet_reader import build_fleet, read_slices
+from controller.queue import WorkQueue
 from controller.selectors import DeviceSelector
+from controller.watches import feeds
+from controller.work import WAKE
 from placement.quantity import parse_quantity
 
 DRIVER = "gpu.nvidia.com"
@@ -154,3 +158,25 @@ def test_the_kubernetes_functions_read_quantities_and_versions() -> None:
     number = DeviceSelector.of({"metadata": {"name": "c"}, "spec": {"selectors": [
         {"cel": {"expression": "device.capacity['gpu.nvidia.com'].memory > 3"}}]}})
     assert "failed" in number.verdict(DRIVER, gpu)  # a quantity is no number, as in DRA
+
+
+def test_a_taint_going_away_or_the_class_changing_wakes_the_waiting_workers() -> None:
+    queue = WorkQueue()
+    by_kind = {feed.resource.key: feed for feed in feeds(queue, DRIVER, device_class=DRIVER)}
+    xid = [{"key": "gpu.nvidia.com/xid", "value": "79", "effect": "NoSchedule"}]
+    tainted = nv_slice("h100", [device("gpu-0", "gpu", "81559Mi", taints=xid)])
+    by_kind[kube.SLICES.key].event("ADDED", tainted)
+    queue._due.clear()
+    by_kind[kube.SLICES.key].event("MODIFIED", nv_slice(
+        "h100", [device("gpu-0", "gpu", "81559Mi")]))  # healed: a device more
+    assert WAKE in queue._due
+    classes = by_kind[kube.DEVICE_CLASSES.key]
+    classes.event("ADDED", GPU_CLASS)
+    queue._due.clear()
+    classes.event("MODIFIED", {**GPU_CLASS, "metadata": {"name": DRIVER, "labels": {"x": "1"}}})
+    assert queue._due == {}  # its selectors did not change
+    classes.event("MODIFIED", {"metadata": {"name": DRIVER}, "spec": {"selectors": []}})
+    assert WAKE in queue._due
+    queue._due.clear()
+    classes.event("ADDED", {"metadata": {"name": "another-class"}, "spec": {}})
+    assert queue._due == {}  # not the configured class
