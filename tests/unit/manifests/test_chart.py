@@ -10,12 +10,14 @@ Helm and kustomize are built from their Go modules (tests/tools.py).
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from controller.privileges import ALLOWABLE
 from controller.settings import parse_template_allow
 from tests.tools import ROOT, run
 
@@ -391,3 +393,39 @@ def test_bad_values_are_refused_naming_the_value(helm_env: dict[str, str], value
     message = refused(helm_env, "--set", value)
     assert "values don't meet the specifications of the schema" in message, message
     assert named in message, message
+
+
+def test_the_scheduler_level_and_every_control_name(helm_env: dict[str, str],
+                                                    defaults: list[Doc]) -> None:
+    assert "OPEN_RL_TEMPLATE_POD_SECURITY" not in env_of(defaults)
+    docs = template(helm_env, "--set", "workerTemplates.podSecurity=restricted",
+                    "--set", "workerTemplates.allow.t={sysctls,runAsUser}")
+    assert env_of(docs)["OPEN_RL_TEMPLATE_POD_SECURITY"] == "restricted"
+    assert "podSecurity" in refused(helm_env, "--set", "workerTemplates.podSecurity=privileged")
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    allow = schema["properties"]["workerTemplates"]["properties"]["allow"]
+    assert set(allow["additionalProperties"]["items"]["enum"]) == ALLOWABLE
+
+
+def notes(env: dict[str, str], tmp_path: Path, *args: str) -> str:
+    """NOTES.txt as `helm install` prints it, rendered offline as an ordinary template
+    (not YAML, so helm prints it only under --debug, and fails after printing it)."""
+    chart = tmp_path / "chart"
+    shutil.copytree(CHART, chart)
+    (chart / "templates" / "notes-as-template.yaml").write_text(
+        (chart / "templates" / "NOTES.txt").read_text())
+    return run("helm", "template", RELEASE, str(chart), "--show-only",
+               "templates/notes-as-template.yaml", "--debug", *args, env=env,
+               check=False).stdout
+
+
+def test_an_existing_namespace_gets_a_warning_naming_the_labels(helm_env: dict[str, str],
+                                                               tmp_path: Path) -> None:
+    assert "pod-security.kubernetes.io" not in notes(helm_env, tmp_path)
+    text = notes(helm_env, tmp_path / "b", "--namespace", "team", "--set", "namespace.name=",
+                 "--set", "namespace.create=false")
+    assert "kubectl label namespace team" in text
+    for label in ("enforce=baseline", "warn=restricted", "audit=restricted"):
+        assert f"pod-security.kubernetes.io/{label}" in text
+    assert "holds every worker template to Pod Security baseline itself" in " ".join(
+        text.split())
