@@ -273,7 +273,13 @@ def feeds(queue: WorkQueue, driver: str,
                 if consumer.get("resource") == "pods" and pod.startswith("orw-"):
                     queue.add(pod.removeprefix("orw-"))
 
+    # The class first: a cache that has its selectors when the slices come reads each
+    # pool once, not once without them and again when the class arrives.
+    classes = ([Feed(kube.DEVICE_CLASSES, lambda o: repr((o.get("spec") or {}).get("selectors")),
+                     wake, accept=lambda o: name_of(o) == device_class)]
+               if device_class is not None else [])
     return [
+        *classes,
         Feed(kube.WORKERS, _worker_signature, on_worker),
         Feed(kube.PODS, _pod_signature, on_pod, label_selector=naming.MANAGED_SELECTOR),
         Feed(kube.CLAIMS, _claim_signature, on_claim, label_selector=naming.MANAGED_SELECTOR),
@@ -283,7 +289,4 @@ def feeds(queue: WorkQueue, driver: str,
         Feed(kube.CONFIGMAPS, lambda o: meta(o).get("resourceVersion"), lambda *_: None),
         Feed(kube.NODE_PODS, _node_pod_signature, on_node_pod,
              label_selector=naming.OTHER_PODS_LABELS, field_selector=naming.OTHER_PODS_FIELDS),
-        *([Feed(kube.DEVICE_CLASSES, lambda o: repr((o.get("spec") or {}).get("selectors")),
-                wake, accept=lambda o: name_of(o) == device_class)]
-          if device_class is not None else []),
     ]
