@@ -1,5 +1,5 @@
-# openrl-place scheduler image: `openrl-place controller`, as the Deployment in
-# manifests/base runs it.
+# openrl-place image: `openrl-place controller`, as the Deployment in
+# manifests/base runs it, and `openrl-place timeslicer` (manifests/timeslicer).
 #
 #   docker build -t registry.example/openrl/openrl-place:0.1.0 .
 #
@@ -17,6 +17,7 @@ COPY pyproject.toml README.md ./
 COPY placement/ placement/
 COPY cli/ cli/
 COPY controller/ controller/
+COPY timeslicer/ timeslicer/
 RUN pip wheel --wheel-dir /wheels '.[controller]'
 
 FROM ${PYTHON_IMAGE}

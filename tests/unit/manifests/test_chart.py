@@ -23,6 +23,7 @@ from tests.tools import ROOT, run
 
 CHART = ROOT / "charts" / "openrl-place"
 BASE = ROOT / "manifests" / "base"
+TIMESLICER = ROOT / "manifests" / "timeslicer"
 MONITORING = ROOT / "manifests" / "monitoring"
 RELEASE = "openrl-place"
 
@@ -132,6 +133,44 @@ def test_default_values_render_the_base_object_by_object(defaults: list[Doc],
             f"{'/'.join(k)} differs from manifests/base\n--- chart\n"
             f"{yaml.safe_dump(got, sort_keys=True)}"
             f"--- base\n{yaml.safe_dump(want, sort_keys=True)}")
+
+
+def test_the_time_slicer_renders_manifests_timeslicer_object_by_object(
+        helm_env: dict[str, str], defaults: list[Doc]) -> None:
+    assert not [d for d in defaults if "timeslicer" in d["metadata"]["name"]]  # off by default
+    chart = {k: d for k, d in by_key(template(helm_env, "--set", "timeslicer.enabled=true")).items()
+             if k not in by_key(defaults)}
+    kustomized = by_key([d for d in yaml.safe_load_all(
+        run("kustomize", "build", str(TIMESLICER)).stdout) if d])
+    assert sorted(chart) == sorted(kustomized)
+    for k, want in kustomized.items():
+        got = without_deliberate(chart[k])
+        assert got == want, (
+            f"{'/'.join(k)} differs from manifests/timeslicer\n--- chart\n"
+            f"{yaml.safe_dump(got, sort_keys=True)}"
+            f"--- kustomize\n{yaml.safe_dump(want, sort_keys=True)}")
+
+
+def test_the_time_slicers_values(helm_env: dict[str, str]) -> None:
+    docs = template(helm_env, "--set", "timeslicer.enabled=true",
+                    "--set", "timeslicer.namespace.name=ts", "--set", "timeslicer.name=agent",
+                    "--set", "timeslicer.kubeletRoot=/data/kubelet/",
+                    "--set", "timeslicer.quantum=5m", "--set", "timeslicer.yieldGrace=45s",
+                    "--set", "timeslicer.nvml.mode=off",
+                    "--set", "timeslicer.nvml.libraryPath=/usr/lib64")
+    daemonset = find(docs, "DaemonSet")
+    pod = daemonset["spec"]["template"]["spec"]
+    assert daemonset["metadata"]["namespace"] == "ts" and pod["serviceAccountName"] == "agent"
+    assert "hostPID" not in pod  # only the NVML check needs the host's PIDs
+    (agent,) = pod["containers"]
+    assert agent["args"] == ["--kubelet-root=/data/kubelet", "--metrics-address=:9478",
+                             "--nvml=off", "--quantum=5m", "--yield-grace=45s"]
+    host = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v}
+    assert host == {"kubelet-pods": "/data/kubelet/pods", "nvml": "/usr/lib64"}
+    policy = find(docs, "ValidatingAdmissionPolicy")
+    assert "system:serviceaccount:ts:agent" in policy["spec"]["matchConditions"][0]["expression"]
+    assert find(docs, "ClusterRoleBinding", "agent")["subjects"][0]["namespace"] == "ts"
+    assert "mode" in refused(helm_env, "--set", "timeslicer.nvml.mode=sometimes")
 
 
 def test_the_differences_are_only_the_deliberate_ones(defaults: list[Doc]) -> None:
