@@ -53,15 +53,18 @@ class Commands(click.Group):
     lazy: ClassVar[dict[str, str]] = {"controller": "controller.main:command",
                                       "compare": "cli.compare:command",
                                       "snapshot": "cli.snapshot:command",
-                                      "explain": "cli.explain:command"}
+                                      "explain": "cli.explain:command",
+                                      "timeslicer": "cli.timeslicer:command"}
     # What a command's extra installs: missing, the command says which extra to add.
     extra: ClassVar[dict[str, tuple[str, ...]]] = {
         "controller": ("kubernetes", "prometheus_client"),
         "snapshot": ("kubernetes",),
         "explain": ("kubernetes",),
+        "timeslicer": ("kubernetes", "prometheus_client"),
     }
     # The live read-only tools come with the controller's extra.
-    extra_name: ClassVar[dict[str, str]] = {"snapshot": "controller", "explain": "controller"}
+    extra_name: ClassVar[dict[str, str]] = {"snapshot": "controller", "explain": "controller",
+                                             "timeslicer": "controller"}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *self.lazy})

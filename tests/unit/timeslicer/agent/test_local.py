@@ -1,0 +1,134 @@
+"""The agent in --local mode, over real Unix sockets, with small fake workers."""
+
+from __future__ import annotations
+
+import asyncio
+import stat
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from placement.turns import EvictReason, Phase, TurnSettings
+from tests.unit.timeslicer.agent.workers import FakeWorker, no_overlap
+from timeslicer.agent import Agent, Options, serve
+from timeslicer.agent.local import LocalEffects
+
+FAST = TurnSettings(quantum=0.05, min_resident=0.0, yield_grace=0.2)
+
+
+def members(root: Path, group: str, owners: dict[str, str]) -> dict[str, Path]:
+    paths = {}
+    for name, owner in owners.items():
+        home = root / group / name
+        home.mkdir(parents=True)
+        (home / "owner").write_text(owner)
+        paths[name] = home / "turn.sock"
+    return paths
+
+
+async def with_agent(root: Path, settings: TurnSettings,
+                     body: Callable[[Agent], Awaitable[None]]) -> None:
+    stop = asyncio.Event()
+    started: asyncio.Future[Agent] = asyncio.get_running_loop().create_future()
+    options = Options(settings, local=root, metrics_address=None, nvml=False)
+    agent_task = asyncio.create_task(serve(options, stop, started.set_result))
+    try:
+        await body(await started)
+    finally:
+        stop.set()
+        await agent_task
+
+
+def test_four_members_of_two_owners_take_turns_in_order_never_overlapping(tmp_path: Path) -> None:
+    paths = members(tmp_path, "claim-a", {"a1": "alice", "b1": "bob", "a2": "alice", "b2": "bob"})
+    log: list[tuple[str, str]] = []
+
+    async def body(agent: Agent) -> None:
+        workers = [FakeWorker(path, log, name) for name, path in paths.items()]
+        for worker in workers:
+            worker.start()
+        while sum(1 for what, _ in log if what == "resident") < 12:
+            await asyncio.sleep(0.01)
+        for worker in workers:
+            worker.stop()
+        assert stat.S_IMODE(paths["a1"].stat().st_mode) == 0o666
+
+    asyncio.run(with_agent(tmp_path, FAST, body))
+    assert no_overlap(log)
+    turns = [name for what, name in log if what == "resident"]
+    # Owners alternate, and each owner's members take its turns in rotation.
+    assert [t[0] for t in turns[:8]] == ["a", "b"] * 4
+    assert {t for t in turns[1:9]} == {"a1", "a2", "b1", "b2"}
+
+
+def test_a_holder_that_never_parks_is_evicted(tmp_path: Path) -> None:
+    # Members join in their directories' order: the stubborn one is served first.
+    paths = members(tmp_path, "claim-a", {"stubborn": "alice", "t-patient": "bob"})
+    log: list[tuple[str, str]] = []
+
+    async def body(agent: Agent) -> None:
+        FakeWorker(paths["stubborn"], log, "stubborn", stubborn=True).start()
+        FakeWorker(paths["t-patient"], log, "patient").start()
+        effects = agent.effects
+        assert isinstance(effects, LocalEffects)
+        while not effects.evicted:
+            await asyncio.sleep(0.01)
+        assert effects.evicted == [("claim-a/stubborn", EvictReason.TURN_OVERRUN)]
+        assert (tmp_path / "claim-a/stubborn/evicted").read_text() == "TurnOverrun\n"
+        # Still evicting (the pod is not gone yet): nobody else is granted.
+        assert log == [("resident", "stubborn")]
+        # The pod goes (its directory is removed): the turn passes.
+        for item in (tmp_path / "claim-a/stubborn").iterdir():
+            item.unlink()
+        (tmp_path / "claim-a/stubborn").rmdir()
+        while ("resident", "patient") not in log:
+            await asyncio.sleep(0.01)
+
+    asyncio.run(with_agent(tmp_path, FAST, body))
+
+
+def test_after_a_restart_the_resident_keeps_the_turn_and_nothing_is_granted_until_all_report(
+        tmp_path: Path) -> None:
+    paths = members(tmp_path, "claim-a", {"m1": "alice", "m2": "bob", "m3": "bob"})
+    slow = TurnSettings(quantum=30, min_resident=0, yield_grace=30)
+    log: list[tuple[str, str]] = []
+
+    async def first_agent(agent: Agent) -> None:
+        FakeWorker(paths["m1"], log, "m1").start()
+        for name in ("m2", "m3"):
+            FakeWorker(paths[name], log, name).start(want=False)
+        while not log:
+            await asyncio.sleep(0.01)
+
+    asyncio.run(with_agent(tmp_path, slow, first_agent))
+    assert log == [("resident", "m1")]
+
+    async def second_agent(agent: Agent) -> None:
+        # m1 comes back resident; m2 says it holds nothing and wants; m3 says nothing yet.
+        FakeWorker(paths["m1"], log, "m1").start(resident=True)
+        FakeWorker(paths["m2"], log, "m2").start()
+        group = agent.groups["claim-a"]
+        while group.holder is None or len(log) < 1:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.1)
+        assert agent.effects.phases["claim-a/m3"] is Phase.UNREPORTED  # type: ignore[attr-defined]
+        assert agent.members["claim-a/m1"].id == group.holder
+        assert log == [("resident", "m1")]  # nothing granted: m3 has not reported
+
+    asyncio.run(with_agent(tmp_path, slow, second_agent))
+
+
+def test_a_message_out_of_order_gets_an_error_and_the_connection_stays(tmp_path: Path) -> None:
+    paths = members(tmp_path, "g", {"m": "o"})
+
+    async def body(agent: Agent) -> None:
+        while not paths["m"].exists():
+            await asyncio.sleep(0.01)
+        reader, writer = await asyncio.open_unix_connection(str(paths["m"]))
+        writer.write(b'{"op":"want"}\nnot json\n{"op":"hello","v":1,"resident":false}\n')
+        answers = [await reader.readline() for _ in range(3)]
+        assert b"first message is hello" in answers[0]
+        assert b"not one JSON object" in answers[1]
+        assert b'"op":"welcome"' in answers[2] and b'"member":"m"' in answers[2]
+        writer.close()
+
+    asyncio.run(with_agent(tmp_path, FAST, body))

@@ -1,0 +1,61 @@
+"""Small fake workers for the agent's tests: stdlib asyncio clients on its sockets."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+
+class FakeWorker:
+    """Connects, says hello, wants the turn; parks at once when asked unless stubborn."""
+
+    def __init__(self, path: Path, log: list[tuple[str, str]], name: str,
+                 stubborn: bool = False) -> None:
+        self.path, self.log, self.name, self.stubborn = path, log, name, stubborn
+        self.resident = False
+        self.received: list[dict[str, Any]] = []
+        self.task: asyncio.Task[None] | None = None
+
+    async def run(self, *, resident: bool = False, want: bool = True) -> None:
+        while not self.path.exists():
+            await asyncio.sleep(0.01)
+        reader, writer = await asyncio.open_unix_connection(str(self.path))
+        self.resident = resident
+        writer.write(json.dumps({"op": "hello", "v": 1, "resident": resident}).encode() + b"\n")
+        if want:
+            writer.write(b'{"op":"want"}\n')
+        await writer.drain()
+        while line := await reader.readline():
+            message = json.loads(line)
+            self.received.append(message)
+            if message["op"] == "grant":
+                self.resident = True
+                self.log.append(("resident", self.name))
+                writer.write(b'{"op":"resident"}\n')
+            elif message["op"] == "yield" and not self.stubborn:
+                self.resident = False
+                self.log.append(("parked", self.name))
+                writer.write(b'{"op":"parked"}\n')
+            await writer.drain()
+        writer.close()
+
+    def start(self, **kwargs: bool) -> None:
+        self.task = asyncio.get_running_loop().create_task(self.run(**kwargs))
+
+    def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+
+
+def no_overlap(log: list[tuple[str, str]]) -> bool:
+    holding: set[str] = set()
+    for what, name in log:
+        if what == "resident":
+            if holding:
+                return False
+            holding.add(name)
+        else:
+            holding.discard(name)
+    return True

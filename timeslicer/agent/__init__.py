@@ -1,0 +1,11 @@
+"""The node agent (``openrl-place timeslicer``): turns on shared claims, enforced.
+
+``core`` is the loop around the pure policy, ``kube`` its Kubernetes side,
+``local`` the no-Kubernetes mode over a directory, ``nvml`` the device-memory
+check, ``metrics`` what it exports, ``run`` the whole put together.
+"""
+
+from timeslicer.agent.core import Agent, Member
+from timeslicer.agent.run import Options, run, serve
+
+__all__ = ["Agent", "Member", "Options", "run", "serve"]
