@@ -36,7 +36,7 @@ from typing import Any, Protocol
 from placement.turns import Action, Evict, EvictReason, Grant, Phase, TurnGroup, TurnSettings, Yield
 from timeslicer.agent.metrics import AgentMetrics
 
-__all__ = ["MAX_LINE", "Agent", "Effects", "Member", "PROTOCOL_VERSION"]
+__all__ = ["MAX_LINE", "PROTOCOL_VERSION", "Agent", "Effects", "Member"]
 
 log = logging.getLogger("openrl.timeslicer.agent")
 
@@ -261,8 +261,8 @@ class Agent:
                 return
             member.hello = True
             actions = group.hello(member.id, resident, now)
-            self._send(writer, {"op": "welcome", "v": PROTOCOL_VERSION, "group": member.group.rpartition("/")[2],
-                                "member": member.name,
+            self._send(writer, {"op": "welcome", "v": PROTOCOL_VERSION,
+                                "group": member.group.rpartition("/")[2], "member": member.name,
                                 "state": group.view(member.id, now).phase.value})
         elif op == "want":
             actions = group.want(member.id, now)

@@ -37,8 +37,15 @@ from controller.objects import format_time, pod_claim, pod_claims
 from placement.turns import EvictReason, Phase
 from timeslicer.agent.core import Agent, Member
 
-__all__ = ["ANNOTATION", "EVICT_NOTES", "NodePods", "NodeEffects", "follow", "pod_member",
-           "socket_path"]
+__all__ = [
+    "ANNOTATION",
+    "EVICT_NOTES",
+    "NodeEffects",
+    "NodePods",
+    "follow",
+    "pod_member",
+    "socket_path",
+]
 
 log = logging.getLogger("openrl.timeslicer.kube")
 
@@ -150,15 +157,16 @@ class NodePods:
 def follow(api: kube.Kube, node: str, loop: asyncio.AbstractEventLoop, pods: NodePods,
            stop: threading.Event) -> None:
     """List then watch the node's worker pods, forever (on a thread of its own)."""
-    selectors = {"label_selector": f"{naming.LABEL_TIMESLICER}=true",
-                 "field_selector": f"spec.nodeName={node}"}
+    labels, fields = f"{naming.LABEL_TIMESLICER}=true", f"spec.nodeName={node}"
     version = ""
     while not stop.is_set():
         try:
             if not version:
-                items, version = api.list_with_version(kube.NODE_PODS, **selectors)
+                items, version = api.list_with_version(kube.NODE_PODS, label_selector=labels,
+                                                       field_selector=fields)
                 loop.call_soon_threadsafe(pods.relist, items)
-            for kind, obj in api.watch(kube.NODE_PODS, version, **selectors):
+            for kind, obj in api.watch(kube.NODE_PODS, version, label_selector=labels,
+                                         field_selector=fields):
                 if kind == "BOOKMARK":
                     version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
                     continue

@@ -95,8 +95,10 @@ async def serve(options: Options, stop: asyncio.Event,
         from timeslicer.agent import kube
 
         api = controller_kube.Kube(controller_kube.load_api_client(options.kubeconfig), "default")
-        effects = kube.NodeEffects(api, options.node,
-                                   lambda f: loop.run_in_executor(None, f) and None)
+        def submit(write: Callable[[], None]) -> None:
+            loop.run_in_executor(None, write)
+
+        effects = kube.NodeEffects(api, options.node, submit)
         agent = Agent(options.settings, effects=effects, metrics=metrics)
         pods = kube.NodePods(agent, options.kubelet_root, lambda: health.set_ready(True))
         threading.Thread(target=kube.follow, args=(api, options.node, loop, pods, watcher_stop),
