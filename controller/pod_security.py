@@ -14,12 +14,14 @@ Rules:
   the runtime's default set, hostPath volumes, host ports, AppArmor other than
   the runtime's default or a node-local profile (annotations and fields), an
   SELinux type outside the container types or any SELinux user or role, a
-  ``/proc`` mount other than the default, seccomp ``Unconfined``, sysctls
+  ``/proc`` mount other than the default (unless the pod has its own user
+  namespace, ``hostUsers: false``), seccomp ``Unconfined``, sysctls
   outside the namespaced safe set, Windows host-process containers.
 * Restricted adds: volume types beyond the ones that only project API data or
   claimed storage, privilege escalation left possible, running as root (no
   ``runAsNonRoot`` or ``runAsUser: 0``), no seccomp profile, capabilities not
-  dropped to nothing (only ``NET_BIND_SERVICE`` added back).
+  dropped to nothing (only ``NET_BIND_SERVICE`` added back), and a ``/proc``
+  mount other than the default even in a user namespace.
 * Every container kind is checked: ``initContainers``, ``containers`` and
   ``ephemeralContainers``. Values are matched as admission matches them
   (capability names exactly as written).
@@ -30,6 +32,7 @@ Rules:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -195,12 +198,17 @@ def _se_linux(pod: Pod) -> Iterator[Finding]:
                        "policy; leave it unset")
 
 
-def _proc_mount(pod: Pod) -> Iterator[Finding]:
+def _proc_mount(pod: Pod, *, strict: bool) -> Iterator[Finding]:
+    # In its own user namespace (hostUsers: false) an unmasked /proc is the pod's, not the
+    # node's: baseline lets it be; restricted does not.
+    if pod.spec.get("hostUsers") is False and not strict:
+        return
     for where, _c, context in pod.containers():
         mount = context.get("procMount")
         if mount is not None and mount != "Default":
             yield (f"{where}.securityContext.procMount",
-                   f"/proc mount {mount!r} unmasks the node's /proc; use Default")
+                   f"/proc mount {mount!r} unmasks the node's /proc; use Default"
+                   + ("" if strict else " (or hostUsers: false)"))
 
 
 def _seccomp_type(context: Obj) -> Any:
@@ -310,7 +318,7 @@ CONTROLS: tuple[Control, ...] = (
     Control("hostPorts", "baseline", _host_ports),
     Control("appArmor", "baseline", _app_armor),
     Control("seLinux", "baseline", _se_linux),
-    Control("procMount", "baseline", _proc_mount),
+    Control("procMount", "baseline", functools.partial(_proc_mount, strict=False)),
     Control("seccomp", "baseline", _seccomp),
     Control("sysctls", "baseline", _sysctls),
     Control("volumeTypes", "restricted", _volume_types),
@@ -319,6 +327,7 @@ CONTROLS: tuple[Control, ...] = (
     Control("runAsUser", "restricted", _root_user),
     Control("seccomp", "restricted", _seccomp_required),
     Control("capabilities", "restricted", _capabilities_dropped),
+    Control("procMount", "restricted", functools.partial(_proc_mount, strict=True)),
 )
 
 
