@@ -9,7 +9,7 @@ FIDELITY_SEED      ?= 1
 
 # hack/node.sh: one real node (containerd, runc, kubelet, a DRA plugin) beside the fake ones.
 .PHONY: node-up node-down node-status image node-bench
-.PHONY: fidelity setup browser demo test test-fast lint tools bench bench-cache burst cluster-up cluster-down cluster-status smoke stress chaos privilege fuzz clean
+.PHONY: fidelity setup browser demo test test-fast lint tools bench bench-cache bench-timeslicer burst cluster-up cluster-down cluster-status smoke stress chaos privilege fuzz clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -62,6 +62,12 @@ bench: setup bench-cache
 ## CACHE_BENCH_ARGS="--compare DIR" measures another checkout beside it).
 bench-cache: setup
 	$(BIN)/python bench/cache_bench.py $(CACHE_BENCH_ARGS)
+
+## The time-slicer agent in --local mode: release -> next grant p50/p99 and CPU per switch
+## over 8 groups of 32 members; then the GPU benchmark (says it was skipped without a GPU).
+bench-timeslicer: setup
+	$(BIN)/python bench/timeslicer_bench.py
+	$(BIN)/python bench/gpu_bench.py
 
 ## A burst on the local control plane: the pipeline (the controller as its own process)
 ## and kube-scheduler alone on equivalent claims and pods, in one run. NODES fake nodes
