@@ -30,12 +30,14 @@ from typing import Any
 import attrs
 import click
 
-from cli.clock import format_duration
+from cli.clock import format_duration, parse_duration
 from cli.main import fail, file_kind, read_file
 from cli.render_table import columns
 from cli.replay import replay
 from cli.scenario import AddNode, NodeSpec, Scenario, ScenarioError, load_scenario
 from cli.timeline import Summary, Timeline, build_timeline
+from cli.turns import NO_CLOCK, TurnSummary
+from cli.turnspec import SETTING_KEYS, settings_with
 from placement.quantity import parse_quantity
 
 __all__ = ["KEYS", "Variant", "command", "run_variants", "variants_of"]
@@ -73,11 +75,14 @@ class Variant:
     label: str  # KEY=VALUE as written
     summary: Summary
     timeline: Timeline | None  # kept only when a report is drawn
+    turns: TurnSummary | None = None  # None: the scenario has no clock, no turns played
 
 
 def variants_of(scenario: Scenario, key: str, values: list[str],
                 pattern: str) -> list[tuple[str, Scenario]]:
     """One scenario per value; ValueError naming the bad value or an empty selection."""
+    if key in SETTING_KEYS:
+        return _turn_variants(scenario, key, values, pattern)
     attribute, parse = KEYS[key]
     names = [spec.name for spec in scenario.nodes] + [
         event.node.name for event in scenario.events if isinstance(event, AddNode)]
@@ -101,6 +106,22 @@ def variants_of(scenario: Scenario, key: str, values: list[str],
                        for event in scenario.events)
         out.append((f"{key}={text}", attrs.evolve(
             scenario, nodes=tuple(apply(spec) for spec in scenario.nodes), events=events)))
+    return out
+
+
+def _turn_variants(scenario: Scenario, key: str, values: list[str],
+                   pattern: str) -> list[tuple[str, Scenario]]:
+    """One scenario per value of a turn setting (the scenario's, so every node's)."""
+    if pattern != "*":
+        raise ValueError(f"--set {key}: the turn settings are the scenario's, for every node; "
+                         "--nodes does not apply")
+    out = []
+    for text in values:
+        try:
+            settings = settings_with(scenario.turns, {SETTING_KEYS[key]: parse_duration(text)})
+        except ValueError as error:
+            raise ValueError(f'--set {key}: "{text}": {error}') from None
+        out.append((f"{key}={text}", attrs.evolve(scenario, turns=settings)))
     return out
 
 
@@ -131,10 +152,12 @@ def _run(label: str, scenario: Scenario, keep_timeline: bool) -> Variant | str:
         return f"with {label}: {error}"
     timeline = build_timeline(scenario, report)
     summary = timeline.summary()
+    turns = (report.turns.summary() if report.turns is not None and report.turns.note is None
+             else None)
     if not keep_timeline:
-        return Variant(label, summary, None)
+        return Variant(label, summary, None, turns)
     # The side-by-side figures read only the counters over time: ship back no more.
-    return Variant(label, summary, dataclasses.replace(timeline, waits=[], shared=[]))
+    return Variant(label, summary, dataclasses.replace(timeline, waits=[], shared=[]), turns)
 
 
 # ------------------------------------------------------------------- command
@@ -143,7 +166,8 @@ def _run(label: str, scenario: Scenario, keep_timeline: bool) -> Variant | str:
 @click.command(short_help="Replay one scenario under several node policies, side by side.")
 @click.argument("file", type=click.Path(allow_dash=True, path_type=Path))
 @click.option("--set", "setting", required=True, metavar="KEY=V1,V2[,...]",
-              help=f"the node key to vary ({', '.join(KEYS)}) and the values to try")
+              help=f"the node key to vary ({', '.join(KEYS)}) or turn setting "
+                   f"({', '.join(SETTING_KEYS)}) and the values to try")
 @click.option("--nodes", "pattern", default="*", show_default=True, metavar="PATTERN",
               help="which nodes get the value: a shell-style pattern on node names")
 @click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table",
@@ -159,8 +183,9 @@ def command(file: Path, setting: str, pattern: str, output: str,
     Example: openrl-place compare day.yaml --set maxWorkersPerClaim=1,2,4 --nodes 'l4-*'
     """
     key, _, listed = setting.partition("=")
-    if key not in KEYS:
-        fail(f'--set: unknown key "{key}" (one of {", ".join(KEYS)}), as --set KEY=V1,V2')
+    if key not in KEYS and key not in SETTING_KEYS:
+        fail(f'--set: unknown key "{key}" (one of {", ".join([*KEYS, *SETTING_KEYS])}), '
+             "as --set KEY=V1,V2")
     values = [value.strip() for value in listed.split(",")]
     if not listed or not all(values):
         fail(f"--set {key}: give the values to try, as --set {key}=V1,V2")
@@ -213,6 +238,11 @@ def _document(key: str, pattern: str, timed: bool, results: list[Variant]) -> di
                       "max": variant.summary.waits.longest},
             "seatsUsed": variant.summary.seats_peak,
             idle: round(variant.summary.idle, 3),
+            "turns": None if variant.turns is None else {
+                "switches": variant.turns.switches,
+                "switchingShare": variant.turns.switching_share,
+                "waits": {"median": variant.turns.median_wait,
+                          "max": variant.turns.longest_wait}},
         } for variant in results],
     }
 
@@ -226,11 +256,22 @@ def _table(name: str, key: str, pattern: str, timed: bool,
              wait(v.summary.waits.median), wait(v.summary.waits.p95),
              wait(v.summary.waits.longest), f"{v.summary.seats_peak:,}",
              f"{v.summary.idle:,.1f}"] for v in results]
+    headers = ["variant", "placed", "pending", "median wait", "p95 wait", "longest wait",
+               "seats (peak)", "device-hours idle" if timed else "device-events idle"]
+    if any(v.turns is not None for v in results):
+        # The trade a quantum makes: the wait for a turn against the time spent switching.
+        headers += ["turn wait (median)", "turn wait (longest)", "switches", "switching"]
+        for row, v in zip(rows, results, strict=True):
+            t = v.turns
+            row += (["-"] * 4 if t is None else
+                    [wait(t.median_wait), wait(t.longest_wait), f"{t.switches:,}",
+                     f"{t.switching_share:.1%}"])
     where = "every node" if pattern == "*" else f'nodes matching "{pattern}"'
-    return [
+    lines = [
         click.style(f"{name}: {key} on {where}", bold=True),
         "",
-        *columns(["variant", "placed", "pending", "median wait", "p95 wait", "longest wait",
-                  "seats (peak)", "device-hours idle" if timed else "device-events idle"],
-                 rows, right={1, 2, 3, 4, 5, 6}),
+        *columns(headers, rows, right=set(range(1, len(headers)))),
     ]
+    if not timed:
+        lines += ["", NO_CLOCK]
+    return lines

@@ -1,6 +1,7 @@
 """The ``--output json`` document: a fixed shape a script can rely on.
 
-``workers``, ``claims``, ``steps`` and ``expectations``, nothing else. A
+``workers``, ``claims``, ``steps`` and ``expectations``, and with a clock
+``turns`` (the shared claims' turns played, see ``turns_document``), nothing else. A
 pending worker also carries ``wouldSeat``: the smallest single change to the
 final fleet that would seat it (``placement.remedy``), or null when none
 would. Step
@@ -27,12 +28,13 @@ from cli.replay import (
     Report,
     Step,
 )
+from cli.turns import Turns
 from placement import Fleet, Request, Role
 from placement.quantity import format_gib
 from placement.remedy import smallest_change
 from placement.simulation import Placement
 
-__all__ = ["render_json", "to_document"]
+__all__ = ["render_json", "to_document", "turns_document"]
 
 
 def render_json(report: Report) -> str:
@@ -94,6 +96,34 @@ def to_document(report: Report) -> dict[str, Any]:
             "failed": len(failures),
             "failures": failures,
         },
+        # Without a clock no turn is played, and the document keeps its four keys.
+        **({"turns": turns_document(report.turns)}
+           if report.turns is not None and report.turns.note is None else {}),
+    }
+
+
+def turns_document(turns: Turns) -> dict[str, Any]:
+    """The shared claims' turns (``cli.turns``); seconds throughout."""
+    t = turns.settings
+    s = turns.summary()
+    return {
+        "settings": {"quantum": t.quantum, "minResident": t.min_resident,
+                     "yieldGrace": t.yield_grace},
+        "switches": s.switches,
+        "switchingShare": s.switching_share,
+        "waits": {"median": s.median_wait, "max": s.longest_wait},
+        "claims": {c.claim: {"node": c.node, "switches": c.switches,
+                             "switchingSeconds": c.switching,
+                             "switchingShare": (c.switching / c.span(turns.end)
+                                                if c.span(turns.end) > 0 else 0.0)}
+                   for c in turns.claims},
+        "workers": {w.worker: {"owner": w.owner, "claim": w.claim, "residentSeconds": w.resident,
+                               "residentShare": w.share, "turns": w.turns,
+                               "evictions": w.evictions,
+                               "waits": {"median": w.median_wait, "max": w.longest_wait}}
+                    for w in turns.workers},
+        "owners": {o.owner: {"workers": o.workers, "residentSeconds": o.resident,
+                             "residentShare": o.share} for o in turns.owners},
     }
 
 

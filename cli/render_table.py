@@ -33,11 +33,12 @@ from cli.replay import (
     Step,
 )
 from cli.show import printable as shown
+from cli.turns import Turns
 from placement import Node
 from placement.quantity import format_gib
 from placement.simulation import Phase, Placement
 
-__all__ = ["columns", "render_table"]
+__all__ = ["columns", "render_table", "turn_section"]
 
 
 def render_table(report: Report, title: str) -> Iterator[str]:
@@ -78,6 +79,8 @@ def render_table(report: Report, title: str) -> Iterator[str]:
     else:
         yield "  (none)"
     yield ""
+    if report.turns is not None:
+        yield from turn_section(report.turns)
     yield from _totals(report)
 
 
@@ -144,6 +147,56 @@ def _yaml_value(value: object) -> str:
     if isinstance(value, str) and " " in value:
         return f'"{shown(value)}"'
     return shown(str(value))
+
+
+# -------------------------------------------------------------------- turns
+
+TOP = 10  # claims and workers listed in the turns section, worst first
+
+
+def turn_section(turns: Turns) -> Iterator[str]:
+    """The shared claims' turns: totals, owners, then the worst claims and workers only."""
+    yield click.style("Turns", bold=True)
+    if turns.note is not None:
+        yield f"  {turns.note}"
+        yield ""
+        return
+    if not turns.claims:
+        yield "  no claim was ever shared"
+        yield ""
+        return
+    s, t = turns.summary(), turns.settings
+    switches = f"{s.switches:,} switch{'' if s.switches == 1 else 'es'}"
+    yield (f"  {_plural(s.claims, 'shared claim')}, {switches}, "
+           f"{s.switching_share:.1%} of their time switching; wait for a turn: median "
+           f"{format_duration(s.median_wait)}, longest {format_duration(s.longest_wait)} "
+           f"(quantum {format_duration(t.quantum)}, minResident "
+           f"{format_duration(t.min_resident)}, yieldGrace {format_duration(t.yield_grace)})")
+    yield from columns(["owner", "workers", "resident share"],
+                       [[shown(o.owner), str(o.workers), f"{o.share:.1%}"]
+                        for o in sorted(turns.owners, key=lambda o: (o.share, o.owner))[:TOP]],
+                       right={1, 2})
+    yield from _more(len(turns.owners), "owners", "least resident first")
+    yield from columns(
+        ["claim", "node", "switches", "switching"],
+        [[shown(c.claim), shown(c.node), str(c.switches),
+          f"{c.switching / c.span(turns.end):.1%}" if c.span(turns.end) > 0 else "-"]
+         for c in turns.claims[:TOP]], right={2, 3})
+    yield from _more(len(turns.claims), "shared claims", "most switches first")
+    worst = sorted(turns.workers, key=lambda w: (-w.longest_wait, w.worker))[:TOP]
+    yield from columns(
+        ["worker", "owner", "claim", "resident", "share", "turns", "median wait",
+         "longest wait"],
+        [[shown(w.worker), shown(w.owner), shown(w.claim), format_duration(w.resident),
+          f"{w.share:.1%}", str(w.turns), format_duration(w.median_wait),
+          format_duration(w.longest_wait)] for w in worst], right={3, 4, 5, 6, 7})
+    yield from _more(len(turns.workers), "workers", "longest wait first")
+    yield ""
+
+
+def _more(count: int, what: str, order: str) -> Iterator[str]:
+    if count > TOP:
+        yield f"  ... {count - TOP:,} more {what} ({order})"
 
 
 # ------------------------------------------------------------------ summary

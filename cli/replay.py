@@ -15,7 +15,7 @@ scenario's own rules: an event about a worker that is not there, or an
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import attrs
 
@@ -32,6 +32,9 @@ from cli.scenario import (
 from cli.show import excerpt
 from placement import Claim, Node, PlacementError
 from placement.simulation import Phase, Placement, Simulation, WorkerState
+
+if TYPE_CHECKING:
+    from cli.turns import Turns
 
 __all__ = [
     "AddNodeStep",
@@ -116,6 +119,7 @@ class Report:
     nodes: tuple[NodeSummary, ...]  # by name
     # Seconds since the start, one per step; None when the scenario gives no times.
     times: tuple[float, ...] | None = None
+    turns: Turns | None = None  # the shared claims' turns, played (cli.turns)
 
     @property
     def clock(self) -> tuple[float, ...] | range:
@@ -142,7 +146,9 @@ def replay(scenario: Scenario, *, idle_allocations: bool = False) -> Report:
     run = _Run(scenario)
     run.idle_allocations = idle_allocations
     steps = tuple(run.apply(index, event) for index, event in enumerate(scenario.events))
-    return run.report(steps)
+    report = run.report(steps)
+    from cli.turns import play_turns  # it reads the report's steps: imported once they exist
+    return attrs.evolve(report, turns=play_turns(scenario, report))
 
 
 class _Run:

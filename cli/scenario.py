@@ -21,10 +21,12 @@ import attrs
 from cli.clock import format_duration, parse_duration
 from cli.document import ScenarioError, parse_document
 from cli.show import EXCERPT, LongNumber, describe, excerpt, number_digits, printable
+from cli.turnspec import parse_demand, parse_settings
 from placement import Node, Request, Role
 from placement.quantity import LONGEST as LONGEST_QUANTITY
 from placement.quantity import parse_quantity
 from placement.simulation import Phase
+from placement.turns import TurnSettings
 
 __all__ = [
     "AddNode",
@@ -259,6 +261,9 @@ class Arrive:
     role: str = _field("role", _one_of(*ROLES))
     memory: int = _field("memory", parse=_memory)
     owner: str | None = _field("owner", _optional_name, default=None)
+    # When it wants a turn on a shared claim (cli.turnspec); None: all the time it is placed.
+    demand: tuple[tuple[float, float], ...] | None = _field("demand", parse=parse_demand,
+                                                            default=None)
 
     def to_request(self) -> Request:
         # No owner: an owner of one, itself (the placement library's rule).
@@ -318,6 +323,7 @@ class Scenario:
     events: tuple[Event, ...]
     # Seconds since the start, one per event; None when no event says ``at`` (cli.clock).
     times: tuple[float, ...] | None = None
+    turns: TurnSettings = attrs.field(factory=TurnSettings)  # on every shared claim
 
     @property
     def deferred(self) -> bool:
@@ -326,7 +332,7 @@ class Scenario:
 
 # --------------------------------------------------------------------- reading
 
-_SCENARIO_KEYS = ("dra", "nodes", "events")
+_SCENARIO_KEYS = ("dra", "nodes", "events", "turns")
 _EVENT_KINDS = ("arrive", "leave", "allocate", "addNode", "expect")
 
 
@@ -371,7 +377,12 @@ def build_scenario(document: object) -> Scenario:
             # thousands of good ones.
             raise ScenarioError(_path(f"events[{index}]", error.key), error.message) from None
         times.append(now)
-    return Scenario(dra, nodes, tuple(events), tuple(times) if timed else None)
+    try:
+        turns = parse_settings(document["turns"]) if document.get("turns") is not None \
+            else TurnSettings()
+    except ValueError as error:
+        raise ScenarioError("turns", str(error)) from None
+    return Scenario(dra, nodes, tuple(events), tuple(times) if timed else None, turns)
 
 
 def _time(value: object, previous: float, index: int) -> float:

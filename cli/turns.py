@@ -1,0 +1,165 @@
+"""A replay's shared claims, their turns played: what sharing costs each worker.
+
+The replay's steps say who sat on which claim when; ``placement.turnplay``
+drives the very policy the node agent runs (``placement.turns``) over them.
+What this adds is the reading:
+
+* A worker's resident share is its resident seconds over the seconds it sat
+  on a shared claim; an owner's is the same summed over its workers.
+* A wait for a turn runs from wanting it (or parking while still wanting it)
+  to the grant; the typical wait is the median of every wait, the longest the
+  largest.
+* A claim's switching share is its seconds spent parking or restoring over
+  the seconds it had workers (from the first to the last).
+* Turns need a clock: a scenario whose events say no ``at`` gets a note, not
+  an invented one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from cli.replay import AllocateStep, ArriveStep, ExpectStep, LeaveStep, Report
+from cli.scenario import AddNode, Arrive, NodeSpec, Scenario
+from cli.timeline import DEFAULT_BANDWIDTH
+from placement.turnplay import ClaimTurns, MemberTurns, TurnPlay
+from placement.turns import TurnSettings
+
+__all__ = ["NO_CLOCK", "OwnerTurns", "TurnSummary", "Turns", "WorkerTurns", "play_turns"]
+
+NO_CLOCK = ("turns not played: they need a clock, and no event in this scenario says `at` "
+            "(give the events times to see each worker's resident share and waits)")
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerTurns:
+    worker: str
+    owner: str
+    claim: str
+    stayed: float  # seconds on shared claims
+    resident: float
+    turns: int
+    evictions: int
+    longest_wait: float
+    median_wait: float
+
+    @property
+    def share(self) -> float:
+        return self.resident / self.stayed if self.stayed > 0 else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerTurns:
+    owner: str
+    workers: int
+    stayed: float
+    resident: float
+
+    @property
+    def share(self) -> float:
+        return self.resident / self.stayed if self.stayed > 0 else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class TurnSummary:
+    """One replay's turns in a row: what ``compare`` prints per variant."""
+
+    claims: int
+    switches: int
+    switching_share: float  # of all shared claims' time
+    median_wait: float
+    longest_wait: float
+
+
+@dataclass(frozen=True, slots=True)
+class Turns:
+    settings: TurnSettings
+    note: str | None  # why nothing was played; None when played
+    end: float
+    claims: tuple[ClaimTurns, ...]  # busiest (most switches) first
+    workers: tuple[WorkerTurns, ...]  # by worker name
+    owners: tuple[OwnerTurns, ...]  # by owner name
+    waits: tuple[float, ...]  # every wait, sorted
+
+    def summary(self) -> TurnSummary:
+        span = sum(claim.span(self.end) for claim in self.claims)
+        switching = sum(claim.switching for claim in self.claims)
+        return TurnSummary(len(self.claims), sum(c.switches for c in self.claims),
+                           switching / span if span > 0 else 0.0, _median(self.waits),
+                           self.waits[-1] if self.waits else 0.0)
+
+
+def play_turns(scenario: Scenario, report: Report, *, keep: frozenset[str] = frozenset()
+               ) -> Turns:
+    """Every shared claim of the replay, played; ``keep``: claims whose intervals to record."""
+    if report.times is None:
+        return Turns(scenario.turns, NO_CLOCK, 0.0, (), (), (), ())
+    specs: dict[str, NodeSpec] = {spec.name: spec for spec in scenario.nodes}
+    arrivals: dict[str, Arrive] = {}
+    seated: dict[str, str] = {}  # worker -> claim, once allocated
+    placing: dict[str, list[str]] = {}  # unallocated claim -> its workers
+    play = TurnPlay(scenario.turns, keep=keep)
+
+    def join(worker: str, claim: str, node: str, at: float) -> None:
+        arrival = arrivals[worker]
+        seated[worker] = claim
+        bandwidth = specs[node].host_to_device_bandwidth or DEFAULT_BANDWIDTH
+        play.join(claim, node, bandwidth, worker, arrival.owner or worker, arrival.memory,
+                  arrival.demand, at)
+
+    for step, event, at in zip(report.steps, scenario.events, report.times, strict=True):
+        if isinstance(step, ExpectStep):
+            continue
+        if isinstance(step, ArriveStep):
+            assert isinstance(event, Arrive)
+            arrivals[step.worker] = event
+        elif isinstance(step, LeaveStep):
+            claim = seated.pop(step.worker, None)
+            if claim is not None:
+                play.leave(claim, step.worker, at)
+            elif step.claim is not None and step.claim in placing:
+                placing[step.claim].remove(step.worker)
+        elif isinstance(step, AllocateStep):
+            for worker in placing.pop(step.claim, ()):
+                join(worker, step.claim, step.node, at)
+        elif isinstance(event, AddNode):
+            specs[event.node.name] = event.node
+        for seat in step.placed:
+            if seat.allocated:
+                join(seat.worker, seat.claim, seat.node, at)
+            else:
+                placing.setdefault(seat.claim, []).append(seat.worker)
+    end = report.times[-1] if report.times else 0.0
+    play.end(end)
+    return _read(scenario.turns, end, play)
+
+
+def _read(settings: TurnSettings, end: float, play: TurnPlay) -> Turns:
+    by_worker: dict[str, list[MemberTurns]] = {}
+    for member in play.members:
+        by_worker.setdefault(member.worker, []).append(member)
+    workers = []
+    waits: list[float] = []
+    for name in sorted(by_worker):
+        stays = by_worker[name]
+        mine = sorted(wait for stay in stays for wait in stay.waits)
+        waits += mine
+        workers.append(WorkerTurns(
+            name, stays[-1].owner, stays[-1].claim, sum(s.stayed(end) for s in stays),
+            sum(s.resident for s in stays), sum(s.turns for s in stays),
+            sum(s.evictions for s in stays), mine[-1] if mine else 0.0, _median(mine)))
+    owners: dict[str, list[WorkerTurns]] = {}
+    for worker in workers:
+        owners.setdefault(worker.owner, []).append(worker)
+    claims = sorted(play.claims.values(), key=lambda c: (-c.switches, c.claim))
+    return Turns(settings, None, end, tuple(claims), tuple(workers),
+                 tuple(OwnerTurns(owner, len(ws), sum(w.stayed for w in ws),
+                                  sum(w.resident for w in ws))
+                       for owner, ws in sorted(owners.items())),
+                 tuple(sorted(waits)))
+
+
+def _median(ordered: tuple[float, ...] | list[float]) -> float:
+    # Nearest rank, as the placement waits: a wait some worker really had.
+    return ordered[max(0, math.ceil(0.5 * len(ordered)) - 1)] if ordered else 0.0
