@@ -49,8 +49,8 @@ tools:
 	hack/gotool.sh promtool >/dev/null
 
 lint: setup
-	$(BIN)/ruff check placement cli controller hack tests bench
-	$(BIN)/mypy --strict placement cli controller hack
+	$(BIN)/ruff check placement cli controller timeslicer hack tests bench
+	$(BIN)/mypy --strict placement cli controller timeslicer hack
 
 bench: setup bench-cache
 	$(BIN)/python bench/simulate_bench.py

@@ -2,7 +2,11 @@
 
 The commands people type live in ``cli``; ``controller`` is the reconcile loop
 and its reading of the cluster, and never reaches up into the commands;
-``placement`` is the decision and knows neither. Checked on the source itself:
+``placement`` is the decision and knows neither. ``timeslicer`` (the node
+agent and the worker side) sits beside ``controller``, above ``placement``,
+and only ``cli`` imports it; its worker side (everything but
+``timeslicer.agent``) imports the standard library alone, since a worker pod
+has nothing else installed. Checked on the source itself:
 every import statement (at any depth, ``TYPE_CHECKING`` included) and every
 module named as a string for loading later (``"package.module:attribute"``, or
 ``importlib.import_module("package.module")``).
@@ -12,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 MAY_IMPORT = {
     "placement": {"placement"},
     "controller": {"controller", "placement"},
-    "cli": {"cli", "controller", "placement"},
+    "timeslicer": {"timeslicer", "controller", "placement"},
+    "cli": {"cli", "controller", "placement", "timeslicer"},
 }
 _BY_NAME = re.compile(rf"^({'|'.join(MAY_IMPORT)})(\.\w+)*(:\w+)?$")
 
@@ -73,3 +79,17 @@ def test_the_check_sees_every_kind_of_import(tmp_path: Path) -> None:
     assert sorted(_imports(module, "placement")) == [
         (1, "cli.main"), (2, "cli"), (4, "controller.kube"), (5, "cli.snapshot"),
         (6, "placement")]
+
+
+def test_the_worker_side_imports_the_standard_library_alone() -> None:
+    found = []
+    for path in sorted((ROOT / "timeslicer").rglob("*.py")):
+        if "agent" in path.relative_to(ROOT / "timeslicer").parts:
+            continue
+        for line, module in _imports(path, "timeslicer"):
+            top = module.split(".")[0]
+            if module.startswith("timeslicer.agent") or (
+                    top != "timeslicer" and top not in sys.stdlib_module_names):
+                found.append(f"{path.relative_to(ROOT)}:{line} imports {module}")
+    assert not found, ("the worker side of timeslicer/ runs in worker pods with only the "
+                       "standard library:\n  " + "\n  ".join(found))
