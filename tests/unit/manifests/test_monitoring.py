@@ -5,7 +5,8 @@ promtool (built from its Go module, tests/tools.py) checks the rule file and run
 its unit tests; every alert must have a case where it fires and one where it
 stays quiet. Every query in the rules and the dashboard must name metrics the
 scheduler's registry really holds (read from ``controller.metrics.Metrics``, not
-a list kept here), and docs/operating.md's table must name each of them.
+a list kept here) or the time-slicer agent's (``timeslicer.agent.metrics``), and
+docs/operating.md's tables must name each of them.
 """
 
 from __future__ import annotations
@@ -27,14 +28,21 @@ RULE_TESTS = MONITORING / "rules_test.yaml"
 DASHBOARD = MONITORING / "dashboard.json"
 DOC = ROOT / "docs" / "operating.md"
 
-METRIC = re.compile(r"\b(openrl_place[_:][A-Za-z0-9_:]+)")
+METRIC = re.compile(r"\b(openrl_(?:place|timeslicer)[_:][A-Za-z0-9_:]+)")
 SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"),
             "gauge": ("",), "info": ("_info",)}
 
 
+def agent_families() -> dict[str, str]:
+    """Each metric family the time-slicer agent exports: name -> type."""
+    from timeslicer.agent.metrics import AgentMetrics
+    return {family.name: family.type for family in AgentMetrics().registry.collect()}
+
+
 def families() -> dict[str, str]:
-    """Each metric family the scheduler exports: name -> type."""
-    return {family.name: family.type for family in Metrics().registry.collect()}
+    """Each metric family the scheduler or the time-slicer agent exports: name -> type."""
+    return {family.name: family.type
+            for family in Metrics().registry.collect()} | agent_families()
 
 
 def series_names() -> set[str]:
@@ -108,7 +116,7 @@ def test_the_rules_name_only_exported_or_recorded_metrics() -> None:
     recorded = {rule["record"] for rule in rules() if "record" in rule}
     for rule in rules():
         names = set(METRIC.findall(rule["expr"]))
-        assert names, f"{rule.get('alert') or rule.get('record')} names no openrl_place metric"
+        assert names, f"{rule.get('alert') or rule.get('record')} names no openrl metric"
         unknown = names - exported - recorded
         assert not unknown, f"{rule.get('alert') or rule.get('record')}: {sorted(unknown)} " \
                             f"is neither exported by the scheduler nor recorded here"
@@ -120,7 +128,7 @@ def test_every_dashboard_query_names_an_exported_metric() -> None:
     assert len(queries) >= 10
     for where, expr in queries:
         names = set(METRIC.findall(expr))
-        assert names, f"{where}: {expr!r} names no openrl_place metric"
+        assert names, f"{where}: {expr!r} names no openrl metric"
         # The dashboard works without the recording rules: raw series only.
         assert not names - exported, f"{where}: {sorted(names - exported)} is not exported"
 
@@ -137,7 +145,8 @@ def test_the_dashboard_shows_what_an_operator_asks_first() -> None:
 
 
 def test_every_metric_is_in_the_one_table() -> None:
-    rows = re.findall(r"^\| `(openrl_place_\w+)` \| (\w+) \|", DOC.read_text(), re.MULTILINE)
+    rows = re.findall(r"^\| `(openrl_(?:place|timeslicer)_\w+)` \| (\w+) \|", DOC.read_text(),
+                      re.MULTILINE)
     documented = dict(rows)
     want = {name + ("_total" if kind == "counter" else ""): kind
             for name, kind in families().items()}
@@ -158,3 +167,10 @@ def test_the_wait_histograms_are_labelled_by_role_only(name: str) -> None:
             assert labels == {"role"}
             return
     raise AssertionError(f"{name} is not exported")
+
+
+def test_the_dashboard_shows_the_time_slicer() -> None:
+    shown = {name for _, expr in dashboard_queries() for name in METRIC.findall(expr)}
+    for name in agent_families():
+        if name != "openrl_timeslicer_members":  # a count of sockets, for the agent's own page
+            assert any(s.startswith(name) for s in shown), name
