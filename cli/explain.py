@@ -9,7 +9,8 @@ Rules:
 * A worker without a seat is also told which published devices placement
   does not count, per node and with the reason (not selected by the class,
   tainted, counters consumed, no memory), and a class selector that fails.
-* A worker holding a seat gets its claim and node, nothing more.
+* A worker holding a seat gets its claim and node, and its turn on the claim as
+  the node's time-slicer last published it on the pod (or that it has not).
 * Read-only; the cluster is read once (``cli.live``). A cluster that cannot
   be read, or no such worker, is one line on stderr and exit status 2.
 """
@@ -22,7 +23,7 @@ from typing import Any
 import click
 
 from cli.live import KUBECTL, OPENRL_PLACE, Flags, read, unreachable
-from controller.inspect_fleet import LiveFleet
+from controller.inspect_fleet import LiveFleet, turn_state
 from placement import Request, Role
 from placement.quantity import format_quantity
 from placement.remedy import Diagnosis, NodeVerdict, diagnose
@@ -58,10 +59,15 @@ def build(flags: Flags) -> click.Command:
         document = _explanation(found.name, found.role.value, found.memory, found.owner,
                                 str(status.get("phase") or "Pending"), status.get("reason"),
                                 claim, live, diagnosis)
+        if claim is not None:
+            document["turn"] = turn_state(live, found)
         if output == "json":
             click.echo(json.dumps(document, indent=2))
         else:
-            click.echo("\n".join(_explanation_lines(document, diagnosis)))
+            lines = _explanation_lines(document, diagnosis)
+            if claim is not None:
+                lines.append(turn_line(document["turn"]))
+            click.echo("\n".join(lines))
 
     return explain
 
@@ -145,6 +151,17 @@ def _explanation_lines(document: dict[str, Any], diagnosis: Diagnosis | None) ->
     elif diagnosis.reason is not None:
         lines.append("would seat it: no single change; it waits for several to free up")
     return lines
+
+
+def turn_line(turn: dict[str, Any] | None) -> str:
+    """The worker's turn on its claim, in one line."""
+    if turn is None:
+        return ("turn: the time-slicer has not reported on this pod (not installed, or not "
+                "running on its node)")
+    holder = turn.get("holder") or "nobody"
+    return (f"turn: {turn.get('phase', '?')} since {turn.get('since', '?')} on "
+            f"{turn.get('node', '?')}; the claim's turn is held by {holder}; "
+            f"turns so far {turn.get('turns', 0)}")
 
 
 command = build(OPENRL_PLACE)  # openrl-place explain

@@ -15,6 +15,7 @@ Rules:
 
 from __future__ import annotations
 
+import json
 import re
 
 import attrs
@@ -98,6 +99,21 @@ def read_live_fleet(api: kube.Kube, driver: str, device_class: str | None = None
     if unseen:
         view = attrs.evolve(view, warnings=(*view.warnings, unseen))
     return LiveFleet(view, {w.name: w for w in workers}, {name_of(p): p for p in pods})
+
+
+def turn_state(live: LiveFleet, worker: Worker) -> Obj | None:
+    """What the node's time-slicer last said about the worker's pod (its turn annotation:
+    phase, since, the group's holder, turns, node), or None if it never has -- not
+    installed, or not running on that node."""
+    pod = live.pods.get(worker.pod_name)
+    text = annotations_of(pod).get(naming.ANNOTATION_TURN) if pod is not None else None
+    if not text:
+        return None
+    try:
+        state = json.loads(text)
+    except ValueError:
+        state = None
+    return state if isinstance(state, dict) else {"phase": "Unreadable", "raw": text}
 
 
 def _other_claims(api: kube.Kube) -> tuple[list[Obj], str]:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from click.testing import CliRunner
 
+from cli.explain import turn_line
 from cli.main import main
 from cli.snapshot import snapshot_document, verify_snapshot
 from controller import kube
-from controller.inspect_fleet import read_live_fleet
+from controller.inspect_fleet import read_live_fleet, turn_state
 from placement import Request, Role
 from placement.remedy import diagnose
 from tests.unit.controller.conftest import DRIVER, Cluster
@@ -193,3 +194,18 @@ def test_the_plugin_takes_kubectls_flags_before_the_command_too(tmp_path: object
     assert result.exit_code == 0 and "explain" in result.output
     result = CliRunner().invoke(plugin, ["-n", "x", "bogus"], prog_name="kubectl openrl")
     assert result.exit_code == 2 and "No such command 'bogus'" in result.output
+
+
+def test_explain_shows_a_seated_workers_turn_or_that_the_time_slicer_is_silent() -> None:
+    c = _shared_and_full()
+    live = read_live_fleet(c.api, DRIVER)  # type: ignore[arg-type]
+    assert turn_state(live, live.workers["a"]) is None
+    assert "has not reported" in turn_line(None)
+    c.api.patch(kube.PODS, live.workers["b"].pod_name, {"metadata": {"annotations": {
+        "timeslice.io/turn": '{"phase":"Waiting","since":"2026-01-01T00:00:00Z",'
+                             '"holder":"orw-a","turns":3,"node":"node-0"}'}}})
+    live = read_live_fleet(c.api, DRIVER)  # type: ignore[arg-type]
+    turn = turn_state(live, live.workers["b"])
+    assert turn is not None and turn["holder"] == "orw-a"
+    assert turn_line(turn) == ("turn: Waiting since 2026-01-01T00:00:00Z on node-0; the claim's "
+                               "turn is held by orw-a; turns so far 3")
