@@ -43,16 +43,24 @@ def _scheduler_refuses(env: Env, level: str, cases: list[Case]) -> dict[str, str
     return reasons
 
 
-def _admission(env: Env, level: str, pod: dict[str, Any], name: str) -> str:
-    env.core.patch_namespace(env.namespace, {"metadata": {"labels": {
-        "pod-security.kubernetes.io/enforce": level,
-        "pod-security.kubernetes.io/enforce-version": "latest"}}})
+def _admission(env: Env, pod: dict[str, Any], name: str) -> str:
     body = {**pod, "metadata": {**pod.get("metadata", {}), "name": name}}
     try:
         env.core.create_namespaced_pod(env.namespace, body, dry_run="All")
     except client.ApiException as e:
         return "refused" if "PodSecurity" in (e.body or "") else f"invalid ({e.status})"
     return "allowed"
+
+
+def _enforce(env: Env, level: str) -> None:
+    """Label the namespace, then wait until admission reads the label (it reads a cache)."""
+    env.core.patch_namespace(env.namespace, {"metadata": {"labels": {
+        "pod-security.kubernetes.io/enforce": level,
+        "pod-security.kubernetes.io/enforce-version": "latest"}}})
+    root = next(c for c in CASES if c.control == "runAsUser").pod("refused")
+    want = "refused" if level == "restricted" else "allowed"
+    env.cluster.wait_for(lambda: _admission(env, root, "probe") == want, timeout=30,
+                         what=f"admission to enforce {level}")
 
 
 def test_admission_never_refuses_what_the_scheduler_allows(orw: Env) -> None:  # noqa: F811
@@ -64,21 +72,29 @@ def test_admission_never_refuses_what_the_scheduler_allows(orw: Env) -> None:  #
         for reason in reasons.values():
             assert reason.startswith("TemplateError: ") and "--template-allow" in reason
 
-    rows, disagreements = [], []
-    for case in CASES:
-        for form in ("refused", "allowed") if case.refused else ("allowed",):
+    forms = [(case, form) for case in CASES
+             for form in (("refused", "allowed") if case.refused else ("allowed",))]
+    answers: dict[tuple[str, str, str], tuple[str, str]] = {}
+    for level in ("baseline", "restricted"):
+        _enforce(orw, level)
+        for case, form in forms:
             pod = case.pod(form)
-            for level in ("baseline", "restricted"):
-                ours = "allowed" if answer(pod, level) is None else "refused"
-                theirs = _admission(orw, level, pod, f"{_slug(case)}-{form[0]}")
-                rows.append((case.control, case.name, form, level, ours, theirs))
-                if ours == "allowed" and theirs != "allowed":
-                    disagreements.append(rows[-1])
-    print(f"\n{'control':<26}{'case':<40}{'form':<9}{'level':<12}{'scheduler':<11}admission")
-    for row in rows:
-        print("".join(f"{cell:<{width}}" for cell, width in zip(row, (26, 40, 9, 12, 11, 0),
-                                                                 strict=True)))
+            ours = "allowed" if answer(pod, level) is None else "refused"
+            answers[case.name, form, level] = (
+                ours, _admission(orw, pod, f"{_slug(case)}-{form[0]}"))
+    widths = (26, 42, 9, 11, 14, 11, 0)
+    print("\n" + "".join(f"{h:<{w}}" for h, w in zip(
+        ("control", "case", "form", "baseline:", "", "restricted:", ""), widths, strict=True)))
+    print("".join(f"{h:<{w}}" for h, w in zip(
+        ("", "", "", "scheduler", "admission", "scheduler", "admission"), widths, strict=True)))
+    for case, form in forms:
+        cells = (case.control, case.name, form, *answers[case.name, form, "baseline"],
+                 *answers[case.name, form, "restricted"])
+        print("".join(f"{c:<{w}}" for c, w in zip(cells, widths, strict=True)))
     for level, reasons in (("baseline", baseline), ("restricted", restricted)):
         for name, reason in reasons.items():
             print(f"no labels, {level}: {name}: {reason.split(': ', 3)[-1][:110]}")
+    assert orw.core.list_namespaced_pod(orw.namespace).items == []
+    disagreements = [key for key, (ours, theirs) in answers.items()
+                     if ours == "allowed" and theirs != "allowed"]
     assert not disagreements, disagreements
