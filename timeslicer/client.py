@@ -234,7 +234,8 @@ class TurnClient(_Client):
 
     # -- waiting
     def wait_for_turn(self, timeout: float | None = None) -> bool:
-        """True once you hold the turn, False if ``timeout`` passes first."""
+        """True once you hold the turn, False if ``timeout`` passes first (also while the
+        agent is away: the client keeps trying to reconnect on every call)."""
         return self._wait(timeout, lambda: self._session.holds_turn)
 
     def wait_for_yield(self, timeout: float | None = None) -> YieldRequest | None:
@@ -245,7 +246,10 @@ class TurnClient(_Client):
     def _wait(self, timeout: float | None, done: _Check) -> bool:
         deadline = _deadline(timeout)
         while not done():
-            self._ensure_connected(deadline)
+            try:
+                self._ensure_connected(deadline)
+            except AgentUnavailable:
+                break  # the agent is away (restarting): not the turn, not a yield
             self._pump(_left(deadline), until=done)
             if deadline is not None and time.monotonic() >= deadline:
                 break
@@ -366,7 +370,10 @@ class AsyncTurnClient(_Client):
             left = _left(deadline)
             if left == 0:
                 break
-            await self._ensure_connected(deadline)
+            try:
+                await self._ensure_connected(deadline)
+            except AgentUnavailable:
+                break  # the agent is away (restarting): not the turn, not a yield
             if self._streams is None:
                 break
             try:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from typing import Any, ClassVar
 
 __all__ = [
@@ -155,7 +155,7 @@ def decode(line: bytes, accept: frozenset[type[Message]] = FROM_WORKER | FROM_AG
     values = {}
     for f in fields(kind):
         if f.name not in body:
-            if f.default is f.default_factory:  # both MISSING: the field is required
+            if f.default is MISSING:
                 raise ProtocolError(f"{op}: missing {f.name!r}")
             continue
         values[f.name] = _checked(op, f.name, body[f.name])

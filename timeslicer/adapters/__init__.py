@@ -33,7 +33,7 @@ import urllib.parse
 import urllib.request
 from typing import Any, Protocol
 
-from timeslicer.client import TurnClient, TurnError
+from timeslicer.client import AgentError, AgentUnavailable, TurnClient, TurnError
 
 __all__ = ["Server", "ServerDown", "ServerError", "Sidecar", "http", "loopback_url", "main"]
 
@@ -121,7 +121,12 @@ class Sidecar:
             if seen is not None:
                 self.resident = seen
                 self.client = TurnClient(self.socket_path, resident=seen)
-                welcome = self.client.connect()
+                try:
+                    welcome = self.client.connect(timeout=max(self.poll, 1.0))
+                except AgentUnavailable as exc:
+                    self.client.close()
+                    log.info("waiting for the agent: %s", exc)
+                    continue
                 log.info("connected as %s in group %s (%s), server %s", welcome.member,
                          welcome.group, welcome.state, "resident" if seen else "parked")
                 self.client.want()
@@ -191,7 +196,10 @@ class Sidecar:
             return
         try:
             while not stop.is_set():
-                self.step()
+                try:
+                    self.step()
+                except AgentError as exc:  # a refusal is the agent's to act on; carry on
+                    log.warning("%s", exc)
         finally:
             if self.client is not None:
                 self.client.close()

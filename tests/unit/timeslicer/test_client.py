@@ -68,6 +68,16 @@ def test_a_restarted_agent_hears_hello_again_with_resident_and_want(agent: FakeA
         assert agent.wait_for("hello", 3)["resident"] is False
 
 
+def test_while_the_agent_is_away_a_wait_just_times_out(agent: FakeAgent) -> None:
+    with TurnClient(agent.path, connect_timeout=5) as turn:
+        turn.want()
+        agent.stop()
+        assert turn.wait_for_turn(0.2) is False and turn.wait_for_yield(0.1) is None
+        agent.start()
+        assert turn.wait_for_turn(0.3) is False
+        assert agent.wait_for("hello", 2)["resident"] is False
+
+
 def test_no_agent_is_a_clear_error_within_the_timeout() -> None:
     with pytest.raises(AgentUnavailable, match=r"/nowhere/turn\.sock"):
         TurnClient("/nowhere/turn.sock").connect(timeout=0.2)
