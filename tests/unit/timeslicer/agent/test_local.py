@@ -32,7 +32,8 @@ async def with_agent(root: Path, settings: TurnSettings,
     options = Options(settings, local=root, metrics_address=None, nvml=False)
     agent_task = asyncio.create_task(serve(options, stop, started.set_result))
     try:
-        await body(await started)
+        # A story that stalls fails here rather than hanging the run.
+        await asyncio.wait_for(body(await started), 20)
     finally:
         stop.set()
         await agent_task
@@ -132,3 +133,20 @@ def test_a_message_out_of_order_gets_an_error_and_the_connection_stays(tmp_path:
         writer.close()
 
     asyncio.run(with_agent(tmp_path, FAST, body))
+
+
+def test_a_parked_member_seen_holding_device_memory_is_evicted(tmp_path: Path) -> None:
+    paths = members(tmp_path, "g", {"holder": "alice", "sneaky": "bob"})
+    log: list[tuple[str, str]] = []
+
+    async def body(agent: Agent) -> None:
+        FakeWorker(paths["holder"], log, "holder").start()
+        FakeWorker(paths["sneaky"], log, "sneaky").start(want=False)
+        while not log or agent.groups["g"].recovering:
+            await asyncio.sleep(0.01)
+        agent.holds_device("g/holder")  # the holder may: nothing happens
+        agent.holds_device("g/sneaky")
+        assert agent.effects.evicted == [  # type: ignore[attr-defined]
+            ("g/sneaky", EvictReason.RESIDENT_WITHOUT_TURN)]
+
+    asyncio.run(with_agent(tmp_path, TurnSettings(quantum=30, min_resident=0), body))

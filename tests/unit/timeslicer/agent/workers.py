@@ -8,6 +8,9 @@ from pathlib import Path
 from typing import Any
 
 
+RUNNING: set[asyncio.Task[None]] = set()
+
+
 class FakeWorker:
     """Connects, says hello, wants the turn; parks at once when asked unless stubborn."""
 
@@ -19,9 +22,12 @@ class FakeWorker:
         self.task: asyncio.Task[None] | None = None
 
     async def run(self, *, resident: bool = False, want: bool = True) -> None:
-        while not self.path.exists():
-            await asyncio.sleep(0.01)
-        reader, writer = await asyncio.open_unix_connection(str(self.path))
+        while True:  # until the agent has bound the socket and listens on it
+            try:
+                reader, writer = await asyncio.open_unix_connection(str(self.path))
+                break
+            except (FileNotFoundError, ConnectionRefusedError):
+                await asyncio.sleep(0.01)
         self.resident = resident
         writer.write(json.dumps({"op": "hello", "v": 1, "resident": resident}).encode() + b"\n")
         if want:
@@ -43,6 +49,9 @@ class FakeWorker:
 
     def start(self, **kwargs: bool) -> None:
         self.task = asyncio.get_running_loop().create_task(self.run(**kwargs))
+        # The loop holds tasks weakly: a worker nobody keeps would be collected mid-story.
+        RUNNING.add(self.task)
+        self.task.add_done_callback(RUNNING.discard)
 
     def stop(self) -> None:
         if self.task is not None:
