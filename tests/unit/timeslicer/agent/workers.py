@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-
 RUNNING: set[asyncio.Task[None]] = set()
 
 
