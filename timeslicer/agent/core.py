@@ -34,14 +34,15 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from placement.turns import Action, Evict, EvictReason, Grant, Phase, TurnGroup, TurnSettings, Yield
+from timeslicer import protocol
 from timeslicer.agent.metrics import AgentMetrics
 
 __all__ = ["MAX_LINE", "PROTOCOL_VERSION", "Agent", "Effects", "Member"]
 
 log = logging.getLogger("openrl.timeslicer.agent")
 
-PROTOCOL_VERSION = 1
-MAX_LINE = 4096
+PROTOCOL_VERSION = protocol.VERSION
+MAX_LINE = protocol.MAX_LINE
 _OPS = {"hello", "want", "idle", "resident", "parked"}
 
 
