@@ -39,6 +39,7 @@ from cli.timeline import Summary, Timeline, build_timeline
 from cli.turns import NO_CLOCK, TurnSummary
 from cli.turnspec import SETTING_KEYS, settings_with
 from placement.quantity import parse_quantity
+from placement.turns import TurnSettings
 
 __all__ = ["KEYS", "Variant", "command", "run_variants", "variants_of"]
 
@@ -118,7 +119,8 @@ def _turn_variants(scenario: Scenario, key: str, values: list[str],
     out = []
     for text in values:
         try:
-            settings = settings_with(scenario.turns, {SETTING_KEYS[key]: parse_duration(text)})
+            settings = settings_with(scenario.turns or TurnSettings(),
+                                     {SETTING_KEYS[key]: parse_duration(text)})
         except ValueError as error:
             raise ValueError(f'--set {key}: "{text}": {error}') from None
         out.append((f"{key}={text}", attrs.evolve(scenario, turns=settings)))

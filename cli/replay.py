@@ -147,8 +147,10 @@ def replay(scenario: Scenario, *, idle_allocations: bool = False) -> Report:
     run.idle_allocations = idle_allocations
     steps = tuple(run.apply(index, event) for index, event in enumerate(scenario.events))
     report = run.report(steps)
+    if scenario.turns is None:
+        return report
     from cli.turns import play_turns  # it reads the report's steps: imported once they exist
-    return attrs.evolve(report, turns=play_turns(scenario, report))
+    return attrs.evolve(report, turns=play_turns(scenario, scenario.turns, report))
 
 
 class _Run:

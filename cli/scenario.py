@@ -323,7 +323,10 @@ class Scenario:
     events: tuple[Event, ...]
     # Seconds since the start, one per event; None when no event says ``at`` (cli.clock).
     times: tuple[float, ...] | None = None
-    turns: TurnSettings = attrs.field(factory=TurnSettings)  # on every shared claim
+    # The turn policy on every shared claim; None: turns are not played. Playing every
+    # switch of a large day costs far more than placing it, so only a scenario that asks
+    # (a top-level `turns`, or compare's --set of a turn setting) pays for it.
+    turns: TurnSettings | None = None
 
     @property
     def deferred(self) -> bool:
@@ -378,8 +381,8 @@ def build_scenario(document: object) -> Scenario:
             raise ScenarioError(_path(f"events[{index}]", error.key), error.message) from None
         times.append(now)
     try:
-        turns = parse_settings(document["turns"]) if document.get("turns") is not None \
-            else TurnSettings()
+        turns = None if "turns" not in document else parse_settings(
+            {} if document["turns"] is None else document["turns"])
     except ValueError as error:
         raise ScenarioError("turns", str(error)) from None
     return Scenario(dra, nodes, tuple(events), tuple(times) if timed else None, turns)

@@ -90,16 +90,17 @@ class Turns:
                            self.waits[-1] if self.waits else 0.0)
 
 
-def play_turns(scenario: Scenario, report: Report, *, keep: frozenset[str] = frozenset()
-               ) -> Turns:
-    """Every shared claim of the replay, played; ``keep``: claims whose intervals to record."""
+def play_turns(scenario: Scenario, settings: TurnSettings, report: Report, *,
+               keep: frozenset[str] = frozenset()) -> Turns:
+    """Every shared claim of the replay, played under ``settings``; ``keep``: claims whose
+    intervals to record."""
     if report.times is None:
-        return Turns(scenario.turns, NO_CLOCK, 0.0, (), (), (), ())
+        return Turns(settings, NO_CLOCK, 0.0, (), (), (), ())
     specs: dict[str, NodeSpec] = {spec.name: spec for spec in scenario.nodes}
     arrivals: dict[str, Arrive] = {}
     seated: dict[str, str] = {}  # worker -> claim, once allocated
     placing: dict[str, list[str]] = {}  # unallocated claim -> its workers
-    play = TurnPlay(scenario.turns, keep=keep)
+    play = TurnPlay(settings, keep=keep)
 
     def join(worker: str, claim: str, node: str, at: float) -> None:
         arrival = arrivals[worker]
@@ -132,7 +133,7 @@ def play_turns(scenario: Scenario, report: Report, *, keep: frozenset[str] = fro
                 placing.setdefault(seat.claim, []).append(seat.worker)
     end = report.times[-1] if report.times else 0.0
     play.end(end)
-    return _read(scenario.turns, end, play)
+    return _read(settings, end, play)
 
 
 def _read(settings: TurnSettings, end: float, play: TurnPlay) -> Turns:
