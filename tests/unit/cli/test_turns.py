@@ -78,7 +78,8 @@ def test_compare_without_a_clock_says_turns_need_one() -> None:
 
 @pytest.mark.parametrize(("change", "message"), [
     ("turns: {quantum: 1m}", None),
-    ("turns: {quantum: 5s, minResident: 10s}", r"turns: minResident \(10.0s\) must not exceed quantum"),
+    ("turns: {quantum: 5s, minResident: 10s}",
+     r"turns: minResident \(10.0s\) must not exceed quantum"),
     ("turns: {quantom: 1m}", "turns: unknown key"),
     ("turns: {quantum: soon}", 'turns: quantum: "soon" is not a duration'),
 ])
