@@ -16,11 +16,12 @@ import matplotlib
 from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from cli.timeline import ROLES, USES, Sampled, Timeline, Wait, downsample
 
-__all__ = ["over_time", "side_by_side", "waits"]
+__all__ = ["over_time", "residency", "side_by_side", "switch_overhead", "waits"]
 
 COLOURS = {"trainer": "#4c72b0", "sampler": "#dd8452", "both": "#8172b3"}
 LABELS = {"trainer": "trainers", "sampler": "samplers", "both": "trainers and samplers"}
@@ -190,3 +191,90 @@ def _svg(figure: Figure, name: str) -> str:
         figure.savefig(buffer, format="svg", metadata={"Date": None})
     text = buffer.getvalue()
     return text[text.index("<svg"):]
+
+
+# -------------------------------------------------------------------- turns
+
+SWITCHING = "#9a9a9a"
+# Workers' colours: matplotlib's tab20 without its greys (grey means switching here), the
+# strong hues first so that workers a row shows side by side stay far apart.
+WORKERS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+           "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5",
+           "#c49c94", "#f7b6d2", "#dbdb8d", "#9edae5")
+BARS = 600  # bars per row at most: finer than a row is wide
+
+Interval = tuple[float, float, str]  # (start, end, worker); worker "" while switching
+
+
+def residency(rows: Sequence[tuple[str, Sequence[Interval]]], end: float, timed: bool) -> str:
+    """One row per claim: each worker's resident intervals in its colour, switching in grey."""
+    figure = Figure(figsize=(10, 0.9 + 0.55 * max(1, len(rows))), layout="constrained")
+    ax = figure.subplots()
+    axis = _Axis(timed, end)
+    colour: dict[str, str] = {}
+    for row, (_, intervals) in enumerate(rows):
+        for worker, spans in _bars(intervals, end).items():
+            if worker:
+                colour.setdefault(worker, WORKERS[len(colour) % len(WORKERS)])
+            ax.broken_barh([(start / axis.scale, (stop - start) / axis.scale)
+                            for start, stop in spans], (row - 0.38, 0.76),
+                           color=colour[worker] if worker else SWITCHING, linewidth=0)
+    ax.set_yticks(range(len(rows)), [label for label, _ in rows])
+    ax.set_ylim(len(rows) - 0.5, -0.5)  # the busiest on top
+    ax.set_xlim(0, end / axis.scale if end > 0 else 1)
+    ax.set_xlabel(axis.label)
+    ax.grid(axis="y", visible=False)
+    # A legend of workers is only readable (and its colours only unique) while they are
+    # few; past that the colours still tell turns apart within a row.
+    if len(colour) <= len(WORKERS):
+        handles = [Patch(color=c, label=w) for w, c in colour.items()]
+        handles.append(Patch(color=SWITCHING, label="switching"))
+        figure.legend(handles=handles, loc="outside right upper", fontsize=8)
+    return _svg(figure, "residency")
+
+
+def switch_overhead(claims: Sequence[tuple[str, float]]) -> str:
+    """The share of each claim's time spent switching, one horizontal bar per claim."""
+    figure = Figure(figsize=(10, 0.9 + 0.28 * max(1, len(claims))), layout="constrained")
+    ax = figure.subplots()
+    ax.barh(range(len(claims)), [100 * share for _, share in claims], color=SWITCHING,
+            height=0.7)
+    ax.set_yticks(range(len(claims)), [label for label, _ in claims])
+    ax.set_ylim(len(claims) - 0.5, -0.5)
+    ax.set_xlim(left=0)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}%"))
+    ax.set_xlabel("share of the claim's time spent parking or restoring workers")
+    ax.grid(axis="y", visible=False)
+    return _svg(figure, "switch-overhead")
+
+
+def _bars(intervals: Sequence[Interval], end: float) -> dict[str, list[tuple[float, float]]]:
+    """Each occupant's spans; past ``BARS`` intervals, ``BARS`` slots each won by the occupant
+    holding most of it, so a day of short turns costs the page what an hour does."""
+    if len(intervals) <= BARS or end <= 0:
+        out: dict[str, list[tuple[float, float]]] = {}
+        for start, stop, worker in intervals:
+            out.setdefault(worker, []).append((start, stop))
+        return out
+    width = end / BARS
+    held: list[dict[str, float]] = [{} for _ in range(BARS)]
+    for start, stop, worker in intervals:
+        first, last = int(start / width), min(BARS - 1, int(stop / width))
+        for slot in range(first, last + 1):
+            covered = min(stop, (slot + 1) * width) - max(start, slot * width)
+            if covered > 0:
+                held[slot][worker] = held[slot].get(worker, 0.0) + covered
+    out = {}
+    previous: str | None = None
+    for slot, shares in enumerate(held):
+        winner = max(shares, key=lambda w: (shares[w], w)) if shares else None
+        if winner is None:
+            previous = None
+            continue
+        spans = out.setdefault(winner, [])
+        if winner == previous:
+            spans[-1] = (spans[-1][0], (slot + 1) * width)
+        else:
+            spans.append((slot * width, (slot + 1) * width))
+        previous = winner
+    return out

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from cli import figures
 from cli.clock import format_duration
+from cli.render_json import turns_document
 from cli.replay import Report
 from cli.scenario import Scenario
 from cli.timeline import (
@@ -32,11 +33,14 @@ from cli.timeline import (
     build_timeline,
     wait_stats,
 )
+from cli.turns import Turns, play_turns
 from placement.quantity import format_gib
 
 __all__ = ["Variant", "comparison_page", "scenario_page", "write_page", "write_report"]
 
 ROWS = 50  # owners, shared claims, expectations: worst first, then "N more"
+DRAWN = 6  # the busiest shared claims whose turns are drawn over time
+OVERHEAD = 20  # claims in the switch-overhead figure, most switching first
 
 _STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1100px;
@@ -72,7 +76,8 @@ def write_report(path: Path, name: str, scenario: Scenario, report: Report) -> i
     timeline = build_timeline(scenario, report)
     if path.suffix.lower() == ".svg":
         return write_page(path, figures.over_time(timeline, name))
-    return write_page(path, scenario_page(name, scenario, report, timeline))
+    return write_page(path, scenario_page(name, scenario, report, timeline,
+                                          _drawn_turns(scenario, report)))
 
 
 def write_page(path: Path, page: str) -> int:
@@ -82,7 +87,10 @@ def write_page(path: Path, page: str) -> int:
     return len(data)
 
 
-def scenario_page(name: str, scenario: Scenario, report: Report, timeline: Timeline) -> str:
+def scenario_page(name: str, scenario: Scenario, report: Report, timeline: Timeline,
+                  turns: Turns | None = None) -> str:
+    """``turns``: the replay's, with intervals kept for the claims to draw (``report.turns``
+    when not given: then the section has no residency figure)."""
     fmt = _formatter(timeline.timed)
     summary = timeline.summary()
     devices = timeline.capacity[-1] if timeline.capacity else timeline.start_capacity
@@ -113,6 +121,7 @@ def scenario_page(name: str, scenario: Scenario, report: Report, timeline: Timel
         _wait_table("owner", _group(timeline.waits, lambda w: w.owner), fmt, limit=ROWS),
         "<h2>Shared claims</h2>",
         _shared_section(timeline.shared),
+        *_turn_section(turns or report.turns, fmt),
         "<h2>Expectations</h2>",
         _expectations(report),
         "</body></html>",
@@ -216,6 +225,68 @@ def _shared_section(shared: Sequence[SharedClaim]) -> str:
     table = _table(["claim", "node", "devices", "most at once", "workers it held",
                     "host-to-device", "one switch"], rows, numeric=(2, 3, 6), wrap=(4,))
     return intro + table + _more(len(ordered) - ROWS, "shared claims", "by dearest switch")
+
+
+def _drawn_turns(scenario: Scenario, report: Report) -> Turns | None:
+    """The turns played again, keeping intervals for the busiest claims only: the first pass
+    says which they are, and keeping every claim's would cost memory the page never uses."""
+    turns = report.turns
+    if turns is None or turns.note is not None or not turns.claims:
+        return turns
+    busiest = frozenset(claim.claim for claim in turns.claims[:DRAWN])
+    return play_turns(scenario, turns.settings, report, keep=busiest)
+
+
+def _turn_section(turns: Turns | None, fmt: Formatter) -> list[str]:
+    if turns is None:
+        return []
+    head = "<h2>Turns</h2>"
+    if turns.note is not None:
+        return [head, f"<p>{_e(turns.note)}</p>"]
+    if not turns.claims:
+        return [head, "<p>No claim was ever shared, so no turn was taken.</p>"]
+    s, t = turns.summary(), turns.settings
+    document = turns_document(turns)
+    share = {name: claim["switchingShare"] for name, claim in document["claims"].items()}
+    parts = [head, (
+        f"<p>Only one worker on a shared claim is resident at a time; the others wait parked "
+        f"in host memory. {s.claims:,} shared claims, {s.switches:,} switches, "
+        f"{s.switching_share:.1%} of their time switching; wait for a turn: median "
+        f"{fmt(s.median_wait)}, longest {fmt(s.longest_wait)} (quantum "
+        f"{format_duration(t.quantum)}, minResident {format_duration(t.min_resident)}, "
+        f"yieldGrace {format_duration(t.yield_grace)}).</p>")]
+    drawn = [(f"{c.claim} ({c.node})", c.intervals) for c in turns.claims[:DRAWN]
+             if c.intervals is not None]
+    if drawn:
+        parts.append(_figure(
+            figures.residency(drawn, turns.end, True), "residency",
+            f"Who was resident when on the {len(drawn)} busiest shared claims (most switches "
+            "first): one colour per worker, grey while a worker is parked or restored (a "
+            "switch takes seconds, so its grey shows only where switches crowd). On a long "
+            "scenario each bar is the worker resident for most of its slice."))
+    overhead = sorted(turns.claims, key=lambda c: (-share[c.claim], c.claim))[:OVERHEAD]
+    parts.append(_figure(
+        figures.switch_overhead([(f"{c.claim} ({c.node})", share[c.claim]) for c in overhead]),
+        "switch-overhead", f"The share of each claim's time (from its first worker to its "
+        f"last) spent switching, for the {len(overhead)} claims that spent most."))
+    owners = sorted(turns.owners, key=lambda o: (o.share, o.owner))
+    parts += ["<h3>By owner</h3>", _table(
+        ["owner", "workers", "resident share"],
+        [[o.owner, f"{o.workers:,}", f"{o.share:.1%}"] for o in owners[:ROWS]],
+        numeric=(1, 2)), _more(len(owners) - ROWS, "owners", "least resident first")]
+    parts += ["<h3>Busiest claims</h3>", _table(
+        ["claim", "node", "switches", "switching"],
+        [[c.claim, c.node, f"{c.switches:,}", f"{share[c.claim]:.1%}"]
+         for c in turns.claims[:ROWS]], numeric=(2, 3)),
+        _more(len(turns.claims) - ROWS, "shared claims", "most switches first")]
+    worst = sorted(turns.workers, key=lambda w: (-w.longest_wait, w.worker))
+    parts += ["<h3>Longest waits for a turn</h3>", _table(
+        ["worker", "owner", "claim", "resident", "share", "turns", "median wait",
+         "longest wait"],
+        [[w.worker, w.owner, w.claim, fmt(w.resident), f"{w.share:.1%}", f"{w.turns:,}",
+          fmt(w.median_wait), fmt(w.longest_wait)] for w in worst[:ROWS]],
+        numeric=range(3, 8)), _more(len(worst) - ROWS, "workers", "longest wait first")]
+    return parts
 
 
 def _expectations(report: Report) -> str:

@@ -22,13 +22,14 @@ from pathlib import Path
 import pytest
 
 from cli.compare import run_variants, variants_of
-from cli.figures import COLOURS
+from cli.figures import COLOURS, SWITCHING, WORKERS
 from cli.replay import replay
 from cli.report import Variant, comparison_page, write_page, write_report
 from cli.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 DAY = ROOT / "examples" / "day.yaml"
+SHARING = ROOT / "examples" / "sharing.yaml"
 # The flags a root user needs in a container, and the ones that keep Chromium
 # from reaching for the network on its own.
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -77,17 +78,28 @@ def coloured_pixels(png: Path, colour: str) -> int:
                if all(abs(a - b) <= 40 for a, b in zip(pixel, target, strict=True)))
 
 
-def test_the_scenario_report_renders_with_its_figures(tmp_path: Path) -> None:
-    scenario = load_scenario(DAY.read_text())
-    page = tmp_path / "day.html"
-    write_report(page, "examples/day.yaml", scenario, replay(scenario))
+def opened_report(example: Path, tmp_path: Path) -> tuple[Path, str]:
+    """An example's report, written and loaded: the page and its DOM (a quiet console)."""
+    scenario = load_scenario(example.read_text())
+    page = tmp_path / f"{example.stem}.html"
+    write_report(page, f"examples/{example.name}", scenario, replay(scenario))
     dom, console = browse(page, tmp_path, "--dump-dom")
     assert console == [], f"the page wrote to the browser's console: {console}"
-    for figure in ("figure-over-time", "figure-waits"):
-        match = re.search(rf'<figure id="{figure}"[^>]*>\s*<svg[^>]*viewBox="0 0 (\S+) (\S+)"',
-                          dom)
-        assert match, f"{figure} is missing from the rendered page"
+    return page, dom
+
+
+def assert_drawn(dom: str, *figures: str) -> None:
+    """Each figure is in the page as an SVG of a readable size."""
+    for figure in figures:
+        match = re.search(
+            rf'<figure id="figure-{figure}"[^>]*>\s*<svg[^>]*viewBox="0 0 (\S+) (\S+)"', dom)
+        assert match, f"figure-{figure} is missing from the rendered page"
         assert float(match.group(1)) > 300 and float(match.group(2)) > 100
+
+
+def test_the_scenario_report_renders_with_its_figures(tmp_path: Path) -> None:
+    page, dom = opened_report(DAY, tmp_path)
+    assert_drawn(dom, "over-time", "waits")
     assert "Shared claims" in dom and "Expectations" in dom and "14 held, 0 failed" in dom
     png = screenshot(page, tmp_path, height=2400)
     for role in ("trainer", "sampler"):
@@ -107,3 +119,18 @@ def test_the_comparison_report_renders_side_by_side(tmp_path: Path) -> None:
     assert all(f"maxWorkersPerClaim={n}" in dom for n in (1, 2, 4))
     png = screenshot(page, tmp_path, height=1100)
     assert coloured_pixels(png, COLOURS["sampler"]) > 20_000
+
+
+def test_the_turns_show_as_residency_and_switch_overhead(tmp_path: Path) -> None:
+    page, dom = opened_report(SHARING, tmp_path)
+    assert_drawn(dom, "residency", "switch-overhead")
+    assert "<h2>Turns</h2>" in dom and "Longest waits for a turn" in dom
+    # The four shared claims are each drawn, busiest first, with their workers named.
+    residency = dom[dom.index('id="figure-residency"'):dom.index('id="figure-switch-overhead"')]
+    assert all(f"claim-{name} (" in residency for name in ("qwen-1", "qwen-2", "llama-1",
+                                                          "llama-2"))
+    assert "eval-1" in residency and "switching" in residency
+    png = screenshot(page, tmp_path, height=3200)
+    # Workers' turns in their own colours, and the overhead's grey bars.
+    assert sum(coloured_pixels(png, colour) > 2_000 for colour in WORKERS[:4]) == 4
+    assert coloured_pixels(png, SWITCHING) > 20_000
