@@ -6,6 +6,9 @@ variant: the scenario with that key set on every node ``--nodes`` selects
 (a shell-style pattern on node names, every node by default), nodes added
 later by ``addNode`` included. Each variant is replayed in full and
 summarised in one row (see ``cli.timeline`` for what the columns count).
+``--set`` given again with another key crosses them: a variant per
+combination (a turn setting beside a node key, say, to see the turn wait and
+the switching under each ``maxWorkersPerClaim``).
 
 Variants are independent replays, so with several variants and several cores
 they run in separate processes; the scenario is parsed once, before.
@@ -41,7 +44,7 @@ from cli.turnspec import SETTING_KEYS, settings_with
 from placement.quantity import parse_quantity
 from placement.turns import TurnSettings
 
-__all__ = ["KEYS", "Variant", "command", "run_variants", "variants_of"]
+__all__ = ["KEYS", "Variant", "command", "crossed", "run_variants", "variants_of"]
 
 
 def _whole(text: str) -> int:
@@ -110,6 +113,18 @@ def variants_of(scenario: Scenario, key: str, values: list[str],
     return out
 
 
+def crossed(scenario: Scenario, sets: list[tuple[str, list[str]]],
+            pattern: str) -> list[tuple[str, Scenario]]:
+    """Every combination of the keys' values, the first key varying slowest."""
+    out = [("", scenario)]
+    for key, values in sets:
+        # Turn settings are the scenario's: --nodes picks nodes for the node keys beside them.
+        where = "*" if key in SETTING_KEYS and len(sets) > 1 else pattern
+        out = [(f"{label}, {more}" if label else more, varied)
+               for label, base in out for more, varied in variants_of(base, key, values, where)]
+    return out
+
+
 def _turn_variants(scenario: Scenario, key: str, values: list[str],
                    pattern: str) -> list[tuple[str, Scenario]]:
     """One scenario per value of a turn setting (the scenario's, so every node's)."""
@@ -167,16 +182,17 @@ def _run(label: str, scenario: Scenario, keep_timeline: bool) -> Variant | str:
 
 @click.command(short_help="Replay one scenario under several node policies, side by side.")
 @click.argument("file", type=click.Path(allow_dash=True, path_type=Path))
-@click.option("--set", "setting", required=True, metavar="KEY=V1,V2[,...]",
+@click.option("--set", "settings", required=True, multiple=True, metavar="KEY=V1,V2[,...]",
               help=f"the node key to vary ({', '.join(KEYS)}) or turn setting "
-                   f"({', '.join(SETTING_KEYS)}) and the values to try")
+                   f"({', '.join(SETTING_KEYS)}) and the values to try; given again "
+                   "with another key, every combination is a variant")
 @click.option("--nodes", "pattern", default="*", show_default=True, metavar="PATTERN",
               help="which nodes get the value: a shell-style pattern on node names")
 @click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table",
               show_default=True, help="table for people, json for scripts")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path),
               help="also write one self-contained HTML page drawing the variants side by side")
-def command(file: Path, setting: str, pattern: str, output: str,
+def command(file: Path, settings: tuple[str, ...], pattern: str, output: str,
             report_path: Path | None) -> None:
     """Replay FILE once per value of one node key and print a row per variant:
     workers placed, pending at the end, waits (median, p95, longest), seats
@@ -184,17 +200,16 @@ def command(file: Path, setting: str, pattern: str, output: str,
 
     Example: openrl-place compare day.yaml --set maxWorkersPerClaim=1,2,4 --nodes 'l4-*'
     """
-    key, _, listed = setting.partition("=")
-    if key not in KEYS and key not in SETTING_KEYS:
-        fail(f'--set: unknown key "{key}" (one of {", ".join([*KEYS, *SETTING_KEYS])}), '
-             "as --set KEY=V1,V2")
-    values = [value.strip() for value in listed.split(",")]
-    if not listed or not all(values):
-        fail(f"--set {key}: give the values to try, as --set {key}=V1,V2")
+    sets = [_parse_set(setting) for setting in settings]
+    keys = [key for key, _ in sets]
+    if len(set(keys)) < len(keys):
+        fail(f"--set: each key once ({', '.join(keys)} repeats one): list its values "
+             "together, as --set KEY=V1,V2")
+    key = ", ".join(keys)
     name, text = read_file(file)
     try:
         scenario = load_scenario(text, kind=file_kind(file))
-        variants = variants_of(scenario, key, values, pattern)
+        variants = crossed(scenario, sets, pattern)
         results = run_variants(variants, keep_timelines=report_path is not None)
     except ScenarioError as error:
         fail(f"{name}: {error}")
@@ -207,6 +222,17 @@ def command(file: Path, setting: str, pattern: str, output: str,
         sys.stdout.write(json.dumps(_document(key, pattern, timed, results)) + "\n")
     else:
         click.echo("\n".join(_table(name, key, pattern, timed, results)))
+
+
+def _parse_set(setting: str) -> tuple[str, list[str]]:
+    key, _, listed = setting.partition("=")
+    if key not in KEYS and key not in SETTING_KEYS:
+        fail(f'--set: unknown key "{key}" (one of {", ".join([*KEYS, *SETTING_KEYS])}), '
+             "as --set KEY=V1,V2")
+    values = [value.strip() for value in listed.split(",")]
+    if not listed or not all(values):
+        fail(f"--set {key}: give the values to try, as --set {key}=V1,V2")
+    return key, values
 
 
 def _write_report(path: Path, name: str, key: str, results: list[Variant]) -> None:
@@ -233,7 +259,8 @@ def _document(key: str, pattern: str, timed: bool, results: list[Variant]) -> di
         "clock": "seconds" if timed else "events",
         "variants": [{
             "variant": variant.label,
-            "value": variant.label.partition("=")[2],
+            "value": variant.label.partition("=")[2],  # the whole rest, when crossed
+            "values": dict(part.split("=", 1) for part in variant.label.split(", ")),
             "placed": variant.summary.placed,
             "pending": variant.summary.pending,
             "waits": {"median": variant.summary.waits.median, "p95": variant.summary.waits.p95,

@@ -104,6 +104,7 @@ def test_a_deferred_scenario_replays_under_any_policy(tmp_path: Path) -> None:
     (["--set", "devices=two"], '--set devices: "two"'),
     (["--set", "hostMemory=10Gb"], '--set hostMemory: "10Gb"'),
     (["--set", "devices=2", "--nodes", "gpu-*"], '--nodes "gpu-*" matches no node'),
+    (["--set", "devices=1", "--set", "devices=2"], "--set: each key once"),
 ])
 def test_bad_options_are_clear_errors(tmp_path: Path, options: list[str], message: str) -> None:
     result = compare(tmp_path, *options)
@@ -128,3 +129,18 @@ def test_pod_slots_are_a_key_to_vary(tmp_path: Path) -> None:
     assert (one["variant"], one["seatsUsed"], eight["seatsUsed"]) == ("pods=1", 2, 4)
     refused = compare(tmp_path, "--set", "pods=-1")
     assert refused.exit_code == 2 and '--set pods: "-1": must be at least 0' in refused.stderr
+
+
+def test_a_second_set_crosses_its_values_with_the_first(tmp_path: Path) -> None:
+    found = rows(compare(tmp_path, "--set", "quantum=30s,10m", "--set", "devices=1,2",
+                         "--nodes", "l4-*", "-o", "json"))
+    assert [row["variant"] for row in found] == [
+        "quantum=30s, devices=1", "quantum=30s, devices=2", "quantum=10m, devices=1",
+        "quantum=10m, devices=2"]
+    assert found[1]["values"] == {"quantum": "30s", "devices": "2"}
+    # The node key still follows --nodes (the turn setting is the scenario's): each
+    # quantum places what that key alone does.
+    alone = [row["placed"] for row in rows(compare(tmp_path, "--set", "devices=1,2",
+                                                   "--nodes", "l4-*", "-o", "json"))]
+    assert [row["placed"] for row in found] == alone * 2 and alone[0] < alone[1]
+    assert all(row["turns"] is not None for row in found)
