@@ -234,11 +234,9 @@ class TurnGroup:
         return self._advance(now)
 
     def disconnected(self, member: str, now: float) -> list[Action]:
-        """Its connection dropped. It cannot be granted, but keeps whatever it holds."""
-        m = self._get(member)
-        m.wants = False
-        m.waiting_since = None
-        return self._advance(now)
+        """Its connection dropped. It cannot be granted, so it no longer wants a turn, but it
+        keeps whatever it holds."""
+        return self.idle(member, now)
 
     def gone(self, member: str, now: float) -> list[Action]:
         """Its pod is deleted or its container restarted: proof it holds nothing."""
