@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from cli import figures
@@ -228,13 +228,18 @@ def _shared_section(shared: Sequence[SharedClaim]) -> str:
 
 
 def _drawn_turns(scenario: Scenario, report: Report) -> Turns | None:
-    """The turns played again, keeping intervals for the busiest claims only: the first pass
-    says which they are, and keeping every claim's would cost memory the page never uses."""
+    """The replay's turns with the busiest claims' intervals: the first pass says which they
+    are; only those are played again, keeping their intervals (keeping every claim's would
+    cost memory the page never uses, and replaying every claim time it never shows)."""
     turns = report.turns
     if turns is None or turns.note is not None or not turns.claims:
         return turns
     busiest = frozenset(claim.claim for claim in turns.claims[:DRAWN])
-    return play_turns(scenario, turns.settings, report, keep=busiest)
+    again = play_turns(scenario, turns.settings, report, keep=busiest, only=busiest)
+    intervals = {claim.claim: claim.intervals for claim in again.claims}
+    return replace(turns, claims=tuple(
+        replace(claim, intervals=intervals[claim.claim]) if claim.claim in intervals else claim
+        for claim in turns.claims))
 
 
 def _turn_section(turns: Turns | None, fmt: Formatter) -> list[str]:

@@ -91,9 +91,10 @@ class Turns:
 
 
 def play_turns(scenario: Scenario, settings: TurnSettings, report: Report, *,
-               keep: frozenset[str] = frozenset()) -> Turns:
+               keep: frozenset[str] = frozenset(), only: frozenset[str] | None = None) -> Turns:
     """Every shared claim of the replay, played under ``settings``; ``keep``: claims whose
-    intervals to record."""
+    intervals to record; ``only``: the claims to play (each claim's turns are its own, so
+    playing some leaves theirs as they were), or None for every one."""
     if report.times is None:
         return Turns(settings, NO_CLOCK, 0.0, (), (), (), ())
     specs: dict[str, NodeSpec] = {spec.name: spec for spec in scenario.nodes}
@@ -103,6 +104,8 @@ def play_turns(scenario: Scenario, settings: TurnSettings, report: Report, *,
     play = TurnPlay(settings, keep=keep)
 
     def join(worker: str, claim: str, node: str, at: float) -> None:
+        if only is not None and claim not in only:
+            return
         arrival = arrivals[worker]
         seated[worker] = claim
         bandwidth = specs[node].host_to_device_bandwidth or DEFAULT_BANDWIDTH

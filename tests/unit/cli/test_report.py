@@ -123,3 +123,21 @@ def test_the_lead_counts_pod_slots_where_a_scenario_sets_them(run: Run, tmp_path
             "events:\n  - arrive: {name: w, role: trainer, memory: 10Gi}\n")
     assert run(text, "--report", str(page_path)).exit_code == 0
     assert "2 nodes, 4 devices, 3 pod slots for workers on 1 of them, " in page_path.read_text()
+
+
+def test_the_drawn_claims_replayed_alone_match_every_claim_replayed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the drawn claims are played again for their intervals: each claim's turns are
+    its own, so the page must read what replaying every claim would have given."""
+    from cli import report as page
+    from cli.turns import play_turns
+
+    monkeypatch.setattr(page, "DRAWN", 2)  # fewer than the example's four shared claims
+    scenario = load_scenario((ROOT / "examples" / "sharing.yaml").read_text(encoding="utf-8"))
+    replayed = replay(scenario)
+    assert replayed.turns is not None and len(replayed.turns.claims) > page.DRAWN
+    busiest = frozenset(c.claim for c in replayed.turns.claims[:page.DRAWN])
+    everything = play_turns(scenario, replayed.turns.settings, replayed, keep=busiest)
+    drawn = page._drawn_turns(scenario, replayed)
+    assert drawn == everything
+    assert [c.intervals is not None for c in drawn.claims] == [True, True, False, False]
