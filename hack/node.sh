@@ -656,9 +656,9 @@ build_image() {
     echo "$stamp" >"$CACHE/base.stamp"
   fi
   local src
-  src=$(cd "$ROOT" && git ls-files -s Dockerfile pyproject.toml README.md placement cli controller | sha256sum | cut -d' ' -f1)
+  src=$(cd "$ROOT" && git ls-files -s Dockerfile pyproject.toml README.md placement cli controller timeslicer | sha256sum | cut -d' ' -f1)
   stamp=$( { echo "$src"; buildah images -q "$base"; echo "$IMAGE"; } | sha256sum | cut -d' ' -f1)
-  if [[ -f $CACHE/image.tar ]] && stamp_ok "$CACHE/image.tar" "$stamp" && [[ -z $(cd "$ROOT" && git status --porcelain -- Dockerfile pyproject.toml placement cli controller) ]]; then
+  if [[ -f $CACHE/image.tar ]] && stamp_ok "$CACHE/image.tar" "$stamp" && [[ -z $(cd "$ROOT" && git status --porcelain -- Dockerfile pyproject.toml placement cli controller timeslicer) ]]; then
     log "image $IMAGE is up to date"
   else
     log "building $IMAGE from the Dockerfile"
