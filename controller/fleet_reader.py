@@ -43,6 +43,7 @@ from controller.fleet_rules import (
     Booked,
     FleetReading,
     LeftOut,
+    Seat,
     committed_uids,
     left_out_warnings,
     live_pod_claim,
@@ -100,61 +101,64 @@ class FleetView:
 
 
 def read_slices(slices: list[Obj], driver: str, selector: DeviceSelector | None = None,
-                taken: Mapping[tuple[str, str], str] | None = None,
+                taken: Mapping[str, Mapping[str, str]] | None = None,
                 ) -> tuple[dict[str, Hardware], dict[str, str], list[str]]:
     """(hardware per node, node per pool, notes) from the driver's ResourceSlices.
 
     ``selector``: the DeviceClass's (None: every device with memory is selected);
-    ``taken``: (pool, device) -> claim, the devices claims not ours hold."""
+    ``taken``: per pool, its devices claims not ours hold, each to the claim."""
     taken = taken or {}
     left_out: dict[str, list[LeftOut]] = {}
-    pools: dict[str, list[Obj]] = {}
+    pools: dict[str, list[tuple[int, Obj, Obj]]] = {}
     for item in slices:
         spec = item.get("spec") or {}
         if spec.get("driver") != driver:
             continue
-        pools.setdefault(str((spec.get("pool") or {}).get("name", "")), []).append(item)
-    per_node: dict[str, list[tuple[int, str]]] = {}
+        pool = spec.get("pool") or {}
+        pools.setdefault(str(pool.get("name", "")), []).append((_generation(pool), spec, item))
+    per_node: dict[str, list[Seat]] = {}
     pool_nodes: dict[str, str] = {}
     notes: list[str] = []
-    for pool in sorted(pools):
-        members = pools[pool]
-        latest = max(_generation(s) for s in members)
-        current = [s for s in members if _generation(s) == latest]
-        expected = max(int(((s.get("spec") or {}).get("pool") or {}).get("resourceSliceCount")
-                           or 1) for s in current)
+    for name in sorted(pools):
+        members = pools[name]
+        latest = max(m[0] for m in members)
+        current = [m for m in members if m[0] == latest]
+        expected = max(int((spec.get("pool") or {}).get("resourceSliceCount") or 1)
+                       for _, spec, _ in current)
         if len(current) != expected:
-            notes.append(f"pool {pool}: generation {latest} has {len(current)} of {expected} "
+            notes.append(f"pool {name}: generation {latest} has {len(current)} of {expected} "
                          "slices; skipped until complete")
             continue
         placed = []
-        for item in current:
-            spec = item.get("spec") or {}
+        for _, spec, item in current:
             node = spec.get("nodeName")
             if node:
-                pool_nodes[pool] = str(node)
+                pool_nodes[name] = str(node)
                 placed.append(item)
             elif spec.get("devices"):
                 notes.append(f"slice {name_of(item)}: no nodeName; skipped")
-        counted, out = pool_devices(pool, placed, driver, selector, taken)
-        for node, memory, product in counted:
-            per_node.setdefault(node, []).append((memory, product))
+        counted, out = pool_devices(name, placed, driver, selector, taken.get(name) or {})
+        last, bucket = "", None
+        for seat in counted:  # a pool's devices are almost always on one node
+            if bucket is None or seat[0] != last:
+                last, bucket = seat[0], per_node.setdefault(seat[0], [])
+            bucket.append(seat)
         for dropped in out:
             left_out.setdefault(dropped.node, []).append(dropped)
-    hardware = {
-        node: Hardware(devices=len(devs), device_memory=min(m for m, _ in devs),
-                       product=min(devs)[1], left_out=tuple(left_out.pop(node, ())))
-        for node, devs in per_node.items()
-    }
+    hardware = {}
+    for node, devs in per_node.items():
+        _, memory, product = min(devs)  # the smallest memory, and its product
+        hardware[node] = Hardware(devices=len(devs), device_memory=memory, product=product,
+                                  left_out=tuple(left_out.pop(node, ())))
     for node, items in left_out.items():
         hardware[node] = Hardware(devices=0, device_memory=0, product="",
                                   left_out=tuple(items))
     return hardware, pool_nodes, notes
 
 
-def _generation(item: Obj) -> int:
+def _generation(pool: Obj) -> int:
     try:
-        return int(((item.get("spec") or {}).get("pool") or {}).get("generation") or 0)
+        return int(pool.get("generation") or 0)
     except (TypeError, ValueError):
         return 0
 

@@ -29,6 +29,10 @@ Rules:
   the counters it consumes are not taken by a device another claim holds. A
   device allowing multiple allocations counts once, whole: our claims ask for
   it in full. Every device left out is named with its reason (``LeftOut``).
+  What a slice's own content decides (memory, selectors, taints, the counters
+  each device consumes) is read once per version of the slice
+  (``slice_devices``, kept by the selector); the claims not ours and the
+  counters' balance are applied on every read of the pool.
 * Pod slots: a pod takes one of its node's slots from the moment it is bound
   until it finishes. Workers take theirs through their bookings (placement
   counts those), so a node's slots for workers are its allocatable ``pods``
@@ -63,6 +67,7 @@ from placement.quantity import QuantityError, parse_quantity
 __all__ = ["Booked", "FleetReading", "LeftOut", "committed_uids", "device_memory",
            "device_product", "left_out_warnings", "live_pod_claim", "orphan_booking",
            "other_pod_node", "placement_claim", "pool_devices", "seats_total", "seats_used",
+           "slice_devices",
            "taken_devices", "worker_booking", "worker_pod_slots"]
 
 ORPHAN_PREFIX = "pod/"
@@ -228,9 +233,19 @@ def device_product(device: Obj) -> str:
 
 
 def _amount(entry: object) -> int:
+    value = (entry or {}).get("value") if isinstance(entry, dict) else entry
+    return _counter(value) if isinstance(value, str) else _counter_of(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _counter(text: str) -> int:
+    # A pool spells its counters in a few ways ("80Gi"): each is parsed once.
+    return _counter_of(text)
+
+
+def _counter_of(value: object) -> int:
     try:
-        return parse_quantity((entry or {}).get("value") if isinstance(entry, dict) else entry,
-                              allow_zero=True)
+        return parse_quantity(value, allow_zero=True)
     except QuantityError:
         return 0
 
@@ -250,59 +265,114 @@ def _barring_taint(device: Obj) -> str:
     return ""
 
 
+Seat = tuple[str, int, str]  # a counted device: (node, memory, product)
+Use = tuple[tuple[str, str], int]  # (counter set, counter) and the amount a device takes
+
+
+@attrs.frozen
+class SliceDevices:
+    """A slice's devices as its own content decides them, read once per version of it.
+
+    ``entries``, in the slice's order: (device, its seat or None when left out whatever
+    the claims, the reason it is, the counters it consumes). ``counted`` and ``out`` are
+    the answer when neither a claim not ours nor a counter's balance can change it
+    (``open`` false, nothing of the pool taken)."""
+
+    node: str
+    entries: tuple[tuple[str, Seat | None, str, tuple[Use, ...]], ...]
+    shared: tuple[Use, ...]  # the counters the slice offers
+    counted: tuple[Seat, ...]
+    out: tuple[LeftOut, ...]
+    open: bool  # a device that may count consumes counters: their balance decides
+
+
+def slice_devices(item: Obj, driver: str, selector: DeviceSelector | None) -> SliceDevices:
+    """What the slice's content alone says of each device: memory, the class's selectors,
+    a barring taint (``pool_devices`` adds the claims not ours and the counters)."""
+    spec = item.get("spec") or {}
+    node = str(spec.get("nodeName") or "")
+    verdicts = selector.slice_verdicts(driver, item) if selector is not None else ()
+    qualified = f"{driver}/memory"
+    entries: list[tuple[str, Seat | None, str, tuple[Use, ...]]] = []
+    counted: list[Seat] = []
+    out: list[LeftOut] = []
+    open_ = False
+    for index, device in enumerate(spec.get("devices") or []):
+        name = device.get("name") or ""
+        # device_memory and device_product, inlined: this loop runs once per published
+        # device whenever a slice changes
+        basic = device.get("basic")
+        capacity = device.get("capacity") or (basic or {}).get("capacity")
+        entry = capacity and (capacity.get("memory") or capacity.get(qualified))
+        value = entry.get("value") if isinstance(entry, dict) else None
+        memory = _memory(value) if isinstance(value, str) else None
+        uses = tuple(_consumes(device)) if "consumesCounters" in device else ()
+        reason = ("no memory capacity" if not memory else
+                  verdicts[index] if verdicts and verdicts[index] else
+                  _barring_taint(device) if "taints" in device else "")
+        if reason or not memory:
+            entries.append((str(name), None, reason, uses))
+            out.append(LeftOut(node, str(name), reason))
+            continue
+        product = (device.get("attributes") or (basic or {}).get("attributes") or {}).get(
+            "productName")
+        seat = (node, memory, str(product.get("string") or "")
+                if isinstance(product, dict) else "")
+        entries.append((name if isinstance(name, str) else str(name), seat, "", uses))
+        counted.append(seat)
+        open_ = open_ or bool(uses)
+    shared = tuple(((str(set_.get("name") or ""), str(name)), _amount(amount))
+                   for set_ in spec.get("sharedCounters") or []
+                   for name, amount in (set_.get("counters") or {}).items())
+    return SliceDevices(node, tuple(entries), shared, tuple(counted), tuple(out), open_)
+
+
 def pool_devices(pool: str, slices: Iterable[Obj], driver: str,
-                 selector: DeviceSelector | None,
-                 taken: Mapping[tuple[str, str], str],
-                 ) -> tuple[list[tuple[str, int, str]], list[LeftOut]]:
+                 selector: DeviceSelector | None, taken: Mapping[str, str],
+                 ) -> tuple[list[Seat], list[LeftOut]]:
     """One complete pool generation's devices: those counted (node, memory, product), and
     those left out with why.
 
-    ``taken``: (pool, device) -> the claim holding it, for claims that are not ours.
-    """
-    members = [(str((s.get("spec") or {}).get("nodeName") or ""), s) for s in slices]
-    left = {(str(set_.get("name") or ""), str(name)): _amount(entry)
-            for _, s in members for set_ in (s.get("spec") or {}).get("sharedCounters") or []
-            for name, entry in (set_.get("counters") or {}).items()}
+    ``taken``: the pool's devices claims not ours hold, each to the claim holding it.
+    With a selector, what a slice's content decides is kept per slice version
+    (``DeviceSelector.per_slice``); the claims and counters are applied on each read."""
+    tables = [selector.per_slice(driver, s, functools.partial(slice_devices, s, driver,
+                                                              selector))
+              if selector is not None else slice_devices(s, driver, None) for s in slices]
+    if not taken and not any(t.open for t in tables):
+        return ([seat for t in tables for seat in t.counted],
+                [gone for t in tables for gone in t.out])
+    left = {counter: amount for t in tables for counter, amount in t.shared}
     holder_of: dict[tuple[str, str], str] = {}
-    for _, s in members if taken else ():
-        for device in (s.get("spec") or {}).get("devices") or []:
-            claim = taken.get((pool, str(device.get("name") or "")))
+    for t in tables if taken else ():
+        for name, _, _, uses in t.entries:
+            claim = taken.get(name)
             if claim:
-                for counter, amount in _consumes(device):
+                for counter, amount in uses:
                     left[counter] = left.get(counter, 0) - amount
-                    holder_of[counter] = f"claim {claim} ({device.get('name')})"
-    counted: list[tuple[str, int, str]] = []
+                    holder_of[counter] = f"claim {claim} ({name})"
+    counted: list[Seat] = []
     out: list[LeftOut] = []
-    qualified = f"{driver}/memory"
-    for node, s in members:
-        devices = (s.get("spec") or {}).get("devices") or []
-        verdicts = selector.slice_verdicts(driver, s) if selector is not None else ()
-        for index, device in enumerate(devices):
-            # device_memory, inlined: this loop runs once per published device
-            capacity = device.get("capacity") or (device.get("basic") or {}).get("capacity")
-            entry = capacity and (capacity.get("memory") or capacity.get(qualified))
-            value = entry.get("value") if isinstance(entry, dict) else None
-            memory = _memory(value) if isinstance(value, str) else None
-            reason = ("no memory capacity" if not memory else
-                      verdicts[index] if verdicts and verdicts[index] else
-                      _left_out_reason(pool, device, taken, left, holder_of)
-                      if taken or "taints" in device or "consumesCounters" in device else "")
+    for t in tables:
+        for name, seat, reason, uses in t.entries:
+            if seat is not None:
+                reason = _claimed(name, uses, taken, left, holder_of)
             if reason:
-                out.append(LeftOut(node, str(device.get("name") or ""), reason))
-            elif memory:
-                counted.append((node, memory, device_product(device)))
+                out.append(LeftOut(t.node, name, reason))
+            elif seat is not None:
+                counted.append(seat)
     return counted, out
 
 
-def _left_out_reason(pool: str, device: Obj, taken: Mapping[tuple[str, str], str],
-                     left: Mapping[tuple[str, str], int],
-                     holder_of: Mapping[tuple[str, str], str]) -> str:
-    if "taints" in device and (taint := _barring_taint(device)):
-        return taint
-    claim = taken.get((pool, str(device.get("name") or ""))) if taken else None
+def _claimed(name: str, uses: tuple[Use, ...], taken: Mapping[str, str],
+             left: Mapping[tuple[str, str], int],
+             holder_of: Mapping[tuple[str, str], str]) -> str:
+    """Why a device its slice would count is not free: a claim not ours holds it, or what
+    it consumes of a counter is no longer left."""
+    claim = taken.get(name) if taken else None
     if claim:
         return f"allocated to claim {claim}"
-    for counter, amount in _consumes(device) if "consumesCounters" in device else ():
+    for counter, amount in uses:
         if amount > left.get(counter, 0):
             by = holder_of.get(counter)
             return (f"counters consumed by {by}" if by else
@@ -320,10 +390,10 @@ def left_out_warnings(node: str, left_out: Iterable[LeftOut]) -> list[str]:
             for reason, names in sorted(by_reason.items())]
 
 
-def taken_devices(claims: Iterable[Obj], driver: str) -> dict[tuple[str, str], str]:
-    """(pool, device) -> ``namespace/name`` of the claim holding it, for allocated claims
-    that are not ours (a managed claim's devices are booked through placement)."""
-    taken: dict[tuple[str, str], str] = {}
+def taken_devices(claims: Iterable[Obj], driver: str) -> dict[str, dict[str, str]]:
+    """Per pool, its devices allocated to claims that are not ours, each to the claim's
+    ``namespace/name`` (a managed claim's devices are booked through placement)."""
+    taken: dict[str, dict[str, str]] = {}
     for claim in claims:
         if labels_of(claim).get(naming.LABEL_MANAGED) == "true":
             continue
@@ -331,5 +401,6 @@ def taken_devices(claims: Iterable[Obj], driver: str) -> dict[tuple[str, str], s
         holder = f"{(claim.get('metadata') or {}).get('namespace', '')}/{name_of(claim)}"
         for result in (allocation.get("devices") or {}).get("results") or []:
             if result.get("driver", driver) == driver:
-                taken[(str(result.get("pool") or ""), str(result.get("device") or ""))] = holder
+                taken.setdefault(str(result.get("pool") or ""), {})[
+                    str(result.get("device") or "")] = holder
     return taken

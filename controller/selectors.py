@@ -27,16 +27,17 @@ Rules:
   makes every device unique, yet no class reads it). An expression that may
   read entries it does not name (a macro over a map: ``exists``, ``all``,
   ``map``, ``filter``) keys by the whole content instead. A fleet of many
-  devices of a few shapes evaluates each shape once. A slice read again at
-  the same resourceVersion (the cache re-reading a pool) reuses its verdicts
-  whole.
+  devices of a few shapes evaluates each shape once. What is read of a slice
+  at one resourceVersion (``per_slice``: ``fleet_rules``' reading of its
+  devices) is kept, so the cache re-reading a pool reads only the slices that
+  changed.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 import cel
@@ -55,6 +56,8 @@ _SEMVER_TEXT = re.compile(r"^v?(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
                           r"(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$")
 # Kept verdicts before the memo starts afresh (a fleet has far fewer device shapes).
 _MEMO_LIMIT = 100_000
+_UNKNOWN = object()
+_T = TypeVar("_T")
 
 
 class SelectorError(ValueError):
@@ -182,8 +185,7 @@ class DeviceSelector:
     problems: tuple[str, ...] = attrs.field(eq=False)  # selectors that do not compile
     names: frozenset[str] | None = attrs.field(default=None, eq=False)  # None: all
     _memo: dict[tuple[object, ...], str] = attrs.field(factory=dict, repr=False, eq=False)
-    _slices: dict[tuple[object, ...], list[str]] = attrs.field(factory=dict, repr=False,
-                                                               eq=False)
+    _slices: dict[tuple[object, ...], Any] = attrs.field(factory=dict, repr=False, eq=False)
     # The entries of a device's attributes or capacity the key holds, by their names
     # (a driver publishes a few sets of names; each is filtered once).
     _kept: dict[tuple[str, ...], tuple[str, ...]] = attrs.field(factory=dict, repr=False,
@@ -217,19 +219,24 @@ class DeviceSelector:
 
     def slice_verdicts(self, driver: str, item: Obj) -> list[str]:
         """``verdict`` for each of the slice's devices, in order."""
+        return [self.verdict(driver, d) for d in (item.get("spec") or {}).get("devices") or []]
+
+    def per_slice(self, driver: str, item: Obj, read: Callable[[], _T]) -> _T:
+        """``read()``'s answer about this slice, kept while the slice keeps its
+        resourceVersion (and this selector its class): a pool read again reads only its
+        changed slices. A slice without a resourceVersion is read every time."""
         m = meta(item)
-        devices = (item.get("spec") or {}).get("devices") or []
         version = m.get("resourceVersion")
         if not version:
-            return [self.verdict(driver, d) for d in devices]
+            return read()
         key = (m.get("name"), m.get("uid"), version, driver)
-        known = self._slices.get(key)
-        if known is None:
-            known = [self.verdict(driver, d) for d in devices]
+        known = self._slices.get(key, _UNKNOWN)
+        if known is _UNKNOWN:
+            known = read()
             if len(self._slices) >= _MEMO_LIMIT:
                 self._slices.clear()
             self._slices[key] = known
-        return known
+        return known  # type: ignore[no-any-return]
 
     def verdict(self, driver: str, device: Obj) -> str:
         if self.problems:
