@@ -260,7 +260,7 @@ def _turn_section(turns: Turns | None, fmt: Formatter) -> list[str]:
         f"{fmt(s.median_wait)}, longest {fmt(s.longest_wait)} (quantum "
         f"{format_duration(t.quantum)}, minResident {format_duration(t.min_resident)}, "
         f"yieldGrace {format_duration(t.yield_grace)}).</p>")]
-    drawn = [(f"{c.claim} ({c.node})", c.intervals) for c in turns.claims[:DRAWN]
+    drawn = [(f"{c.claim} ({c.node})", list(c.intervals)) for c in turns.claims[:DRAWN]
              if c.intervals is not None]
     if drawn:
         parts.append(_figure(

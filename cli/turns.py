@@ -18,6 +18,7 @@ What this adds is the reading:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cli.replay import AllocateStep, ArriveStep, ExpectStep, LeaveStep, Report
@@ -80,14 +81,14 @@ class Turns:
     claims: tuple[ClaimTurns, ...]  # busiest (most switches) first
     workers: tuple[WorkerTurns, ...]  # by worker name
     owners: tuple[OwnerTurns, ...]  # by owner name
-    waits: tuple[float, ...]  # every wait, sorted
+    waits: tuple[tuple[float, int], ...]  # every wait and how many times it was waited, sorted
 
     def summary(self) -> TurnSummary:
         span = sum(claim.span(self.end) for claim in self.claims)
         switching = sum(claim.switching for claim in self.claims)
         return TurnSummary(len(self.claims), sum(c.switches for c in self.claims),
                            switching / span if span > 0 else 0.0, _median(self.waits),
-                           self.waits[-1] if self.waits else 0.0)
+                           self.waits[-1][0] if self.waits else 0.0)
 
 
 def play_turns(scenario: Scenario, settings: TurnSettings, report: Report, *,
@@ -144,15 +145,19 @@ def _read(settings: TurnSettings, end: float, play: TurnPlay) -> Turns:
     for member in play.members:
         by_worker.setdefault(member.worker, []).append(member)
     workers = []
-    waits: list[float] = []
+    waits: dict[float, int] = {}
     for name in sorted(by_worker):
         stays = by_worker[name]
-        mine = sorted(wait for stay in stays for wait in stay.waits)
-        waits += mine
+        counted: dict[float, int] = {}
+        for stay in stays:
+            for wait, times in stay.waits.items():
+                counted[wait] = counted.get(wait, 0) + times
+                waits[wait] = waits.get(wait, 0) + times
+        mine = sorted(counted.items())
         workers.append(WorkerTurns(
             name, stays[-1].owner, stays[-1].claim, sum(s.stayed(end) for s in stays),
             sum(s.resident for s in stays), sum(s.turns for s in stays),
-            sum(s.evictions for s in stays), mine[-1] if mine else 0.0, _median(mine)))
+            sum(s.evictions for s in stays), mine[-1][0] if mine else 0.0, _median(mine)))
     owners: dict[str, list[WorkerTurns]] = {}
     for worker in workers:
         owners.setdefault(worker.owner, []).append(worker)
@@ -161,9 +166,15 @@ def _read(settings: TurnSettings, end: float, play: TurnPlay) -> Turns:
                  tuple(OwnerTurns(owner, len(ws), sum(w.stayed for w in ws),
                                   sum(w.resident for w in ws))
                        for owner, ws in sorted(owners.items())),
-                 tuple(sorted(waits)))
+                 tuple(sorted(waits.items())))
 
 
-def _median(ordered: tuple[float, ...] | list[float]) -> float:
+def _median(counted: Sequence[tuple[float, int]]) -> float:
+    """Of waits in order, each with how many times it was waited."""
     # Nearest rank, as the placement waits: a wait some worker really had.
-    return ordered[max(0, math.ceil(0.5 * len(ordered)) - 1)] if ordered else 0.0
+    rank = max(0, math.ceil(0.5 * sum(times for _, times in counted)) - 1)
+    for wait, times in counted:
+        if rank < times:
+            return wait
+        rank -= times
+    return 0.0

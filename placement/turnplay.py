@@ -19,17 +19,37 @@ workers would:
   the group is as if it had run all along.
 * A group moves forward only when something happens on its claim, and at the
   end: groups are independent of each other.
+
+Repeats are counted, not played (unless ``compress=False``). Between two
+things happening on a claim (a worker joining or leaving, a demand edge) the
+same members take the same turns over and over. After every step the player
+reads the claim's *state*: everything that decides what comes next, relative
+to now (who holds the turn and since when, who wants one and since when, the
+pending restores and parks, the policy's next deadline, and where the
+round-robin stands, as the grants so far place it). When a state recurs, the
+steps between the two are a cycle: it is accounted whole as many times as it
+fits before the claim's next change, and play resumes from there. The group
+keeps its own clock, behind the scenario's by the time counted so far (the
+policy reads only differences of times), so the policy still decides every
+turn that is not a repeat. Loops are bounded: a state recurring without time
+passing is an error, and a claim whose cycle is longer than ``CYCLE_STATES``
+steps is played switch by switch.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
+from placement.turnlog import Intervals
 from placement.turns import Evict, Grant, TurnGroup, TurnSettings, Yield
 
-__all__ = ["ClaimTurns", "MemberTurns", "TurnPlay"]
+__all__ = ["CYCLE_STATES", "ClaimTurns", "MemberTurns", "TurnPlay"]
 
 Windows = tuple[tuple[float, float], ...]  # [start, end) of scenario time; end may be inf
+CYCLE_STATES = 4096  # states remembered while looking for a cycle: past them, play on
+_STALL = 10_000  # steps at one instant: no well-behaved claim takes that many
+_DIGITS = 9  # offsets compared to the nanosecond: sums of seconds drift by less
 
 
 @dataclass(slots=True)
@@ -44,7 +64,7 @@ class MemberTurns:
     resident: float = 0.0  # seconds resident (restored, not yet asked to yield)
     turns: int = 0
     evictions: int = 0
-    waits: list[float] = field(default_factory=list)
+    waits: dict[float, int] = field(default_factory=dict)  # wait -> how many times
 
     def stayed(self, end: float) -> float:
         return (self.left if self.left is not None else end) - self.joined
@@ -60,28 +80,34 @@ class ClaimTurns:
     switches: int = 0  # the turn passed from one worker to another
     switching: float = 0.0  # seconds spent restoring or parking
     # (start, end, worker) resident; (start, end, "") switching: only when asked to keep them
-    intervals: list[tuple[float, float, str]] | None = None
+    intervals: Intervals | None = None
 
     def span(self, end: float) -> float:
         return (self.last if self.last is not None else end) - self.first
 
 
 class _Worker:
-    __slots__ = ("demand", "memory", "next_change", "record", "resident_since", "wants")
+    __slots__ = ("demand", "joined", "memory", "next_change", "record", "resident_since", "seq",
+                 "wants")
 
-    def __init__(self, memory: int, demand: Windows | None, record: MemberTurns) -> None:
+    def __init__(self, memory: int, demand: Windows | None, record: MemberTurns, seq: int,
+                 joined: float) -> None:
         self.memory = memory
         self.demand = demand
         self.record = record
+        self.seq = seq  # its place in joining order, as the group numbers members
+        self.joined = joined  # the group's time it (re)joined
         self.wants = False
         self.resident_since: float | None = None
         self.next_change = 0  # index into demand of the next window edge to play
 
 
 class _Claim:
-    """One claim's group and its workers' pending acts (restored at, parked at)."""
+    """One claim's group and its workers' pending acts (restored at, parked at), in the
+    group's time: the scenario's minus ``shift``, the seconds of repeats counted."""
 
-    __slots__ = ("group", "last_holder", "now", "result", "timers", "waiting_from", "workers")
+    __slots__ = ("granted_at", "group", "last_holder", "log", "now", "owners", "result", "seen",
+                 "seq", "served", "served_owner", "shift", "timers", "waiting_from", "workers")
 
     def __init__(self, result: ClaimTurns, settings: TurnSettings) -> None:
         self.result = result
@@ -91,37 +117,64 @@ class _Claim:
         self.waiting_from: dict[str, float] = {}
         self.last_holder: str | None = None
         self.now = result.first
+        self.shift = 0.0
+        # Where the round-robin stands, read off the grants: owners by first seen (an
+        # owner with no member left loses its place), the place last served, and each
+        # owner's member last served.
+        self.seq = 0
+        self.owners: dict[str, int] = {}
+        self.served_owner = -1
+        self.served: dict[str, int] = {}
+        self.granted_at = 0.0
+        self.seen: dict[tuple[object, ...], _Mark] = {}
+        self.log: list[tuple[str, float]] = []  # waits granted since the claim last changed
+
+
+@dataclass(frozen=True, slots=True)
+class _Mark:
+    """Where the counts stood when a state was seen."""
+
+    now: float
+    switches: int
+    switching: float
+    logged: int
+    recorded: int
+    records: tuple[tuple[float, int, int], ...]  # each worker's resident, turns, evictions
 
 
 class TurnPlay:
     """Every shared claim of one replay. Call ``join`` and ``leave`` in time order, then ``end``."""
 
-    def __init__(self, settings: TurnSettings | None = None, *, keep: frozenset[str] = frozenset()
-                 ) -> None:
+    def __init__(self, settings: TurnSettings | None = None, *, keep: frozenset[str] = frozenset(),
+                 compress: bool = True) -> None:
         self.settings = settings or TurnSettings()
         self.keep = keep  # claims whose intervals are recorded
+        self.compress = compress  # count repeated cycles instead of playing them
         self.claims: dict[str, ClaimTurns] = {}
         self.members: list[MemberTurns] = []
         self._live: dict[str, _Claim] = {}
-        self._first: dict[str, tuple[str, str, int, Windows | None, float, str, int]] = {}
+        self._first: dict[str, tuple[str, str, int, Windows | None, float, str, int,
+                                     TurnSettings]] = {}
 
     def join(self, claim: str, node: str, bandwidth: int, worker: str, owner: str, memory: int,
-             demand: Windows | None, now: float) -> None:
-        """``worker`` is seated on the allocated ``claim`` at ``now``."""
+             demand: Windows | None, now: float, settings: TurnSettings | None = None) -> None:
+        """``worker`` is seated on the allocated ``claim`` at ``now``; ``settings``: the
+        claim's node's turn settings when they are not the play's."""
         live = self._live.get(claim)
         if live is None:
             first = self._first.pop(claim, None)
             if first is None:
-                self._first[claim] = (worker, owner, memory, demand, now, node, bandwidth)
+                self._first[claim] = (worker, owner, memory, demand, now, node, bandwidth,
+                                      settings or self.settings)
                 return
-            f_worker, f_owner, f_memory, f_demand, f_at, f_node, f_bandwidth = first
+            f_worker, f_owner, f_memory, f_demand, f_at, f_node, f_bandwidth, f_settings = first
             result = ClaimTurns(claim, f_node, f_bandwidth, f_at,
-                                intervals=[] if claim in self.keep else None)
+                                intervals=Intervals() if claim in self.keep else None)
             self.claims[claim] = result
-            live = self._live[claim] = _Claim(result, self.settings)
+            live = self._live[claim] = _Claim(result, f_settings)
             self._enter(live, f_worker, f_owner, f_memory, f_demand, f_at)
-        self._advance(live, now)
-        self._enter(live, worker, owner, memory, demand, now)
+        self._advance(live, now - live.shift)
+        self._enter(live, worker, owner, memory, demand, now - live.shift)
 
     def leave(self, claim: str, worker: str, now: float) -> None:
         live = self._live.get(claim)
@@ -130,8 +183,8 @@ class TurnPlay:
             if first is not None and first[0] == worker:
                 del self._first[claim]
             return
-        self._advance(live, now)
-        self._gone(live, worker, now)
+        self._advance(live, now - live.shift)
+        self._gone(live, worker, now - live.shift)
         if not live.workers:
             live.result.last = now
             del self._live[claim]
@@ -139,27 +192,35 @@ class TurnPlay:
     def end(self, now: float) -> None:
         """The scenario is over: every group played to ``now``."""
         for live in self._live.values():
-            self._advance(live, now)
+            self._advance(live, now - live.shift)
             for worker in live.workers.values():
-                self._stop_resident(live, worker, now)
+                self._stop_resident(live, worker, now - live.shift)
 
     # ------------------------------------------------------------------ internal
 
     def _enter(self, live: _Claim, worker: str, owner: str, memory: int,
-               demand: Windows | None, now: float) -> None:
-        record = MemberTurns(worker, owner, live.result.claim, now)
-        self.members.append(record)
-        live.workers[worker] = _Worker(memory, demand, record)
+               demand: Windows | None, now: float, record: MemberTurns | None = None) -> None:
+        if record is None:
+            record = MemberTurns(worker, owner, live.result.claim, now + live.shift)
+            self.members.append(record)
+        live.seq += 1
+        live.owners.setdefault(owner, live.seq)
+        live.workers[worker] = _Worker(memory, demand, record, live.seq, now)
         self._act(live, live.group.join(worker, owner, now), now)
         self._demand(live, live.workers[worker], now)
 
-    def _gone(self, live: _Claim, worker: str, now: float) -> None:
+    def _gone(self, live: _Claim, worker: str, now: float) -> _Worker:
         w = live.workers.pop(worker)
         self._stop_resident(live, w, now)
-        w.record.left = now
+        w.record.left = now + live.shift
         live.timers.pop(worker, None)
         live.waiting_from.pop(worker, None)
+        owner = w.record.owner
+        if not any(other.record.owner == owner for other in live.workers.values()):
+            del live.owners[owner]
+            live.served.pop(owner, None)
         self._act(live, live.group.gone(worker, now), now)
+        return w
 
     def _demand(self, live: _Claim, w: _Worker, now: float) -> None:
         """Play ``w``'s demand edges up to ``now``."""
@@ -172,17 +233,17 @@ class TurnPlay:
         edges = w.demand
         while w.next_change < 2 * len(edges):
             index, is_end = divmod(w.next_change, 2)
-            at = edges[index][is_end]
+            at = edges[index][is_end] - live.shift
             if at > now:
                 return
             w.next_change += 1
-            when = max(at, w.record.joined)
+            when = max(at, w.joined)
             if is_end:
                 if w.wants:
                     w.wants = False
                     live.waiting_from.pop(name, None)
                     self._act(live, live.group.idle(name, when), when)
-            elif not w.wants and edges[index][1] > when:
+            elif not w.wants and edges[index][1] - live.shift > when:
                 w.wants = True
                 self._want(live, name, when)
 
@@ -194,11 +255,14 @@ class TurnPlay:
     def _next_edge(self, live: _Claim) -> float | None:
         times = [w.demand[w.next_change // 2][w.next_change % 2] for w in live.workers.values()
                  if w.demand is not None and w.next_change < 2 * len(w.demand)]
-        return min(times) if times else None
+        return min(times) - live.shift if times else None
 
     def _advance(self, live: _Claim, until: float) -> None:
-        """Everything due on the claim up to ``until``, in time order."""
+        """Everything due on the claim up to ``until`` (the group's time), in time order."""
         group = live.group
+        live.seen.clear()
+        live.log.clear()
+        stalled = 0
         while True:
             times = [at for at, _ in live.timers.values()]
             deadline = group.next_deadline()
@@ -211,6 +275,10 @@ class TurnPlay:
                 live.now = max(live.now, until)
                 return
             now = max(live.now, min(times))
+            stalled = stalled + 1 if now == live.now else 0
+            if stalled > _STALL:
+                raise RuntimeError(f"turns on claim {live.result.claim} make no progress at "
+                                   f"{now + live.shift}s")
             live.now = now
             for worker, (at, what) in sorted(live.timers.items()):
                 if at > now:
@@ -224,9 +292,83 @@ class TurnPlay:
                     if w.wants:
                         live.waiting_from[worker] = now
                     self._act(live, group.parked(worker, now), now)
-            for w in list(live.workers.values()):
-                self._demand(live, w, now)
+            if edge is not None:
+                for w in list(live.workers.values()):
+                    self._demand(live, w, now)
             self._act(live, group.tick(now), now)
+            # A cycle holds a grant: the states after grants are the ones to compare.
+            if self.compress and live.granted_at == now:
+                until -= self._count_repeats(live, now, until)
+
+    def _count_repeats(self, live: _Claim, now: float, until: float) -> float:
+        """If the claim's state was seen before, count its cycle as often as it fits before
+        ``until``; the seconds counted (the group's clock falls that much behind)."""
+        state = self._state(live, now)
+        mark = self._mark(live, now)
+        before = live.seen.get(state)
+        if before is None:
+            if len(live.seen) >= CYCLE_STATES:
+                live.seen.clear()  # a cycle this long is rare: forget, and look afresh
+            live.seen[state] = mark
+            return 0.0
+        period = now - before.now
+        if period <= 0:
+            raise RuntimeError(f"turns on claim {live.result.claim} repeat without time passing "
+                               f"at {now + live.shift}s")
+        count = int((until - now) // period)
+        edge = self._next_edge(live)
+        if edge is not None and edge < math.inf:  # a cycle must end before the edge
+            count = min(count, int((edge - now) // period))
+            while count > 0 and now + count * period >= edge:
+                count -= 1
+        while count > 0 and now + count * period > until:
+            count -= 1
+        live.seen.clear()
+        live.seen[state] = mark
+        if count <= 0:
+            return 0.0
+        result = live.result
+        result.switches += count * (mark.switches - before.switches)
+        result.switching += count * (mark.switching - before.switching)
+        for w, (r0, t0, e0), (r1, t1, e1) in zip(live.workers.values(), before.records,
+                                                 mark.records, strict=True):
+            w.record.resident += count * (r1 - r0)
+            w.record.turns += count * (t1 - t0)
+            w.record.evictions += count * (e1 - e0)
+        for name, wait in live.log[before.logged:mark.logged]:
+            waits = live.workers[name].record.waits
+            waits[wait] = waits.get(wait, 0) + count
+        if result.intervals is not None:
+            result.intervals.repeat(before.recorded, period, count)
+        live.shift += count * period
+        live.seen.clear()
+        live.log.clear()
+        live.seen[state] = self._mark(live, now)
+        return count * period
+
+    def _state(self, live: _Claim, now: float) -> tuple[object, ...]:
+        def ago(at: float | None) -> float | None:
+            return None if at is None else round(now - at, _DIGITS)
+
+        workers = []
+        for name, w in live.workers.items():
+            timer = live.timers.get(name)
+            served = live.served.get(w.record.owner, -1)
+            workers.append((name, w.record.owner, w.wants, w.next_change, w.seq <= served,
+                            None if timer is None else (ago(timer[0]), timer[1]),
+                            ago(w.resident_since), ago(live.waiting_from.get(name))))
+        holder = live.group.holder
+        deadline = live.group.next_deadline()
+        return (tuple(workers), tuple(live.owners), holder, live.last_holder,
+                ago(live.granted_at) if holder is not None else None, ago(deadline),
+                sum(1 for place in live.owners.values() if place <= live.served_owner))
+
+    def _mark(self, live: _Claim, now: float) -> _Mark:
+        result = live.result
+        return _Mark(now, result.switches, result.switching, len(live.log),
+                     len(result.intervals.parts) if result.intervals is not None else 0,
+                     tuple((w.record.resident, w.record.turns, w.record.evictions)
+                           for w in live.workers.values()))
 
     def _act(self, live: _Claim, actions: list[Grant | Yield | Evict], now: float) -> None:
         for action in actions:
@@ -238,10 +380,15 @@ class TurnPlay:
             if isinstance(action, Grant):
                 w.record.turns += 1
                 since = live.waiting_from.pop(name, None)
-                w.record.waits.append(now - since if since is not None else 0.0)
+                wait = now - since if since is not None else 0.0
+                w.record.waits[wait] = w.record.waits.get(wait, 0) + 1
+                live.log.append((name, wait))
                 if live.last_holder is not None and live.last_holder != name:
                     live.result.switches += 1
                 live.last_holder = name
+                live.served_owner = live.owners[w.record.owner]
+                live.served[w.record.owner] = w.seq
+                live.granted_at = now
                 self._switching(live, now, seconds)
                 live.timers[name] = (now + seconds, "restored")
             elif isinstance(action, Yield):
@@ -251,24 +398,21 @@ class TurnPlay:
             else:
                 # Evicted: its pod is deleted and recreated on the same claim at once.
                 w.record.evictions += 1
-                record, owner, memory, demand = w.record, w.record.owner, w.memory, w.demand
-                self._gone(live, name, now)
-                self.members.remove(record)
-                self._enter(live, name, owner, memory, demand, now)
-                back = live.workers[name].record
-                back.joined, back.resident = record.joined, record.resident
-                back.turns = record.turns
-                back.evictions, back.waits = record.evictions, record.waits
+                gone = self._gone(live, name, now)
+                gone.record.left = None
+                self._enter(live, name, gone.record.owner, gone.memory, gone.demand, now,
+                            gone.record)
 
     def _switching(self, live: _Claim, now: float, seconds: float) -> None:
         live.result.switching += seconds
         if live.result.intervals is not None:
-            live.result.intervals.append((now, now + seconds, ""))
+            live.result.intervals.append((now + live.shift, now + seconds + live.shift, ""))
 
     def _stop_resident(self, live: _Claim, w: _Worker, now: float) -> None:
         if w.resident_since is None:
             return
         w.record.resident += now - w.resident_since
         if live.result.intervals is not None:
-            live.result.intervals.append((w.resident_since, now, w.record.worker))
+            live.result.intervals.append((w.resident_since + live.shift, now + live.shift,
+                                          w.record.worker))
         w.resident_since = None

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import math
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import placement.turnplay
 from placement.turnplay import TurnPlay
-from placement.turns import TurnSettings
+from placement.turns import Action, TurnGroup, TurnSettings
 
 GB = 10**9
 POLICY = TurnSettings(quantum=60, min_resident=5, yield_grace=30)
@@ -40,7 +45,7 @@ def test_a_switch_costs_the_outgoing_park_and_the_incoming_restore() -> None:
     assert claim.switches == 1
     assert math.isclose(claim.switching, 2 + 2 + 1)
     b = next(m for m in play.members if m.worker == "b")
-    assert b.waits == [62]
+    assert b.waits == {62: 1}
 
 
 def test_a_worker_whose_park_outlasts_the_grace_is_evicted_and_rejoins() -> None:
@@ -60,7 +65,120 @@ def test_demand_windows_say_when_a_worker_wants_a_turn() -> None:
     play.end(1200)
     late = next(m for m in play.members if m.worker == "late")
     busy = next(m for m in play.members if m.worker == "busy")
-    assert late.waits and late.waits[0] <= POLICY.quantum + 1
+    assert late.waits and min(late.waits) <= POLICY.quantum + 1
     assert busy.resident > 850  # alone for ten minutes, then half of the next ten
     intervals = play.claims["c"].intervals
     assert intervals is not None and {who for _, _, who in intervals} == {"busy", "late", ""}
+
+
+# -- repeats counted, not played: the same figures as playing every switch ---------------
+
+Event = tuple[float, str, str, str, int, tuple[tuple[float, float], ...] | None]
+
+
+def play_all(events: list[Event], settings: TurnSettings, end: float, *, compress: bool,
+             keep: frozenset[str] = frozenset({"c0", "c1"})) -> TurnPlay:
+    play = TurnPlay(settings, keep=keep, compress=compress)
+    for at, what, claim, worker, memory, demand in events:
+        if what == "join":
+            # Powers of two: every time is exact, so both plays must agree to the bit.
+            play.join(claim, "n", 2**30, worker, f"o{memory % 3}", memory, demand, at)
+        else:
+            play.leave(claim, worker, at)
+    play.end(end)
+    return play
+
+
+def figures(play: TurnPlay) -> tuple[object, ...]:
+    members = sorted((m.worker, m.owner, m.claim, m.joined, m.left, m.resident, m.turns,
+                      m.evictions, sorted(m.waits.items())) for m in play.members)
+    claims = sorted((c.claim, c.first, c.last, c.switches, c.switching,
+                     None if c.intervals is None else list(c.intervals))
+                    for c in play.claims.values())
+    return members, claims
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> tuple[list[Event], TurnSettings, float]:
+    quantum = draw(st.integers(1, 300))
+    settings = TurnSettings(quantum=quantum, min_resident=draw(st.integers(0, quantum)),
+                            yield_grace=draw(st.sampled_from([0, 1, 2, 30])))
+    events: list[Event] = []
+    seated: dict[str, str] = {}
+    now = 0.0
+    for index in range(draw(st.integers(1, 12))):
+        now += draw(st.integers(0, 20_000))
+        if seated and draw(st.booleans()):
+            worker = draw(st.sampled_from(sorted(seated)))
+            events.append((now, "leave", seated.pop(worker), worker, 0, None))
+            continue
+        worker = f"w{index}"
+        claim = draw(st.sampled_from(["c0", "c1", "c2"]))
+        memory = 2 ** draw(st.integers(26, 34))  # 1/16s to 16s over the link
+        demand = draw(st.none() | st.lists(st.integers(0, 40_000), max_size=4, unique=True)
+                      .map(lambda edges: _windows(sorted(edges))))
+        seated[worker] = claim
+        events.append((now, "join", claim, worker, memory, demand))
+    return events, settings, now + draw(st.integers(0, 50_000))
+
+
+def _windows(edges: list[int]) -> tuple[tuple[float, float], ...]:
+    pairs = [(float(a), float(b)) for a, b in zip(edges[::2], edges[1::2], strict=False)]
+    if len(edges) % 2:
+        pairs.append((float(edges[-1]), math.inf))
+    return tuple(pairs)
+
+
+@settings(max_examples=150, deadline=None)
+@given(scenarios())
+def test_counting_repeats_gives_the_figures_of_playing_every_switch(
+        scenario: tuple[list[Event], TurnSettings, float]) -> None:
+    events, policy, end = scenario
+    assert figures(play_all(events, policy, end, compress=True)) == \
+        figures(play_all(events, policy, end, compress=False))
+
+
+def test_a_day_of_constant_demand_is_played_for_a_few_cycles_only(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+
+    class Counted(TurnGroup):
+        def tick(self, now: float) -> list[Action]:
+            calls.append(now)
+            return super().tick(now)
+
+    monkeypatch.setattr(placement.turnplay, "TurnGroup", Counted)
+    events: list[Event] = [(0, "join", "c0", "a", 2**30, None), (0, "join", "c0", "b", 2**31, None),
+                           (5, "join", "c0", "c", 2**32, None)]
+    fast = play_all(events, POLICY, 86_400, compress=True)
+    assert len(calls) < 100  # a day is hundreds of switches
+    assert figures(fast) == figures(play_all(events, POLICY, 86_400, compress=False))
+    assert fast.claims["c0"].switches > 1000
+
+
+def test_a_claim_whose_demand_changes_faster_than_any_cycle_is_played_switch_by_switch() -> None:
+    edges = tuple((float(t), float(t + 7)) for t in range(0, 5000, 11))
+    events: list[Event] = [(0, "join", "c0", "a", 2**30, edges), (0, "join", "c0", "b", 2**30,
+                                                                   None)]
+    policy = TurnSettings(quantum=5, min_resident=1, yield_grace=30)
+    assert figures(play_all(events, policy, 6000, compress=True)) == \
+        figures(play_all(events, policy, 6000, compress=False))
+
+
+def test_a_cycle_longer_than_the_states_remembered_is_played_out(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(placement.turnplay, "CYCLE_STATES", 2)
+    events: list[Event] = [(0, "join", "c0", f"w{i}", 2**30, None) for i in range(4)]
+    assert figures(play_all(events, POLICY, 20_000, compress=True)) == \
+        figures(play_all(events, POLICY, 20_000, compress=False))
+
+
+def test_times_that_are_not_exact_still_agree_to_float_precision() -> None:
+    events: list[Event] = [(0.1, "join", "c0", "a", 10**9 + 7, None),
+                           (0.3, "join", "c0", "b", 3 * 10**9 + 1, None)]
+    fast = play_all(events, POLICY, 100_000.7, compress=True)
+    slow = play_all(events, POLICY, 100_000.7, compress=False)
+    assert fast.claims["c0"].switches == slow.claims["c0"].switches
+    for a, b in zip(sorted(fast.members, key=lambda m: m.worker),
+                    sorted(slow.members, key=lambda m: m.worker), strict=True):
+        assert a.turns == b.turns and math.isclose(a.resident, b.resident, rel_tol=1e-9)
