@@ -51,7 +51,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum
-from typing import TypeVar
+
+from placement.rotation import Rotation
 
 __all__ = [
     "Action",
@@ -129,7 +130,6 @@ class Evict:
 
 
 Action = Grant | Yield | Evict
-_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +176,12 @@ class TurnGroup:
         self._intruders: dict[str, _Member] = {}   # resident without the turn
         self._seq = 0
         self._last_owner = -1                      # the rotation place last served
-        self._last_member: dict[str, int] = {}     # owner -> its member last served
+        self._last_member: dict[int, int] = {}     # owner's place -> its member last served
+        # Kept alongside the members so no call walks them all: who waits, how many
+        # members each owner has, how many have yet to report.
+        self._waiting: Rotation[_Member] = Rotation()
+        self._owned: dict[str, int] = {}
+        self._unreported = 0
 
     # -- facts the caller observes -------------------------------------------------------
 
@@ -186,6 +191,8 @@ class TurnGroup:
             raise ValueError(f"member {member!r} has already joined this group")
         self._seq += 1
         self._members[member] = _Member(member, owner, self._seq, reported=not self._recovering)
+        self._unreported += self._recovering
+        self._owned[owner] = self._owned.get(owner, 0) + 1
         if owner not in self._owners:
             self._owners[owner] = self._seq
         return self._advance(now)
@@ -193,6 +200,7 @@ class TurnGroup:
     def hello(self, member: str, resident: bool, now: float) -> list[Action]:
         """The member (re)connected and said whether it holds device memory now."""
         m = self._get(member)
+        self._unreported -= not m.reported
         m.reported = True
         if resident:
             if self._holder is None and not self._intruders:
@@ -204,6 +212,7 @@ class TurnGroup:
                 return [Yield(member, self.settings.yield_grace, m.deadline), *self._advance(now)]
         else:
             self._freed(m, now)
+        self._sync(m)
         return self._advance(now)
 
     def want(self, member: str, now: float) -> list[Action]:
@@ -211,12 +220,14 @@ class TurnGroup:
         m.wants = True
         if m.waiting_since is None and self._waits(m):
             m.waiting_since = now
+        self._sync(m)
         return self._advance(now)
 
     def idle(self, member: str, now: float) -> list[Action]:
         m = self._get(member)
         m.wants = False
         m.waiting_since = None
+        self._sync(m)
         return self._advance(now)
 
     def resident(self, member: str, now: float) -> list[Action]:
@@ -230,7 +241,9 @@ class TurnGroup:
 
     def parked(self, member: str, now: float) -> list[Action]:
         """The member holds no device memory: the turn passes if it held it."""
-        self._freed(self._get(member), now)
+        m = self._get(member)
+        self._freed(m, now)
+        self._sync(m)
         return self._advance(now)
 
     def disconnected(self, member: str, now: float) -> list[Action]:
@@ -244,9 +257,13 @@ class TurnGroup:
         if m is None:
             return self._advance(now)
         self._freed(m, now)
-        if not any(o.owner == m.owner for o in self._members.values()):
-            del self._owners[m.owner]
-            self._last_member.pop(m.owner, None)
+        self._sync(m)
+        self._unreported -= not m.reported
+        self._owned[m.owner] -= 1
+        if not self._owner_has_members(m.owner):
+            place = self._owners.pop(m.owner)
+            del self._owned[m.owner]
+            self._last_member.pop(place, None)
         return self._advance(now)
 
     def holds_device(self, member: str, now: float) -> list[Action]:
@@ -333,10 +350,28 @@ class TurnGroup:
                 and m.member not in self._intruders)
 
     def _anyone_waiting(self) -> bool:
-        return any(self._waits(m) for m in self._members.values())
+        return len(self._waiting) > 0
 
     def _stop_waiting(self, m: _Member) -> None:
         m.waiting_since = None
+        self._sync(m)
+
+    def _sync(self, m: _Member) -> None:
+        """Keep ``_waiting`` holding exactly the members that wait, after ``m`` changed."""
+        waits = self._waits(m) and self._members.get(m.member) is m
+        if waits != (m.seq in self._waiting):
+            if waits:
+                self._waiting.add(self._owners[m.owner], m.seq, m)
+            else:
+                self._waiting.remove(self._owners[m.owner], m.seq)
+
+    # The tests hold the next three to plain walks over every member.
+
+    def _owner_has_members(self, owner: str) -> bool:
+        return self._owned[owner] > 0
+
+    def _all_reported(self) -> bool:
+        return self._unreported == 0
 
     def _yield_due(self, h: _Member) -> float:
         granted = h.held_since if h.held_since is not None else 0.0
@@ -350,8 +385,9 @@ class TurnGroup:
         m.turns += 1
         m.held_since = now
         m.waiting_since = None
+        self._sync(m)
         self._last_owner = self._owners[m.owner]
-        self._last_member[m.owner] = m.seq
+        self._last_member[self._last_owner] = m.seq
 
     def _freed(self, m: _Member, now: float) -> None:
         if m is self._holder:
@@ -381,7 +417,7 @@ class TurnGroup:
                 h.evicting = True
                 actions.append(Evict(h.member, EvictReason.TURN_OVERRUN))
         if self._recovering:
-            if any(not m.reported for m in self._members.values()):
+            if not self._all_reported():
                 return actions
             self._recovering = False
         if self._holder is None and not self._intruders:
@@ -393,18 +429,7 @@ class TurnGroup:
 
     def _next(self) -> _Member | None:
         """Round-robin: the next owner after the last served, then its next member."""
-        waiting: dict[str, list[_Member]] = {}
-        for m in self._members.values():
-            if self._waits(m):
-                waiting.setdefault(m.owner, []).append(m)
-        if not waiting:
+        place = self._waiting.next_owner(self._last_owner)
+        if place is None:
             return None
-        owner = _after(self._last_owner, {self._owners[o]: o for o in waiting})
-        last = self._last_member.get(owner, -1)
-        return _after(last, {m.seq: m for m in waiting[owner]})
-
-
-def _after(last: int, by_place: dict[int, _T]) -> _T:
-    """The entry placed next after ``last``, wrapping around to the first."""
-    later = [place for place in by_place if place > last]
-    return by_place[min(later) if later else min(by_place)]
+        return self._waiting.next_entry(place, self._last_member.get(place, -1))
