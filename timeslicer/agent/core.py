@@ -24,7 +24,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import socket
 import struct
 import time
@@ -36,6 +35,7 @@ from typing import Any, Protocol
 from placement.turns import Action, Evict, EvictReason, Grant, Phase, TurnGroup, TurnSettings, Yield
 from timeslicer import protocol
 from timeslicer.agent.metrics import AgentMetrics
+from timeslicer.agent.sockets import bind_in
 
 __all__ = ["MAX_LINE", "PROTOCOL_VERSION", "Agent", "Effects", "Member"]
 
@@ -186,23 +186,7 @@ class Agent:
             await asyncio.sleep(0.2)
         if self.members.get(member.key) is not member:
             return
-        if directory.is_symlink():
-            raise OSError(f"{directory}: a symbolic link, not the pod's own directory")
-        # Whatever sits at the socket's name (an earlier agent's socket, or anything the
-        # pod put there) is replaced; unlink never follows a link out of the directory.
-        with contextlib.suppress(FileNotFoundError, IsADirectoryError):
-            member.socket.unlink()
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        # The mode is set at bind through the umask: a chmod afterwards would follow a link
-        # the pod could swap in between.
-        previous = os.umask(0o111)
-        try:
-            sock.bind(str(member.socket))
-        except OSError:
-            sock.close()
-            raise
-        finally:
-            os.umask(previous)
+        sock = bind_in(directory, member.socket.name)
         member.server = await asyncio.start_unix_server(
             lambda r, w: self._serve(member, r, w), sock=sock, limit=MAX_LINE + 1)
 

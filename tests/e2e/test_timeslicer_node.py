@@ -1,0 +1,401 @@
+"""The time-slicer on a real node: one resident worker per shared claim, through faults.
+
+The real node of hack/node.sh publishes one device, so four workers (owner A
+with one, owner B with three, at most four per claim) share one claim. The
+scheduler runs as its Deployment and the agent as the shipped DaemonSet
+(manifests/overlays/node-timeslicer), both from the image. Each worker is
+turn_worker.py: it takes turns through the client and logs when it may hold
+device memory; turn_log.py reads those logs back through the API server and
+checks, after every step, that no two intervals of the claim overlap. Then,
+in order, with turns switching all along:
+
+* turns go round and each owner holds about half the time;
+* a worker that never parks when asked is evicted (its pod deleted, a
+  ``TurnOverrun`` Event on it) and comes back on the same claim;
+* the agent is killed with SIGKILL while a worker holds the turn;
+* the agent's DaemonSet is rolled;
+* the resident worker's pod is deleted;
+* the resident worker's process is killed and its container restarts;
+
+and after each, turns go round again: nothing stuck, nothing overlapping.
+``E2E_TURN_SWITCHES`` (default 150) is how many switches the run makes at
+least; the faults repeat, in rounds, until it has (1000 for the long run).
+
+Skips, saying why, where the machine cannot run a node.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import turn_log
+import yaml
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+from test_node import BUILD_TIMEOUT, NODE, NODE_DIR, NODE_SH, RESOURCES, node_sh
+
+from controller import naming
+
+REPO = Path(__file__).resolve().parents[2]
+NS = "openrl"
+AGENT_NS = "openrl-timeslicer"
+AGENT = "openrl-timeslicer"
+TEMPLATE = "openrl-template-turn-proof"
+SWITCHES = int(os.environ.get("E2E_TURN_SWITCHES", "150"))
+# Short turns, so that the run makes many switches in little time; the grace
+# is what a stubborn worker is given before its pod is deleted.
+QUANTUM, MIN_RESIDENT, GRACE = "250ms", "100ms", "3s"
+OWNERS = {"turn-a": "owner-a", "turn-b1": "owner-b", "turn-b2": "owner-b", "turn-b3": "owner-b"}
+# Every wanting worker is served within (members * owners + 1) turns; a few
+# seconds each at worst on a busy 2-core machine.
+STUCK_AFTER = 60.0
+
+
+def template() -> dict[str, Any]:
+    script = (Path(__file__).parent / "turn_worker.py").read_text()
+    pod = {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"labels": {"app.kubernetes.io/name": "openrl-worker"}},
+        "spec": {
+            # A killed worker process restarts its container, as a crash would.
+            "restartPolicy": "OnFailure",
+            "enableServiceLinks": False,
+            "terminationGracePeriodSeconds": 5,
+            "dnsPolicy": "Default",
+            "securityContext": {"runAsNonRoot": True,
+                                "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [{
+                "name": "worker", "image": "localhost/openrl-place:dev",
+                "imagePullPolicy": "Never",
+                "command": ["python3", "-c", script],
+                "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}},
+                "securityContext": {"allowPrivilegeEscalation": False,
+                                    "capabilities": {"drop": ["ALL"]}},
+            }],
+        },
+    }
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": TEMPLATE, "namespace": NS,
+                         "labels": {"openrl.io/pod-template": "true"}},
+            "data": {"pod.yaml": yaml.safe_dump(pod)}}
+
+
+class Proof:
+    def __init__(self, cluster: Any) -> None:
+        self.cluster = cluster
+        self.core: client.CoreV1Api = cluster.core
+        self.custom: client.CustomObjectsApi = cluster.custom
+        self.apps = client.AppsV1Api(cluster.api)
+        self.env = {"KUBECONFIG": cluster.kubeconfig}
+        self.logs = turn_log.Logs(self.core, NS)
+        self.faults: list[str] = []
+        self.evictions = 0
+
+    # ------------------------------------------------------------ the agent
+
+    def deploy_agent(self) -> None:
+        overlay = REPO / "manifests" / "overlays" / "node-timeslicer"
+        text = self.cluster.kubectl("kustomize", str(overlay)).stdout
+        port = self.cluster.kubectl("config", "view", "--minify", "-o",
+                                    "jsonpath={.clusters[0].cluster.server}").stdout
+        port = port.rsplit(":", 1)[1].strip("/")
+        docs = [d for d in yaml.safe_load_all(text.replace(
+            "NODE_KUBELET_PODS", str(NODE_DIR / "kubelet" / "pods"))) if d]
+        for doc in docs:
+            if doc["kind"] == "DaemonSet":
+                agent = doc["spec"]["template"]["spec"]["containers"][0]
+                for env in agent["env"]:
+                    if env["name"] == "KUBERNETES_SERVICE_PORT":
+                        env["value"] = port
+                agent["env"] += [{"name": "TIMESLICER_QUANTUM", "value": QUANTUM},
+                                 {"name": "TIMESLICER_MIN_RESIDENT", "value": MIN_RESIDENT},
+                                 {"name": "TIMESLICER_YIELD_GRACE", "value": GRACE}]
+        self.cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
+
+    def agent_pods(self) -> list[Any]:
+        pods = self.core.list_namespaced_pod(AGENT_NS, label_selector=f"app={AGENT}").items
+        return [p for p in pods if not p.metadata.deletion_timestamp]
+
+    def wait_agent(self, timeout: float = 180) -> Any:
+        def ready() -> Any:
+            ds = self.apps.read_namespaced_daemon_set(AGENT, AGENT_NS)
+            pods = self.agent_pods()
+            if (ds.status.number_ready == 1 and ds.status.updated_number_scheduled == 1
+                    and len(pods) == 1):
+                return pods[0]
+            return None
+        return self.cluster.wait_for(ready, timeout=timeout, interval=1, what="the agent Ready")
+
+    # ------------------------------------------------------------ workers
+
+    def create_worker(self, name: str) -> None:
+        body = {"apiVersion": naming.API_VERSION, "kind": naming.KIND,
+                "metadata": {"name": name},
+                "spec": {"role": "sampler", "modelId": "e2e/turns", "memory": "2Gi",
+                         "ownerId": OWNERS[name], "podTemplate": {"name": TEMPLATE}}}
+        self.custom.create_namespaced_custom_object(naming.GROUP, naming.VERSION, NS,
+                                                    naming.PLURAL, body)
+        self.logs.follow(name, naming.pod_name(name))
+
+    def workers(self) -> dict[str, dict[str, Any]]:
+        items = self.custom.list_namespaced_custom_object(
+            naming.GROUP, naming.VERSION, NS, naming.PLURAL)["items"]
+        return {w["metadata"]["name"]: w for w in items}
+
+    def pod(self, worker: str) -> Any:
+        try:
+            return self.core.read_namespaced_pod(naming.pod_name(worker), NS)
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
+    def claims(self) -> set[str]:
+        return {str((w.get("status") or {}).get("claimName")) for w in self.workers().values()}
+
+    # ------------------------------------------------------------ what the logs say
+
+    def check(self) -> list[turn_log.Interval]:
+        spans = turn_log.all_intervals(self.logs)
+        bad = turn_log.overlaps(spans)
+        assert not bad, f"resident intervals overlap: {bad[:5]}"
+        return spans
+
+    def switches(self) -> int:
+        return turn_log.count(self.logs, "start")
+
+    def holder(self) -> str | None:
+        """The worker whose last line is a start (resident by its own account)."""
+        spans = turn_log.all_intervals(self.logs)
+        open_ = [s for s in spans if s.end == turn_log.FOREVER]
+        return open_[-1].worker if open_ else None
+
+    def go_round(self, turns: int, what: str) -> None:
+        """Wait for ``turns`` more switches, each worker among them; checking as it goes."""
+        first = self.switches()
+        since = time.monotonic()
+        seen: set[str] = set()
+        deadline = time.monotonic() + STUCK_AFTER + turns * 2
+        while True:
+            self.check()
+            for w in self.logs.workers():
+                if any(e["ev"] == "start" and e["t"] >= since for e in self.logs.events(w)):
+                    seen.add(w)
+            if self.switches() - first >= turns and seen >= set(OWNERS):
+                return
+            assert time.monotonic() < deadline, (
+                f"after {what}: {self.switches() - first} switches in "
+                f"{time.monotonic() - since:.0f}s, turns seen by {sorted(seen)} only")
+            time.sleep(0.5)
+
+    def wait_holder(self) -> str:
+        return self.cluster.wait_for(self.holder, timeout=STUCK_AFTER, interval=0.05,
+                                     what="a worker resident")
+
+
+def host_pids(match: Any) -> list[int]:
+    out = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            if match(proc, argv):
+                out.append(int(proc.name))
+        except OSError:
+            continue
+    return out
+
+
+def agent_pid() -> int:
+    pids = host_pids(lambda _, argv: any(a.endswith(b"openrl-place") for a in argv)
+                     and b"timeslicer" in argv)
+    assert len(pids) == 1, f"agent processes on the host: {pids}"
+    return pids[0]
+
+
+def worker_child_pid(pod: Any) -> int:
+    """The fake worker's child (the process taking turns) of this pod, in the host's PIDs."""
+    uid = pod.metadata.uid
+
+    def match(proc: Path, argv: list[bytes]) -> bool:
+        if not argv or not argv[0].endswith(b"python3") or b"-c" not in argv:
+            return False
+        cgroup = (proc / "cgroup").read_text()
+        if uid not in cgroup and uid.replace("-", "_") not in cgroup:
+            return False
+        nspid = next(line for line in (proc / "status").read_text().splitlines()
+                     if line.startswith("NSpid:")).split()
+        return nspid[-1] != "1"
+
+    pids = host_pids(match)
+    assert len(pids) == 1, f"worker processes of pod {pod.metadata.name}: {pids}"
+    return pids[0]
+
+
+@pytest.fixture(scope="module")
+def proof(cluster: Any) -> Iterator[Proof]:
+    can = subprocess.run(["bash", str(NODE_SH), "check"], capture_output=True, text=True,
+                         check=False)
+    if can.returncode == 4:
+        pytest.skip(can.stdout.strip())
+    if not cluster.is_local:
+        pytest.skip("the real node joins this checkout's own cluster (hack/cluster.sh)")
+    p = Proof(cluster)
+    node_sh("image", timeout=BUILD_TIMEOUT, **p.env)
+    node_sh("up", timeout=BUILD_TIMEOUT, NODE_GPU_COUNT="1", **p.env)
+    saved: dict[str, str | None] = {}
+    for other in p.core.list_node().items:
+        if other.metadata.name != NODE:
+            saved[other.metadata.name] = (other.metadata.labels or {}).get(naming.NODE_ENABLED)
+            p.core.patch_node(other.metadata.name,
+                              {"metadata": {"labels": {naming.NODE_ENABLED: None}}})
+    p.core.patch_node(NODE, {"metadata": {"labels": {
+        naming.NODE_ENABLED: "true", naming.NODE_MAX_WORKERS: str(len(OWNERS))}}})
+    try:
+        node_sh("deploy", timeout=120, **p.env)
+        old = p.custom.list_namespaced_custom_object(*RESOURCES, NS, "resourceclaims")["items"]
+        for claim in old:  # an earlier run's claims hold this pool's device
+            p.custom.delete_namespaced_custom_object(*RESOURCES, NS, "resourceclaims",
+                                                     claim["metadata"]["name"])
+        p.cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(template()))
+        p.deploy_agent()
+        p.wait_agent()
+        yield p
+    finally:
+        p.logs.stop()
+        for name in OWNERS:
+            try:
+                p.custom.delete_namespaced_custom_object(naming.GROUP, naming.VERSION, NS,
+                                                         naming.PLURAL, name)
+            except ApiException as e:
+                if e.status != 404:
+                    raise
+        try:
+            p.cluster.wait_for(lambda: not p.workers(), timeout=120, what="workers gone")
+        finally:
+            p.cluster.kubectl("delete", "namespace", AGENT_NS, "--wait=true", check=False,
+                              timeout=180)
+            p.cluster.kubectl("delete", "configmap", "-n", NS, TEMPLATE, check=False)
+            p.apps.delete_namespaced_deployment("open-rl-scheduler", NS)
+            for name, value in saved.items():
+                try:
+                    p.core.patch_node(name, {"metadata": {"labels": {naming.NODE_ENABLED: value}}})
+                except ApiException as e:
+                    if e.status != 404:
+                        raise
+            p.core.patch_node(NODE, {"metadata": {"labels": {naming.NODE_MAX_WORKERS: None}}})
+            print(node_sh("down", timeout=300, **p.env))
+    print(f"\nturns: {p.switches()} switches, {p.evictions} evictions, faults: {p.faults}")
+
+
+def test_four_workers_on_one_claim_take_turns_owners_half_each(proof: Proof) -> None:
+    for name in OWNERS:
+        proof.create_worker(name)
+
+    def all_running() -> bool:
+        ws = proof.workers()
+        return len(ws) == len(OWNERS) and all(
+            (w.get("status") or {}).get("phase") == "Running" for w in ws.values())
+    proof.cluster.wait_for(all_running, timeout=240, interval=1, what="four workers Running")
+    assert len(proof.claims()) == 1, f"the workers are on claims {proof.claims()}, not one"
+    proof.go_round(40, "the first workers arrived")
+    since = time.monotonic()
+    proof.go_round(60, "turns went round")
+    spans = proof.check()
+    share = turn_log.shares(spans, OWNERS, since, time.monotonic())
+    print(f"\nowner shares over {proof.switches()} switches: "
+          + ", ".join(f"{o} {s:.1%}" for o, s in sorted(share.items())))
+    assert abs(share["owner-a"] - 0.5) <= 0.05, share
+
+
+def test_a_worker_that_never_parks_is_evicted_and_comes_back(proof: Proof) -> None:
+    stubborn = proof.wait_holder()
+    before = proof.pod(stubborn)
+    proof.cluster.kubectl("exec", "-n", NS, before.metadata.name, "-c", "worker", "--",
+                          "touch", "/tmp/stubborn")
+
+    def replaced() -> bool:
+        now = proof.pod(stubborn)
+        return now is not None and now.metadata.uid != before.metadata.uid
+    proof.cluster.wait_for(replaced, timeout=STUCK_AFTER, interval=0.5,
+                           what=f"{stubborn}'s pod deleted for overrunning and recreated")
+    events = proof.core.list_namespaced_event(
+        NS, field_selector=f"involvedObject.name={stubborn},reason=TurnOverrun").items
+    assert events, f"no TurnOverrun Event on {stubborn}"
+    proof.evictions += 1
+    proof.faults.append("overrun")
+    assert len(proof.claims()) == 1, proof.claims()
+    proof.go_round(20, f"{stubborn} was evicted")
+
+
+def test_agent_killed_mid_turn(proof: Proof) -> None:
+    proof.wait_holder()
+    restarts = proof.wait_agent().status.container_statuses[0].restart_count
+    os.kill(agent_pid(), signal.SIGKILL)
+    proof.faults.append("agent SIGKILL")
+
+    def restarted() -> bool:
+        pods = proof.agent_pods()
+        return bool(pods) and pods[0].status.container_statuses[0].restart_count > restarts
+    proof.cluster.wait_for(restarted, timeout=120, interval=0.5, what="the agent restarted")
+    proof.go_round(20, "the agent was killed")
+
+
+def test_agent_rollout(proof: Proof) -> None:
+    proof.wait_holder()
+    old = proof.wait_agent().metadata.uid
+    proof.cluster.kubectl("rollout", "restart", "-n", AGENT_NS, f"daemonset/{AGENT}")
+    proof.faults.append("agent rollout")
+    proof.go_round(0, "the rollout began")
+    proof.cluster.wait_for(lambda: proof.wait_agent().metadata.uid != old, timeout=180,
+                           what="the new agent Ready")
+    proof.go_round(20, "the agent was rolled")
+
+
+def test_resident_worker_pod_deleted(proof: Proof) -> None:
+    holder = proof.wait_holder()
+    pod = proof.pod(holder)
+    proof.core.delete_namespaced_pod(pod.metadata.name, NS)
+    proof.faults.append("resident pod deleted")
+    proof.cluster.wait_for(lambda: (p := proof.pod(holder)) is not None
+                           and p.metadata.uid != pod.metadata.uid,
+                           timeout=STUCK_AFTER, what=f"{holder}'s pod recreated")
+    proof.go_round(20, f"{holder}'s pod was deleted while resident")
+
+
+def test_resident_worker_container_restarts(proof: Proof) -> None:
+    holder = proof.wait_holder()
+    pod = proof.pod(holder)
+    restarts = pod.status.container_statuses[0].restart_count
+    os.kill(worker_child_pid(pod), signal.SIGKILL)
+    proof.faults.append("resident container restarted")
+
+    def restarted() -> bool:
+        now = proof.pod(holder)
+        return now is not None and now.metadata.uid == pod.metadata.uid and \
+            now.status.container_statuses[0].restart_count > restarts
+    proof.cluster.wait_for(restarted, timeout=STUCK_AFTER, what=f"{holder}'s container restarted")
+    proof.go_round(20, f"{holder}'s process was killed")
+
+
+def test_long_run_every_fault_in_rounds(proof: Proof) -> None:
+    """Repeats the faults until the run has made E2E_TURN_SWITCHES switches."""
+    rounds = 0
+    while proof.switches() < SWITCHES:
+        rounds += 1
+        for fault in (test_a_worker_that_never_parks_is_evicted_and_comes_back,
+                      test_agent_killed_mid_turn, test_agent_rollout,
+                      test_resident_worker_pod_deleted, test_resident_worker_container_restarts):
+            fault(proof)
+        proof.go_round(100, f"round {rounds}")
+    spans = proof.check()
+    print(f"\n{proof.switches()} switches, {len(spans)} intervals, 0 overlapping, "
+          f"{proof.evictions} evictions, {rounds} extra rounds of faults")
