@@ -5,6 +5,10 @@ Rules:
 * A thin shell around :class:`placement.turns.TurnGroup`; it decides nothing
   the policy does not. One asyncio loop runs every group; the only timer is
   the earliest ``next_deadline()`` of any group.
+* A message costs the same however many members its group has and however
+  many groups the node has: only the members a call names (the caller, and
+  each one an action names) can change phase, so only they are published,
+  and the earliest deadline comes from a heap (``deadlines``), not a scan.
 * A member is one worker pod (one incarnation of it: a restarted container
   rejoins under a new member id). Its socket is bound inside the pod's own
   directory, which must already exist (the kubelet makes it); nothing is
@@ -34,6 +38,7 @@ from typing import Any, Protocol
 
 from placement.turns import Action, Evict, EvictReason, Grant, Phase, TurnGroup, TurnSettings, Yield
 from timeslicer import protocol
+from timeslicer.agent.deadlines import Deadlines
 from timeslicer.agent.metrics import AgentMetrics
 from timeslicer.agent.sockets import bind_in
 
@@ -98,6 +103,8 @@ class Agent:
         self.members: dict[str, Member] = {}       # by key
         self._by_id: dict[str, Member] = {}        # by policy member id
         self._timer: asyncio.TimerHandle | None = None
+        self._timer_at: float | None = None
+        self._deadlines = Deadlines()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._binding: set[asyncio.Task[None]] = set()
 
@@ -125,7 +132,7 @@ class Agent:
         if group is None:
             group = self.groups[member.group] = TurnGroup(self.settings, recovering=True)
         self._by_id[member.id] = member
-        self._apply(member.group, group.join(member.id, member.owner, self.clock()))
+        self._apply(member.group, group.join(member.id, member.owner, self.clock()), member.id)
 
     def restarted(self, key: str) -> None:
         """Its container restarted: the old incarnation is gone, a new one joins."""
@@ -148,6 +155,7 @@ class Agent:
         self._leave(member)
         if not self.groups[member.group]:
             del self.groups[member.group]
+            self._deadlines.set(member.group, None)
 
     def _leave(self, member: Member) -> None:
         self._by_id.pop(member.id, None)
@@ -158,7 +166,7 @@ class Agent:
         member = self.members.get(key)
         if member is not None:
             group = self.groups[member.group]
-            self._apply(member.group, group.holds_device(member.id, self.clock()))
+            self._apply(member.group, group.holds_device(member.id, self.clock()), member.id)
 
     def close(self) -> None:
         for member in self.members.values():
@@ -222,7 +230,8 @@ class Agent:
                 member.writer = None
                 if self.members.get(member.key) is member and member.id in self._by_id:
                     group = self.groups[member.group]
-                    self._apply(member.group, group.disconnected(member.id, self.clock()))
+                    self._apply(member.group, group.disconnected(member.id, self.clock()),
+                                member.id)
 
     def _message(self, member: Member, writer: asyncio.StreamWriter, line: bytes) -> None:
         try:
@@ -263,7 +272,7 @@ class Agent:
                 self.metrics.park.observe(now - member.yielded_at)
                 member.yielded_at = None
             actions = group.parked(member.id, now)
-        self._apply(member.group, actions)
+        self._apply(member.group, actions, member.id)
 
     def _close(self, member: Member) -> None:
         if member.writer is not None:
@@ -277,7 +286,8 @@ class Agent:
 
     # -- actions and the timer -----------------------------------------------------------
 
-    def _apply(self, name: str, actions: list[Action]) -> None:
+    def _apply(self, name: str, actions: list[Action], caller: str | None = None) -> None:
+        """Carry out a call's actions; ``caller`` is the member the call was about."""
         now = self.clock()
         for action in actions:
             member = self._by_id.get(action.member)
@@ -300,15 +310,17 @@ class Agent:
                 self.effects.evict(member, action.reason)
         group = self.groups.get(name)
         if group is not None:
-            self._publish(group, now)
+            self._publish(group, touched(caller, actions), now)
+        self._deadlines.set(name, group.next_deadline() if group is not None else None)
         self._arm()
 
-    def _publish(self, group: TurnGroup, now: float) -> None:
+    def _publish(self, group: TurnGroup, ids: list[str], now: float) -> None:
         holder = self._by_id.get(group.holder or "")
-        for view in group.views(now):
-            member = self._by_id.get(view.member)
-            if member is None:
+        for member_id in ids:
+            member = self._by_id.get(member_id)
+            if member is None or member_id not in group:
                 continue
+            view = group.view(member_id, now)
             if view.phase is Phase.WAITING and member.waiting_at is None:
                 member.waiting_at = now
             elif view.phase is not Phase.WAITING:
@@ -323,19 +335,29 @@ class Agent:
     def _arm(self) -> None:
         if self._loop is None:
             return
+        when = self._deadlines.earliest()
+        if self._timer is not None and when == self._timer_at:
+            return
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        deadlines = [d for g in self.groups.values() if (d := g.next_deadline()) is not None]
-        if deadlines:
-            delay = max(0.0, min(deadlines) - self.clock())
-            self._timer = self._loop.call_later(delay, self._tick)
+        self._timer_at = when
+        if when is not None:
+            self._timer = self._loop.call_later(max(0.0, when - self.clock()), self._tick)
 
     def _tick(self) -> None:
-        self._timer = None
+        self._timer = self._timer_at = None
         now = self.clock()
-        for name, group in list(self.groups.items()):
-            deadline = group.next_deadline()
-            if deadline is not None and deadline <= now:
+        for name in self._deadlines.due(now):
+            group = self.groups.get(name)
+            if group is not None:
                 self._apply(name, group.tick(now))
         self._arm()
+
+
+def touched(caller: str | None, actions: list[Action]) -> list[str]:
+    """The members whose phase a policy call can have changed: the one it was about and
+    those its actions name (a grant, a yield, an eviction). No other member's phase moves."""
+    ids = [caller] if caller is not None else []
+    ids += (a.member for a in actions if a.member != caller)
+    return list(dict.fromkeys(ids))
