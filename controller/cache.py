@@ -21,11 +21,15 @@ Rules:
   resolves them, and expiring one early could promise its seat twice.
 * Pods of every namespace are kept for their node's pod slots alone
   (``NODE_PODS``, filed under its own key): as ``namespace/name``, with their
-  node, phase and whether they are managed, nothing else.
-* Every change to slices, nodes, claims, workers and pods is handed to the
-  ``FleetCache``, which keeps placement's fleet current; ``view`` is what a
-  reconcile reads of it (a ``fleet_rules.FleetReading``, like the plain
-  reading's). ``lock`` serializes the watch threads, the write pool's answers
+  node, phase and whether they are managed, nothing else. Claims not ours, of
+  every namespace (``OTHER_CLAIMS``, likewise ``namespace/name``), are kept
+  for the devices they hold alone: the devices their allocation names, their
+  namespace and whether they are managed (for the watch's filter), nothing
+  else; our namespace's managed claims are kept as ``CLAIMS``.
+* Every change to slices, nodes, claims (ours and not), workers and pods is
+  handed to the ``FleetCache``, which keeps placement's fleet current;
+  ``view`` is what a reconcile reads of it (a ``fleet_rules.FleetReading``,
+  like the plain reading's). ``lock`` serializes the watch threads, the write pool's answers
   and the decision; read ``view`` under it.
 """
 
@@ -46,7 +50,7 @@ from controller.work import Waiting
 __all__ = ["Assumption", "Cache", "strip"]
 
 KINDS = (kube.WORKERS, kube.PODS, kube.CLAIMS, kube.SLICES, kube.NODES, kube.CONFIGMAPS,
-         kube.NODE_PODS, kube.DEVICE_CLASSES)
+         kube.NODE_PODS, kube.DEVICE_CLASSES, kube.OTHER_CLAIMS)
 
 
 def _rv(record: Record | None) -> int | None:
@@ -182,6 +186,7 @@ class Cache:
             kube.PODS.key: self.fleet.pod_changed,
             kube.NODE_PODS.key: self.fleet.node_pod_changed,
             kube.DEVICE_CLASSES.key: self.fleet.device_class_changed,
+            kube.OTHER_CLAIMS.key: self.fleet.foreign_claim_changed,
         }
 
     # ---------------------------------------------------------------- reading

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 
 from msgspec import Struct
@@ -46,7 +46,9 @@ from controller.fleet_reader import Hardware, read_nodes, read_slices
 from controller.fleet_rules import (
     ORPHAN_PREFIX,
     Booked,
+    claim_holder,
     committed_uids,
+    held_devices,
     live_pod_claim,
     orphan_booking,
     other_pod_node,
@@ -103,6 +105,10 @@ class FleetCache:
         self._closing: dict[str, ClaimView] = {}  # being deleted: booked until gone
         self._bookings: dict[str, Booked] = {}  # holder -> its booking
         self._pool_nodes: dict[str, str] = {}
+        # Claims not ours: what each holds ((pool, device)), and per pool each held
+        # device's holders (sorted; the first names it): a small record, never the claim
+        self._foreign: dict[str, tuple[tuple[str, str], ...]] = {}
+        self._taken: dict[str, dict[str, tuple[str, ...]]] = {}
         self._slices: dict[str, tuple[str, str]] = {}  # slice -> (pool, node) it names
         self._pool_slices: dict[str, set[str]] = {}
         self._node_pools: dict[str, Counter[str]] = {}  # node -> pools naming it (slice count)
@@ -162,6 +168,32 @@ class FleetCache:
         for pool in sorted(self._pool_slices):
             nodes |= self._reread_pool(pool)
         for node in sorted((nodes | set(self._hardware)) - {""}):
+            self._reread_hardware(node)
+
+    def foreign_claim_changed(self, name: str, obj: Obj | None) -> None:
+        """A claim not ours (``namespace/name``): the devices it holds, and with them
+        the counters those consume, are taken or given back."""
+        old = self._foreign.pop(name, ())
+        new = tuple(sorted(set(held_devices(obj, self.driver)))) if obj is not None else ()
+        if new:
+            self._foreign[name] = new
+        if old == new:
+            return
+        holder = claim_holder(obj) if obj is not None else name
+        for (pool, device), step in [*((d, -1) for d in old), *((d, 1) for d in new)]:
+            devices = self._taken.setdefault(pool, {})
+            rest = tuple(h for h in devices.get(device, ()) if h != holder)
+            rest = tuple(sorted((*rest, holder))) if step > 0 else rest
+            if rest:
+                devices[device] = rest
+            else:
+                devices.pop(device, None)
+            if not devices:
+                del self._taken[pool]
+        nodes: set[str] = set()
+        for pool in sorted({pool for pool, _ in (*old, *new)} & set(self._pool_slices)):
+            nodes |= self._reread_pool(pool)
+        for node in sorted(nodes - {""}):
             self._reread_hardware(node)
 
     def node_changed(self, name: str, obj: Obj | None) -> None:
@@ -278,7 +310,7 @@ class FleetCache:
         before = {self._pool_nodes[pool]} if pool in self._pool_nodes else set()
         names = sorted(self._pool_slices.get(pool, ()))
         slices = self._objs(kube.SLICES, names)
-        _, pool_nodes, notes = read_slices(slices, self.driver, self._selector)
+        _, pool_nodes, notes = self._read(slices, [pool])
         self._pool_notes.pop(pool, None)
         if notes:
             self._pool_notes[pool] = notes
@@ -288,6 +320,14 @@ class FleetCache:
         named = {self._slices[s][1] for s in names}
         return before | named | set(pool_nodes.values())
 
+    def _read(self, slices: list[Obj], pools: Iterable[str],
+              ) -> tuple[dict[str, Hardware], dict[str, str], list[str]]:
+        """``read_slices`` with the class's selector and what claims not ours hold of
+        these pools."""
+        taken = {pool: {device: holders[0] for device, holders in self._taken[pool].items()}
+                 for pool in pools if pool in self._taken}
+        return read_slices(slices, self.driver, self._selector, taken)
+
     def _objs(self, res: kube.Resource, names: list[str]) -> list[Obj]:
         found = (self._lookup(res, name) for name in names)
         return [obj for obj in found if obj is not None]
@@ -296,7 +336,7 @@ class FleetCache:
         pools = self._node_pools.get(node, Counter())
         slices = self._objs(kube.SLICES, [s for pool in sorted(pools)
                                           for s in sorted(self._pool_slices.get(pool, ()))])
-        hardware, _, _ = read_slices(slices, self.driver, self._selector)
+        hardware, _, _ = self._read(slices, pools)
         if node in hardware:
             self._hardware[node] = hardware[node]
         else:

@@ -33,6 +33,10 @@ Rules:
   each device consumes) is read once per version of the slice
   (``slice_devices``, kept by the selector); the claims not ours and the
   counters' balance are applied on every read of the pool.
+* Claims not ours (``foreign_claim``): every claim but the managed ones of
+  our namespace, whatever its namespace -- DRA will not hand a device another
+  claim holds to ours. Of each only the devices its allocation holds are read
+  (``held_devices``); a device several hold is named with the first by name.
 * Pod slots: a pod takes one of its node's slots from the moment it is bound
   until it finishes. Workers take theirs through their bookings (placement
   counts those), so a node's slots for workers are its allocatable ``pods``
@@ -64,10 +68,10 @@ from controller.selectors import DeviceSelector
 from placement import Booking, Claim, Fleet, Node
 from placement.quantity import QuantityError, parse_quantity
 
-__all__ = ["Booked", "FleetReading", "LeftOut", "committed_uids", "device_memory",
-           "device_product", "left_out_warnings", "live_pod_claim", "orphan_booking",
-           "other_pod_node", "placement_claim", "pool_devices", "seats_total", "seats_used",
-           "slice_devices",
+__all__ = ["Booked", "FleetReading", "LeftOut", "claim_holder", "committed_uids",
+           "device_memory", "device_product", "foreign_claim", "held_devices",
+           "left_out_warnings", "live_pod_claim", "orphan_booking", "other_pod_node",
+           "placement_claim", "pool_devices", "seats_total", "seats_used", "slice_devices",
            "taken_devices", "worker_booking", "worker_pod_slots"]
 
 ORPHAN_PREFIX = "pod/"
@@ -390,17 +394,38 @@ def left_out_warnings(node: str, left_out: Iterable[LeftOut]) -> list[str]:
             for reason, names in sorted(by_reason.items())]
 
 
+def foreign_claim(claim: Obj, namespace: str) -> bool:
+    """Whether a claim is not ours. Ours are the managed claims of our namespace, read
+    whole by their own watch; any other claim, of any namespace (another install's
+    managed ones too), holds what DRA allocated it for someone else."""
+    return not ((claim.get("metadata") or {}).get("namespace") == namespace
+                and labels_of(claim).get(naming.LABEL_MANAGED) == "true")
+
+
+def claim_holder(claim: Obj) -> str:
+    """``namespace/name``, as a claim not ours is named where it holds a device (its
+    cache record is named so already)."""
+    name = name_of(claim)
+    return name if "/" in name else f"{(claim.get('metadata') or {}).get('namespace', '')}/{name}"
+
+
+def held_devices(claim: Obj, driver: str) -> list[tuple[str, str]]:
+    """(pool, device) of each device of the driver the claim's allocation holds."""
+    allocation = (claim.get("status") or {}).get("allocation") or {}
+    return [(str(result.get("pool") or ""), str(result.get("device") or ""))
+            for result in (allocation.get("devices") or {}).get("results") or []
+            if result.get("driver", driver) == driver]
+
+
 def taken_devices(claims: Iterable[Obj], driver: str) -> dict[str, dict[str, str]]:
-    """Per pool, its devices allocated to claims that are not ours, each to the claim's
-    ``namespace/name`` (a managed claim's devices are booked through placement)."""
+    """Per pool, its devices allocated to these claims (the caller's: claims not ours,
+    ``foreign_claim``), each to the claim holding it; a device several hold (one allowing
+    multiple allocations) is named with the first of them by name."""
     taken: dict[str, dict[str, str]] = {}
     for claim in claims:
-        if labels_of(claim).get(naming.LABEL_MANAGED) == "true":
-            continue
-        allocation = (claim.get("status") or {}).get("allocation") or {}
-        holder = f"{(claim.get('metadata') or {}).get('namespace', '')}/{name_of(claim)}"
-        for result in (allocation.get("devices") or {}).get("results") or []:
-            if result.get("driver", driver) == driver:
-                taken.setdefault(str(result.get("pool") or ""), {})[
-                    str(result.get("device") or "")] = holder
+        holder = claim_holder(claim)
+        for pool, device in held_devices(claim, driver):
+            devices = taken.setdefault(pool, {})
+            if device not in devices or holder < devices[device]:
+                devices[device] = holder
     return taken

@@ -7,8 +7,9 @@ Rules:
 * The fleet comes from ``fleet_reader.build_fleet`` over one LIST of each kind
   the controller watches (its driver's ResourceSlices, the DeviceClass, nodes,
   managed claims, workers, managed pods, and every namespace's other pods for
-  the nodes' pod slots), plus every namespace's claims that are not ours (the
-  devices they hold): the controller's own reading rules, not a copy.
+  the nodes' pod slots, and every namespace's claims that are not ours -- all
+  but our namespace's managed ones -- for the devices they hold): the
+  controller's own reading rules, not a copy.
 * A cluster that cannot be reached, or refuses the reads, is ``Unreachable``:
   the commands print one line and exit 2.
 """
@@ -25,6 +26,7 @@ from kubernetes.config import ConfigException
 from controller import kube, naming
 from controller.cache import strip
 from controller.fleet_reader import FleetView, build_fleet
+from controller.fleet_rules import foreign_claim
 from controller.objects import Obj, Worker, age_order, annotations_of, created_at, name_of
 
 __all__ = [
@@ -120,7 +122,8 @@ def _other_claims(api: kube.Kube) -> tuple[list[Obj], str]:
     """Every namespace's claims that are not ours, for the devices they hold; where this
     identity may not list them, none, and a note saying so."""
     try:
-        return api.list(kube.OTHER_CLAIMS, label_selector=f"{naming.LABEL_MANAGED}!=true"), ""
+        return [claim for claim in api.list(kube.OTHER_CLAIMS)
+                if foreign_claim(claim, api.namespace)], ""
     except kube.Forbidden:
         return [], ("claims of other namespaces not readable: devices they hold (and the "
                     "counters they consume) count as free")

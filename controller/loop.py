@@ -92,7 +92,8 @@ class Controller:
         with memory.collection_paused() as pause:
             synced = []
             for feed in feeds(self.queue, self.settings.device_driver, self._enabled,
-                              device_class=self.settings.device_class):
+                              device_class=self.settings.device_class,
+                              namespace=self.settings.namespace):
                 done = threading.Event()
                 watcher = Watcher(self.api, feed, self.cache, stop, done)
                 watcher.start()

@@ -103,6 +103,27 @@ def _claim(obj: Obj) -> Obj:
     }
 
 
+def _foreign_claim(obj: Obj) -> Obj:
+    # A claim not ours, of any namespace: only the devices its allocation holds (their
+    # counters are the slices' to say). Named namespace/name: claims of every namespace
+    # share a store; its namespace and managed mark are kept for the watch's filter.
+    m = meta(obj)
+    name, namespace = str(m.get("name", "")), m.get("namespace", "")
+    kept: Obj = {"name": name if "/" in name else f"{namespace}/{name}"}
+    for key in ("namespace", "uid", "resourceVersion"):
+        if key in m:
+            kept[key] = m[key]
+    if (m.get("labels") or {}).get(naming.LABEL_MANAGED) == "true":
+        kept["labels"] = {naming.LABEL_MANAGED: "true"}
+    allocation = (obj.get("status") or {}).get("allocation") or {}
+    results = [{k: r[k] for k in ("driver", "pool", "device") if k in r}
+               for r in (allocation.get("devices") or {}).get("results") or []]
+    out: Obj = {"metadata": kept}
+    if results:
+        out["status"] = {"allocation": {"devices": {"results": results}}}
+    return out
+
+
 # What a device's reading needs: its capacity and attributes whole (the class's
 # selectors may read any of them), its taints, the counters it consumes.
 _DEVICE_FIELDS = ("taints", "consumesCounters", "allowMultipleAllocations")
@@ -177,6 +198,7 @@ _STRIP: dict[str, Callable[[Obj], Obj]] = {
     kube.PODS.key: _pod, kube.CLAIMS.key: _claim, kube.SLICES.key: _slice,
     kube.NODES.key: _node, kube.WORKERS.key: _worker,
     kube.CONFIGMAPS.key: _config_map, kube.NODE_PODS.key: _node_pod,
+    kube.OTHER_CLAIMS.key: _foreign_claim,
 }
 
 
@@ -424,6 +446,7 @@ _RAWS: dict[str, type[Struct]] = {
     kube.PODS.key: RawPod, kube.CLAIMS.key: RawClaim, kube.SLICES.key: RawSlice,
     kube.NODES.key: RawNode, kube.WORKERS.key: RawWorker,
     kube.CONFIGMAPS.key: RawConfigMap, kube.NODE_PODS.key: RawPod,
+    kube.OTHER_CLAIMS.key: RawClaim,
 }
 
 

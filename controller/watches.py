@@ -23,6 +23,9 @@ Rules:
     also wakes the workers whose pods it is reserved for;
   - a ResourceSlice of the driver changed (a taint gone included): wake-all;
   - the configured DeviceClass changed (its selectors): wake-all;
+  - a claim not ours (any namespace; every claim but our managed ones)
+    allocated, deallocated or deleted: wake-all, since the devices it held,
+    and the counters they consumed, may be free again;
   - a node's openrl.io labels, allocatable memory or allocatable pods
     changed: wake-all;
   - a pod other than a worker's left an enabled node (finished, deleted):
@@ -42,6 +45,7 @@ from typing import Any
 
 from controller import kube, naming
 from controller.cache import Cache
+from controller.fleet_rules import foreign_claim
 from controller.logs import kv
 from controller.objects import Obj, controller_owner, meta, name_of, pod_node, pod_phase
 from controller.queue import WorkQueue
@@ -228,15 +232,22 @@ def _node_signature(obj: Obj) -> Hashable:
             allocatable.get("pods"))
 
 
+def _foreign_claim_signature(obj: Obj) -> Hashable:
+    allocation = (obj.get("status") or {}).get("allocation") or {}
+    return meta(obj).get("uid"), repr((allocation.get("devices") or {}).get("results"))
+
+
 def _node_pod_signature(obj: Obj) -> Hashable:
     return (pod_node(obj), pod_phase(obj), bool(meta(obj).get("labels")))
 
 
 def feeds(queue: WorkQueue, driver: str,
           enabled: Callable[[str], bool] = lambda _node: True, *,
-          device_class: str | None = None) -> list[Feed]:
+          device_class: str | None = None, namespace: str | None = None) -> list[Feed]:
     """The watches' feeds; ``enabled`` says whether placement knows a node;
-    ``device_class``: the DeviceClass whose selectors pick the devices (None: unwatched)."""
+    ``device_class``: the DeviceClass whose selectors pick the devices (None: unwatched);
+    ``namespace``: ours, whose managed claims are the only ones not foreign (None: claims
+    not ours unwatched)."""
     def wake(*_: Any) -> None:
         queue.add(WAKE, after=WAKE_DELAY, order=HOUSEKEEPING_ORDER)
 
@@ -273,6 +284,18 @@ def feeds(queue: WorkQueue, driver: str,
                 if consumer.get("resource") == "pods" and pod.startswith("orw-"):
                     queue.add(pod.removeprefix("orw-"))
 
+    def on_foreign_claim(kind: str, _obj: Obj) -> None:
+        # Devices given back (deallocated, deleted) may seat a pending worker; devices
+        # taken seat nobody, but the two are one signature: a wake either way.
+        if kind != "ADDED":
+            wake()
+
+    # Every namespace's claims but our managed ones, for the devices they hold: no
+    # server-side selector says that (a namespace or a label alone would miss another
+    # install's managed claims, or unmanaged ones beside ours), so the feed filters.
+    foreign = ([Feed(kube.OTHER_CLAIMS, _foreign_claim_signature, on_foreign_claim,
+                     accept=lambda o: foreign_claim(o, namespace))]
+               if namespace is not None else [])
     # The class first: a cache that has its selectors when the slices come reads each
     # pool once, not once without them and again when the class arrives.
     classes = ([Feed(kube.DEVICE_CLASSES, lambda o: repr((o.get("spec") or {}).get("selectors")),
@@ -289,4 +312,5 @@ def feeds(queue: WorkQueue, driver: str,
         Feed(kube.CONFIGMAPS, lambda o: meta(o).get("resourceVersion"), lambda *_: None),
         Feed(kube.NODE_PODS, _node_pod_signature, on_node_pod,
              label_selector=naming.OTHER_PODS_LABELS, field_selector=naming.OTHER_PODS_FIELDS),
+        *foreign,
     ]

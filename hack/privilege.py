@@ -10,8 +10,10 @@ expected, what the API server answered.
   create, get, list, watch and delete OpenRLWorkers and read their status; is
   refused pods, claims, ConfigMaps, Secrets, status writes, other namespaces.
 * scheduler (open-rl-scheduler, as the controller runs): reads no Secrets,
-  writes nothing outside its namespace or in cluster scope, and even it
-  cannot create a privileged pod in its namespace (Pod Security admission).
+  writes nothing outside its namespace or in cluster scope (it lists and
+  watches every namespace's pods and claims, and may do no more with them
+  there), and even it cannot create a privileged pod in its namespace (Pod
+  Security admission).
 * admin: a privileged pod created directly in the openrl namespace (labelled
   from manifests/base/namespace.yaml) is refused by admission.
 * time-slicer agent (manifests/timeslicer's RBAC and admission policy, with a
@@ -81,6 +83,7 @@ from hack.lib.names import (
 )
 
 ALLOWED, RBAC, ADMISSION = "allowed", "refused", "refused by admission"
+CLAIMS_API = ("resource.k8s.io", "v1", "resourceclaims")  # group, version, plural
 EVIL_SPEC: dict[str, Any] = {
     "serviceAccountName": SCHEDULER, "hostNetwork": True, "hostPID": True,
     "containers": [{"name": "worker", "image": "registry.example/evil:1",
@@ -229,8 +232,22 @@ def scheduler_rows(inst: Install, other: str) -> list[Row]:
          lambda: core.delete_collection_namespaced_pod(other)),
         ("read pods/log in another namespace", RBAC,
          lambda: core.read_namespaced_pod_log("anything", other)),
+        # Claims of every namespace are listed and watched for the devices they
+        # hold; outside its namespace it may read no more and write none.
+        ("list resourceclaims in every namespace", ALLOWED,
+         lambda: custom.list_cluster_custom_object(*CLAIMS_API, limit=1)),
+        ("watch resourceclaims in every namespace", ALLOWED,
+         lambda: _released(custom.list_cluster_custom_object(
+             *CLAIMS_API, watch=True, timeout_seconds=1, _preload_content=False))),
+        ("get a resourceclaim in another namespace", RBAC,
+         lambda: api.get(CLAIMS, "anything", namespace=other)),
         ("create resourceclaims in another namespace", RBAC,
          lambda: api.create(CLAIMS, claim_body("sched-out"), namespace=other)),
+        ("patch resourceclaims in another namespace", RBAC,
+         lambda: api.patch(CLAIMS, "anything", {"metadata": {"labels": {"x": "y"}}},
+                           namespace=other)),
+        ("delete resourceclaims in another namespace", RBAC,
+         lambda: api.delete(CLAIMS, "anything", namespace=other)),
         ("create configmaps in another namespace", RBAC,
          lambda: api.create(CONFIGMAPS, {"metadata": {"name": "sched-out"}, "data": {}},
                             namespace=other)),
@@ -259,6 +276,11 @@ def admin_rows(inst: Install) -> list[Row]:
     pod["spec"]["hostNetwork"] = True
     return [_row("admin", f"create a privileged pod in {name}", ADMISSION,
                  lambda: admin.create(PODS, pod, namespace=name))]
+
+
+def _released(response: Any) -> None:
+    """A watch that opened: its connection back to the pool, the stream unread."""
+    response.release_conn()
 
 
 def _row(who: str, what: str, expected: str, call: Callable[[], Any]) -> Row:

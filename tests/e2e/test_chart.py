@@ -144,6 +144,9 @@ def test_install_lead_upgrade_uninstall(cluster: Any, release: Release, gpu_node
     role = rbac.read_namespaced_role(sched, ns)
     assert [r.resource_names for r in role.rules if r.resource_names] == [["open-rl-scheduler"]]
     assert rbac.read_cluster_role_binding(sched).subjects[0].namespace == ns
+    # Every namespace's claims read (the devices they hold), never written there
+    assert {verb for rule in rbac.read_cluster_role(sched).rules
+            if "resourceclaims" in rule.resources for verb in rule.verbs} == {"list", "watch"}
     assert apps.read_namespaced_deployment(sched, ns).spec.replicas == 0
     for role_name in ("trainer", "sampler"):
         assert core.read_namespaced_config_map(f"openrl-template-{role_name}", ns)

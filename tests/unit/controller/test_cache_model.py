@@ -111,7 +111,8 @@ def read(objects: dict[str, dict[str, Obj]]) -> FleetView:
     return build_fleet(slices=of(kube.SLICES), nodes=of(kube.NODES), claims=of(kube.CLAIMS),
                        workers=[Worker.from_obj(o) for o in of(kube.WORKERS)],
                        pods=of(kube.PODS), driver=DRIVER, node_pods=of(kube.NODE_PODS),
-                       device_class=objects.get(kube.DEVICE_CLASSES.key, {}).get(CLASS))
+                       device_class=objects.get(kube.DEVICE_CLASSES.key, {}).get(CLASS),
+                       foreign_claims=of(kube.OTHER_CLAIMS))
 
 
 class Listener:
@@ -129,6 +130,13 @@ class Listener:
 
 def rebuilt(objects: dict[str, dict[str, Obj]]) -> Fleet:
     return read(objects).fleet
+
+
+def ours(objects: dict[str, dict[str, Obj]]) -> dict[str, dict[str, Obj]]:
+    """The objects without the claims not ours: what our own promises are held to (a
+    claim of another namespace may take a device the cache has not yet heard of, which
+    DRA then refuses ours; that is the race the watch narrows, not a promise broken)."""
+    return {**objects, kube.OTHER_CLAIMS.key: {}}
 
 
 def over_promised(fleet: Fleet) -> list[str]:
@@ -155,7 +163,7 @@ class CacheModel(RuleBasedStateMachine):
         self.rv = 0
         # By key: the managed pods and every namespace's (NODE_PODS) share a plural.
         kinds = (kube.SLICES, kube.NODES, kube.CLAIMS, kube.WORKERS, kube.PODS, kube.NODE_PODS,
-                 kube.DEVICE_CLASSES)
+                 kube.DEVICE_CLASSES, kube.OTHER_CLAIMS)
         self.server: dict[str, dict[str, Obj]] = {r.key: {} for r in kinds}
         self.resources = {r.key: r for r in kinds}
         self.pending: list[tuple[Kind, str, Obj]] = []  # sent by the server, not yet heard
@@ -291,6 +299,63 @@ class CacheModel(RuleBasedStateMachine):
     def other_pod_ends(self, data: st.DataObject) -> None:
         """It finishes (the server's selection then drops it) or is deleted."""
         self._end_pod(data, kube.NODE_PODS, "Failed")
+
+    @rule(data=st.data(), where=st.sampled_from([("team", False), ("ns", False),
+                                                  ("elsewhere", True)]),
+          allocated=st.booleans())
+    def foreign_claim_created(self, data: st.DataObject, where: tuple[str, bool],
+                              allocated: bool) -> None:
+        """A claim not ours: of another namespace, unmanaged beside ours, or another
+        install's managed one; allocated at once, or not yet."""
+        namespace, managed = where
+        claim: Obj = {"metadata": {"name": f"fc{self.rv}", "namespace": namespace,
+                                   "uid": f"fc-uid-{self.rv}"}}
+        if managed:
+            claim["metadata"]["labels"] = {"openrl.io/managed": "true"}
+        if allocated:
+            claim["status"] = self._foreign_allocation(data)
+        self._send(kube.OTHER_CLAIMS, "ADDED", claim)
+
+    @rule(data=st.data(), gone=st.booleans())
+    def foreign_claim_allocated_or_released(self, data: st.DataObject, gone: bool) -> None:
+        """DRA allocates it some free devices; or it lets them go: deallocated, or
+        deleted."""
+        names = sorted(self.server[kube.OTHER_CLAIMS.key])
+        if not names:
+            return
+        claim = self.server[kube.OTHER_CLAIMS.key][data.draw(st.sampled_from(names))]
+        if gone:
+            self._send(kube.OTHER_CLAIMS, "DELETED", claim)
+        elif claim.get("status"):
+            self._send(kube.OTHER_CLAIMS, "MODIFIED", {**claim, "status": {}})
+        else:
+            self._send(kube.OTHER_CLAIMS, "MODIFIED",
+                       {**claim, "status": self._foreign_allocation(data)})
+
+    def _foreign_allocation(self, data: st.DataObject) -> Obj:
+        """Devices of one pool that no claim not ours holds, and (by count) none of ours:
+        DRA would hand them out. Sometimes of another driver, or none."""
+        results: list[Obj] = []
+        slices = sorted(self.server[kube.SLICES.key].values(), key=lambda o: o["metadata"]["name"])
+        if slices:
+            pool = data.draw(st.sampled_from(slices))
+            node = pool["spec"]["nodeName"]
+            held = {(r.get("pool"), r.get("device"))
+                    for c in self.server[kube.OTHER_CLAIMS.key].values()
+                    for r in c.get("status", {}).get("allocation", {}).get("devices", {}).get(
+                        "results", [])}
+            free = [d["name"] for d in pool["spec"]["devices"] if (node, d["name"]) not in held]
+            promised = rebuilt(self._truth())
+            spare = next((promised.free_devices(n.name) for n in promised.nodes
+                          if n.name == node), len(free))
+            take = data.draw(st.lists(st.sampled_from(free), unique=True,
+                                      max_size=min(spare, 2))) if free else []
+            results = [{"driver": DRIVER, "pool": node, "device": d, "request": "r"}
+                       for d in take]
+            if data.draw(st.booleans()):
+                results.append({"driver": "other.example.com", "pool": node,
+                                "device": "gpu-0", "request": "r"})
+        return {"allocation": {"devices": {"results": results}}}
 
     @rule()
     def dra_catches_up(self) -> None:
@@ -460,7 +525,7 @@ class CacheModel(RuleBasedStateMachine):
 
     @invariant()
     def no_seat_promised_twice(self) -> None:
-        assert over_promised(rebuilt(self._truth())) == []
+        assert over_promised(rebuilt(ours(self._truth()))) == []
 
     @invariant()
     def heard_everything_means_equal_to_the_server(self) -> None:

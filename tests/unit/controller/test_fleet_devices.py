@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from controller import kube
+from controller.cache import Cache, strip
 from controller.fleet_reader import build_fleet, read_slices
 from controller.queue import WorkQueue
 from controller.selectors import DeviceSelector
@@ -180,3 +181,62 @@ def test_a_taint_going_away_or_the_class_changing_wakes_the_waiting_workers() ->
     queue._due.clear()
     classes.event("ADDED", {"metadata": {"name": "another-class"}, "spec": {}})
     assert queue._due == {}  # not the configured class
+
+
+def test_a_claim_of_another_namespace_takes_its_devices_until_it_lets_them_go() -> None:
+    """The scheduler's cache hears every namespace's claims but its own managed ones; a
+    device such a claim holds is not free, and wakes the waiting workers when let go."""
+    queue = WorkQueue()
+    cache = Cache(DRIVER, device_class=DRIVER)
+    by_kind = {feed.resource.key: feed
+               for feed in feeds(queue, DRIVER, device_class=DRIVER, namespace="openrl")}
+    foreign = by_kind[kube.OTHER_CLAIMS.key]
+
+    def hear(res: kube.Resource, kind: str, obj: dict[str, Any]) -> None:
+        stripped = strip(res, obj)
+        cache.event(res, kind, stripped, stripped=True)
+        if res.key in by_kind:
+            by_kind[res.key].event(kind, stripped)
+
+    hear(kube.DEVICE_CLASSES, "ADDED", GPU_CLASS)
+    hear(kube.NODES, "ADDED", node_obj("h100"))
+    hear(kube.SLICES, "ADDED", {**nv_slice("h100", [device(f"gpu-{i}", "gpu", "80Gi")
+                                                   for i in range(2)]),
+                                "metadata": {"name": "h100-gpu", "resourceVersion": "1"}})
+    assert cache.view.nodes["h100"].devices == 2
+    inference = {"metadata": {"name": "inference", "namespace": "team", "uid": "u1",
+                              "resourceVersion": "2"}}
+    hear(kube.OTHER_CLAIMS, "ADDED", inference)  # not allocated yet: holds nothing
+    assert cache.view.nodes["h100"].devices == 2
+    allocated = {**inference, "metadata": {**inference["metadata"], "resourceVersion": "3"},
+                 "status": {"allocation": {"devices": {"results": [
+                     {"driver": DRIVER, "pool": "h100", "device": "gpu-1",
+                      "request": "gpu"}]}}}}
+    queue._due.clear()
+    hear(kube.OTHER_CLAIMS, "MODIFIED", allocated)
+    assert cache.view.nodes["h100"].devices == 1
+    assert ("node h100: 1 device left out (gpu-1): allocated to claim team/inference"
+            in cache.view.warnings)
+    stored = cache.get(kube.OTHER_CLAIMS, "team/inference")
+    assert stored == {"metadata": {"name": "team/inference", "namespace": "team",
+                                   "uid": "u1", "resourceVersion": "3"},
+                      "status": {"allocation": {"devices": {"results": [
+                          {"driver": DRIVER, "pool": "h100", "device": "gpu-1"}]}}}}
+    queue._due.clear()
+    hear(kube.OTHER_CLAIMS, "MODIFIED", {**inference, "metadata": {
+        **inference["metadata"], "resourceVersion": "4"}})  # deallocated
+    assert cache.view.nodes["h100"].devices == 2
+    assert WAKE in queue._due
+    hear(kube.OTHER_CLAIMS, "MODIFIED", {**allocated, "metadata": {
+        **allocated["metadata"], "resourceVersion": "5"}})
+    queue._due.clear()
+    hear(kube.OTHER_CLAIMS, "DELETED", {**allocated, "metadata": {
+        **allocated["metadata"], "resourceVersion": "6"}})
+    assert cache.view.nodes["h100"].devices == 2
+    assert WAKE in queue._due
+    ours = {"metadata": {"name": "c-1", "namespace": "openrl",
+                         "labels": {"openrl.io/managed": "true"}}}
+    assert not foreign.accept(strip(kube.OTHER_CLAIMS, ours))  # read whole as CLAIMS
+    for other in ({**ours, "metadata": {**ours["metadata"], "namespace": "elsewhere"}},
+                  {"metadata": {"name": "c-2", "namespace": "openrl"}}):
+        assert foreign.accept(strip(kube.OTHER_CLAIMS, other))  # another install's; unmanaged

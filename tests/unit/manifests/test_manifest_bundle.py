@@ -279,6 +279,9 @@ CLUSTER = {
     ("", "pods"): {"list", "watch"},
     ("resource.k8s.io", "resourceslices"): {"get", "list", "watch"},
     ("resource.k8s.io", "deviceclasses"): {"get", "list", "watch"},
+    # Every namespace's claims, for the devices they hold: list and watch only (claims
+    # are written in the scheduler's namespace alone, by the Role).
+    ("resource.k8s.io", "resourceclaims"): {"list", "watch"},
 }
 READ = {"get", "list", "watch"}
 
