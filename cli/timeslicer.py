@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from controller import logs
 from placement.turns import TurnSettings
 from timeslicer.agent import Options, run
 
@@ -52,10 +53,12 @@ def _address(ctx: click.Context, param: click.Parameter, value: str) -> tuple[st
               help="No Kubernetes: DIR/<group>/<member>/turn.sock, owner from .../owner.")
 @click.option("--nvml", type=click.Choice(["auto", "off"]), default="auto", show_default=True,
               help="The device-memory check (auto: on where NVML loads).")
+@click.option("--log-format", envvar="TIMESLICER_LOG_FORMAT", type=click.Choice(["json", "text"]),
+              default="json", show_default=True, help="One JSON object per line, or text.")
 @click.option("--kubeconfig", envvar="KUBECONFIG", default=None, hidden=True)
 def command(node: str, kubelet_root: Path, quantum: float, min_resident: float,
             yield_grace: float, metrics_address: tuple[str, int] | None, local: Path | None,
-            nvml: str, kubeconfig: str | None) -> None:
+            nvml: str, log_format: str, kubeconfig: str | None) -> None:
     """The node agent: one resident worker per shared claim on this node."""
     try:
         settings = TurnSettings(quantum, min_resident, yield_grace)
@@ -65,6 +68,7 @@ def command(node: str, kubelet_root: Path, quantum: float, min_resident: float,
         raise click.UsageError("--node (or NODE_NAME) is needed unless --local is given")
     if local is not None and not local.is_dir():
         raise click.UsageError(f"--local {local}: not a directory")
+    logs.configure(log_format)
     run(Options(settings, node=node, kubelet_root=kubelet_root, local=local,
                 metrics_address=metrics_address, nvml=nvml == "auto",
                 kubeconfig=kubeconfig.split(":")[0] if kubeconfig else None))

@@ -55,12 +55,14 @@ class Recorder:
         # may not have before the next '.' (a 253-character worker name lost its Events).
         head = str(meta.get("name", "worker"))[:200].rstrip(".-") or "worker"
         name = f"{head}.{uuid.uuid4().hex[:16]}"
+        # The worker's namespace, not the API's default: the agent's default is its own.
+        namespace = str(meta.get("namespace") or self.api.namespace)
         body = {
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",
             "metadata": {
                 "name": name,
-                "namespace": meta.get("namespace") or self.api.namespace,
+                "namespace": namespace,
             },
             "eventTime": format_micro_time(when),
             "type": event_type,
@@ -78,7 +80,7 @@ class Recorder:
             },
         }
         try:
-            self.api.create(kube.EVENTS, body)
+            self.api.create(kube.EVENTS, body, namespace=namespace)
         except kube.KubeError as exc:
             log.warning("could not record event", extra={"fields": {
                 "worker": meta.get("name"), "reason": reason, "error": str(exc)}})

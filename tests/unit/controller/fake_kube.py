@@ -158,6 +158,11 @@ class FakeKube:
 
     def create(self, res: kube.Resource, body: Obj, *, namespace: str | None = None) -> Obj:
         self._count("create", res)
+        stated = body["metadata"].get("namespace")
+        if res.namespaced and stated and stated != (namespace or self.namespace):
+            # As the server does: the object's namespace must be the request's.
+            raise kube.KubeError(400, "BadRequest", "the namespace of the provided object "
+                                 "does not match the namespace sent on the request")
         if self.key(res, body["metadata"]["name"], namespace) in self.objects:
             raise kube.AlreadyExists(409, "AlreadyExists", f"{body['metadata']['name']} exists")
         body = copy.deepcopy(body)

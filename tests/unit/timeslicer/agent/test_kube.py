@@ -55,10 +55,13 @@ def test_watch_events_become_members_grouped_by_the_exact_claim(tmp_path: Path) 
 
 def test_an_eviction_deletes_with_the_uid_precondition_and_records_an_event(
         tmp_path: Path) -> None:
-    api = FakeKube(namespace="team")
+    # The agent's own namespace is not the workers': the pod, its worker and the Event
+    # are all in the worker's.
+    api = FakeKube(namespace="openrl-timeslicer")
     body = pod("orw-a", "u1", "c", "o")
-    api.put(kube.PODS, body)
-    api.put(kube.WORKERS, {"metadata": {"name": "a", "uid": "w-u1"}})
+    api.put(kube.PODS, body, "team")
+    api.put(kube.WORKERS, {"metadata": {"name": "a", "uid": "w-u1"}}, "team")
+    key = api.key(kube.PODS, "orw-a", "team")
 
     async def story() -> None:
         effects = NodeEffects(api, "n1", lambda f: f())
@@ -66,17 +69,18 @@ def test_an_eviction_deletes_with_the_uid_precondition_and_records_an_event(
         NodePods(agent, tmp_path).relist([body])
         member = agent.members["u1"]
         # A newer pod of the same name is never hit: the UID must match.
-        api.objects[api.key(kube.PODS, "orw-a", "team")]["metadata"]["uid"] = "newer"
+        api.objects[key]["metadata"]["uid"] = "newer"
         effects.evict(member, EvictReason.TURN_OVERRUN)
-        assert api.obj(kube.PODS, "orw-a") is not None
-        assert "deletionTimestamp" not in api.obj(kube.PODS, "orw-a")["metadata"]
+        assert api.objects[key] is not None
+        assert "deletionTimestamp" not in api.objects[key]["metadata"]
         assert api.all(kube.EVENTS) == []
-        api.objects[api.key(kube.PODS, "orw-a", "team")]["metadata"]["uid"] = "u1"
+        api.objects[key]["metadata"]["uid"] = "u1"
         effects.evict(member, EvictReason.TURN_OVERRUN)
-        assert "deletionTimestamp" in api.obj(kube.PODS, "orw-a")["metadata"]
+        assert "deletionTimestamp" in api.objects[key]["metadata"]
         [event] = api.all(kube.EVENTS)
         assert event["reason"] == "TurnOverrun" and event["type"] == "Warning"
         assert event["regarding"]["name"] == "a" and "n1" in event["note"]
+        assert event["metadata"]["namespace"] == "team"
         agent.close()
 
     asyncio.run(story())
