@@ -7,7 +7,11 @@ Rules:
   name), its role the text of ``role`` (else ``sampler``).
 * The directory is read again every ``RESCAN`` seconds: a new member
   directory joins, a removed one is gone (the proof a pod's deletion gives
-  on a node).
+  on a node). A group directory is listed again only when its modification
+  time moved (or is too recent to trust: a change within the clock's coarse
+  tick keeps the same time), and ``owner`` and ``role`` are read once, when
+  the member joins, so a rescan of thousands of members does not stall the
+  loop that serves their turns.
 * An eviction writes the reason to ``evicted`` in the member's directory and
   closes its connection; removing the directory is what makes it gone, as
   the kubelet's deletion would. Used by tests and benchmarks.
@@ -17,6 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import time
 from pathlib import Path
 
 from placement.turns import EvictReason, Phase
@@ -26,6 +32,7 @@ __all__ = ["RESCAN", "LocalEffects", "scan", "watch_directory"]
 
 RESCAN = 0.2
 SOCKET = "turn.sock"
+_SETTLED_NS = 2_000_000_000  # a listing older than its directory's time by this is trusted
 
 
 class LocalEffects:
@@ -51,28 +58,63 @@ def _text(path: Path, default: str) -> str:
         return default
 
 
+def _member(group: str, home: Path) -> Member:
+    return Member(key=f"{group}/{home.name}", group=group, name=home.name,
+                  owner=_text(home / "owner", home.name), role=_text(home / "role", "sampler"),
+                  socket=home / SOCKET)
+
+
+def _subdirectories(directory: Path) -> list[str]:
+    with os.scandir(directory) as entries:
+        return sorted(e.name for e in entries if e.is_dir())
+
+
 def scan(directory: Path) -> dict[str, Member]:
     """Every member directory under ``directory``, by key ``group/member``."""
-    found: dict[str, Member] = {}
-    for group in sorted(p for p in directory.iterdir() if p.is_dir()):
-        for home in sorted(p for p in group.iterdir() if p.is_dir()):
-            key = f"{group.name}/{home.name}"
-            found[key] = Member(key=key, group=group.name, name=home.name,
-                                owner=_text(home / "owner", home.name),
-                                role=_text(home / "role", "sampler"), socket=home / SOCKET)
-    return found
+    return {f"{group}/{name}": _member(group, directory / group / name)
+            for group in _subdirectories(directory)
+            for name in _subdirectories(directory / group)}
+
+
+class _Listing:
+    """The member keys under a directory, each group listed again only when it changed."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._groups: dict[str, tuple[int, list[str]]] = {}  # group -> (mtime_ns, members)
+
+    def keys(self) -> dict[str, tuple[str, Path]]:
+        found: dict[str, tuple[str, Path]] = {}
+        now = time.time_ns()
+        listed: dict[str, tuple[int, list[str]]] = {}
+        for group in _subdirectories(self.directory):
+            home = self.directory / group
+            try:
+                mtime = home.stat().st_mtime_ns
+                kept = self._groups.get(group)
+                names = (kept[1] if kept is not None and kept[0] == mtime
+                         else _subdirectories(home))
+            except OSError:  # removed while being read: gone at the next look
+                continue
+            if now - mtime > _SETTLED_NS:
+                listed[group] = (mtime, names)
+            for name in names:
+                found[f"{group}/{name}"] = (group, home / name)
+        self._groups = listed
+        return found
 
 
 async def watch_directory(agent: Agent, directory: Path, stop: asyncio.Event) -> None:
     """Keep the agent's members those the directory holds, until ``stop`` is set."""
     if not directory.is_dir():
         raise NotADirectoryError(f"--local {directory}: not a directory")
+    listing = _Listing(directory)
     while not stop.is_set():
-        found = scan(directory)
+        found = listing.keys()
         for key in [k for k in agent.members if k not in found]:
             agent.remove(key)
-        for key, member in found.items():
+        for key, (group, home) in found.items():
             if key not in agent.members:
-                agent.add(member)
+                agent.add(_member(group, home))
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), RESCAN)

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
 import stat
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from placement.turns import EvictReason, Phase, TurnSettings
 from tests.unit.timeslicer.agent.workers import FakeWorker, no_overlap
 from timeslicer.agent import Agent, Options, serve
-from timeslicer.agent.local import LocalEffects
+from timeslicer.agent.local import RESCAN, LocalEffects
 
 FAST = TurnSettings(quantum=0.05, min_resident=0.0, yield_grace=0.2)
 
@@ -150,3 +153,21 @@ def test_a_parked_member_seen_holding_device_memory_is_evicted(tmp_path: Path) -
             ("g/sneaky", EvictReason.RESIDENT_WITHOUT_TURN)]
 
     asyncio.run(with_agent(tmp_path, TurnSettings(quantum=30, min_resident=0), body))
+
+
+def test_a_member_added_to_a_settled_group_joins_and_one_removed_goes(tmp_path: Path) -> None:
+    members(tmp_path, "claim-a", {"old": "alice"})
+    hour_ago = time.time() - 3600
+    os.utime(tmp_path / "claim-a", (hour_ago, hour_ago))  # listed once, then trusted
+
+    async def body(agent: Agent) -> None:
+        while "claim-a/old" not in agent.members:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(3 * RESCAN)
+        members(tmp_path, "claim-a", {"new": "bob"})
+        shutil.rmtree(tmp_path / "claim-a/old")
+        while "claim-a/new" not in agent.members or "claim-a/old" in agent.members:
+            await asyncio.sleep(0.01)
+        assert agent.members["claim-a/new"].owner == "bob"
+
+    asyncio.run(with_agent(tmp_path, FAST, body))
