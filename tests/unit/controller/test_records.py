@@ -15,7 +15,8 @@ from controller import kube
 from controller.records import PageDecoder, name_and_version, strip, to_obj, to_record
 
 Obj = dict[str, Any]
-KINDS = [kube.PODS, kube.CLAIMS, kube.SLICES, kube.NODES, kube.WORKERS, kube.CONFIGMAPS]
+KINDS = [kube.PODS, kube.CLAIMS, kube.SLICES, kube.NODES, kube.WORKERS, kube.CONFIGMAPS,
+         kube.OTHER_CLAIMS]
 
 text = st.sampled_from(["", "a", "openrl.io/x", "gpu", "Running", "2026-01-01T00:00:00Z",
                         "memory", "gpu.example.com/memory", "PodScheduled", "80Gi"])
@@ -56,7 +57,8 @@ claim = maybe({
     "spec": maybe({"devices": maybe({"requests": st.lists(request, max_size=2)})}),
     "status": maybe({"allocation": st.one_of(plain, maybe({
         "nodeSelector": plain,
-        "devices": maybe({"results": st.lists(maybe({"pool": text, "device": text}),
+        "devices": maybe({"results": st.lists(maybe({"pool": text, "device": text,
+                                                     "driver": text, "request": text}),
                                               max_size=2)})})),
         "reservedFor": plain})})
 device = maybe({"name": text,
@@ -71,9 +73,9 @@ node = maybe({"metadata": metadata, "status": maybe({"allocatable": st.dictionar
 worker = maybe({"apiVersion": text, "kind": text, "metadata": metadata, "spec": plain,
                 "status": plain})
 config_map = maybe({"metadata": metadata, "data": st.dictionaries(text, text, max_size=2)})
-OBJECTS = {kube.PODS.plural: pod, kube.CLAIMS.plural: claim, kube.SLICES.plural: slice_,
-           kube.NODES.plural: node, kube.WORKERS.plural: worker,
-           kube.CONFIGMAPS.plural: config_map}
+OBJECTS = {kube.PODS.key: pod, kube.CLAIMS.key: claim, kube.SLICES.key: slice_,
+           kube.NODES.key: node, kube.WORKERS.key: worker,
+           kube.CONFIGMAPS.key: config_map, kube.OTHER_CLAIMS.key: claim}
 
 
 def plainly(res: kube.Resource, objs: list[Obj]) -> list[Obj] | None:
@@ -85,11 +87,11 @@ def plainly(res: kube.Resource, objs: list[Obj]) -> list[Obj] | None:
         return None
 
 
-@pytest.mark.parametrize("res", KINDS, ids=lambda r: r.plural)
+@pytest.mark.parametrize("res", KINDS, ids=lambda r: r.key)
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_a_record_gives_back_what_strip_kept(res: kube.Resource, data: st.DataObject) -> None:
-    obj = data.draw(OBJECTS[res.plural])
+    obj = data.draw(OBJECTS[res.key])
     try:
         stripped = strip(res, obj)
     except (AttributeError, TypeError, KeyError):
@@ -103,12 +105,12 @@ def test_a_record_gives_back_what_strip_kept(res: kube.Resource, data: st.DataOb
     assert to_obj(record) is not to_obj(record)  # each reader gets its own
 
 
-@pytest.mark.parametrize("res", KINDS, ids=lambda r: r.plural)
+@pytest.mark.parametrize("res", KINDS, ids=lambda r: r.key)
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_a_page_decoded_fast_is_the_page_read_plainly(res: kube.Resource,
                                                       data: st.DataObject) -> None:
-    objs = data.draw(st.lists(OBJECTS[res.plural], max_size=4))
+    objs = data.draw(st.lists(OBJECTS[res.key], max_size=4))
     expected = plainly(res, objs)
     page = {"kind": "List", "metadata": {"resourceVersion": "7", "continue": "t"},
             "items": objs}
