@@ -17,12 +17,20 @@ one. With the same events, a larger fleet is also a less contended one, so
 last it times one decision on a saturated fleet of each size (every seat
 blocked by host memory), the case where a scan of the fleet would show.
 
-Targets: >= 20,000 events/s end to end at 1,000 nodes, and a ten
-times larger fleet costing at most twice as much per event. This is a
-measurement, not a test: it exits 0 unless --strict is given and a target is
-missed.
+Then turns: the 1,000-node scenario with times (an event every 3 seconds, a
+day), replayed as it is and with a top-level ``turns: {}`` so every shared
+claim's turns are played; it prints both rates and their ratio. With
+``--turns-growth`` (or SIMULATE_BENCH_TURNS_GROWTH=1) it does the same at
+ten times the fleet, and prints how the cost of the turns grew.
+
+Targets: >= 20,000 events/s end to end at 1,000 nodes, a ten times larger
+fleet costing at most twice as much per event, and turns costing at most 1.3x
+the events per second without them. This is a measurement, not a test: it
+exits 0 unless --strict is given and a target is missed.
 
     .venv/bin/python bench/simulate_bench.py [--nodes 100 1000 10000] [--events 30000]
+    .venv/bin/python bench/simulate_bench.py --nodes 1000 --repeat 1   # the short run
+    .venv/bin/python bench/simulate_bench.py --only-turns [--turns-growth]
     .venv/bin/python bench/simulate_bench.py --profile 1000   # where replay time goes
 """
 
@@ -32,6 +40,7 @@ import argparse
 import compileall
 import cProfile
 import json
+import os
 import pstats
 import subprocess
 import sys
@@ -54,6 +63,8 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
 TARGET_EVENTS_PER_SECOND = 20_000
 TARGET_RATIO = 2.0
+TARGET_TURNS = 1.3  # events/s without turns over events/s with them, at most
+SECONDS_APART = 3  # the timed copy: 30,000 events make a day
 
 
 @attrs.frozen
@@ -82,6 +93,46 @@ def scenario_file(nodes: int, events: int, seed: int) -> Path:
     if not path.exists():
         path.write_text(json.dumps(generate(nodes, events, seed=seed)))
     return path
+
+
+def timed_file(nodes: int, events: int, seed: int, *, turns: bool) -> Path:
+    """The scenario with an event every ``SECONDS_APART`` seconds; ``turns``: and a
+    top-level ``turns: {}``, the policy's defaults on every shared claim."""
+    path = OUT / f"scenario-{nodes}n-{events}e-s{seed}-timed{'-turns' if turns else ''}.json"
+    if not path.exists():
+        document = json.loads(scenario_file(nodes, events, seed).read_text())
+        for index, event in enumerate(document["events"]):
+            event["at"] = index * SECONDS_APART
+        if turns:
+            document["turns"] = {}
+        path.write_text(json.dumps(document))
+    return path
+
+
+def turns_pair(nodes: int, events: int, seed: int, repeat: int) -> tuple[float, float]:
+    """Events per second end to end on the timed scenario, without turns and with them."""
+    off = end_to_end(timed_file(nodes, events, seed, turns=False), repeat)
+    on = end_to_end(timed_file(nodes, events, seed, turns=True), repeat)
+    return events / off, events / on
+
+
+def print_turns(args: argparse.Namespace) -> bool:
+    """The turns-off / turns-on rates; True when the target is missed."""
+    sizes = [1000, 10_000] if args.turns_growth else [1000]
+    print(f"\nturns: {args.events:,} timed events ({SECONDS_APART}s apart), "
+          f"best of {args.turns_repeat}")
+    print(f"{'nodes':>7} {'off events/s':>13} {'on events/s':>12} {'off/on':>7}")
+    ratios = {}
+    for nodes in sizes:
+        off, on = turns_pair(nodes, args.events, args.seed, args.turns_repeat)
+        ratios[nodes] = off / on
+        print(f"{nodes:>7,} {off:>13,.0f} {on:>12,.0f} {off / on:>6.2f}x")
+    verdict = "ok" if ratios[1000] <= TARGET_TURNS else "MISSED"
+    print(f"1,000 nodes: turns cost {ratios[1000]:.2f}x (target <= {TARGET_TURNS}x): {verdict}")
+    if 10_000 in ratios:
+        print(f"10,000 / 1,000 nodes: the turns' cost ratio grew "
+              f"{ratios[10_000] / ratios[1000]:.2f}x")
+    return verdict != "ok"
 
 
 def command() -> list[str]:
@@ -174,12 +225,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", type=int, metavar="NODES",
                         help="profile the in-process replay at this fleet size instead")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument("--only-turns", action="store_true",
+                        help="only the turns-off / turns-on pair")
+    parser.add_argument("--turns-growth", action="store_true",
+                        default=os.environ.get("SIMULATE_BENCH_TURNS_GROWTH") == "1",
+                        help="the turns pair at 10,000 nodes too")
+    parser.add_argument("--turns-repeat", type=int, default=1,
+                        help="end-to-end runs of each turns case; best is kept")
     args = parser.parse_args(argv)
     if args.profile:
         profile(args.profile, args.events, args.seed)
         return 0
 
     compile_package()
+    if args.only_turns:
+        return 1 if print_turns(args) and args.strict else 0
     print(f"openrl-place simulate --output json, {args.events:,} events per scenario "
           f"(seed {args.seed}), 8 x 80Gi per node, best of {args.repeat}")
     print(f"{'nodes':>7} {'live':>7} {'pending':>8} {'end-to-end':>11} {'events/s':>9} "
@@ -217,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{nodes:>7,} nodes: {seconds * 1e6:>10.1f} us")
     if 1000 in decisions and largest > 1000:
         print(f"  {largest:,} / 1,000 nodes: {decisions[largest] / decisions[1000]:.1f}x")
+    if print_turns(args):
+        missed.append("turns")
     return 1 if missed and args.strict else 0
 
 

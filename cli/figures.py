@@ -19,6 +19,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
+from cli.compact_svg import compact_svg
 from cli.timeline import ROLES, USES, Sampled, Timeline, Wait, downsample
 
 __all__ = ["over_time", "residency", "side_by_side", "switch_overhead", "waits"]
@@ -37,6 +38,9 @@ matplotlib.rcParams.update({
     "axes.grid": True,
     "grid.alpha": 0.3,
     "legend.frameon": False,
+    # The grid marks the values already; tick marks beside it were a third of a figure's text.
+    "xtick.bottom": False,
+    "ytick.left": False,
 })
 
 
@@ -190,7 +194,7 @@ def _svg(figure: Figure, name: str) -> str:
     with matplotlib.rc_context({"svg.hashsalt": f"openrl-place-{name}"}):
         figure.savefig(buffer, format="svg", metadata={"Date": None})
     text = buffer.getvalue()
-    return text[text.index("<svg"):]
+    return compact_svg(text[text.index("<svg"):], name)
 
 
 # -------------------------------------------------------------------- turns
@@ -216,6 +220,8 @@ def residency(rows: Sequence[tuple[str, Sequence[Interval]]], end: float, timed:
         for worker, spans in _bars(intervals, end).items():
             if worker:
                 colour.setdefault(worker, WORKERS[len(colour) % len(WORKERS)])
+            else:  # a switch narrower than a slot would be a hairline: left out, as past BARS
+                spans = [(a, b) for a, b in spans if b - a >= end / BARS]
             ax.broken_barh([(start / axis.scale, (stop - start) / axis.scale)
                             for start, stop in spans], (row - 0.38, 0.76),
                            color=colour[worker] if worker else SWITCHING, linewidth=0)
@@ -254,7 +260,11 @@ def _bars(intervals: Sequence[Interval], end: float) -> dict[str, list[tuple[flo
     if len(intervals) <= BARS or end <= 0:
         out: dict[str, list[tuple[float, float]]] = {}
         for start, stop, worker in intervals:
-            out.setdefault(worker, []).append((start, stop))
+            spans = out.setdefault(worker, [])
+            if spans and spans[-1][1] == start:  # a park then a restore: one grey bar
+                spans[-1] = (spans[-1][0], stop)
+            else:
+                spans.append((start, stop))
         return out
     width = end / BARS
     held: list[dict[str, float]] = [{} for _ in range(BARS)]

@@ -141,3 +141,16 @@ def test_the_drawn_claims_replayed_alone_match_every_claim_replayed(
     drawn = page._drawn_turns(scenario, replayed)
     assert drawn == everything
     assert [c.intervals is not None for c in drawn.claims] == [True, True, False, False]
+
+
+def test_the_page_of_the_sharing_example_weighs_under_three_times_its_json(
+        tmp_path: Path) -> None:
+    # Four figures, the tables capped: the page carries pictures of the data, not the data.
+    example = str(ROOT / "examples" / "sharing.yaml")
+    page_path = tmp_path / "report.html"
+    done = subprocess.run([sys.executable, "-c", "from cli.main import main; main()", "simulate",
+                           "-o", "json", "--report", str(page_path), example],
+                          capture_output=True, check=True, cwd=ROOT)
+    page, document = page_path.stat().st_size, len(done.stdout)
+    assert page < 3 * document, (page, document)
+    assert page < 5 * 10**6
