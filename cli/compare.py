@@ -37,7 +37,7 @@ from cli.clock import format_duration, parse_duration
 from cli.main import fail, file_kind, read_file
 from cli.render_table import columns
 from cli.replay import replay
-from cli.scenario import AddNode, NodeSpec, Scenario, ScenarioError, load_scenario
+from cli.scenario import AddNode, NodeSpec, Scenario, ScenarioError, check_node_turns, load_scenario
 from cli.timeline import Summary, Timeline, build_timeline
 from cli.turns import NO_CLOCK, TurnSummary
 from cli.turnspec import SETTING_KEYS, settings_with
@@ -136,7 +136,8 @@ def _turn_variants(scenario: Scenario, key: str, values: list[str],
         try:
             settings = settings_with(scenario.turns or TurnSettings(),
                                      {SETTING_KEYS[key]: parse_duration(text)})
-        except ValueError as error:
+            check_node_turns(scenario.nodes, scenario.events, settings)
+        except ValueError as error:  # a ScenarioError too: a node's own turns against it
             raise ValueError(f'--set {key}: "{text}": {error}') from None
         out.append((f"{key}={text}", attrs.evolve(scenario, turns=settings)))
     return out

@@ -13,7 +13,7 @@ be known from the text alone is checked here, before anything runs.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, TypeVar
 
 import attrs
@@ -21,7 +21,7 @@ import attrs
 from cli.clock import format_duration, parse_duration
 from cli.document import ScenarioError, parse_document
 from cli.show import EXCERPT, LongNumber, describe, excerpt, number_digits, printable
-from cli.turnspec import parse_demand, parse_settings
+from cli.turnspec import NodeTurns, parse_demand, parse_node_turns, parse_settings
 from placement import Node, Request, Role
 from placement.quantity import LONGEST as LONGEST_QUANTITY
 from placement.quantity import parse_quantity
@@ -38,6 +38,7 @@ __all__ = [
     "Scenario",
     "ScenarioError",
     "build_scenario",
+    "check_node_turns",
     "load_scenario",
 ]
 
@@ -218,6 +219,10 @@ def _bandwidth(value: object) -> int:
                          "32Gi/s") from None
 
 
+def _node_turns(value: object) -> NodeTurns:
+    return parse_node_turns(value, _bandwidth)
+
+
 def _field(key: str, *validators: Any, parse: Callable[[object], object] | None = None,
            **kwargs: Any) -> Any:
     # One validator is passed bare: attrs wraps a list in a combinator that
@@ -243,6 +248,9 @@ class NodeSpec:
     # Only the report reads it: what one switch between two workers on a shared claim costs.
     host_to_device_bandwidth: int | None = _field("hostToDeviceBandwidth", parse=_bandwidth,
                                                   default=None)
+    # Its own turn settings over the scenario's (cli.turnspec); None: the scenario's.
+    turns: NodeTurns | None = _field("turns", parse=_node_turns,  # noqa: RUF009 (attrs)
+                                     default=None)
     # Devices the node publishes that placement does not count, and why (a snapshot of a
     # mixed node says them); never counted in the simulation either.
     left_out: tuple[tuple[int, str], ...] = _field("leftOut", _left_out, parse=_to_left_out,
@@ -357,8 +365,7 @@ def build_scenario(document: object) -> Scenario:
     dra = document.get("dra", "instant")
     if dra not in DRA_MODES:
         raise ScenarioError("dra", f"{describe(dra)} is not one of instant, deferred")
-    nodes = tuple(_at(f"nodes[{i}]", _build, NodeSpec, raw)
-                  for i, raw in enumerate(_list(document, "nodes")))
+    nodes = tuple(_node(f"nodes[{i}]", raw) for i, raw in enumerate(_list(document, "nodes")))
     seen: dict[str, int] = {}
     for index, node in enumerate(nodes):
         if node.name in seen:
@@ -385,7 +392,36 @@ def build_scenario(document: object) -> Scenario:
             {} if document["turns"] is None else document["turns"])
     except ValueError as error:
         raise ScenarioError("turns", str(error)) from None
+    check_node_turns(nodes, events, turns or TurnSettings())
     return Scenario(dra, nodes, tuple(events), tuple(times) if timed else None, turns)
+
+
+def _node(where: str, raw: object) -> NodeSpec:
+    try:
+        node: NodeSpec = _at(where, _build, NodeSpec, raw)
+    except ScenarioError as error:
+        name = raw.get("name") if type(raw) is dict else None
+        if not error.where.startswith(f"{where}.turns") or not isinstance(name, str):
+            raise
+        # Its turns are the node's own: say which node, not only where it sits in the file.
+        raise ScenarioError(error.where, f"node {excerpt(name)}: {error.message}") from None
+    return node
+
+
+def check_node_turns(nodes: tuple[NodeSpec, ...], events: Sequence[Event],
+                     settings: TurnSettings) -> None:
+    """Every node's own turns over ``settings`` make a policy; ScenarioError naming the node
+    otherwise (``compare`` checks again under each variant's settings)."""
+    specs = [(f"nodes[{i}]", spec) for i, spec in enumerate(nodes)]
+    specs += [(f"events[{i}].addNode", event.node) for i, event in enumerate(events)
+              if isinstance(event, AddNode)]
+    for where, spec in specs:
+        if spec.turns is None:
+            continue
+        try:
+            spec.turns.settings(settings)
+        except ValueError as error:
+            raise ScenarioError(f"{where}.turns", f"node {excerpt(spec.name)}: {error}") from None
 
 
 def _time(value: object, previous: float, index: int) -> float:

@@ -11,6 +11,9 @@ What this adds is the reading:
   largest.
 * A claim's switching share is its seconds spent parking or restoring over
   the seconds it had workers (from the first to the last).
+* A node's own ``turns`` play on its claims instead of the scenario's
+  settings (key by key), its ``hostToDeviceBandwidth`` there the cost of its
+  switches.
 * Turns need a clock: a scenario whose events say no ``at`` gets a note, not
   an invented one.
 """
@@ -109,9 +112,12 @@ def play_turns(scenario: Scenario, settings: TurnSettings, report: Report, *,
             return
         arrival = arrivals[worker]
         seated[worker] = claim
-        bandwidth = specs[node].host_to_device_bandwidth or DEFAULT_BANDWIDTH
+        spec = specs[node]
+        own = spec.turns
+        bandwidth = ((own.bandwidth if own is not None else None)
+                     or spec.host_to_device_bandwidth or DEFAULT_BANDWIDTH)
         play.join(claim, node, bandwidth, worker, arrival.owner or worker, arrival.memory,
-                  arrival.demand, at)
+                  arrival.demand, at, own.settings(settings) if own is not None else None)
 
     for step, event, at in zip(report.steps, scenario.events, report.times, strict=True):
         if isinstance(step, ExpectStep):

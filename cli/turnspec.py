@@ -2,23 +2,65 @@
 
 ``turns: {quantum: 2m, minResident: 10s, yieldGrace: 30s}`` at the top of a
 scenario sets the turn policy on every shared claim (each key optional, the
-policy's defaults otherwise). ``demand: [{from: 0, to: 10m}, {from: 1h}]`` on
-an arrival says when that worker wants a turn: windows of scenario time, in
-order, not overlapping, ``to`` left out for "until it leaves". Without
-``demand`` a worker wants a turn all the time it is placed.
+policy's defaults otherwise). A node's own ``turns`` (the same keys and
+``hostToDeviceBandwidth``) overrides them on that node's claims, key by
+key; the bandwidth, when given there, is what its switches cost in the
+turns played (the node's own ``hostToDeviceBandwidth`` otherwise).
+``demand: [{from: 0, to: 10m}, {from: 1h}]`` on an arrival says when that
+worker wants a turn: windows of scenario time, in order, not overlapping,
+``to`` left out for "until it leaves". Without ``demand`` a worker wants a
+turn all the time it is placed.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from cli.clock import parse_duration
 from cli.show import describe
 from placement.turns import TurnSettings
 
-__all__ = ["SETTING_KEYS", "parse_demand", "parse_settings"]
+__all__ = ["SETTING_KEYS", "NodeTurns", "parse_demand", "parse_node_turns", "parse_settings"]
 
 SETTING_KEYS = {"quantum": "quantum", "minResident": "min_resident", "yieldGrace": "yield_grace"}
+BANDWIDTH_KEY = "hostToDeviceBandwidth"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeTurns:
+    """A node's own turn settings: what it changes of the scenario's, key by key."""
+
+    changes: tuple[tuple[str, float], ...]  # (TurnSettings field, seconds)
+    bandwidth: int | None = None  # bytes per second for its switches
+
+    def settings(self, base: TurnSettings) -> TurnSettings:
+        """``base`` with this node's changes; ValueError (in the scenario's words) if the
+        two together are no policy (a minResident past the quantum, say)."""
+        return settings_with(base, dict(self.changes))
+
+
+def parse_node_turns(value: object, bandwidth: Callable[[object], int]) -> NodeTurns:
+    """A node's ``turns`` mapping; ``bandwidth`` reads a ``hostToDeviceBandwidth``."""
+    keys = [*SETTING_KEYS, BANDWIDTH_KEY]
+    if type(value) is not dict:
+        raise ValueError(f"must be a mapping with the keys {', '.join(keys)}, "
+                         f"got {describe(value)}")
+    changes: dict[str, float] = {}
+    link = None
+    for key, raw in value.items():
+        if key == BANDWIDTH_KEY:
+            try:
+                link = bandwidth(raw)
+            except ValueError as error:
+                raise ValueError(f"{key}: {error}") from None
+        elif key in SETTING_KEYS:
+            changes[SETTING_KEYS[key]] = _seconds(raw, key)
+        else:
+            raise ValueError(f"unknown key {describe(key)} (expected one of {', '.join(keys)})")
+    # Whether they make a policy depends on the scenario's settings: checked against them.
+    return NodeTurns(tuple(sorted(changes.items())), link)
 
 
 def _seconds(value: object, key: str) -> float:

@@ -102,3 +102,64 @@ def test_compare_refuses_a_node_pattern_for_a_turn_setting() -> None:
     result = CliRunner().invoke(main, ["compare", str(ROOT / "examples" / "sharing.yaml"),
                                        "--set", "quantum=1m", "--nodes", "x*"])
     assert result.exit_code == 2 and "--nodes does not apply" in result.output
+
+
+TWO_NODES = """
+turns: {quantum: 1m}
+nodes:
+  - {name: quick, devices: 1, deviceMemory: 80Gi, maxWorkersPerClaim: 2}
+  - {name: slow, devices: 1, deviceMemory: 80Gi, maxWorkersPerClaim: 2,
+     turns: {quantum: 10m, hostToDeviceBandwidth: 1GB/s}}
+events:
+  - {at: 0, arrive: {name: a, role: sampler, memory: 10G, owner: alice}}
+  - {arrive: {name: b, role: sampler, memory: 10G, owner: bob}}
+  - {arrive: {name: c, role: sampler, memory: 10G, owner: alice}}
+  - {arrive: {name: d, role: sampler, memory: 10G, owner: bob}}
+  - {at: 2h, leave: a}
+"""
+
+
+def test_a_nodes_own_turns_play_on_its_claims_alone() -> None:
+    turns = replay(load_scenario(TWO_NODES)).turns
+    assert turns is not None
+    by_node = {claim.node: claim for claim in turns.claims}
+    quick, slow = by_node["quick"], by_node["slow"]
+    # A ten times longer quantum: about a tenth of the switches; each switch parks and
+    # restores 10GB over 1GB/s instead of the default link.
+    assert 8 < quick.switches / slow.switches < 12
+    assert slow.switching / slow.switches > 19
+    assert quick.switching / quick.switches < 5
+
+
+@pytest.mark.parametrize(("turns", "message"), [
+    ("{quantom: 1m}", r'nodes\[1\]\.turns: node "slow": unknown key "quantom"'),
+    ("{yieldGrace: soon}", r'nodes\[1\]\.turns: node "slow": yieldGrace: "soon" is not'),
+    ("{hostToDeviceBandwidth: fast}",
+     r'nodes\[1\]\.turns: node "slow": hostToDeviceBandwidth: "fast" is not a bandwidth'),
+    ("{minResident: 5m}", r'nodes\[1\]\.turns: node "slow": minResident \(300.0s\) must not '
+                          r"exceed quantum \(60.0s\)"),
+    ("soon", r'nodes\[1\]\.turns: node "slow": must be a mapping'),
+])
+def test_a_bad_node_turn_setting_names_the_node_and_the_key(turns: str, message: str) -> None:
+    text = TWO_NODES.replace("turns: {quantum: 10m, hostToDeviceBandwidth: 1GB/s}",
+                             f"turns: {turns}")
+    with pytest.raises(ScenarioError, match=message):
+        load_scenario(text)
+
+
+def test_compare_says_which_node_a_variant_leaves_without_a_policy(tmp_path: Path) -> None:
+    path = tmp_path / "two.yaml"
+    path.write_text(TWO_NODES.replace("turns: {quantum: 10m,",
+                                      "turns: {minResident: 5m, quantum: 10m,"))
+    runner = CliRunner()
+    fine = runner.invoke(main, ["compare", str(path), "--set", "yieldGrace=10s,20s"])
+    assert fine.exit_code == 0, fine.output
+    # The node keeps minResident 5m; a scenario quantum of 3m is fine for it (its own
+    # quantum is 10m), so only a node left without a quantum of its own could fail.
+    result = runner.invoke(main, ["compare", str(path), "--set", "quantum=1m,3m"])
+    assert result.exit_code == 0, result.output
+    path.write_text(TWO_NODES.replace("turns: {quantum: 10m,", "turns: {minResident: 5m,")
+                    .replace("turns: {quantum: 1m}", "turns: {quantum: 10m}"))
+    result = runner.invoke(main, ["compare", str(path), "--set", "quantum=10m,3m"])
+    assert result.exit_code == 2
+    assert '--set quantum: "3m"' in result.output and 'node "slow"' in result.output
