@@ -107,7 +107,8 @@ class _Claim:
     group's time: the scenario's minus ``shift``, the seconds of repeats counted."""
 
     __slots__ = ("granted_at", "group", "last_holder", "log", "now", "owners", "result", "seen",
-                 "seq", "served", "served_owner", "shift", "timers", "waiting_from", "workers")
+                 "seq", "served", "served_owner", "shift", "timers", "waiting_from", "windowed",
+                 "workers")
 
     def __init__(self, result: ClaimTurns, settings: TurnSettings) -> None:
         self.result = result
@@ -128,6 +129,7 @@ class _Claim:
         self.granted_at = 0.0
         self.seen: dict[tuple[object, ...], _Mark] = {}
         self.log: list[tuple[str, float]] = []  # waits granted since the claim last changed
+        self.windowed = 0  # workers with demand windows: only they have edges to play
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,11 +208,13 @@ class TurnPlay:
         live.seq += 1
         live.owners.setdefault(owner, live.seq)
         live.workers[worker] = _Worker(memory, demand, record, live.seq, now)
+        live.windowed += demand is not None
         self._act(live, live.group.join(worker, owner, now), now)
         self._demand(live, live.workers[worker], now)
 
     def _gone(self, live: _Claim, worker: str, now: float) -> _Worker:
         w = live.workers.pop(worker)
+        live.windowed -= w.demand is not None
         self._stop_resident(live, w, now)
         w.record.left = now + live.shift
         live.timers.pop(worker, None)
@@ -264,23 +268,24 @@ class TurnPlay:
         live.log.clear()
         stalled = 0
         while True:
-            times = [at for at, _ in live.timers.values()]
+            soonest = min((at for at, _ in live.timers.values()), default=math.inf)
             deadline = group.next_deadline()
-            if deadline is not None:
-                times.append(deadline)
-            edge = self._next_edge(live)
-            if edge is not None:
-                times.append(edge)
-            if not times or min(times) > until:
+            if deadline is not None and deadline < soonest:
+                soonest = deadline
+            edge = self._next_edge(live) if live.windowed else None
+            if edge is not None and edge < soonest:
+                soonest = edge
+            if soonest > until:
                 live.now = max(live.now, until)
                 return
-            now = max(live.now, min(times))
+            now = max(live.now, soonest)
             stalled = stalled + 1 if now == live.now else 0
             if stalled > _STALL:
                 raise RuntimeError(f"turns on claim {live.result.claim} make no progress at "
                                    f"{now + live.shift}s")
             live.now = now
-            for worker, (at, what) in sorted(live.timers.items()):
+            due = live.timers.items() if len(live.timers) < 2 else sorted(live.timers.items())
+            for worker, (at, what) in list(due):
                 if at > now:
                     continue
                 del live.timers[worker]
