@@ -95,17 +95,19 @@ class Turns:
 
 
 def play_turns(scenario: Scenario, settings: TurnSettings, report: Report, *,
-               keep: frozenset[str] = frozenset(), only: frozenset[str] | None = None) -> Turns:
+               keep: frozenset[str] = frozenset(), only: frozenset[str] | None = None,
+               compress: bool = True) -> Turns:
     """Every shared claim of the replay, played under ``settings``; ``keep``: claims whose
     intervals to record; ``only``: the claims to play (each claim's turns are its own, so
-    playing some leaves theirs as they were), or None for every one."""
+    playing some leaves theirs as they were), or None for every one; ``compress=False``:
+    every switch played, no cycle counted (the tests' reference)."""
     if report.times is None:
         return Turns(settings, NO_CLOCK, 0.0, (), (), (), ())
     specs: dict[str, NodeSpec] = {spec.name: spec for spec in scenario.nodes}
     arrivals: dict[str, Arrive] = {}
     seated: dict[str, str] = {}  # worker -> claim, once allocated
     placing: dict[str, list[str]] = {}  # unallocated claim -> its workers
-    play = TurnPlay(settings, keep=keep)
+    play = TurnPlay(settings, keep=keep, compress=compress)
 
     def join(worker: str, claim: str, node: str, at: float) -> None:
         if only is not None and claim not in only:
