@@ -9,7 +9,7 @@ FIDELITY_SEED      ?= 1
 
 # hack/node.sh: one real node (containerd, runc, kubelet, a DRA plugin) beside the fake ones.
 .PHONY: node-up node-down node-status image node-bench
-.PHONY: fidelity setup browser demo test test-fast lint tools bench bench-cache bench-timeslicer burst cluster-up cluster-down cluster-status smoke stress chaos privilege fuzz clean
+.PHONY: versions fidelity setup browser demo test test-fast lint tools bench bench-cache bench-timeslicer burst cluster-up cluster-down cluster-status smoke stress chaos privilege fuzz clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -114,6 +114,12 @@ node-bench: node-up image
 
 smoke: setup
 	hack/smoke.sh
+
+## Smoke, stress and the real-node e2e on the control planes of Kubernetes 1.34, 1.35 and
+## 1.36, built from their Go modules (nice), one at a time under the e2e lock; a summary of
+## what passed, failed and was skipped where. VERSIONS="1.35" picks. Not part of `make test`.
+versions: setup
+	hack/versions.sh
 
 stress: setup
 	hack/stress.sh

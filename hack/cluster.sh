@@ -15,7 +15,16 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CLUSTER_DIR=${CLUSTER_DIR:-$ROOT/.cluster}
 SRC=$ROOT/hack/kube
 BIN_DIR=$ROOT/hack/bin
+# KUBE_VERSION=1.34 (any minor under hack/kube/versions/) builds the same
+# sources against that release's modules into hack/bin/kube-1.34 and runs it;
+# unset, hack/kube's own go.mod (the newest release) and hack/bin/kube.
+KUBE_VERSION=${KUBE_VERSION:-}
+MODFILE=$SRC/go.mod
 KUBE=$BIN_DIR/kube
+if [[ -n $KUBE_VERSION ]]; then
+  MODFILE=$SRC/versions/$KUBE_VERSION/go.mod
+  KUBE=$BIN_DIR/kube-$KUBE_VERSION
+fi
 PY=${PYTHON:-$ROOT/.venv/bin/python}
 
 PKI=$CLUSTER_DIR/pki
@@ -56,7 +65,7 @@ load_ports() {
 ldflags() {
   # Stamp the release into the version packages, as Kubernetes' own build does.
   local version pkg flags="-s -w"
-  version=$(sed -n 's/^\tk8s.io\/kubernetes \(v[0-9][^ ]*\)$/\1/p' "$SRC/go.mod")
+  version=$(kubernetes_version)
   if [[ $version =~ ^v([0-9]+)\.([0-9]+)\. ]]; then
     for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
       flags+=" -X $pkg.gitVersion=$version -X $pkg.gitMajor=${BASH_REMATCH[1]}"
@@ -66,26 +75,29 @@ ldflags() {
   echo "$flags"
 }
 
+kubernetes_version() { sed -n 's/^\tk8s.io\/kubernetes \(v[0-9][^ ]*\)$/\1/p' "$MODFILE"; }
+
 source_stamp() {
-  (cd "$SRC" && { go version; ldflags; cat go.mod go.sum ./*.go; } | sha256sum | cut -d' ' -f1)
+  (cd "$SRC" && { go version; ldflags; cat "$MODFILE" "${MODFILE%.mod}.sum" ./*.go; } | sha256sum | cut -d' ' -f1)
 }
 
 build() {
-  ensure_go "the control plane (go.mod asks for $(sed -n 's/^go //p' "$SRC/go.mod"))"
+  [[ -f $MODFILE ]] || die "KUBE_VERSION=$KUBE_VERSION: no $MODFILE (known: $(cd "$SRC/versions" && echo *))"
+  ensure_go "the control plane (go.mod asks for $(sed -n 's/^go //p' "$MODFILE"))"
   local stamp
   stamp=$(source_stamp)
   if [[ -x $KUBE && -f $KUBE.stamp && $(cat "$KUBE.stamp") == "$stamp" ]]; then
     return 0
   fi
   mkdir -p "$BIN_DIR"
-  log "building $KUBE from hack/kube ($(sed -n 's/^\tk8s.io\/kubernetes \(v[^ ]*\)$/kubernetes \1/p' "$SRC/go.mod"));" \
+  log "building $KUBE from hack/kube (kubernetes $(kubernetes_version));" \
     "a cold build (empty Go caches) takes 8-16 minutes on 2 cores"
   local t0=$SECONDS
   (cd "$SRC" && GOTOOLCHAIN=local GOFLAGS=-mod=readonly \
-    go build -buildvcs=false -trimpath -ldflags="$(ldflags)" -o "$KUBE.tmp" .)
+    go build -buildvcs=false -trimpath -modfile="$MODFILE" -ldflags="$(ldflags)" -o "$KUBE.tmp" .)
   mv -f "$KUBE.tmp" "$KUBE"
   echo "$stamp" >"$KUBE.stamp"
-  ln -sf kube "$BIN_DIR/kubectl"
+  [[ -n $KUBE_VERSION ]] || ln -sf kube "$BIN_DIR/kubectl"
   log "built in $((SECONDS - t0))s"
 }
 
@@ -180,6 +192,11 @@ default_sa() { api_get /api/v1/namespaces/default/serviceaccounts/default; }
 all_running() {
   local c
   for c in "${COMPONENTS[@]}"; do pid_of "$c" >/dev/null || return 1; done
+  # A cluster of another KUBE_VERSION is not the one asked for (one started
+  # before versions were recorded ran hack/kube's own).
+  local running
+  running=$(cat "$RUN/version" 2>/dev/null || MODFILE=$SRC/go.mod kubernetes_version)
+  [[ $running == "$(kubernetes_version)" ]] || return 1
   readyz
 }
 
@@ -237,6 +254,7 @@ cmd_up() {
   done
 
   mkdir -p "$RUN" "$LOGS"
+  kubernetes_version >"$RUN/version"
   declare -p CL_APISERVER_PORT CL_ETCD_PORT CL_ETCD_PEER_PORT CL_SCHEDULER_PORT CL_KCM_PORT |
     sed 's/^declare -- //' >"$RUN/ports"
   ensure_pki
@@ -320,7 +338,7 @@ cmd_up() {
   wait_until controller-manager 60 "the default ServiceAccount (serviceaccount controller)" default_sa
 
   trap - EXIT
-  log "up in $((SECONDS - t0))s: nodes $(cat "$RUN/fakenodes.ready")"
+  log "up in $((SECONDS - t0))s: kubernetes $(kubernetes_version), nodes $(cat "$RUN/fakenodes.ready")"
   log "kubectl: hack/cluster.sh kubectl get nodes   (or hack/bin/kubectl --kubeconfig $ADMIN_KUBECONFIG)"
   echo "KUBECONFIG=$ADMIN_KUBECONFIG"
 }

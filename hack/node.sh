@@ -3,7 +3,8 @@
 # from its own Go module, hack/containerd), Debian's runc, a CNI plugin whose
 # pods reach nothing (hack/node/openrl-veth), the kubelet and a DRA kubelet
 # plugin (both in hack/kube's multi-call binary) publishing 8 x 80Gi devices
-# under gpu.example.com, the fake nodes' shape. All state lives under .node/
+# under gpu.example.com, the fake nodes' shape -- or, with NODE_PROFILE=nvidia,
+# NVIDIA's driver's shape (hack/node/nvidia.yaml). All state lives under .node/
 # of this checkout; `down` removes it and everything it held (processes,
 # mounts, cgroups, pod network namespaces, CDI files) and keeps only
 # .node/cache (built images).
@@ -19,10 +20,18 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 NODE_DIR=${NODE_DIR:-$ROOT/.node}
 CLUSTER_DIR=${CLUSTER_DIR:-$ROOT/.cluster}
 BIN_DIR=$ROOT/hack/bin
-KUBE=$BIN_DIR/kube
+# The kubelet and the plugin of the control plane's release (KUBE_VERSION, as
+# hack/cluster.sh takes it): a kubelet newer than its API server is unsupported.
+KUBE=$BIN_DIR/kube${KUBE_VERSION:+-$KUBE_VERSION}
 CTRD_SRC=$ROOT/hack/containerd
 NODE_NAME=${NODE_NAME:-localhost}
+PROFILE=${NODE_PROFILE:-default}
 DRIVER=${NODE_GPU_DRIVER:-gpu.example.com}
+SLICES_FILE=
+if [[ $PROFILE == nvidia ]]; then
+  DRIVER=gpu.nvidia.com
+  SLICES_FILE=${NODE_SLICES_FILE:-$ROOT/hack/node/nvidia.yaml}
+fi
 DEVICES=${NODE_GPU_COUNT:-8}
 DEVICE_MEMORY=${NODE_GPU_MEMORY:-80Gi}
 PRODUCT=${NODE_GPU_PRODUCT:-Example GPU 80GB}
@@ -467,15 +476,39 @@ start_kubelet() {
   wait_until kubelet 60 "the kubelet's /healthz" kubelet_healthy
 }
 
+# What of the profile's slices this API server would drop on its own: device
+# taints and shared counters are beta, on by default, from Kubernetes 1.36;
+# alpha and off before. NODE_PROFILE_DROP overrides (empty: drop nothing).
+profile_drop() {
+  if [[ -n ${NODE_PROFILE_DROP+set} ]]; then
+    echo "$NODE_PROFILE_DROP"
+    return 0
+  fi
+  local minor
+  minor=$(kc version -o json 2>/dev/null | sed -n '/"serverVersion"/,/}/s/.*"minor": *"\([0-9]*\).*/\1/p')
+  [[ -n $minor ]] || die "cannot read the API server's version"
+  if ((minor < 36)); then echo taints,counters; fi
+}
+
 start_draplugin() {
   rm -f "$RUN/draplugin.ready"
+  local shape=()
+  if [[ -n $SLICES_FILE ]]; then
+    [[ -f $SLICES_FILE ]] || die "no $SLICES_FILE (NODE_SLICES_FILE)"
+    local drop
+    drop=$(profile_drop)
+    shape=(--slices-file="$SLICES_FILE" --drop="$drop")
+    [[ -z $drop ]] || log "profile $PROFILE: not publishing $drop (alpha and off on this API server)"
+  else
+    shape=(--devices="$DEVICES" --memory="$DEVICE_MEMORY" --product="$PRODUCT")
+  fi
+  # For the tests and status: what this node publishes.
+  echo "profile=$PROFILE driver=$DRIVER drop=${drop:-}" >"$RUN/profile"
   launch draplugin "$KUBE draplugin --kubeconfig=$NODE_DIR/node.kubeconfig" "$KUBE" draplugin \
     --kubeconfig="$NODE_DIR/node.kubeconfig" \
     --node-name="$NODE_NAME" \
     --driver="$DRIVER" \
-    --devices="$DEVICES" \
-    --memory="$DEVICE_MEMORY" \
-    --product="$PRODUCT" \
+    "${shape[@]}" \
     --kubelet-dir="$KUBELET_DIR" \
     --cdi-dir="$CDI_DIR" \
     --ready-file="$RUN/draplugin.ready" \
@@ -487,6 +520,11 @@ start_draplugin() {
 all_running() {
   local c
   for c in "${COMPONENTS[@]}"; do pid_of "$c" >/dev/null || return 1; done
+  # A node of another profile is not the one asked for (one started before
+  # profiles were recorded is the default).
+  local running
+  running=$(sed -n 's/^profile=\([^ ]*\).*/\1/p' "$RUN/profile" 2>/dev/null || true)
+  [[ ${running:-default} == "$PROFILE" ]] || return 1
   node_ready
 }
 
@@ -521,8 +559,12 @@ cmd_up() {
   start_draplugin
   wait_until draplugin 60 "the plugin's registration with the kubelet" plugin_registered
   wait_until draplugin 60 "the ResourceSlice of $DRIVER on $NODE_NAME" slice_published
-  # The driver's DeviceClass, as the fake nodes create it (one exists if they run).
-  kc get deviceclass "$DRIVER" >/dev/null 2>&1 || kc create -f - >/dev/null <<EOF
+  if [[ -n $SLICES_FILE ]]; then
+    # The profile's own DeviceClasses, as its driver would install them.
+    device_classes "$SLICES_FILE" | kc apply -f - >/dev/null
+  else
+    # The driver's DeviceClass, as the fake nodes create it (one exists if they run).
+    kc get deviceclass "$DRIVER" >/dev/null 2>&1 || kc create -f - >/dev/null <<EOF
 apiVersion: resource.k8s.io/v1
 kind: DeviceClass
 metadata:
@@ -532,8 +574,15 @@ spec:
   - cel:
       expression: device.driver == "$DRIVER"
 EOF
+  fi
   trap - EXIT
-  log "up in $((SECONDS - t0))s: node $NODE_NAME Ready, $DEVICES x $DEVICE_MEMORY devices of $DRIVER published"
+  local shape="$DEVICES x $DEVICE_MEMORY devices"
+  [[ -z $SLICES_FILE ]] || shape="the $PROFILE profile's slices ($(basename "$SLICES_FILE"))"
+  log "up in $((SECONDS - t0))s: node $NODE_NAME Ready, $shape of $DRIVER published"
+}
+
+device_classes() { # file: its DeviceClass documents, as one YAML stream
+  awk 'BEGIN { RS = "\n---\n" } /(^|\n)kind: DeviceClass\n/ { printf "---\n%s\n", $0 }' "$1"
 }
 
 # Everything that runs on the node goes first, through the kubelet (so each
@@ -682,14 +731,15 @@ build_image() {
 }
 
 # The shipped manifests through manifests/overlays/node, with the API server
-# port this cluster uses.
+# port this cluster uses and the profile's DeviceClass (the driver's name).
 cmd_deploy() {
   local server port
   server=$(api_server)
   port=${server##*:}
   port=${port%%/*}
   kc kustomize "$ROOT/manifests/overlays/node" |
-    sed "/name: KUBERNETES_SERVICE_PORT\$/{n;s/value: .*/value: \"$port\"/}" |
+    sed -e "/name: KUBERNETES_SERVICE_PORT\$/{n;s/value: .*/value: \"$port\"/}" \
+      -e "/name: OPEN_RL_DEVICE_CLASS\$/{n;s/value: .*/value: $DRIVER/}" |
     kc apply -f -
 }
 
@@ -722,6 +772,10 @@ cmd_restart() {
 }
 
 main() {
+  case $PROFILE in
+    default | nvidia) ;;
+    *) die "NODE_PROFILE=$PROFILE: default or nvidia" ;;
+  esac
   local cmd=${1:-}
   shift || true
   case $cmd in
