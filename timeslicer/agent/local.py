@@ -77,31 +77,38 @@ def scan(directory: Path) -> dict[str, Member]:
 
 
 class _Listing:
-    """The member keys under a directory, each group listed again only when it changed."""
+    """The member directories under a directory, each group listed again only when it changed."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self._groups: dict[str, tuple[int, list[str]]] = {}  # group -> (mtime_ns, members)
+        self._groups: dict[str, tuple[int, dict[str, Path]]] = {}  # group -> (mtime_ns, homes)
+        self.found: dict[str, tuple[str, Path]] = {}  # key -> (group, home)
 
-    def keys(self) -> dict[str, tuple[str, Path]]:
-        found: dict[str, tuple[str, Path]] = {}
-        now = time.time_ns()
-        listed: dict[str, tuple[int, list[str]]] = {}
-        for group in _subdirectories(self.directory):
+    def update(self) -> bool:
+        """Look again; whether ``found`` changed."""
+        now, changed = time.time_ns(), False
+        listed: dict[str, tuple[int, dict[str, Path]]] = {}
+        groups = _subdirectories(self.directory)
+        for group in groups:
             home = self.directory / group
+            kept = self._groups.get(group)
             try:
                 mtime = home.stat().st_mtime_ns
-                kept = self._groups.get(group)
-                names = (kept[1] if kept is not None and kept[0] == mtime
-                         else _subdirectories(home))
+                if kept is None or kept[0] != mtime:
+                    homes = {f"{group}/{n}": home / n for n in _subdirectories(home)}
+                    changed = changed or kept is None or homes.keys() != kept[1].keys()
+                    kept = (mtime, homes)
             except OSError:  # removed while being read: gone at the next look
                 continue
-            if now - mtime > _SETTLED_NS:
-                listed[group] = (mtime, names)
-            for name in names:
-                found[f"{group}/{name}"] = (group, home / name)
+            # A time too recent to trust is kept under a time no directory has, so the
+            # group is listed again next time.
+            listed[group] = kept if now - mtime > _SETTLED_NS else (-1, kept[1])
+        changed = changed or listed.keys() != self._groups.keys()
         self._groups = listed
-        return found
+        if changed:
+            self.found = {key: (group, home) for group, (_, homes) in listed.items()
+                          for key, home in homes.items()}
+        return changed
 
 
 async def watch_directory(agent: Agent, directory: Path, stop: asyncio.Event) -> None:
@@ -110,11 +117,12 @@ async def watch_directory(agent: Agent, directory: Path, stop: asyncio.Event) ->
         raise NotADirectoryError(f"--local {directory}: not a directory")
     listing = _Listing(directory)
     while not stop.is_set():
-        found = listing.keys()
-        for key in [k for k in agent.members if k not in found]:
-            agent.remove(key)
-        for key, (group, home) in found.items():
-            if key not in agent.members:
-                agent.add(_member(group, home))
+        if listing.update():
+            found = listing.found
+            for key in [k for k in agent.members if k not in found]:
+                agent.remove(key)
+            for key, (group, home) in found.items():
+                if key not in agent.members:
+                    agent.add(_member(group, home))
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), RESCAN)
