@@ -56,6 +56,7 @@ OWNERS = {"turn-a": "owner-a", "turn-b1": "owner-b", "turn-b2": "owner-b", "turn
 # Every wanting worker is served within (members * owners + 1) turns; a few
 # seconds each at worst on a busy 2-core machine.
 STUCK_AFTER = 60.0
+SETTLE = 3.0
 
 
 def template() -> dict[str, Any]:
@@ -144,6 +145,14 @@ class Proof:
                                                     naming.PLURAL, body)
         self.logs.follow(name, naming.pod_name(name))
 
+    def delete_worker(self, name: str) -> None:
+        try:
+            self.custom.delete_namespaced_custom_object(naming.GROUP, naming.VERSION, NS,
+                                                        naming.PLURAL, name)
+        except ApiException as e:
+            if e.status != 404:
+                raise
+
     def workers(self) -> dict[str, dict[str, Any]]:
         items = self.custom.list_namespaced_custom_object(
             naming.GROUP, naming.VERSION, NS, naming.PLURAL)["items"]
@@ -162,8 +171,15 @@ class Proof:
 
     # ------------------------------------------------------------ what the logs say
 
-    def check(self) -> list[turn_log.Interval]:
-        spans = turn_log.all_intervals(self.logs)
+    def check(self, settle: float = SETTLE) -> list[turn_log.Interval]:
+        """No overlap among the intervals begun ``settle`` seconds ago or earlier.
+
+        Each worker's log is read by its own stream, so the line that closes one
+        interval may arrive after the line that opens the next; by ``settle``
+        seconds later both have.
+        """
+        cutoff = time.monotonic() - settle
+        spans = [s for s in turn_log.all_intervals(self.logs) if s.start <= cutoff]
         bad = turn_log.overlaps(spans)
         assert not bad, f"resident intervals overlap: {bad[:5]}"
         return spans
@@ -265,6 +281,10 @@ def proof(cluster: Any) -> Iterator[Proof]:
         for claim in old:  # an earlier run's claims hold this pool's device
             p.custom.delete_namespaced_custom_object(*RESOURCES, NS, "resourceclaims",
                                                      claim["metadata"]["name"])
+        for name in OWNERS:  # an earlier run's workers, if it stopped half-way
+            p.delete_worker(name)
+        p.cluster.wait_for(lambda: not set(p.workers()) & set(OWNERS), timeout=120,
+                           what="an earlier run's workers gone")
         p.cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(template()))
         p.deploy_agent()
         p.wait_agent()
@@ -272,12 +292,7 @@ def proof(cluster: Any) -> Iterator[Proof]:
     finally:
         p.logs.stop()
         for name in OWNERS:
-            try:
-                p.custom.delete_namespaced_custom_object(naming.GROUP, naming.VERSION, NS,
-                                                         naming.PLURAL, name)
-            except ApiException as e:
-                if e.status != 404:
-                    raise
+            p.delete_worker(name)
         try:
             p.cluster.wait_for(lambda: not p.workers(), timeout=120, what="workers gone")
         finally:

@@ -59,7 +59,9 @@ def worker():
     client.want()
     while True:
         try:
-            if not client.holds_turn:
+            # Its own memory is the truth: after the agent restarts, the client learns
+            # again whether it holds the turn, but a resident worker stays resident.
+            if not state["resident"]:
                 if client.wait_for_turn(timeout=1.0):
                     state["resident"] = True
                     log("start")
