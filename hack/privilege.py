@@ -16,13 +16,9 @@ expected, what the API server answered.
   Security admission).
 * admin: a privileged pod created directly in the openrl namespace (labelled
   from manifests/base/namespace.yaml) is refused by admission.
-* time-slicer agent (manifests/timeslicer's RBAC and admission policy, with a
-  token bound to a pod on a node, as the kubelet issues it, and one bound to
-  the Node itself): may read pods, patch the turn annotation of and delete a
-  pod on its own node, record Events; is refused, by the admission policy,
-  any delete or patch of a pod on another node, any other change to its own
-  node's pods, and everything with a token that names no node; by RBAC,
-  creating pods, Secrets, writing workers or nodes.
+* time-slicer agent (manifests/timeslicer's RBAC and admission policy, with
+  node-bound tokens): its own node's pods only, the rules and rows in
+  hack/privilege_agent.py, run between the admin's row and the escalation.
 * The escalation tried by hand: a ConfigMap holding a pod template with the
   scheduler's ServiceAccount, host namespaces, a privileged container and a
   hostPath of /, named by a worker the gateway creates, with the controller
@@ -44,7 +40,6 @@ import dataclasses
 import json
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -55,25 +50,21 @@ from typing import Any
 
 import yaml
 
-from hack.lib import kube
+from hack.lib.attempts import ADMISSION, ALLOWED, RBAC, Row, plain_pod, row, worker_body
 from hack.lib.install import ROOT, Install
 from hack.lib.kube import (
     CLAIMS,
     CONFIGMAPS,
     LEASES,
     NAMESPACES,
-    NODES,
     PODS,
     ROLEBINDINGS,
     SERVICEACCOUNTS,
     WORKERS,
-    Kube,
 )
 from hack.lib.names import (
-    API_VERSION,
     GATEWAY,
     GROUP,
-    KIND,
     LABEL_POD_TEMPLATE,
     PLURAL,
     SCHEDULER,
@@ -81,8 +72,8 @@ from hack.lib.names import (
     pod_name,
     template_name,
 )
+from hack.privilege_agent import Agent
 
-ALLOWED, RBAC, ADMISSION = "allowed", "refused", "refused by admission"
 CLAIMS_API = ("resource.k8s.io", "v1", "resourceclaims")  # group, version, plural
 EVIL_SPEC: dict[str, Any] = {
     "serviceAccountName": SCHEDULER, "hostNetwork": True, "hostPID": True,
@@ -91,49 +82,6 @@ EVIL_SPEC: dict[str, Any] = {
                     "volumeMounts": [{"name": "root", "mountPath": "/host"}]}],
     "volumes": [{"name": "root", "hostPath": {"path": "/"}}],
 }
-
-
-@dataclasses.dataclass
-class Row:
-    who: str
-    what: str
-    expected: str
-    got: str = ""
-    detail: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return self.got == self.expected
-
-
-def attempt(call: Callable[[], Any]) -> tuple[str, str]:
-    """What the API server said to ``call``: allowed, refused (RBAC), refused by admission."""
-    e = kube.refusal(call)
-    if e is None:
-        return ALLOWED, ""
-    if e.status == 403 and ("PodSecurity" in e.message
-                            or "ValidatingAdmissionPolicy" in e.message):
-        return ADMISSION, e.message
-    if e.status == 403:
-        return RBAC, e.message
-    return f"error {e.status}", e.message
-
-
-def worker_body(name: str, **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": API_VERSION, "kind": KIND,
-            "metadata": {"name": name},
-            "spec": {"role": "trainer", "modelId": "probe", "memory": "10Gi", **spec}}
-
-
-def plain_pod(name: str, privileged: bool = False) -> dict[str, Any]:
-    context: dict[str, Any] = {"privileged": True} if privileged else {
-        "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-            "spec": {"restartPolicy": "Never",
-                     "securityContext": {"runAsNonRoot": True,
-                                         "seccompProfile": {"type": "RuntimeDefault"}},
-                     "containers": [{"name": "c", "image": "registry.example/probe:1",
-                                     "securityContext": context}]}}
 
 
 def claim_body(name: str) -> dict[str, Any]:
@@ -190,7 +138,7 @@ def gateway_rows(inst: Install, other: str) -> list[Row]:
                         "name": SCHEDULER},
             "subjects": [{"kind": "ServiceAccount", "name": GATEWAY, "namespace": ns}]})),
     ]
-    return [_row("gateway", what, expected, call) for what, expected, call in checks]
+    return [row("gateway", what, expected, call) for what, expected, call in checks]
 
 
 def scheduler_rows(inst: Install, other: str) -> list[Row]:
@@ -261,7 +209,7 @@ def scheduler_rows(inst: Install, other: str) -> list[Row]:
         ("create namespaces", RBAC, lambda: api.create(
             NAMESPACES, {"metadata": {"name": f"sched-{uuid.uuid4().hex[:6]}"}})),
     ]
-    return [_row("scheduler", what, expected, call) for what, expected, call in checks]
+    return [row("scheduler", what, expected, call) for what, expected, call in checks]
 
 
 def admin_rows(inst: Install) -> list[Row]:
@@ -274,125 +222,13 @@ def admin_rows(inst: Install) -> list[Row]:
         admin.patch(NAMESPACES, name, {"metadata": {"labels": namespace["metadata"]["labels"]}})
     pod = plain_pod("admin-privileged", privileged=True)
     pod["spec"]["hostNetwork"] = True
-    return [_row("admin", f"create a privileged pod in {name}", ADMISSION,
-                 lambda: admin.create(PODS, pod, namespace=name))]
+    return [row("admin", f"create a privileged pod in {name}", ADMISSION,
+                lambda: admin.create(PODS, pod, namespace=name))]
 
 
 def _released(response: Any) -> None:
     """A watch that opened: its connection back to the pool, the stream unread."""
     response.release_conn()
-
-
-def _row(who: str, what: str, expected: str, call: Callable[[], Any]) -> Row:
-    got, detail = attempt(call)
-    return Row(who, what, expected, got, detail)
-
-
-# ------------------------------------------------------------------ the time-slicer agent
-
-AGENT, AGENT_NS = "openrl-timeslicer", "openrl-timeslicer"
-NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
-EVENTS = kube.Resource("", "v1", "events")
-REVIEWS = kube.Resource("authentication.k8s.io", "v1", "selfsubjectreviews", namespaced=False)
-
-
-def kubectl(inst: Install, verb: str, docs: str) -> None:
-    subprocess.run([str(ROOT / "hack" / "bin" / "kubectl"), "--kubeconfig",
-                    inst.admin_kubeconfig, verb, "--wait=false", "-f", "-"],
-                   input=docs, check=True, capture_output=True, text=True)
-
-
-def install_timeslicer(inst: Install) -> str:
-    """manifests/timeslicer's rights and policy (not its DaemonSet), applied; the objects
-    to remove after, if this run made its namespace (else none: someone's install)."""
-    docs = [d for d in yaml.safe_load_all(subprocess.run(
-        [str(ROOT / "hack" / "bin" / "kustomize"), "build", str(ROOT / "manifests" / "timeslicer")],
-        check=True, capture_output=True, text=True).stdout) if d and d["kind"] != "DaemonSet"]
-    ours = inst.admin.get(NAMESPACES, AGENT_NS) is None
-    kubectl(inst, "apply", yaml.safe_dump_all(docs))
-    time.sleep(3)  # the policy compiles and reaches the admission plugin
-    return yaml.safe_dump_all(docs) if ours else ""
-
-
-def agent_token(inst: Install, bound: dict[str, Any] | None, name: str) -> Kube:
-    spec: dict[str, Any] = {"expirationSeconds": 3600}
-    if bound:
-        spec["boundObjectRef"] = bound
-    token = inst.admin.create(SERVICEACCOUNTS, {"spec": spec}, namespace=AGENT_NS, of=AGENT,
-                              subresource="token")
-    assert token is not None
-    path = kube.token_kubeconfig(inst.admin_kubeconfig, AGENT, token["status"]["token"],
-                                 inst.namespace, inst.workdir / f"{name}.kubeconfig")
-    return Kube.connect(path, inst.namespace)
-
-
-def agent_rows(inst: Install, node: str, other_node: str) -> list[Row]:
-    """The agent's token against pods on its node and another's."""
-    admin, ns = inst.admin, inst.namespace
-    for pod, where in (("ts-mine", node), ("ts-theirs", other_node)):
-        admin.create(PODS, plain_pod(pod) | {"spec": {**plain_pod(pod)["spec"], "nodeName": where}})
-    admin.create(WORKERS, worker_body("ts-worker"))
-    # The kubelet's token for the agent's pod: bound to a pod bound to the node.
-    carrier = plain_pod("ts-agent")
-    carrier["spec"] |= {"nodeName": node, "serviceAccountName": AGENT,
-                        "automountServiceAccountToken": False}
-    created = admin.create(PODS, carrier, namespace=AGENT_NS) or admin.get(
-        PODS, "ts-agent", namespace=AGENT_NS)
-    assert created is not None
-    node_uid = (admin.get(NODES, node) or {})["metadata"]["uid"]
-    tokens = {
-        "agent": agent_token(inst, {"kind": "Pod", "apiVersion": "v1", "name": "ts-agent",
-                                    "uid": created["metadata"]["uid"]}, "agent-pod"),
-        "agent/node": agent_token(inst, {"kind": "Node", "apiVersion": "v1", "name": node,
-                                         "uid": node_uid}, "agent-node"),
-        "agent/none": agent_token(inst, None, "agent-unbound"),
-    }
-    api = tokens["agent"]
-    turn = {"metadata": {"annotations": {"timeslice.io/turn": '{"phase":"Waiting"}'}}}
-
-    def whoami(who: str) -> Callable[[], Any]:
-        def check() -> None:
-            review = tokens[who].create(REVIEWS, {"apiVersion": "authentication.k8s.io/v1",
-                                                  "kind": "SelfSubjectReview"}) or {}
-            extra = review.get("status", {}).get("userInfo", {}).get("extra", {})
-            if extra.get(NODE_NAME_EXTRA) != ([node] if who != "agent/none" else None):
-                raise kube.KubeError(403, "Unexpected", f"extra: {extra}")
-        return check
-
-    event = {"metadata": {"generateName": "ts-"}, "reason": "TurnOverrun", "type": "Warning",
-             "message": "probe", "involvedObject": {"apiVersion": API_VERSION, "kind": KIND,
-                                                    "name": "ts-worker", "namespace": ns}}
-    checks: list[tuple[str, str, str, Callable[[], Any]]] = [
-        ("agent", f"token names node {node}", ALLOWED, whoami("agent")),
-        ("agent", f"list pods on {node} (every namespace)", ALLOWED,
-         lambda: api.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}")),
-        ("agent", "patch turn annotation, own node", ALLOWED,
-         lambda: api.patch(PODS, "ts-mine", turn)),
-        ("agent", "patch a label, own node", ADMISSION,
-         lambda: api.patch(PODS, "ts-mine", {"metadata": {"labels": {"x": "y"}}})),
-        ("agent", "patch turn annotation, other node", ADMISSION,
-         lambda: api.patch(PODS, "ts-theirs", turn)),
-        ("agent", "delete a pod on another node", ADMISSION,
-         lambda: api.delete(PODS, "ts-theirs")),
-        ("agent", "get openrlworkers", ALLOWED, lambda: api.get(WORKERS, "ts-worker")),
-        ("agent", "create events", ALLOWED, lambda: api.create(EVENTS, event)),
-        ("agent", "patch openrlworkers", RBAC,
-         lambda: api.patch(WORKERS, "ts-worker", {"metadata": {"labels": {"x": "y"}}})),
-        ("agent", "create pods", RBAC, lambda: api.create(PODS, plain_pod("ts-new"))),
-        ("agent", "get secrets", RBAC, lambda: api.core.read_namespaced_secret("anything", ns)),
-        ("agent", "list secrets", RBAC, lambda: api.core.list_secret_for_all_namespaces()),
-        ("agent", "patch nodes", RBAC,
-         lambda: api.patch(NODES, node, {"metadata": {"labels": {"x": "y"}}})),
-        ("agent/none", "token names no node", ALLOWED, whoami("agent/none")),
-        ("agent/none", "delete a pod on the node", ADMISSION,
-         lambda: tokens["agent/none"].delete(PODS, "ts-mine")),
-        ("agent/node", f"token names node {node}", ALLOWED, whoami("agent/node")),
-        ("agent/node", "delete a pod on another node", ADMISSION,
-         lambda: tokens["agent/node"].delete(PODS, "ts-theirs")),
-        ("agent", "delete a pod on its own node", ALLOWED,
-         lambda: api.delete(PODS, "ts-mine")),
-    ]
-    return [_row(who, what, expected, call) for who, what, expected, call in checks]
 
 
 # ------------------------------------------------------------------ escalation
@@ -483,27 +319,21 @@ def main() -> int:
     suffix = uuid.uuid4().hex[:6]
     inst = Install(kubeconfig, f"privilege-{suffix}", workdir, driver=args.driver)
     other = f"privilege-other-{suffix}"
-    other_node, agent_objects = f"privilege-node-{suffix}", ""
+    agent = Agent(inst, f"privilege-node-{suffix}")
     try:
         inst.create()
         inst.admin.create(NAMESPACES, {"metadata": {"name": other,
                                                     "labels": {"openrl-place/hack": "install"}}})
         inst.enable_nodes()
         rows = gateway_rows(inst, other) + scheduler_rows(inst, other) + admin_rows(inst)
-        agent_objects = install_timeslicer(inst)
-        inst.admin.create(NODES, {"metadata": {"name": other_node,
-                                               "labels": {"openrl-place/hack": "install"}}})
-        rows += agent_rows(inst, next(iter(inst.saved_labels)), other_node)
+        rows += agent.rows()
         inst.start_controller(
             env={"OPEN_RL_TEMPLATE_ALLOW": "evil-allowed=hostNetwork,hostPID,privileged,hostPath"})
         steps = escalation(inst)
     finally:
         inst.close()
         inst.admin.delete(NAMESPACES, other)
-        inst.admin.delete(NODES, other_node)
-        inst.admin.delete(PODS, "ts-agent", namespace=AGENT_NS)
-        if agent_objects:
-            kubectl(inst, "delete", agent_objects)
+        agent.remove()
     print(table(rows))
     print()
     print("escalation (a worker the gateway creates naming a planted template):")
