@@ -151,7 +151,8 @@ def test_the_plugin_publishes_the_files_pool_out_of_order(node: Node) -> None:
     slices = node_slices(node)
     devices = [d["name"] for s in slices for d in s["spec"].get("devices") or []]
     assert sorted(devices) == sorted(WHOLE + MIGS), devices
-    (gpus,) = [s for s in slices if any(d["name"] == "gpu-0" for d in s["spec"]["devices"] or [])]
+    (gpus,) = [s for s in slices
+               if any(d["name"] == "gpu-0" for d in s["spec"].get("devices") or [])]
     assert [d["name"] for d in gpus["spec"]["devices"]] == WHOLE
     assert gpus["spec"]["devices"][-1]["capacity"]["memory"]["value"] == "81559Mi"
     attributes = gpus["spec"]["devices"][0]["attributes"]
@@ -199,8 +200,9 @@ def test_workers_get_exactly_the_devices_placement_counts(node: Node, namespace:
     assert out == want, out
     counted = sorted(set(WHOLE) - set(out))
     text, ours = snapshot(node)
-    if path := os.environ.get("E2E_NVIDIA_SNAPSHOT"):
-        Path(path).write_text(text)
+    for device, reason in want.items():  # its warnings name them one by one
+        assert any(device in line and line.endswith(reason) for line in text.splitlines()), (
+            device, text)
     assert ours["devices"] == len(counted) and ours["deviceMemory"] == "81559Mi", ours
     reasons: dict[str, int] = {}
     for reason in want.values():
@@ -224,6 +226,8 @@ def test_workers_get_exactly_the_devices_placement_counts(node: Node, namespace:
     assert devices == counted, f"kube-scheduler allocated {devices}, placement counted {counted}"
     assert all(len(ws) == MAXW for ws in by_claim.values()), by_claim
     assert "Placing" not in phases(node).values(), phases(node)
+    if path := os.environ.get("E2E_NVIDIA_SNAPSHOT"):
+        Path(path).write_text(snapshot(node)[0])
 
     # The MIG device given back: its GPU is whole again, and the waiting worker takes it.
     node.core.delete_namespaced_pod("mig-user", namespace)
