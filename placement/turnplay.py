@@ -28,7 +28,12 @@ to now (who holds the turn and since when, who wants one and since when, the
 pending restores and parks, the policy's next deadline, and where the
 round-robin stands, as the grants so far place it). When a state recurs, the
 steps between the two are a cycle: it is accounted whole as many times as it
-fits before the claim's next change, and play resumes from there. The group
+fits before the claim's next change, and play resumes from there. A cycle is
+also kept by its *shape*: the state with workers and owners named by their
+place in joining order, with the settings and each worker's seconds over the
+link. Another claim reaching a state of that shape counts the same cycle at
+once instead of playing it to find it (not while it records intervals or has
+demand windows, whose edges are not relative to now). The group
 keeps its own clock, behind the scenario's by the time counted so far (the
 policy reads only differences of times), so the policy still decides every
 turn that is not a repeat. Loops are bounded: a state recurring without time
@@ -157,6 +162,7 @@ class TurnPlay:
         self._live: dict[str, _Claim] = {}
         self._first: dict[str, tuple[str, str, int, Windows | None, float, str, int,
                                      TurnSettings]] = {}
+        self._cycles: dict[tuple[object, ...], _Cycle] = {}  # by shape: see ``_shape``
 
     def join(self, claim: str, node: str, bandwidth: int, worker: str, owner: str, memory: int,
              demand: Windows | None, now: float, settings: TurnSettings | None = None) -> None:
@@ -300,28 +306,41 @@ class TurnPlay:
             if edge is not None:
                 for w in list(live.workers.values()):
                     self._demand(live, w, now)
-            self._act(live, group.tick(now), now)
+                self._act(live, group.tick(now), now)
+            elif deadline is not None and deadline <= now:
+                # Every other call already advanced the group to now; with nothing due,
+                # a tick would find nothing to do (the loop asks for the deadline again).
+                self._act(live, group.tick(now), now)
             # A cycle holds a grant: the states after grants are the ones to compare.
             if self.compress and live.granted_at == now:
                 until -= self._count_repeats(live, now, until)
 
     def _count_repeats(self, live: _Claim, now: float, until: float) -> float:
-        """If the claim's state was seen before, count its cycle as often as it fits before
-        ``until``; the seconds counted (the group's clock falls that much behind)."""
+        """If the claim's state was seen before (or another claim's cycle starts from the
+        same shape), count the cycle as often as it fits before ``until``; the seconds
+        counted (the group's clock falls that much behind)."""
         state = self._state(live, now)
         mark = self._mark(live, now)
         before = live.seen.get(state)
-        if before is None:
-            if len(live.seen) >= CYCLE_STATES:
-                live.seen.clear()  # a cycle this long is rare: forget, and look afresh
-            live.seen[state] = mark
-            return 0.0
-        period = now - before.now
-        if period <= 0:
-            raise RuntimeError(f"turns on claim {live.result.claim} repeat without time passing "
-                               f"at {now + live.shift}s")
+        shared = live.result.intervals is None and not live.windowed
+        if before is not None:
+            if now - before.now <= 0:
+                raise RuntimeError(f"turns on claim {live.result.claim} repeat without time "
+                                   f"passing at {now + live.shift}s")
+            cycle = _cycle(live, before, mark, now)
+            self._cycles[_shape(live, state)] = cycle
+            recorded = before.recorded
+        else:
+            found = self._cycles.get(_shape(live, state)) if shared else None
+            if found is None:
+                if len(live.seen) >= CYCLE_STATES:
+                    live.seen.clear()  # a cycle this long is rare: forget, and look afresh
+                live.seen[state] = mark
+                return 0.0
+            cycle, recorded = found, mark.recorded
+        period = cycle.period
         count = int((until - now) // period)
-        edge = self._next_edge(live)
+        edge = self._next_edge(live) if live.windowed else None
         if edge is not None and edge < math.inf:  # a cycle must end before the edge
             count = min(count, int((edge - now) // period))
             while count > 0 and now + count * period >= edge:
@@ -333,18 +352,18 @@ class TurnPlay:
         if count <= 0:
             return 0.0
         result = live.result
-        result.switches += count * (mark.switches - before.switches)
-        result.switching += count * (mark.switching - before.switching)
-        for w, (r0, t0, e0), (r1, t1, e1) in zip(live.workers.values(), before.records,
-                                                 mark.records, strict=True):
-            w.record.resident += count * (r1 - r0)
-            w.record.turns += count * (t1 - t0)
-            w.record.evictions += count * (e1 - e0)
-        for name, wait in live.log[before.logged:mark.logged]:
-            waits = live.workers[name].record.waits
+        result.switches += count * cycle.switches
+        result.switching += count * cycle.switching
+        workers = list(live.workers.values())
+        for w, (resident, turns, evictions) in zip(workers, cycle.records, strict=True):
+            w.record.resident += count * resident
+            w.record.turns += count * turns
+            w.record.evictions += count * evictions
+        for place, wait in cycle.waits:
+            waits = workers[place].record.waits
             waits[wait] = waits.get(wait, 0) + count
         if result.intervals is not None:
-            result.intervals.repeat(before.recorded, period, count)
+            result.intervals.repeat(recorded, period, count)
         live.shift += count * period
         live.seen.clear()
         live.log.clear()
@@ -421,3 +440,40 @@ class TurnPlay:
             live.result.intervals.append((w.resident_since + live.shift, now + live.shift,
                                           w.record.worker))
         w.resident_since = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Cycle:
+    """What one repeat of a cycle adds, its workers named by their place in joining order."""
+
+    period: float
+    switches: int
+    switching: float
+    records: tuple[tuple[float, int, int], ...]  # each worker's resident, turns, evictions
+    waits: tuple[tuple[int, float], ...]  # each grant's worker and its wait
+
+
+def _cycle(live: _Claim, before: _Mark, mark: _Mark, now: float) -> _Cycle:
+    places = {name: place for place, name in enumerate(live.workers)}
+    return _Cycle(now - before.now, mark.switches - before.switches,
+                  mark.switching - before.switching,
+                  tuple((r1 - r0, t1 - t0, e1 - e0) for (r0, t0, e0), (r1, t1, e1)
+                        in zip(before.records, mark.records, strict=True)),
+                  tuple((places[name], wait) for name, wait in live.log[before.logged:mark.logged]))
+
+
+def _shape(live: _Claim, state: tuple[object, ...]) -> tuple[object, ...]:
+    """The state with its workers and owners named by place, and what else differs from
+    claim to claim: the settings and each worker's seconds over the link. Two claims of one
+    shape play the same turns, time-shifted and renamed: the policy reads only differences
+    of times and the order of names."""
+    places = {name: place for place, name in enumerate(live.workers)}
+    owners = {owner: place for place, owner in enumerate(live.owners)}
+    workers, _, holder, last_holder, *rest = state
+    bandwidth = live.result.bandwidth
+    assert isinstance(workers, tuple)
+    return (live.group.settings,
+            tuple(w.memory / bandwidth for w in live.workers.values()),
+            tuple((owners[owner], *fields) for _, owner, *fields in workers),
+            len(owners), places.get(holder) if isinstance(holder, str) else None,
+            places.get(last_holder, -1) if isinstance(last_holder, str) else None, *rest)

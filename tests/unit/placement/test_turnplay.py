@@ -136,11 +136,14 @@ def test_counting_repeats_gives_the_figures_of_playing_every_switch(
     events, policy, end = scenario
     assert figures(play_all(events, policy, end, compress=True)) == \
         figures(play_all(events, policy, end, compress=False))
+    # No intervals kept: every claim may count a cycle another claim of its shape found.
+    assert figures(play_all(events, policy, end, compress=True, keep=frozenset())) == \
+        figures(play_all(events, policy, end, compress=False, keep=frozenset()))
 
 
-def test_a_day_of_constant_demand_is_played_for_a_few_cycles_only(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = []
+def counted_ticks(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The times the player calls ``tick``, from now on."""
+    calls: list[float] = []
 
     class Counted(TurnGroup):
         def tick(self, now: float) -> list[Action]:
@@ -148,6 +151,31 @@ def test_a_day_of_constant_demand_is_played_for_a_few_cycles_only(
             return super().tick(now)
 
     monkeypatch.setattr(placement.turnplay, "TurnGroup", Counted)
+    return calls
+
+
+def test_a_claim_counts_the_cycle_another_claim_of_its_shape_found(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = counted_ticks(monkeypatch)
+    # The same memories and owners, other names, seated 1,000.25 seconds later.
+    events: list[Event] = [(0, "join", "c0", "a", 2**30, None), (0, "join", "c0", "b", 2**31, None),
+                           (50, "join", "c0", "c", 2**32, None),
+                           (1000.25, "join", "c1", "x", 2**30, None),
+                           (1000.25, "join", "c1", "y", 2**31, None),
+                           (1050.25, "join", "c1", "z", 2**32, None)]
+    play_all(events[:3], POLICY, 86_400, compress=True, keep=frozenset())
+    first_calls = len(calls)
+    calls.clear()
+    both = play_all(events, POLICY, 86_400, compress=True, keep=frozenset())
+    assert len(calls) < 2 * first_calls  # the second claim skipped looking for its cycle
+    assert figures(both) == figures(play_all(events, POLICY, 86_400, compress=False,
+                                             keep=frozenset()))
+    assert both.claims["c1"].switches > 1000
+
+
+def test_a_day_of_constant_demand_is_played_for_a_few_cycles_only(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = counted_ticks(monkeypatch)
     events: list[Event] = [(0, "join", "c0", "a", 2**30, None), (0, "join", "c0", "b", 2**31, None),
                            (5, "join", "c0", "c", 2**32, None)]
     fast = play_all(events, POLICY, 86_400, compress=True)
