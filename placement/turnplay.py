@@ -273,8 +273,12 @@ class TurnPlay:
         live.seen.clear()
         live.log.clear()
         stalled = 0
+        looking = self.compress
         while True:
-            soonest = min((at for at, _ in live.timers.values()), default=math.inf)
+            soonest = math.inf
+            for at, _ in live.timers.values():
+                if at < soonest:
+                    soonest = at
             deadline = group.next_deadline()
             if deadline is not None and deadline < soonest:
                 soonest = deadline
@@ -312,13 +316,18 @@ class TurnPlay:
                 # a tick would find nothing to do (the loop asks for the deadline again).
                 self._act(live, group.tick(now), now)
             # A cycle holds a grant: the states after grants are the ones to compare.
-            if self.compress and live.granted_at == now:
-                until -= self._count_repeats(live, now, until)
+            if looking and live.granted_at == now:
+                counted = self._count_repeats(live, now, until)
+                if counted is not None:
+                    until -= counted
+                    # Without demand edges the claim stays in that cycle, and less than
+                    # one more of it is left before ``until``: nothing more to compare.
+                    looking = live.windowed > 0
 
-    def _count_repeats(self, live: _Claim, now: float, until: float) -> float:
+    def _count_repeats(self, live: _Claim, now: float, until: float) -> float | None:
         """If the claim's state was seen before (or another claim's cycle starts from the
         same shape), count the cycle as often as it fits before ``until``; the seconds
-        counted (the group's clock falls that much behind)."""
+        counted (the group's clock falls that much behind), None while no cycle is known."""
         state = self._state(live, now)
         mark = self._mark(live, now)
         before = live.seen.get(state)
@@ -336,7 +345,7 @@ class TurnPlay:
                 if len(live.seen) >= CYCLE_STATES:
                     live.seen.clear()  # a cycle this long is rare: forget, and look afresh
                 live.seen[state] = mark
-                return 0.0
+                return None
             cycle, recorded = found, mark.recorded
         period = cycle.period
         count = int((until - now) // period)

@@ -314,15 +314,19 @@ class TurnGroup:
 
     def next_deadline(self) -> float | None:
         """The earliest time at which ``tick`` would act, or None while nothing is due."""
-        times = [m.deadline for m in self._intruders.values()
-                 if m.deadline is not None and not m.evicting]
+        soonest = None
+        if self._intruders:  # rare: no list to build on every call
+            soonest = min((m.deadline for m in self._intruders.values()
+                           if m.deadline is not None and not m.evicting), default=None)
         h = self._holder
-        if h is not None and not h.evicting:
-            if h.deadline is not None:
-                times.append(h.deadline)
-            elif self._anyone_waiting():
-                times.append(self._yield_due(h))
-        return min(times) if times else None
+        if h is None or h.evicting:
+            return soonest
+        due = h.deadline
+        if due is None and self._anyone_waiting():
+            due = self._yield_due(h)
+        if due is None or (soonest is not None and soonest <= due):
+            return soonest
+        return due
 
     # -- the rules -------------------------------------------------------------------------
 
