@@ -49,10 +49,18 @@ share.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
-from enum import Enum
 
 from placement.rotation import Rotation
+from placement.turntypes import (
+    Action,
+    Evict,
+    EvictReason,
+    Grant,
+    MemberView,
+    Phase,
+    TurnSettings,
+    Yield,
+)
 
 __all__ = [
     "Action",
@@ -65,84 +73,6 @@ __all__ = [
     "TurnSettings",
     "Yield",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class TurnSettings:
-    """How long a turn lasts: all in seconds."""
-
-    quantum: float = 120.0
-    min_resident: float = 10.0
-    yield_grace: float = 30.0
-
-    def __post_init__(self) -> None:
-        for name in ("quantum", "min_resident", "yield_grace"):
-            value = getattr(self, name)
-            if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"{name} must be a number of seconds >= 0, not {value!r}")
-        if self.quantum <= 0:
-            raise ValueError(f"quantum must be more than 0 seconds, not {self.quantum!r}")
-        if self.min_resident > self.quantum:
-            raise ValueError(f"min_resident ({self.min_resident}s) must not exceed quantum "
-                             f"({self.quantum}s)")
-
-
-class Phase(Enum):
-    """Where a member stands, as people read it."""
-
-    UNREPORTED = "Unreported"  # recovering: has not said whether it is resident
-    IDLE = "Idle"              # does not want a turn
-    WAITING = "Waiting"
-    GRANTED = "Granted"        # holds the turn, restoring
-    RESIDENT = "Resident"
-    YIELDING = "Yielding"      # asked to park, not yet confirmed
-    EVICTING = "Evicting"      # its pod is being deleted, not yet gone
-    INTRUDING = "Intruding"    # resident without the turn, asked to park
-
-
-class EvictReason(Enum):
-    TURN_OVERRUN = "TurnOverrun"
-    RESIDENT_WITHOUT_TURN = "ResidentWithoutTurn"
-
-
-@dataclass(frozen=True, slots=True)
-class Grant:
-    """The member now holds the turn: it may restore into device memory."""
-
-    member: str
-
-
-@dataclass(frozen=True, slots=True)
-class Yield:
-    """The member is asked to park within ``grace`` seconds (by ``deadline``)."""
-
-    member: str
-    grace: float
-    deadline: float
-
-
-@dataclass(frozen=True, slots=True)
-class Evict:
-    """The member's pod is to be deleted; it keeps blocking the turn until gone."""
-
-    member: str
-    reason: EvictReason
-
-
-Action = Grant | Yield | Evict
-
-
-@dataclass(frozen=True, slots=True)
-class MemberView:
-    """One member, read: for metrics, explain and the simulator's figures."""
-
-    member: str
-    owner: str
-    phase: Phase
-    wants: bool
-    waiting_since: float | None  # when it last began to wait, while it waits
-    turns: int                   # grants (and resident reports that took the turn)
-    held: float                  # seconds it has held the turn, so far
 
 
 class _Member:
