@@ -11,16 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-__all__ = [
-    "Action",
-    "Evict",
-    "EvictReason",
-    "Grant",
-    "MemberView",
-    "Phase",
-    "TurnSettings",
-    "Yield",
-]
+__all__ = ["Action", "Evict", "EvictReason", "Grant", "MemberView", "Phase", "TurnSettings",
+           "Yield"]
 
 
 @dataclass(frozen=True, slots=True)
