@@ -22,16 +22,18 @@ workers would:
 
 Repeats are counted, not played (unless ``compress=False``). Between two
 things happening on a claim (a worker joining or leaving, a demand edge) the
-same members take the same turns over and over. After every step the player
+same members take the same turns over and over. After every grant the player
 reads the claim's *state*: everything that decides what comes next, relative
 to now (who holds the turn and since when, who wants one and since when, the
 pending restores and parks, the policy's next deadline, and where the
-round-robin stands, as the grants so far place it). When a state recurs, the
-steps between the two are a cycle: it is accounted whole as many times as it
-fits before the claim's next change, and play resumes from there. A cycle is
-also kept by its *shape*: the state with workers and owners named by their
-place in joining order, with the settings and each worker's seconds over the
-link. Another claim reaching a state of that shape counts the same cycle at
+round-robin stands, as the grants so far place it), its workers and owners
+named by their place in joining order, with the settings and each worker's
+seconds over the link. When a state recurs with the same workers, the steps
+between the two are a cycle: it is accounted whole as many times as it fits
+before the claim's next change, and play resumes from there; without demand
+edges less than one more cycle is left, so no state is read again until the
+next change. A cycle is kept by its state for every claim: another claim
+reaching that state (other names, another time) counts the same cycle at
 once instead of playing it to find it (not while it records intervals or has
 demand windows, whose edges are not relative to now). The group
 keeps its own clock, behind the scenario's by the time counted so far (the
@@ -142,6 +144,7 @@ class _Mark:
     """Where the counts stood when a state was seen."""
 
     now: float
+    names: tuple[str, ...]  # the workers in joining order: the state names them by place
     switches: int
     switching: float
     logged: int
@@ -326,27 +329,29 @@ class TurnPlay:
 
     def _count_repeats(self, live: _Claim, now: float, until: float) -> float | None:
         """If the claim's state was seen before (or another claim's cycle starts from the
-        same shape), count the cycle as often as it fits before ``until``; the seconds
+        same state), count the cycle as often as it fits before ``until``; the seconds
         counted (the group's clock falls that much behind), None while no cycle is known."""
-        state = self._state(live, now)
-        mark = self._mark(live, now)
+        state = _state(live, now)
+        names = tuple(live.workers)
         before = live.seen.get(state)
-        shared = live.result.intervals is None and not live.windowed
-        if before is not None:
+        if before is not None and before.names == names:
             if now - before.now <= 0:
                 raise RuntimeError(f"turns on claim {live.result.claim} repeat without time "
                                    f"passing at {now + live.shift}s")
-            cycle = _cycle(live, before, mark, now)
-            self._cycles[_shape(live, state)] = cycle
+            mark = self._mark(live, now, names)
+            cycle = self._cycles[state] = _cycle(live, before, mark, now)
             recorded = before.recorded
         else:
-            found = self._cycles.get(_shape(live, state)) if shared else None
+            # Another claim's cycle: not while intervals are kept (they would need its
+            # block renamed) nor with demand windows (their edges are not relative to now).
+            found = (self._cycles.get(state) if live.result.intervals is None
+                     and not live.windowed else None)
             if found is None:
                 if len(live.seen) >= CYCLE_STATES:
                     live.seen.clear()  # a cycle this long is rare: forget, and look afresh
-                live.seen[state] = mark
+                live.seen[state] = self._mark(live, now, names)
                 return None
-            cycle, recorded = found, mark.recorded
+            cycle, recorded = found, 0
         period = cycle.period
         count = int((until - now) // period)
         edge = self._next_edge(live) if live.windowed else None
@@ -357,48 +362,29 @@ class TurnPlay:
         while count > 0 and now + count * period > until:
             count -= 1
         live.seen.clear()
-        live.seen[state] = mark
-        if count <= 0:
-            return 0.0
+        if count > 0:
+            result = live.result
+            result.switches += count * cycle.switches
+            result.switching += count * cycle.switching
+            workers = list(live.workers.values())
+            for w, (resident, turns, evictions) in zip(workers, cycle.records, strict=True):
+                w.record.resident += count * resident
+                w.record.turns += count * turns
+                w.record.evictions += count * evictions
+            for place, wait in cycle.waits:
+                waits = workers[place].record.waits
+                waits[wait] = waits.get(wait, 0) + count
+            if result.intervals is not None:
+                result.intervals.repeat(recorded, period, count)
+            live.shift += count * period
+            live.log.clear()
+        if live.windowed:  # past the next edge, another cycle may begin: look again
+            live.seen[state] = self._mark(live, now, names)
+        return max(count, 0) * period
+
+    def _mark(self, live: _Claim, now: float, names: tuple[str, ...]) -> _Mark:
         result = live.result
-        result.switches += count * cycle.switches
-        result.switching += count * cycle.switching
-        workers = list(live.workers.values())
-        for w, (resident, turns, evictions) in zip(workers, cycle.records, strict=True):
-            w.record.resident += count * resident
-            w.record.turns += count * turns
-            w.record.evictions += count * evictions
-        for place, wait in cycle.waits:
-            waits = workers[place].record.waits
-            waits[wait] = waits.get(wait, 0) + count
-        if result.intervals is not None:
-            result.intervals.repeat(recorded, period, count)
-        live.shift += count * period
-        live.seen.clear()
-        live.log.clear()
-        live.seen[state] = self._mark(live, now)
-        return count * period
-
-    def _state(self, live: _Claim, now: float) -> tuple[object, ...]:
-        def ago(at: float | None) -> float | None:
-            return None if at is None else round(now - at, _DIGITS)
-
-        workers = []
-        for name, w in live.workers.items():
-            timer = live.timers.get(name)
-            served = live.served.get(w.record.owner, -1)
-            workers.append((name, w.record.owner, w.wants, w.next_change, w.seq <= served,
-                            None if timer is None else (ago(timer[0]), timer[1]),
-                            ago(w.resident_since), ago(live.waiting_from.get(name))))
-        holder = live.group.holder
-        deadline = live.group.next_deadline()
-        return (tuple(workers), tuple(live.owners), holder, live.last_holder,
-                ago(live.granted_at) if holder is not None else None, ago(deadline),
-                sum(1 for place in live.owners.values() if place <= live.served_owner))
-
-    def _mark(self, live: _Claim, now: float) -> _Mark:
-        result = live.result
-        return _Mark(now, result.switches, result.switching, len(live.log),
+        return _Mark(now, names, result.switches, result.switching, len(live.log),
                      len(result.intervals.parts) if result.intervals is not None else 0,
                      tuple((w.record.resident, w.record.turns, w.record.evictions)
                            for w in live.workers.values()))
@@ -471,18 +457,33 @@ def _cycle(live: _Claim, before: _Mark, mark: _Mark, now: float) -> _Cycle:
                   tuple((places[name], wait) for name, wait in live.log[before.logged:mark.logged]))
 
 
-def _shape(live: _Claim, state: tuple[object, ...]) -> tuple[object, ...]:
-    """The state with its workers and owners named by place, and what else differs from
-    claim to claim: the settings and each worker's seconds over the link. Two claims of one
-    shape play the same turns, time-shifted and renamed: the policy reads only differences
-    of times and the order of names."""
-    places = {name: place for place, name in enumerate(live.workers)}
+def _state(live: _Claim, now: float) -> tuple[object, ...]:
+    """Everything that decides what comes next on the claim, relative to now, its workers
+    and owners named by their place in joining order, with the settings and each worker's
+    seconds over the link: two claims in one state play the same turns, time-shifted and
+    renamed (the policy reads only differences of times and the order of names)."""
     owners = {owner: place for place, owner in enumerate(live.owners)}
-    workers, _, holder, last_holder, *rest = state
     bandwidth = live.result.bandwidth
-    assert isinstance(workers, tuple)
-    return (live.group.settings,
-            tuple(w.memory / bandwidth for w in live.workers.values()),
-            tuple((owners[owner], *fields) for _, owner, *fields in workers),
-            len(owners), places.get(holder) if isinstance(holder, str) else None,
-            places.get(last_holder, -1) if isinstance(last_holder, str) else None, *rest)
+    holder = live.group.holder
+    at = last = -1
+    workers = []
+    for place, (name, w) in enumerate(live.workers.items()):
+        if name == holder:
+            at = place
+        if name == live.last_holder:
+            last = place
+        timer = live.timers.get(name)
+        owner = w.record.owner
+        since = w.resident_since
+        waiting = live.waiting_from.get(name)
+        workers.append((owners[owner], w.memory / bandwidth, w.wants, w.next_change,
+                        w.seq <= live.served.get(owner, -1),
+                        None if timer is None else (round(now - timer[0], _DIGITS), timer[1]),
+                        None if since is None else round(now - since, _DIGITS),
+                        None if waiting is None else round(now - waiting, _DIGITS)))
+    deadline = live.group.next_deadline()
+    return (live.group.settings, tuple(workers), len(owners), at,
+            None if live.last_holder is None else last,
+            round(now - live.granted_at, _DIGITS) if holder is not None else None,
+            None if deadline is None else round(now - deadline, _DIGITS),
+            sum(1 for place in live.owners.values() if place <= live.served_owner))
