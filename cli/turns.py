@@ -156,14 +156,19 @@ def _read(settings: TurnSettings, end: float, play: TurnPlay) -> Turns:
     waits: dict[float, int] = {}
     for name in sorted(by_worker):
         stays = by_worker[name]
-        counted: dict[float, int] = {}
-        for stay in stays:
-            for wait, times in stay.waits.items():
-                counted[wait] = counted.get(wait, 0) + times
-                waits[wait] = waits.get(wait, 0) + times
+        if len(stays) == 1:  # nearly every worker: its stay's waits are its own
+            counted = stays[0].waits
+        else:
+            counted = {}
+            for stay in stays:
+                for wait, times in stay.waits.items():
+                    counted[wait] = counted.get(wait, 0) + times
+        for wait, times in counted.items():
+            waits[wait] = waits.get(wait, 0) + times
         mine = sorted(counted.items())
+        last = stays[-1]
         workers.append(WorkerTurns(
-            name, stays[-1].owner, stays[-1].claim, sum(s.stayed(end) for s in stays),
+            name, last.owner, last.claim, sum(s.stayed(end) for s in stays),
             sum(s.resident for s in stays), sum(s.turns for s in stays),
             sum(s.evictions for s in stays), mine[-1][0] if mine else 0.0, _median(mine)))
     owners: dict[str, list[WorkerTurns]] = {}

@@ -297,19 +297,22 @@ class TurnPlay:
                 raise RuntimeError(f"turns on claim {live.result.claim} make no progress at "
                                    f"{now + live.shift}s")
             live.now = now
-            due = live.timers.items() if len(live.timers) < 2 else sorted(live.timers.items())
-            for worker, (at, what) in list(due):
-                if at > now:
-                    continue
-                del live.timers[worker]
+            timers = live.timers
+            due = [(worker, what) for worker, (at, what)
+                   in (timers.items() if len(timers) < 2 else sorted(timers.items()))
+                   if at <= now]
+            for worker, what in due:
+                del timers[worker]
                 w = live.workers[worker]
                 if what == "restored":
                     w.resident_since = now
-                    self._act(live, group.resident(worker, now), now)
+                    actions = group.resident(worker, now)
                 else:
                     if w.wants:
                         live.waiting_from[worker] = now
-                    self._act(live, group.parked(worker, now), now)
+                    actions = group.parked(worker, now)
+                if actions:
+                    self._act(live, actions, now)
             if edge is not None:
                 for w in list(live.workers.values()):
                     self._demand(live, w, now)
