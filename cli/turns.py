@@ -167,10 +167,12 @@ def _read(settings: TurnSettings, end: float, play: TurnPlay) -> Turns:
             waits[wait] = waits.get(wait, 0) + times
         mine = sorted(counted.items())
         last = stays[-1]
-        workers.append(WorkerTurns(
-            name, last.owner, last.claim, sum(s.stayed(end) for s in stays),
-            sum(s.resident for s in stays), sum(s.turns for s in stays),
-            sum(s.evictions for s in stays), mine[-1][0] if mine else 0.0, _median(mine)))
+        figures = ((last.stayed(end), last.resident, last.turns, last.evictions)
+                   if len(stays) == 1 else
+                   (sum(s.stayed(end) for s in stays), sum(s.resident for s in stays),
+                    sum(s.turns for s in stays), sum(s.evictions for s in stays)))
+        workers.append(WorkerTurns(name, last.owner, last.claim, *figures,
+                                   mine[-1][0] if mine else 0.0, _median(mine)))
     owners: dict[str, list[WorkerTurns]] = {}
     for worker in workers:
         owners.setdefault(worker.owner, []).append(worker)

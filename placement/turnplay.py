@@ -277,12 +277,14 @@ class TurnPlay:
         live.log.clear()
         stalled = 0
         looking = self.compress
+        timers = live.timers  # the same dict throughout: read once
+        next_deadline = group.next_deadline
         while True:
             soonest = math.inf
-            for at, _ in live.timers.values():
+            for at, _ in timers.values():
                 if at < soonest:
                     soonest = at
-            deadline = group.next_deadline()
+            deadline = next_deadline()
             if deadline is not None and deadline < soonest:
                 soonest = deadline
             edge = self._next_edge(live) if live.windowed else None
@@ -297,7 +299,6 @@ class TurnPlay:
                 raise RuntimeError(f"turns on claim {live.result.claim} make no progress at "
                                    f"{now + live.shift}s")
             live.now = now
-            timers = live.timers
             due = [(worker, what) for worker, (at, what)
                    in (timers.items() if len(timers) < 2 else sorted(timers.items()))
                    if at <= now]
