@@ -165,7 +165,7 @@ class TurnPlay:
         self._live: dict[str, _Claim] = {}
         self._first: dict[str, tuple[str, str, int, Windows | None, float, str, int,
                                      TurnSettings]] = {}
-        self._cycles: dict[tuple[object, ...], _Cycle] = {}  # by shape: see ``_shape``
+        self._cycles: dict[tuple[object, ...], _Cycle] = {}  # by state: see ``_state``
 
     def join(self, claim: str, node: str, bandwidth: int, worker: str, owner: str, memory: int,
              demand: Windows | None, now: float, settings: TurnSettings | None = None) -> None:
@@ -342,8 +342,9 @@ class TurnPlay:
             if now - before.now <= 0:
                 raise RuntimeError(f"turns on claim {live.result.claim} repeat without time "
                                    f"passing at {now + live.shift}s")
-            mark = self._mark(live, now, names)
-            cycle = self._cycles[state] = _cycle(live, before, mark, now)
+            cycle = _cycle(live, before, self._mark(live, now, names), now)
+            if not live.windowed:  # kept for the claims that may use it (see below)
+                self._cycles[state] = cycle
             recorded = before.recorded
         else:
             # Another claim's cycle: not while intervals are kept (they would need its

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import subprocess
 import sys
+from dataclasses import astuple
 from pathlib import Path
 
 import pytest
@@ -139,7 +141,9 @@ def test_the_drawn_claims_replayed_alone_match_every_claim_replayed(
     busiest = frozenset(c.claim for c in replayed.turns.claims[:page.DRAWN])
     everything = play_turns(scenario, replayed.turns.settings, replayed, keep=busiest)
     drawn = page._drawn_turns(scenario, replayed)
-    assert drawn == everything
+    # A cycle one claim found serves every claim reaching its state, so which claims were
+    # played may move a sum of seconds in its last bits; nothing else.
+    assert _close(astuple(drawn), astuple(everything))
     assert [c.intervals is not None for c in drawn.claims] == [True, True, False, False]
 
 
@@ -154,3 +158,11 @@ def test_the_page_of_the_sharing_example_weighs_under_three_times_its_json(
     page, document = page_path.stat().st_size, len(done.stdout)
     assert page < 3 * document, (page, document)
     assert page < 5 * 10**6
+
+
+def _close(a: object, b: object) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=1e-12)
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
