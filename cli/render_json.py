@@ -108,7 +108,10 @@ def turns_document(turns: Turns) -> dict[str, Any]:
     s = turns.summary()
     return {
         "settings": {"quantum": t.quantum, "minResident": t.min_resident,
-                     "yieldGrace": t.yield_grace},
+                     "yieldGrace": t.yield_grace,
+                     **({"nodes": {name: {"quantum": n.quantum, "minResident": n.min_resident,
+                                          "yieldGrace": n.yield_grace}
+                                   for name, n in turns.nodes}} if turns.nodes else {})},
         "switches": s.switches,
         "switchingShare": s.switching_share,
         "waits": {"median": s.median_wait, "max": s.longest_wait},

@@ -20,6 +20,7 @@ What this adds is the reading:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -85,6 +86,7 @@ class Turns:
     workers: tuple[WorkerTurns, ...]  # by worker name
     owners: tuple[OwnerTurns, ...]  # by owner name
     waits: tuple[tuple[float, int], ...]  # every wait and how many times it was waited, sorted
+    nodes: tuple[tuple[str, TurnSettings], ...] = ()  # nodes with their own settings, by name
 
     def summary(self) -> TurnSummary:
         span = sum(claim.span(self.end) for claim in self.claims)
@@ -146,7 +148,9 @@ def play_turns(scenario: Scenario, settings: TurnSettings, report: Report, *,
                 placing.setdefault(seat.claim, []).append(seat.worker)
     end = report.times[-1] if report.times else 0.0
     play.end(end)
-    return _read(settings, end, play)
+    own = tuple((name, spec.turns.settings(settings)) for name, spec in sorted(specs.items())
+                if spec.turns is not None)
+    return dataclasses.replace(_read(settings, end, play), nodes=own)
 
 
 def _read(settings: TurnSettings, end: float, play: TurnPlay) -> Turns:

@@ -22,7 +22,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 NEEDS_TOOLS = ("test_chart.py", "test_chart_node.py", "test_monitoring.py")
 TOOLS = ("helm", "kustomize", "promtool")
-NEEDS_NODE = ("test_node.py", "test_chart_node.py")
+NEEDS_NODE = ("test_node.py", "test_chart_node.py", "test_node_nvidia.py",
+              "test_timeslicer_node.py")
 
 
 def early(name: str, script: str) -> None:

@@ -133,6 +133,18 @@ def test_a_nodes_own_turns_play_on_its_claims_alone() -> None:
     assert quick.switching / quick.switches < 5
 
 
+def test_the_json_names_each_nodes_own_settings(tmp_path: Path) -> None:
+    path = tmp_path / "two.yaml"
+    path.write_text(TWO_NODES)
+    result = CliRunner().invoke(main, ["simulate", str(path), "-o", "json"])
+    assert result.exit_code == 0, result.output
+    settings = json.loads(result.output)["turns"]["settings"]
+    assert settings["quantum"] == 60.0
+    # Only the node with its own; its other keys are the scenario's.
+    assert settings["nodes"] == {"slow": {"quantum": 600.0, "minResident": 10.0,
+                                          "yieldGrace": 30.0}}
+
+
 @pytest.mark.parametrize(("turns", "message"), [
     ("{quantom: 1m}", r'nodes\[1\]\.turns: node "slow": unknown key "quantom"'),
     ("{yieldGrace: soon}", r'nodes\[1\]\.turns: node "slow": yieldGrace: "soon" is not'),
