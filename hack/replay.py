@@ -12,7 +12,11 @@ How a scenario is played:
 
 * Its nodes are fake GPU nodes (hack/fakenodes) with the scenario's geometry,
   host memory (allocatable memory; a node without ``hostMemory`` gets 1Pi,
-  which no parked load reaches), role labels and max-workers-per-claim. Each
+  which no parked load reaches), role labels and max-workers-per-claim. A node
+  whose scenario declares ``leftOut`` devices is a mixed node: its slice
+  carries that many more devices beside its own, each with a ``NoSchedule``
+  taint (whatever reason the scenario gives), so DRA never allocates them and
+  the controller leaves them out, as the simulator never counts them. Each
   scenario gets its own DRA driver and DeviceClass, namespace and node names,
   so scenarios never see each other's fleet (nor the cluster's own nodes).
 * ``arrive`` creates an OpenRLWorker, ``leave`` deletes one, ``addNode``
@@ -123,13 +127,15 @@ def generate(seed: int) -> dict[str, Any]:
     Small on purpose: each step costs real API round trips. Every node names
     its host memory, since a cluster always has one; about a third name a
     small pod limit (the fake nodes' allocatable pods), so it binds before
-    devices or seats do. Those limits come from a stream of their own: the
-    rest of a seed's scenario is what it always was.
+    devices or seats do; about one in six is a mixed node, publishing one or
+    two tainted devices the scenario declares as ``leftOut``. The limits and
+    the mixed nodes come from streams of their own: the rest of a seed's
+    scenario is what it always was.
     """
     rng = random.Random(seed)
-    pods = random.Random(f"pods-{seed}")
+    extras = _Extras(random.Random(f"pods-{seed}"), random.Random(f"mixed-{seed}"))
     names = iter(f"n{i}" for i in range(100))
-    nodes = [_generated_node(rng, next(names), pods) for _ in range(rng.randint(1, 3))]
+    nodes = [_generated_node(rng, next(names), extras) for _ in range(rng.randint(1, 3))]
     events: list[dict[str, Any]] = []
     present: list[str] = []
     arrived = 0
@@ -141,7 +147,7 @@ def generate(seed: int) -> dict[str, Any]:
             events.append({"leave": worker})
         elif not added and roll < 0.32:
             added = True
-            events.append({"addNode": _generated_node(rng, next(names), pods)})
+            events.append({"addNode": _generated_node(rng, next(names), extras)})
         else:
             worker = f"w{arrived}"
             arrived += 1
@@ -160,7 +166,15 @@ def generate(seed: int) -> dict[str, Any]:
     return {"dra": "instant", "nodes": nodes, "events": events}
 
 
-def _generated_node(rng: random.Random, name: str, pods: random.Random) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _Extras:
+    """The streams a node's later additions draw from, apart from the scenario's own."""
+
+    pods: random.Random
+    mixed: random.Random
+
+
+def _generated_node(rng: random.Random, name: str, extras: _Extras) -> dict[str, Any]:
     node: dict[str, Any] = {
         "name": name,
         "devices": rng.choice([1, 1, 2, 3]),
@@ -171,9 +185,12 @@ def _generated_node(rng: random.Random, name: str, pods: random.Random) -> dict[
     roles = rng.choice([[], [], [], ["trainer"], ["sampler"], ["trainer", "sampler"]])
     if roles:
         node["roles"] = roles
-    limit = pods.choice([None, None, 1, 2, 3])
+    limit = extras.pods.choice([None, None, 1, 2, 3])
     if limit is not None:
         node["pods"] = limit
+    if extras.mixed.random() < 1 / 6:
+        node["leftOut"] = [{"devices": extras.mixed.choice([1, 2]),
+                            "reason": fakenodes.TAINT_REASON}]
     return node
 
 
@@ -350,15 +367,7 @@ class Stage:
                   naming.NODE_MAX_WORKERS: str(spec.max_workers_per_claim)}
         for role in spec.roles:
             labels[naming.NODE_ROLE_LABELS[Role(role)]] = "true"
-        host = (format_quantity(spec.host_memory) if spec.host_memory is not None
-                else UNCHECKED_HOST_MEMORY)
-        profile = fakenodes.Profile(devices=spec.devices,
-                                    device_memory=format_quantity(spec.device_memory),
-                                    product=spec.product or "Fidelity GPU", host_memory=host,
-                                    cpu="64",
-                                    pods=str(spec.pods) if spec.pods is not None
-                                    else UNCHECKED_PODS)
-        self.fake.add(self.node_name(spec.name), profile, labels)
+        self.fake.add(self.node_name(spec.name), node_profile(spec), labels)
 
     def arrive(self, event: Arrive) -> None:
         # Arrival order is creation time, kept to the second: never two in one second.
@@ -433,6 +442,17 @@ class Stage:
         return None
 
 
+def node_profile(spec: NodeSpec) -> fakenodes.Profile:
+    """The fake node playing a scenario node: its left-out devices published tainted."""
+    host = (format_quantity(spec.host_memory) if spec.host_memory is not None
+            else UNCHECKED_HOST_MEMORY)
+    return fakenodes.Profile(devices=spec.devices,
+                             device_memory=format_quantity(spec.device_memory),
+                             product=spec.product or "Fidelity GPU", host_memory=host, cpu="64",
+                             pods=str(spec.pods) if spec.pods is not None else UNCHECKED_PODS,
+                             tainted=sum(count for count, _ in spec.left_out))
+
+
 def _wait(probe: Any, timeout: float, what: str) -> Any:
     deadline = time.monotonic() + timeout
     while True:
@@ -483,6 +503,8 @@ def play(scenario: Scenario, name: str, tag: str, kubeconfig: str,
     try:
         stage.open(scenario.nodes)
         present: set[str] = set()
+        # Counted among what the steps show: a fleet with devices DRA must leave alone.
+        mixed = any(node.left_out for node in scenario.nodes)
         for index, event in enumerate(scenario.events):
             if isinstance(event, Expect):
                 continue
@@ -496,11 +518,13 @@ def play(scenario: Scenario, name: str, tag: str, kubeconfig: str,
                 what = f"leave {event.worker}"
             elif isinstance(event, AddNode):
                 stage.add_node(event.node)
+                mixed = mixed or bool(event.node.left_out)
                 what = f"addNode {event.node.name}"
             else:
                 raise Unplayable(f"events[{index}]: {event.kind} cannot be played")
             expected = simulated_view(scenario, index + 1)
-            outcome.shows.update(expected.shows | {f"{event.kind} events"})
+            outcome.shows.update(expected.shows | {f"{event.kind} events"}
+                                 | ({"a mixed node"} if mixed else set()))
             seen = settle(stage, present, expected)
             outcome.steps += 1
             differences = seen.differences(expected)

@@ -8,7 +8,10 @@ One process plays, for N nodes at once:
   never taints them;
 * a DRA driver: publishes one ResourceSlice per node (pool = node name) with
   devices gpu-0..gpu-N-1 carrying a ``memory`` capacity and a ``productName``
-  attribute, and the DeviceClass that selects them;
+  attribute, and the DeviceClass that selects them; a node whose profile
+  names ``tainted`` devices publishes that many more after them, each with a
+  ``NoSchedule`` taint, so DRA never allocates them (a mixed node; no profile
+  of its own has any);
 * a kubelet that does no work: pods the real kube-scheduler bound to one of
   these nodes are reported Running, and pods being deleted there are finished
   off (deleted with grace period 0), as a kubelet would once the containers
@@ -55,6 +58,12 @@ from hack.lib.names import FAKE_NODE_LABEL
 log = logging.getLogger("fakenodes")
 
 LEASE_SECONDS = 40
+TAINT_KEY = "fidelity.example.com/unhealthy"
+TAINT_EFFECT = "NoSchedule"
+# Set by us, not left to the API server: a slice it stamps would differ from ours at every
+# check and be rewritten, waking every controller that watches slices.
+TAINT_ADDED = "2026-01-01T00:00:00Z"
+TAINT_REASON = f"tainted {TAINT_KEY}:{TAINT_EFFECT}"  # as snapshot and explain say it
 LEASE_RENEW_EVERY = 10.0
 STATUS_EVERY = 30.0
 SLICES_EVERY = 30.0
@@ -68,6 +77,9 @@ class Profile:
     host_memory: str
     cpu: str
     pods: str = "110"
+    # Devices published after the ordinary ones with a NoSchedule taint: DRA never
+    # allocates them, so a node with some is a mixed node. Opt-in per node.
+    tainted: int = 0
 
 
 PROFILES = {
@@ -236,14 +248,17 @@ class FakeNodes:
 
     def slice_body(self, name: str) -> dict[str, Any]:
         p = self.profile_of(name)
-        devices = [
+        devices: list[dict[str, Any]] = [
             {
                 "name": f"gpu-{i}",
                 "attributes": {"productName": {"string": p.product}},
                 "capacity": {"memory": {"value": p.device_memory}},
             }
-            for i in range(p.devices)
+            for i in range(p.devices + p.tainted)
         ]
+        taint = {"key": TAINT_KEY, "effect": TAINT_EFFECT, "timeAdded": TAINT_ADDED}
+        for device in devices[p.devices:]:
+            device["taints"] = [taint]
         return {
             "apiVersion": "resource.k8s.io/v1",
             "kind": "ResourceSlice",

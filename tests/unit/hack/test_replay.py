@@ -6,6 +6,7 @@ import pytest
 
 from cli.scenario import build_scenario
 from hack import replay
+from hack.fakenodes import fakenodes
 
 
 def test_generated_scenarios_are_valid_repeatable_and_varied() -> None:
@@ -45,3 +46,32 @@ def test_the_simulated_view_compares_groups_not_claim_names() -> None:
     assert cluster.differences(view) == ["simulate only: [a, b] on g (1 device)",
                                          "cluster only:  [a] on g (1 device)"]
     assert not view.differences(replay.simulated_view(scenario, 3))
+
+
+def test_some_generated_nodes_are_mixed_and_the_scenario_declares_what_is_left_out() -> None:
+    documents = [replay.generate(seed) for seed in range(1, 21)]
+    mixed = [node for d in documents
+             for node in d["nodes"] + [e["addNode"] for e in d["events"] if "addNode" in e]
+             if "leftOut" in node]
+    assert 2 <= len(mixed) <= 10  # sometimes, not always
+    spec = build_scenario({"nodes": [mixed[0]], "events": []}).nodes[0]
+    tainted = sum(count for count, _ in spec.left_out)
+    assert tainted >= 1 and spec.devices >= 1
+    # The fake node publishes the declared devices beside its own, each tainted NoSchedule.
+    fake = fakenodes.FakeNodes(None, [], fakenodes.PROFILES["gpu80"], "d.example.com", {})
+    fake.profiles["n"] = replay.node_profile(spec)
+    fake.node_uids["n"] = "uid"
+    devices = fake.slice_body("n")["spec"]["devices"]
+    assert len(devices) == spec.devices + tainted
+    assert [d.get("taints", [{}])[0].get("effect") for d in devices] == \
+        [None] * spec.devices + ["NoSchedule"] * tainted
+    assert spec.left_out[0][1] == f"tainted {fakenodes.TAINT_KEY}:NoSchedule"
+
+
+def test_without_left_out_devices_a_fake_node_publishes_what_it_always_did() -> None:
+    spec = build_scenario({"nodes": [{"name": "n", "devices": 2, "deviceMemory": "80Gi"}],
+                           "events": []}).nodes[0]
+    assert replay.node_profile(spec).tainted == 0
+    fake = fakenodes.FakeNodes(None, ["n"], fakenodes.PROFILES["devbox"], "d.example.com", {})
+    fake.node_uids["n"] = "uid"
+    assert all("taints" not in d for d in fake.slice_body("n")["spec"]["devices"])
