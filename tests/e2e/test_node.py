@@ -181,8 +181,8 @@ def check_books(node: Node) -> dict[str, list[str]]:
     return by_claim
 
 
-@pytest.fixture(scope="module")
-def node(cluster: Any) -> Iterator[Node]:
+def skip_unless_a_node_can_run(cluster: Any) -> None:
+    """Skips, saying why, where this machine or this cluster cannot have the real node."""
     can = subprocess.run(["bash", str(NODE_SH), "check"], capture_output=True, text=True,
                          check=False)
     if can.returncode == 4:
@@ -190,18 +190,38 @@ def node(cluster: Any) -> Iterator[Node]:
     if not cluster.is_local:
         pytest.skip("the real node joins this checkout's own cluster (hack/cluster.sh): it signs "
                     "its certificates with that cluster's CA")
+
+
+def set_fake_nodes_aside(core: client.CoreV1Api, max_workers: int) -> dict[str, str | None]:
+    """Only the real node takes workers: the fake ones lose the enabled label (their old
+    values are returned for ``put_fake_nodes_back``)."""
+    saved: dict[str, str | None] = {}
+    for other in core.list_node().items:
+        if other.metadata.name != NODE:
+            saved[other.metadata.name] = (other.metadata.labels or {}).get(naming.NODE_ENABLED)
+            core.patch_node(other.metadata.name,
+                            {"metadata": {"labels": {naming.NODE_ENABLED: None}}})
+    core.patch_node(NODE, {"metadata": {"labels": {
+        naming.NODE_ENABLED: "true", naming.NODE_MAX_WORKERS: str(max_workers)}}})
+    return saved
+
+
+def put_fake_nodes_back(core: client.CoreV1Api, saved: dict[str, str | None]) -> None:
+    for name, value in saved.items():
+        try:
+            core.patch_node(name, {"metadata": {"labels": {naming.NODE_ENABLED: value}}})
+        except ApiException as e:
+            if e.status != 404:
+                raise
+
+
+@pytest.fixture(scope="module")
+def node(cluster: Any) -> Iterator[Node]:
+    skip_unless_a_node_can_run(cluster)
     n = Node(cluster)
     node_sh("image", timeout=BUILD_TIMEOUT, **n.env)
     node_sh("up", timeout=BUILD_TIMEOUT, **n.env)
-    # Only the real node takes workers; the fake ones are set aside for the module.
-    saved: dict[str, str | None] = {}
-    for other in n.core.list_node().items:
-        if other.metadata.name != NODE:
-            saved[other.metadata.name] = (other.metadata.labels or {}).get(naming.NODE_ENABLED)
-            n.core.patch_node(other.metadata.name,
-                              {"metadata": {"labels": {naming.NODE_ENABLED: None}}})
-    n.core.patch_node(NODE, {"metadata": {"labels": {
-        naming.NODE_ENABLED: "true", naming.NODE_MAX_WORKERS: str(MAXW)}}})
+    saved = set_fake_nodes_aside(n.core, MAXW)
     try:
         # Claims an earlier run left in the namespace still hold devices of this
         # node's pool (same name, same devices): give them back first.
@@ -221,12 +241,7 @@ def node(cluster: Any) -> Iterator[Node]:
             n.cluster.wait_for(lambda: not n.claims(), timeout=120, what="claims gone")
         finally:
             n.apps.delete_namespaced_deployment(DEPLOYMENT, NS)
-            for name, value in saved.items():
-                try:
-                    n.core.patch_node(name, {"metadata": {"labels": {naming.NODE_ENABLED: value}}})
-                except ApiException as e:
-                    if e.status != 404:
-                        raise
+            put_fake_nodes_back(n.core, saved)
             print(node_sh("down", timeout=300, **n.env))
     left = node_sh("status", timeout=60, check=False)
     assert "running (pid" not in left, f"a node process outlived down:\n{left}"

@@ -32,20 +32,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes.client.rest import ApiException
 
-from controller import naming
 from controller.inspect_fleet import connect, read_live_fleet
 from tests.e2e.test_node import (
     BUILD_TIMEOUT,
     NODE,
     NODE_DIR,
-    NODE_SH,
     NS,
     RESOURCES,
     Node,
     allocation,
     node_sh,
+    put_fake_nodes_back,
+    set_fake_nodes_aside,
+    skip_unless_a_node_can_run,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -106,23 +106,11 @@ def running_claims(node: Node) -> dict[str, list[str]]:
 
 @pytest.fixture(scope="module")
 def node(cluster: Any) -> Iterator[Node]:
-    can = subprocess.run(["bash", str(NODE_SH), "check"], capture_output=True, text=True,
-                         check=False)
-    if can.returncode == 4:
-        pytest.skip(can.stdout.strip())
-    if not cluster.is_local:
-        pytest.skip("the real node joins this checkout's own cluster (hack/cluster.sh)")
+    skip_unless_a_node_can_run(cluster)
     n = Node(cluster)
     node_sh("image", timeout=BUILD_TIMEOUT, **n.env)
     node_sh("up", timeout=BUILD_TIMEOUT, **n.env, **PROFILE)
-    saved: dict[str, str | None] = {}
-    for other in n.core.list_node().items:
-        if other.metadata.name != NODE:
-            saved[other.metadata.name] = (other.metadata.labels or {}).get(naming.NODE_ENABLED)
-            n.core.patch_node(other.metadata.name,
-                              {"metadata": {"labels": {naming.NODE_ENABLED: None}}})
-    n.core.patch_node(NODE, {"metadata": {"labels": {
-        naming.NODE_ENABLED: "true", naming.NODE_MAX_WORKERS: str(MAXW)}}})
+    saved = set_fake_nodes_aside(n.core, MAXW)
     try:
         node_sh("deploy", timeout=120, **n.env, **PROFILE)
         for name in n.claims():  # an earlier run's, holding this pool's devices
@@ -138,12 +126,7 @@ def node(cluster: Any) -> Iterator[Node]:
             n.cluster.wait_for(lambda: not n.claims(), timeout=120, what="claims gone")
         finally:
             n.apps.delete_namespaced_deployment("open-rl-scheduler", NS)
-            for name, value in saved.items():
-                try:
-                    n.core.patch_node(name, {"metadata": {"labels": {naming.NODE_ENABLED: value}}})
-                except ApiException as e:
-                    if e.status != 404:
-                        raise
+            put_fake_nodes_back(n.core, saved)
             print(node_sh("down", timeout=300, **n.env))
 
 

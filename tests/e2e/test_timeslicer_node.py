@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,7 +38,17 @@ import turn_log
 import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
-from test_node import BUILD_TIMEOUT, NODE, NODE_DIR, NODE_SH, RESOURCES, node_sh
+from test_node import (
+    BUILD_TIMEOUT,
+    NODE,
+    NODE_DIR,
+    RESOURCES,
+    Node,
+    node_sh,
+    put_fake_nodes_back,
+    set_fake_nodes_aside,
+    skip_unless_a_node_can_run,
+)
 
 from controller import naming
 
@@ -145,13 +154,7 @@ class Proof:
                                                     naming.PLURAL, body)
         self.logs.follow(name, naming.pod_name(name))
 
-    def delete_worker(self, name: str) -> None:
-        try:
-            self.custom.delete_namespaced_custom_object(naming.GROUP, naming.VERSION, NS,
-                                                        naming.PLURAL, name)
-        except ApiException as e:
-            if e.status != 404:
-                raise
+    delete_worker = Node.delete_worker  # it needs only ``custom``
 
     def workers(self) -> dict[str, dict[str, Any]]:
         items = self.custom.list_namespaced_custom_object(
@@ -258,23 +261,11 @@ def worker_child_pid(pod: Any) -> int:
 
 @pytest.fixture(scope="module")
 def proof(cluster: Any) -> Iterator[Proof]:
-    can = subprocess.run(["bash", str(NODE_SH), "check"], capture_output=True, text=True,
-                         check=False)
-    if can.returncode == 4:
-        pytest.skip(can.stdout.strip())
-    if not cluster.is_local:
-        pytest.skip("the real node joins this checkout's own cluster (hack/cluster.sh)")
+    skip_unless_a_node_can_run(cluster)
     p = Proof(cluster)
     node_sh("image", timeout=BUILD_TIMEOUT, **p.env)
     node_sh("up", timeout=BUILD_TIMEOUT, NODE_GPU_COUNT="1", **p.env)
-    saved: dict[str, str | None] = {}
-    for other in p.core.list_node().items:
-        if other.metadata.name != NODE:
-            saved[other.metadata.name] = (other.metadata.labels or {}).get(naming.NODE_ENABLED)
-            p.core.patch_node(other.metadata.name,
-                              {"metadata": {"labels": {naming.NODE_ENABLED: None}}})
-    p.core.patch_node(NODE, {"metadata": {"labels": {
-        naming.NODE_ENABLED: "true", naming.NODE_MAX_WORKERS: str(len(OWNERS))}}})
+    saved = set_fake_nodes_aside(p.core, len(OWNERS))
     try:
         node_sh("deploy", timeout=120, **p.env)
         old = p.custom.list_namespaced_custom_object(*RESOURCES, NS, "resourceclaims")["items"]
@@ -300,12 +291,7 @@ def proof(cluster: Any) -> Iterator[Proof]:
                               timeout=180)
             p.cluster.kubectl("delete", "configmap", "-n", NS, TEMPLATE, check=False)
             p.apps.delete_namespaced_deployment("open-rl-scheduler", NS)
-            for name, value in saved.items():
-                try:
-                    p.core.patch_node(name, {"metadata": {"labels": {naming.NODE_ENABLED: value}}})
-                except ApiException as e:
-                    if e.status != 404:
-                        raise
+            put_fake_nodes_back(p.core, saved)
             p.core.patch_node(NODE, {"metadata": {"labels": {naming.NODE_MAX_WORKERS: None}}})
             print(node_sh("down", timeout=300, **p.env))
     print(f"\nturns: {p.switches()} switches, {p.evictions} evictions, faults: {p.faults}")
