@@ -397,6 +397,15 @@ def test_long_run_every_fault_in_rounds(proof: Proof) -> None:
                       test_resident_worker_pod_deleted, test_resident_worker_container_restarts):
             fault(proof)
         proof.go_round(100, f"round {rounds}")
-    spans = proof.check()
+    # The last word: every worker gone, so every stream has read its container's end,
+    # and every interval is judged, the last seconds' too.
+    for name in OWNERS:
+        proof.delete_worker(name)
+    proof.cluster.wait_for(lambda: not set(proof.workers()) & set(OWNERS), timeout=120,
+                           what="the workers gone")
+    time.sleep(SETTLE)
+    spans = proof.check(settle=0.0)
+    still = [s for s in spans if s.end == turn_log.FOREVER]
+    assert not still, f"intervals never closed though their workers are gone: {still}"
     print(f"\n{proof.switches()} switches, {len(spans)} intervals, 0 overlapping, "
           f"{proof.evictions} evictions, {rounds} extra rounds of faults")
