@@ -123,6 +123,19 @@ class Node:
             if e.status != 404:
                 raise
 
+    def tear_down(self, saved: dict[str, str | None]) -> None:
+        """Every worker and claim gone, the Deployment deleted, the fake nodes back, the
+        node down: what each real-node module leaves."""
+        for w in self.workers():
+            self.delete_worker(w["metadata"]["name"])
+        try:
+            self.cluster.wait_for(lambda: not self.workers(), timeout=120, what="workers gone")
+            self.cluster.wait_for(lambda: not self.claims(), timeout=120, what="claims gone")
+        finally:
+            self.apps.delete_namespaced_deployment(DEPLOYMENT, NS)
+            put_fake_nodes_back(self.core, saved)
+            print(node_sh("down", timeout=300, **self.env))
+
     # ------------------------------------------------------------ waiting
 
     def wait_running(self, names: list[str], timeout: float = 180) -> None:
@@ -234,15 +247,7 @@ def node(cluster: Any) -> Iterator[Node]:
         n.wait_deployment()
         yield n
     finally:
-        for w in n.workers():
-            n.delete_worker(w["metadata"]["name"])
-        try:
-            n.cluster.wait_for(lambda: not n.workers(), timeout=120, what="workers gone")
-            n.cluster.wait_for(lambda: not n.claims(), timeout=120, what="claims gone")
-        finally:
-            n.apps.delete_namespaced_deployment(DEPLOYMENT, NS)
-            put_fake_nodes_back(n.core, saved)
-            print(node_sh("down", timeout=300, **n.env))
+        n.tear_down(saved)
     left = node_sh("status", timeout=60, check=False)
     assert "running (pid" not in left, f"a node process outlived down:\n{left}"
     kept = {"cache", "logs", ".lock"}  # built images and the last run's logs

@@ -43,7 +43,6 @@ from tests.e2e.test_node import (
     Node,
     allocation,
     node_sh,
-    put_fake_nodes_back,
     set_fake_nodes_aside,
     skip_unless_a_node_can_run,
 )
@@ -119,15 +118,7 @@ def node(cluster: Any) -> Iterator[Node]:
         n.wait_deployment()
         yield n
     finally:
-        for w in n.workers():
-            n.delete_worker(w["metadata"]["name"])
-        try:
-            n.cluster.wait_for(lambda: not n.workers(), timeout=120, what="workers gone")
-            n.cluster.wait_for(lambda: not n.claims(), timeout=120, what="claims gone")
-        finally:
-            n.apps.delete_namespaced_deployment("open-rl-scheduler", NS)
-            put_fake_nodes_back(n.core, saved)
-            print(node_sh("down", timeout=300, **n.env))
+        n.tear_down(saved)
 
 
 def test_the_plugin_publishes_the_files_pool_out_of_order(node: Node) -> None:
