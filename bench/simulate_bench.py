@@ -57,7 +57,7 @@ from cli.render_json import render_json
 from cli.replay import Report, replay
 from cli.scenario import load_scenario
 from placement import Booking, Claim, Fleet, GiB, Node, Request, Role, decide
-from placement.simulation import Phase
+from placement.simulator.simulation import Seating
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
@@ -175,7 +175,7 @@ def measure(nodes: int, events: int, seed: int, repeat: int) -> Measurement:
     path = scenario_file(nodes, events, seed)
     wall = end_to_end(path, repeat)
     parse, replay_time, output, report = in_process(path)
-    pending = sum(1 for state in report.workers if state.phase is Phase.PENDING)
+    pending = sum(1 for state in report.workers if state.phase is Seating.PENDING)
     return Measurement(nodes, len(report.steps), len(report.workers), pending, wall,
                        parse, replay_time, output)
 

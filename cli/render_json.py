@@ -32,7 +32,7 @@ from cli.turns import Turns
 from placement import Fleet, Request, Role
 from placement.quantity import format_gib
 from placement.remedy import smallest_change
-from placement.simulation import Placement
+from placement.simulator.simulation import Placement
 
 __all__ = ["render_json", "to_document", "turns_document"]
 

@@ -36,7 +36,7 @@ from cli.show import printable as shown
 from cli.turns import Turns
 from placement import Node
 from placement.quantity import format_gib
-from placement.simulation import Phase, Placement
+from placement.simulator.simulation import Placement, Seating
 
 __all__ = ["columns", "render_table", "turn_section"]
 
@@ -230,7 +230,7 @@ def _node_row(summary: NodeSummary, pods: bool) -> list[str]:
 
 
 def _totals(report: Report) -> Iterator[str]:
-    phases = {phase: 0 for phase in Phase}
+    phases = {phase: 0 for phase in Seating}
     for state in report.workers:
         phases[state.phase] += 1
     devices = sum(summary.node.devices for summary in report.nodes)
@@ -238,8 +238,8 @@ def _totals(report: Report) -> Iterator[str]:
     seats = sum(summary.seats_used for summary in report.nodes)
     limit = sum(summary.seat_limit for summary in report.nodes)
     yield click.style("Totals", bold=True)
-    yield (f"  workers  {len(report.workers)}: {phases[Phase.PLACED]} placed, "
-           f"{phases[Phase.PLACING]} placing, {phases[Phase.PENDING]} pending")
+    yield (f"  workers  {len(report.workers)}: {phases[Seating.PLACED]} placed, "
+           f"{phases[Seating.PLACING]} placing, {phases[Seating.PENDING]} pending")
     yield (f"  fleet    {_plural(len(report.nodes), 'node')}, {devices - free}/{devices} "
            f"devices in use, {_plural(len(report.claims), 'claim')}, "
            f"{seats}/{limit} seats taken")

@@ -31,7 +31,7 @@ from cli.scenario import (
 )
 from cli.show import excerpt
 from placement import Claim, Node, PlacementError
-from placement.simulation import Phase, Placement, Simulation, WorkerState
+from placement.simulator.simulation import Placement, Seating, Simulation, WorkerState
 
 if TYPE_CHECKING:
     from cli.turns import Turns
@@ -325,10 +325,10 @@ def _claim_mates(sim: Simulation, state: WorkerState) -> list[str]:
 
 def _where(state: WorkerState, sim: Simulation) -> str:
     """A worker's situation in one phrase, for failure messages."""
-    if state.phase is Phase.PENDING or state.claim is None:
+    if state.phase is Seating.PENDING or state.claim is None:
         return f"Pending ({state.reason})"
     devices = f"{state.devices} device{'' if state.devices == 1 else 's'}"
-    if state.phase is Phase.PLACING:
+    if state.phase is Seating.PLACING:
         sized = sim.fleet.claim_node(state.claim)
         return (f"Placing on {state.claim} ({devices} sized against {sized}; no node until "
                 "it is allocated)")

@@ -25,7 +25,7 @@ from cli.turnspec import NodeTurns, parse_demand, parse_node_turns, parse_settin
 from placement import Node, Request, Role
 from placement.quantity import LONGEST as LONGEST_QUANTITY
 from placement.quantity import parse_quantity
-from placement.simulation import Phase
+from placement.simulator.simulation import Seating
 from placement.turns import TurnSettings
 
 __all__ = [
@@ -42,7 +42,7 @@ __all__ = [
     "load_scenario",
 ]
 
-PHASES = tuple(phase.value for phase in Phase)
+PHASES = tuple(phase.value for phase in Seating)
 ROLES = tuple(role.value for role in Role)
 DRA_MODES = ("instant", "deferred")
 

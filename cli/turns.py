@@ -1,6 +1,6 @@
 """A replay's shared claims, their turns played: what sharing costs each worker.
 
-The replay's steps say who sat on which claim when; ``placement.turnplay``
+The replay's steps say who sat on which claim when; ``placement.turns.play``
 drives the very policy the node agent runs (``placement.turns``) over them.
 What this adds is the reading:
 
@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from cli.replay import AllocateStep, ArriveStep, ExpectStep, LeaveStep, Report
 from cli.scenario import AddNode, Arrive, NodeSpec, Scenario
 from cli.timeline import DEFAULT_BANDWIDTH
-from placement.turnplay import ClaimTurns, MemberTurns, TurnPlay
 from placement.turns import TurnSettings
+from placement.turns.play import ClaimTurns, MemberTurns, TurnPlay
 
 __all__ = ["NO_CLOCK", "OwnerTurns", "TurnSummary", "Turns", "WorkerTurns", "play_turns"]
 

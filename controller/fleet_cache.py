@@ -464,7 +464,7 @@ class CachedView:
     def live_uid(self, uid: str) -> bool:
         """Whether a worker of that UID is known and not Failed."""
         name = self._of._worker_by_uid.get(uid)
-        return name is not None and self._of._workers[name].phase != naming.Phase.FAILED
+        return name is not None and self._of._workers[name].phase != naming.WorkerPhase.FAILED
 
 
 def _pool_and_node(item: Obj) -> tuple[str, str]:

@@ -295,7 +295,7 @@ def build_fleet(
         claims={name: v for name, v in views.items() if not v.deleting},
         closing={name: v for name, v in views.items() if v.deleting},
         bookings=bookings, warnings=tuple(notes + warnings),
-        live_uids=frozenset(w.uid for w in workers if w.phase != naming.Phase.FAILED),
+        live_uids=frozenset(w.uid for w in workers if w.phase != naming.WorkerPhase.FAILED),
         left_out={n.name: hardware[n.name].left_out for n in placement_nodes
                   if hardware[n.name].left_out})
 

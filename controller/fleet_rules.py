@@ -140,7 +140,7 @@ def worker_booking(worker: SeatHolder, pod_claims: Iterable[tuple[str, str]],
     live = [(pod, claim) for pod, claim in pod_claims if claim]
     if live:
         claim = max(live)[1]
-    elif worker.phase == naming.Phase.FAILED:
+    elif worker.phase == naming.WorkerPhase.FAILED:
         return None
     else:
         claim = worker.claim or max(committed, default="")

@@ -74,7 +74,7 @@ def sweep(api: kube.Kube, cache: Cache, settings: Settings, metrics: Metrics,
     claims = cache.items(kube.CLAIMS)
     workers = [Worker.from_obj(o) for o in cache.items(kube.WORKERS)]
     # A Failed worker pins nothing: its pod, while it exists, speaks for it.
-    live = [w for w in workers if w.phase != naming.Phase.FAILED]
+    live = [w for w in workers if w.phase != naming.WorkerPhase.FAILED]
     referenced = {w.claim for w in live} | {w.own_claim for w in live}
     for pod in cache.items(kube.PODS):
         referenced |= pod_claims(pod)

@@ -65,7 +65,7 @@ NODE_MAX_WORKERS = "openrl.io/max-workers-per-claim"
 
 
 
-class Phase(enum.StrEnum):
+class WorkerPhase(enum.StrEnum):
     """An OpenRLWorker's ``status.phase``."""
 
     PENDING = "Pending"  # no claim yet; the reason says why

@@ -67,7 +67,7 @@ from controller.cache import Cache
 from controller.events import Recorder
 from controller.logs import kv
 from controller.metrics import Metrics
-from controller.naming import Phase, ReasonKind
+from controller.naming import ReasonKind, WorkerPhase
 from controller.objects import Obj, Worker
 from controller.settings import Settings
 from controller.status import Outcome
@@ -131,10 +131,11 @@ class Reconciler:
     def _conclude(self, ctx: Context, worker: Worker) -> Conclusion:
         """Steps 4 to 7: what the worker's status is to become, and the writes for it."""
         pod = self.cache.get(kube.PODS, worker.pod_name)
-        if worker.phase == Phase.FAILED:
+        if worker.phase == WorkerPhase.FAILED:
             return steps.drop_finished_pod(worker, pod)
         if worker.spec_error:
-            return Conclusion(Outcome(Phase.FAILED, ReasonKind.INVALID_SPEC, worker.spec_error))
+            return Conclusion(
+                Outcome(WorkerPhase.FAILED, ReasonKind.INVALID_SPEC, worker.spec_error))
         if pod is not None:
             return steps.with_pod(ctx, worker, pod)
         with self.cache.lock:
@@ -172,7 +173,7 @@ class Reconciler:
         seat, start = status.waits_ended(worker, new, now)
         if seat is not None or start is not None:  # observed once the writes have landed
             plan.after.append(lambda: self.metrics.waited(worker.role, seat, start))
-        level = logging.WARNING if outcome.phase == Phase.FAILED else logging.INFO
+        level = logging.WARNING if outcome.phase == WorkerPhase.FAILED else logging.INFO
         log.log(level, f"worker {outcome.phase.lower()}",
                 extra=kv(worker=worker.name, phase=outcome.phase, reason=outcome.reason,
                          claim=outcome.claim, node=outcome.node))
@@ -196,7 +197,7 @@ class Reconciler:
         worker, ctx = Worker.from_obj(obj), self._context()
         done = steps.with_pod(ctx, worker, pod)
         self._plan(worker, done, plan, ctx.now)
-        failed = done.outcome is not None and done.outcome.phase == Phase.FAILED
+        failed = done.outcome is not None and done.outcome.phase == WorkerPhase.FAILED
         return plan, Verdict.DROP if failed else Verdict.SOON
 
     def _refused(self, key: str, error: kube.KubeError) -> tuple[Plan, Verdict]:
@@ -207,7 +208,7 @@ class Reconciler:
             return plan, Verdict.DROP
         worker = Worker.from_obj(obj)
         self._plan(worker, Conclusion(Outcome(
-            Phase.FAILED, ReasonKind.TEMPLATE_ERROR,
+            WorkerPhase.FAILED, ReasonKind.TEMPLATE_ERROR,
             f"the API server refused pod {worker.pod_name} rendered from "
             f"{worker.template_name}: {error.message}")), plan, self.now())
         return plan, Verdict.DROP

@@ -25,7 +25,7 @@ import datetime as dt
 
 import attrs
 
-from controller.naming import CONDITION_PLACED, WARNING_REASONS, Phase
+from controller.naming import CONDITION_PLACED, WARNING_REASONS, WorkerPhase
 from controller.objects import Obj, Worker, format_time, parse_time
 from placement.quantity import format_quantity
 
@@ -34,7 +34,7 @@ from placement.quantity import format_quantity
 class Outcome:
     """What one reconcile concluded about a worker."""
 
-    phase: Phase
+    phase: WorkerPhase
     kind: str = ""  # a naming.ReasonKind, or "" (Running carries no reason)
     detail: str = ""
     claim: str = ""
@@ -53,7 +53,7 @@ class Outcome:
 def desired(worker: Worker, outcome: Outcome, now: dt.datetime) -> Obj:
     """The full status ``outcome`` means for ``worker`` (keys with None are removed)."""
     old = worker.status
-    placed = outcome.phase in (Phase.PLACING, Phase.RUNNING)
+    placed = outcome.phase in (WorkerPhase.PLACING, WorkerPhase.RUNNING)
     condition = {
         "type": CONDITION_PLACED,
         "status": "True" if placed else "False",
@@ -112,7 +112,7 @@ def transition(worker: Worker, outcome: Outcome) -> bool:
     for cond in worker.status.get("conditions") or []:
         if cond.get("type") == CONDITION_PLACED:
             old_kind = str(cond.get("reason") or "")
-    if outcome.phase != Phase.PENDING:
+    if outcome.phase != WorkerPhase.PENDING:
         # A warning appearing on a placed worker (its claim being deleted) is news too.
         return outcome.kind in WARNING_REASONS and old_kind != outcome.kind
     return old_kind != (outcome.kind or outcome.phase)
@@ -129,12 +129,12 @@ def waits_ended(worker: Worker, new: Obj, now: dt.datetime) -> tuple[float | Non
     when it enters Running, measured from the moment its ``Placed`` condition turned
     True (the same write, when the pod ran before Placing was ever written: 0).
     """
-    seated = (Phase.PLACING, Phase.RUNNING)
+    seated = (WorkerPhase.PLACING, WorkerPhase.RUNNING)
     old, phase = worker.phase, new.get("phase")
     seat = start = None
     if phase in seated and old not in seated:
         seat = (now - worker.created).total_seconds()
-    if phase == Phase.RUNNING and old != Phase.RUNNING:
+    if phase == WorkerPhase.RUNNING and old != WorkerPhase.RUNNING:
         since = now
         if old in seated:
             for cond in worker.status.get("conditions") or []:

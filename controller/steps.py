@@ -40,7 +40,7 @@ from controller import kube, naming, privileges, render
 from controller.cache import Cache
 from controller.claims import ClaimView, build_claim, commit_join
 from controller.logs import kv
-from controller.naming import Phase, PodPhase, ReasonKind
+from controller.naming import PodPhase, ReasonKind, WorkerPhase
 from controller.objects import (
     Obj,
     Worker,
@@ -175,7 +175,7 @@ def with_pod(ctx: Context, worker: Worker, pod: Obj) -> Conclusion:
     if not predecessor:
         who = labels_of(pod).get(naming.LABEL_WORKER) or owner.get("name") or "nobody"
         return Conclusion(Outcome(
-            Phase.FAILED, ReasonKind.POD_CONFLICT,
+            WorkerPhase.FAILED, ReasonKind.POD_CONFLICT,
             f"pod {name_of(pod)} exists and belongs to {who!r}, not to this worker; "
             "nothing was deleted"))
     writes: tuple[Write, ...] = ()
@@ -184,7 +184,7 @@ def with_pod(ctx: Context, worker: Worker, pod: Obj) -> Conclusion:
         log.info("deleting pod of an earlier incarnation",
                  extra=kv(worker=worker.name, pod=name_of(pod), old_uid=owner_uid))
     return Conclusion(
-        Outcome(Phase.PENDING, ReasonKind.WAITING_FOR_PREDECESSOR,
+        Outcome(WorkerPhase.PENDING, ReasonKind.WAITING_FOR_PREDECESSOR,
                 f"pod {name_of(pod)} belongs to an earlier {naming.KIND} named "
                 f"{worker.name} (uid {owner_uid}); it is being deleted, never adopted"),
         writes, ctx.settings.retry_interval)
@@ -195,13 +195,15 @@ def _track(ctx: Context, worker: Worker, pod: Obj) -> Conclusion:
     claim = pod_claim(pod) or worker.claim
     node, devices, closing = _allocation(ctx, worker, claim)
     share = per_device_share(worker.memory, devices)
-    base = Outcome(Phase.PLACING, ReasonKind.PLACED, "", claim=claim, devices=devices,
+    base = Outcome(WorkerPhase.PLACING, ReasonKind.PLACED, "", claim=claim, devices=devices,
                    memory_per_device=share, node=node, pod=name_of(pod))
     if closing and pod_alive(pod) and not is_deleting(pod):
         # Someone deleted the claim under a placed worker: DRA keeps it (and its
         # devices) until the pod is gone, and so do our books. Say so, loudly.
         return Conclusion(attrs.evolve(
-            base, phase=Phase.RUNNING if pod_phase(pod) == PodPhase.RUNNING else Phase.PLACING,
+            base,
+            phase=(WorkerPhase.RUNNING if pod_phase(pod) == PodPhase.RUNNING
+                   else WorkerPhase.PLACING),
             kind=ReasonKind.CLAIM_DELETING,
             detail=f"claim {claim} is being deleted; its devices stay booked for pod "
                    f"{name_of(pod)} until the pod is gone, and the worker is placed "
@@ -212,12 +214,12 @@ def _track(ctx: Context, worker: Worker, pod: Obj) -> Conclusion:
                          f"claim {claim}"), requeue_after=settings.retry_interval)
     if not pod_alive(pod):
         # Back at once: with the failure on record, the finished pod goes.
-        return Conclusion(attrs.evolve(base, phase=Phase.FAILED, kind=ReasonKind.POD_FAILED,
+        return Conclusion(attrs.evolve(base, phase=WorkerPhase.FAILED, kind=ReasonKind.POD_FAILED,
                                        detail=pod_failure(pod)), requeue_after=1.0)
     if pod_phase(pod) == PodPhase.RUNNING:
         # A running pod's claim is allocated, but the claims' watch may run behind the
         # pods': until the allocation is seen, come back for the node.
-        return Conclusion(attrs.evolve(base, phase=Phase.RUNNING, kind="",
+        return Conclusion(attrs.evolve(base, phase=WorkerPhase.RUNNING, kind="",
                                        detail=f"pod {name_of(pod)} running on node "
                                               f"{pod_node(pod)}"),
                           requeue_after=settings.retry_interval if pod_node(pod) and not node
@@ -227,7 +229,7 @@ def _track(ctx: Context, worker: Worker, pod: Obj) -> Conclusion:
     quiet = STATUS_QUIET * settings.placement_timeout
     # Already reported Placing on this claim: progress short of Running is written only
     # when it is news (the module's rules), so the status stays while most pods run.
-    reported = worker.phase == Phase.PLACING and worker.claim == claim
+    reported = worker.phase == WorkerPhase.PLACING and worker.claim == claim
     scheduled = pod_condition(pod, "PodScheduled") or {}
     if pod_node(pod):
         bound = (parse_time(scheduled.get("lastTransitionTime"))
@@ -240,7 +242,7 @@ def _track(ctx: Context, worker: Worker, pod: Obj) -> Conclusion:
     said = scheduled.get("message") if scheduled.get("status") == "False" else None
     if waited >= settings.placement_timeout:
         return Conclusion(Outcome(
-            Phase.FAILED, ReasonKind.UNSCHEDULABLE,
+            WorkerPhase.FAILED, ReasonKind.UNSCHEDULABLE,
             f"pod {name_of(pod)} with claim {claim} was not scheduled within "
             f"{settings.placement_timeout:.0f}s: {said or 'not scheduled yet'}; "
             "pod deleted, seat released"),
@@ -298,22 +300,22 @@ def template(ctx: Context, worker: Worker, held: ClaimView | None) -> Obj | Conc
     retry = ctx.settings.retry_interval
     config_map = ctx.cache.get(kube.CONFIGMAPS, worker.template_name)
     if config_map is None:
-        return Conclusion(Outcome(Phase.PENDING, ReasonKind.TEMPLATE_NOT_FOUND,
+        return Conclusion(Outcome(WorkerPhase.PENDING, ReasonKind.TEMPLATE_NOT_FOUND,
                                   f"{source.rsplit(' key ', 1)[0]} not found{seat_kept}",
                                   **keep), requeue_after=retry)
     unmarked = privileges.unmarked_refusal(config_map, source.rsplit(" key ", 1)[0])
     if unmarked is not None:
-        return Conclusion(Outcome(Phase.FAILED, ReasonKind.TEMPLATE_ERROR,
+        return Conclusion(Outcome(WorkerPhase.FAILED, ReasonKind.TEMPLATE_ERROR,
                                   str(render.TemplateError(*unmarked))))
     text = (config_map.get("data") or {}).get(worker.template_key)
     if text is None:
-        return Conclusion(Outcome(Phase.PENDING, ReasonKind.TEMPLATE_NOT_FOUND,
+        return Conclusion(Outcome(WorkerPhase.PENDING, ReasonKind.TEMPLATE_NOT_FOUND,
                                   f"{source}: no such key{seat_kept}", **keep),
                           requeue_after=retry)
     try:
         return render.prepare(text, worker, source, ctx.settings.template_policy)
     except render.TemplateError as exc:
-        return Conclusion(Outcome(Phase.FAILED, ReasonKind.TEMPLATE_ERROR, str(exc)))
+        return Conclusion(Outcome(WorkerPhase.FAILED, ReasonKind.TEMPLATE_ERROR, str(exc)))
 
 
 def seat(ctx: Context, worker: Worker, prepared: Obj) -> Conclusion:
@@ -330,7 +332,7 @@ def seat(ctx: Context, worker: Worker, prepared: Obj) -> Conclusion:
     if isinstance(decision, NewClaim) and worker.own_claim in view.claims:
         # The claim named for this worker exists and others fill it: it cannot cut
         # another, so it waits for a seat like anyone else.
-        return Conclusion(Outcome(Phase.PENDING, ReasonKind.WAITING_FOR_CAPACITY,
+        return Conclusion(Outcome(WorkerPhase.PENDING, ReasonKind.WAITING_FOR_CAPACITY,
                                   f"claim {worker.own_claim}, cut for this worker, is "
                                   "taken by others; waiting for a seat"),
                           requeue_after=settings.retry_interval)
@@ -363,10 +365,10 @@ def seat(ctx: Context, worker: Worker, prepared: Obj) -> Conclusion:
         waited = (ctx.now - worker.created).total_seconds()
         left = settings.placement_timeout - waited
         if left <= 0:
-            return Conclusion(Outcome(Phase.FAILED, ReasonKind.UNSATISFIABLE,
+            return Conclusion(Outcome(WorkerPhase.FAILED, ReasonKind.UNSATISFIABLE,
                                       f"{reason} (waited {waited:.0f}s)"), decided=decided)
         retry = min(retry, left)
-    return Conclusion(Outcome(Phase.PENDING, str(reason.kind), reason.detail),
+    return Conclusion(Outcome(WorkerPhase.PENDING, str(reason.kind), reason.detail),
                       requeue_after=retry, decided=decided)
 
 
@@ -417,7 +419,7 @@ def _start(ctx: Context, worker: Worker, prepared: Obj, claim: str, devices: int
     log.info("creating pod", extra=kv(worker=worker.name, pod=worker.pod_name, claim=claim,
                                      node=node))
     return Conclusion(
-        Outcome(Phase.PLACING, ReasonKind.PLACED, how, claim=claim, devices=devices,
+        Outcome(WorkerPhase.PLACING, ReasonKind.PLACED, how, claim=claim, devices=devices,
                 memory_per_device=per_device_share(worker.memory, devices),
                 node=node, pod=worker.pod_name),
         (*before, Write("create", kube.PODS, worker.pod_name, pod, assumed=True)),

@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import attrs
 
-from controller.naming import Phase
+from controller.naming import WorkerPhase
 from controller.objects import Obj, age_order, created_at, is_deleting, name_of
 
 WAKE = "*wake"  # re-queue every pending worker
@@ -36,7 +36,7 @@ def worker_key(obj: Obj) -> str:
 
 def is_pending(obj: Obj) -> bool:
     phase = (obj.get("status") or {}).get("phase")
-    return not is_deleting(obj) and phase in (None, "", Phase.PENDING)
+    return not is_deleting(obj) and phase in (None, "", WorkerPhase.PENDING)
 
 
 def utcnow() -> dt.datetime:

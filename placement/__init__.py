@@ -11,7 +11,7 @@ turn the world into ``Node``, ``Claim`` and ``Request`` values, build a
     print(answer)  # NewClaim(node='box', devices=1, memory_floor=10737418240, ...)
 
 The names here are the library. Beyond them: ``placement.quantity`` reads and
-prints Kubernetes quantities, ``placement.simulation`` plays arrivals and
+prints Kubernetes quantities, ``placement.simulator.simulation`` plays arrivals and
 departures offline, ``placement.decide`` also has ``explain`` and
 ``find_seat``, and ``placement.model`` the arithmetic (``devices_needed``,
 ``per_device_share``), and ``placement.remedy`` tells why a worker waits,

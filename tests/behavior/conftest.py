@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from placement import GiB, Node, Request, Role
-from placement.simulation import Simulation
+from placement.simulator.simulation import Simulation
 
 LORA = 10 * GiB  # the estimator's L4 tier
 FFT_8B = 60 * GiB  # the estimator's 80Gi tier: an 8B full fine-tune

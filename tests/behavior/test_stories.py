@@ -8,7 +8,7 @@ nodes with single 80Gi devices and 180Gi of host memory.
 from __future__ import annotations
 
 from placement import GiB, Node, Role, WaitKind
-from placement.simulation import Phase, Simulation
+from placement.simulator.simulation import Seating, Simulation
 from tests.behavior.conftest import (
     FFT_8B,
     LORA,
@@ -42,7 +42,7 @@ def test_workers_share_whether_or_not_their_sum_fits() -> None:
     sim.arrive(trainer("d35", 35 * GiB))
     assert claim_of(sim, "c25") == claim_of(sim, "a45")
     assert claim_of(sim, "d35") == claim_of(sim, "b55")
-    assert sim.state("d35").phase is Phase.PLACED
+    assert sim.state("d35").phase is Seating.PLACED
 
 
 def test_a_full_claim_makes_the_next_worker_wait_and_a_departure_frees_the_seat() -> None:
@@ -51,7 +51,7 @@ def test_a_full_claim_makes_the_next_worker_wait_and_a_departure_frees_the_seat(
     sim.arrive(trainer("second", FFT_8B))
     sim.arrive(trainer("third", FFT_8B))
     waiting = sim.state("third")
-    assert waiting.phase is Phase.PENDING
+    assert waiting.phase is Seating.PENDING
     assert waiting.reason is not None and waiting.reason.kind is WaitKind.WAITING_FOR_CAPACITY
     assert "full at 2 workers" in str(waiting.reason)
 
@@ -68,7 +68,7 @@ def test_role_labels_hide_hardware_from_other_roles() -> None:
                       prod_node("train-2", roles=trainers_only)))
     sim.arrive(sampler("rollout", LORA))
     state = sim.state("rollout")
-    assert state.phase is Phase.PENDING
+    assert state.phase is Seating.PENDING
     assert str(state.reason) == "NoCapacity: no enabled node accepts sampler workers"
 
     sim.add_node(prod_node("sample-1", roles=frozenset({Role.SAMPLER})))
@@ -80,13 +80,13 @@ def test_host_memory_bounds_admission() -> None:
     sim = Simulation((prod_node("gpu-a", max_workers=8),))
     for name in ("w1", "w2", "w3", "w4"):
         sim.arrive(trainer(name, FFT_8B))
-    assert [sim.state(w).phase for w in ("w1", "w2", "w3")] == [Phase.PLACED] * 3
+    assert [sim.state(w).phase for w in ("w1", "w2", "w3")] == [Seating.PLACED] * 3
     blocked = sim.state("w4")
-    assert blocked.phase is Phase.PENDING
+    assert blocked.phase is Seating.PENDING
     assert blocked.reason is not None and "host memory" in str(blocked.reason)
 
     sim.leave("w2")
-    assert sim.state("w4").phase is Phase.PLACED
+    assert sim.state("w4").phase is Seating.PLACED
 
 
 def test_too_big_for_any_node_waits_forever_but_fits_as_a_multi_device_claim_on_one_node() -> None:
@@ -94,7 +94,7 @@ def test_too_big_for_any_node_waits_forever_but_fits_as_a_multi_device_claim_on_
     split = Simulation((prod_node("gpu-a"), prod_node("gpu-b")))
     split.arrive(trainer("big", 120 * GiB))
     state = split.state("big")
-    assert state.phase is Phase.PENDING
+    assert state.phase is Seating.PENDING
     assert state.reason is not None and state.reason.never
     assert "120Gi" in str(state.reason) and "1 x 80Gi" in str(state.reason)
 
@@ -102,7 +102,7 @@ def test_too_big_for_any_node_waits_forever_but_fits_as_a_multi_device_claim_on_
     together = Simulation((prod_node("gpu-ab", devices=2),))
     together.arrive(trainer("big", 120 * GiB))
     placed = together.state("big")
-    assert placed.phase is Phase.PLACED
+    assert placed.phase is Seating.PLACED
     assert placed.devices == 2
     assert placed.memory_per_device == 60 * GiB
 
@@ -135,7 +135,7 @@ def test_dev_box_spreads_loras_refuses_the_8b_fft_and_doubles_up_on_the_emptiest
 
     sim.arrive(trainer("fft-8b", FFT_8B))
     fft = sim.state("fft-8b")
-    assert fft.phase is Phase.PENDING
+    assert fft.phase is Seating.PENDING
     assert fft.reason is not None and fft.reason.kind is WaitKind.NO_CAPACITY
     assert "2 x 24Gi" in str(fft.reason)
 
@@ -151,24 +151,24 @@ def test_dev_box_spreads_loras_refuses_the_8b_fft_and_doubles_up_on_the_emptiest
     sim.leave("lora-3")
     sim.arrive(trainer("lora-6", LORA))
     assert claim_of(sim, "lora-6") == "claim-lora-1"  # one worker left there, the fewest
-    assert sim.state("fft-8b").phase is Phase.PENDING  # never
+    assert sim.state("fft-8b").phase is Seating.PENDING  # never
 
 
 def test_an_unallocated_claim_reserves_its_pool_but_is_never_joined() -> None:
     sim = Simulation((prod_node("gpu-a", max_workers=4),), deferred_allocation=True)
     sim.arrive(trainer("early", LORA))
-    assert sim.state("early").phase is Phase.PLACING
+    assert sim.state("early").phase is Seating.PLACING
     assert sim.state("early").node is None  # no node until DRA allocates
 
     sim.arrive(trainer("eager", LORA))
     eager = sim.state("eager")
-    assert eager.phase is Phase.PENDING  # the pool is reserved, the claim not joinable
+    assert eager.phase is Seating.PENDING  # the pool is reserved, the claim not joinable
     assert eager.reason is not None and "not yet allocated" in str(eager.reason)
     assert eager.reason.kind is WaitKind.WAITING_FOR_CAPACITY
 
     sim.allocate("early")
     assert claim_of(sim, "eager") == "claim-early"
-    assert sim.state("eager").phase is Phase.PLACED
+    assert sim.state("eager").phase is Seating.PLACED
 
 
 # ------------------------------------------------------ what the cluster refuses
@@ -182,16 +182,16 @@ def test_the_110_pod_node_seats_110_workers_and_the_rest_wait_naming_its_pod_lim
         sim.arrive(trainer(f"w{i:03}", 5 * GiB))
     states = [sim.state(worker) for worker in sim.workers()]
     # 128 seats on 8 claims, but only 110 pods fit the node: the first 110 get a seat.
-    assert [s.phase for s in states[:110]] == [Phase.PLACED] * 110
+    assert [s.phase for s in states[:110]] == [Seating.PLACED] * 110
     assert len({s.claim for s in states[:110]}) == 8
     for state in states[110:]:
-        assert state.phase is Phase.PENDING
+        assert state.phase is Seating.PENDING
         assert str(state.reason) == "WaitingForCapacity: gpu-node-0 is at its pod limit (110 pods)"
 
     # One departure frees one pod slot: the oldest waiting worker takes it, the next waits on.
     sim.leave("w000")
-    assert sim.state("w110").phase is Phase.PLACED
-    assert sim.state("w111").phase is Phase.PENDING
+    assert sim.state("w110").phase is Seating.PLACED
+    assert sim.state("w111").phase is Seating.PENDING
 
 
 def test_a_new_claim_needs_a_pod_slot_as_much_as_a_join_does() -> None:
@@ -227,6 +227,6 @@ def test_a_claim_seats_at_most_256_workers_whatever_its_node_allows() -> None:
     claims = {claim_of(sim, f"s{i:03}") for i in range(256)}
     assert len(claims) == 1
     waiting = sim.state("s256")
-    assert waiting.phase is Phase.PENDING
+    assert waiting.phase is Seating.PENDING
     assert str(waiting.reason) == ("WaitingForCapacity: no node has 1 free device of 80Gi for "
                                    "1Gi; claims it fits are full at 256 workers")

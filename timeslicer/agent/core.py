@@ -36,7 +36,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from placement.turns import Action, Evict, EvictReason, Grant, Phase, TurnGroup, TurnSettings, Yield
+from placement.turns import (
+    Action,
+    Evict,
+    EvictReason,
+    Grant,
+    TurnGroup,
+    TurnPhase,
+    TurnSettings,
+    Yield,
+)
 from timeslicer import protocol
 from timeslicer.agent.deadlines import Deadlines
 from timeslicer.agent.metrics import AgentMetrics
@@ -65,7 +74,7 @@ class Member:
     server: asyncio.AbstractServer | None = None
     writer: asyncio.StreamWriter | None = None
     hello: bool = False
-    phase: Phase | None = None
+    phase: TurnPhase | None = None
     phase_since: float = 0.0
     granted_at: float | None = None
     yielded_at: float | None = None
@@ -80,14 +89,14 @@ class Member:
 class Effects(Protocol):
     def evict(self, member: Member, reason: EvictReason) -> None: ...
 
-    def publish(self, member: Member, phase: Phase, holder: str | None, turns: int) -> None: ...
+    def publish(self, member: Member, phase: TurnPhase, holder: str | None, turns: int) -> None: ...
 
 
 class _NoEffects:
     def evict(self, member: Member, reason: EvictReason) -> None:
         log.warning("evict %s (%s): no effect in this mode", member.name, reason.value)
 
-    def publish(self, member: Member, phase: Phase, holder: str | None, turns: int) -> None:
+    def publish(self, member: Member, phase: TurnPhase, holder: str | None, turns: int) -> None:
         pass
 
 
@@ -321,11 +330,11 @@ class Agent:
             if member is None or member_id not in group:
                 continue
             view = group.view(member_id, now)
-            if view.phase is Phase.WAITING and member.waiting_at is None:
+            if view.phase is TurnPhase.WAITING and member.waiting_at is None:
                 member.waiting_at = now
-            elif view.phase is not Phase.WAITING:
+            elif view.phase is not TurnPhase.WAITING:
                 member.waiting_at = None
-            if member.phase is Phase.RESIDENT and view.phase is not Phase.RESIDENT:
+            if member.phase is TurnPhase.RESIDENT and view.phase is not TurnPhase.RESIDENT:
                 self.metrics.resident.labels(member.owner).inc(now - member.phase_since)
             if view.phase is not member.phase:
                 member.phase, member.phase_since = view.phase, now

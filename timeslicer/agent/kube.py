@@ -34,7 +34,7 @@ from typing import Any
 from controller import kube, naming
 from controller.events import Recorder
 from controller.objects import format_time, pod_claim, pod_claims
-from placement.turns import EvictReason, Phase
+from placement.turns import EvictReason, TurnPhase
 from timeslicer.agent.core import Agent, Member
 
 __all__ = [
@@ -217,7 +217,7 @@ class NodeEffects:
         self.recorder.record(obj, "Warning", reason.value, "Evict",
                              f"pod {name} on node {self.node} {EVICT_NOTES[reason]}")
 
-    def publish(self, member: Member, phase: Phase, holder: str | None, turns: int) -> None:
+    def publish(self, member: Member, phase: TurnPhase, holder: str | None, turns: int) -> None:
         state = {"phase": phase.value, "since": format_time(self.now()), "holder": holder,
                  "turns": turns, "node": self.node}
         with self._lock:

@@ -25,7 +25,7 @@ import os
 import time
 from pathlib import Path
 
-from placement.turns import EvictReason, Phase
+from placement.turns import EvictReason, TurnPhase
 from timeslicer.agent.core import Agent, Member
 
 __all__ = ["RESCAN", "LocalEffects", "scan", "watch_directory"]
@@ -38,7 +38,7 @@ _SETTLED_NS = 2_000_000_000  # a listing older than its directory's time by this
 class LocalEffects:
     def __init__(self) -> None:
         self.evicted: list[tuple[str, EvictReason]] = []
-        self.phases: dict[str, Phase] = {}
+        self.phases: dict[str, TurnPhase] = {}
 
     def evict(self, member: Member, reason: EvictReason) -> None:
         self.evicted.append((member.key, reason))
@@ -47,7 +47,7 @@ class LocalEffects:
         if member.writer is not None:
             member.writer.close()
 
-    def publish(self, member: Member, phase: Phase, holder: str | None, turns: int) -> None:
+    def publish(self, member: Member, phase: TurnPhase, holder: str | None, turns: int) -> None:
         self.phases[member.key] = phase
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import placement.turnplay
 import placement.turns
+import placement.turns.play
 from cli.main import main
 from cli.replay import replay
 from cli.scenario import ScenarioError, load_scenario
@@ -36,7 +36,7 @@ def test_the_turns_are_decided_by_placement_turns(monkeypatch: pytest.MonkeyPatc
             super().__init__(*args, **kwargs)  # type: ignore[arg-type]
             made.append(self)
 
-    monkeypatch.setattr(placement.turnplay, "TurnGroup", Watched)
+    monkeypatch.setattr(placement.turns.play, "TurnGroup", Watched)
     turns = replay(load_scenario(SHARED)).turns
     assert len(made) == 1 and made[0].settings.quantum == 60
     assert turns is not None and turns.claims[0].switches > 50
@@ -46,13 +46,16 @@ def test_nothing_else_in_cli_or_placement_decides_a_turn() -> None:
     # The policy's module is imported by the player alone; the CLI reaches it only there.
     importers = []
     for package in ("cli", "placement"):
-        for path in (ROOT / package).glob("*.py"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if path.parent.name == "turns" and path.stem != "play":
+                continue  # the policy's own package
             for node in ast.walk(ast.parse(path.read_text())):
-                if isinstance(node, ast.ImportFrom) and node.module == "placement.turns":
+                if isinstance(node, ast.ImportFrom) and node.module in (
+                        "placement.turns", "placement.turns.policy"):
                     names = {alias.name for alias in node.names}
                     if names - {"TurnSettings"}:
-                        importers.append(f"{package}/{path.name}")
-    assert importers == ["placement/turnplay.py"]
+                        importers.append(path.relative_to(ROOT).as_posix())
+    assert importers == ["placement/turns/play.py"]
 
 
 def test_the_table_json_and_compare_show_the_turns() -> None:

@@ -21,9 +21,9 @@ from placement import (
     Request,
     Wait,
     decide,
-    pending,
 )
-from placement.simulation import Simulation
+from placement.simulator import pending
+from placement.simulator.simulation import Simulation
 from tests.reference import (
     RefClaim,
     ReferenceSimulation,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from placement import GiB, Node, Request, Role
 from placement.decide import find_seat
 from placement.remedy import diagnose, smallest_change
-from placement.simulation import Simulation
+from placement.simulator.simulation import Simulation
 
 TRAINER = Role.TRAINER
 SAMPLER = Role.SAMPLER

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from placement.turns import Grant, TurnGroup, TurnSettings, Yield
-from tests.unit.placement.test_turns_plain import call, ops, policies
+from tests.unit.placement.turns.test_policy_plain import call, ops, policies
 from timeslicer.agent.core import touched
 from timeslicer.agent.deadlines import Deadlines
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from controller import kube
-from placement.turns import EvictReason, Phase, TurnSettings
+from placement.turns import EvictReason, TurnPhase, TurnSettings
 from tests.unit.controller.fake_kube import FakeKube
 from timeslicer.agent import Agent
 from timeslicer.agent.kube import ANNOTATION, NodeEffects, NodePods, socket_path
@@ -97,9 +97,9 @@ def test_the_turn_annotation_is_coalesced_latest_state_winning(tmp_path: Path) -
         agent = Agent(TurnSettings(), effects=effects)
         NodePods(agent, tmp_path).relist([body])
         member = agent.members["u1"]
-        effects.publish(member, Phase.WAITING, None, 0)
-        effects.publish(member, Phase.GRANTED, "orw-a", 1)
-        effects.publish(member, Phase.RESIDENT, "orw-a", 1)
+        effects.publish(member, TurnPhase.WAITING, None, 0)
+        effects.publish(member, TurnPhase.GRANTED, "orw-a", 1)
+        effects.publish(member, TurnPhase.RESIDENT, "orw-a", 1)
         assert len(queued) == 1  # at most one patch in flight per pod
         queued.pop()()
         assert api.calls[("patch", "pods")] == 1

@@ -10,7 +10,7 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from placement.turns import EvictReason, Phase, TurnSettings
+from placement.turns import EvictReason, TurnPhase, TurnSettings
 from tests.unit.timeslicer.agent.workers import FakeWorker, no_overlap
 from timeslicer.agent import Agent, Options, serve
 from timeslicer.agent.local import RESCAN, LocalEffects
@@ -114,7 +114,7 @@ def test_after_a_restart_the_resident_keeps_the_turn_and_nothing_is_granted_unti
         while group.holder is None or len(log) < 1:
             await asyncio.sleep(0.01)
         await asyncio.sleep(0.1)
-        assert agent.effects.phases["claim-a/m3"] is Phase.UNREPORTED  # type: ignore[attr-defined]
+        assert agent.effects.phases["claim-a/m3"] is TurnPhase.UNREPORTED  # type: ignore[attr-defined]
         assert agent.members["claim-a/m1"].id == group.holder
         assert log == [("resident", "m1")]  # nothing granted: m3 has not reported
 

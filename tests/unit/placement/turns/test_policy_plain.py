@@ -8,8 +8,8 @@ from typing import TypeVar
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from placement.rotation import Rotation
-from placement.turns import Action, TurnGroup, TurnSettings, _Member
+from placement.turns.policy import Action, TurnGroup, TurnSettings, _Member
+from placement.turns.rotation import Rotation
 
 T = TypeVar("T")
 

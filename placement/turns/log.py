@@ -1,6 +1,6 @@
 """A shared claim's resident intervals, kept compressed where its turns repeat.
 
-The turns player (``placement.turnplay``) counts a repeating cycle of turns
+The turns player (``placement.turns.play``) counts a repeating cycle of turns
 instead of playing each repeat; what the cycle recorded is then kept once,
 with its period and how many times it came again. Rules:
 

@@ -50,14 +50,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from placement.rotation import Rotation
-from placement.turntypes import (
+from placement.turns.rotation import Rotation
+from placement.turns.values import (
     Action,
     Evict,
     EvictReason,
     Grant,
     MemberView,
-    Phase,
+    TurnPhase,
     TurnSettings,
     Yield,
 )
@@ -68,8 +68,8 @@ __all__ = [
     "EvictReason",
     "Grant",
     "MemberView",
-    "Phase",
     "TurnGroup",
+    "TurnPhase",
     "TurnSettings",
     "Yield",
 ]
@@ -266,18 +266,18 @@ class TurnGroup:
             raise KeyError(f"member {member!r} is not in this group")
         return m
 
-    def _phase(self, m: _Member) -> Phase:
+    def _phase(self, m: _Member) -> TurnPhase:
         if m.evicting:
-            return Phase.EVICTING
+            return TurnPhase.EVICTING
         if m.member in self._intruders:
-            return Phase.INTRUDING
+            return TurnPhase.INTRUDING
         if m is self._holder:
             if m.deadline is not None:
-                return Phase.YIELDING
-            return Phase.RESIDENT if m.resident else Phase.GRANTED
+                return TurnPhase.YIELDING
+            return TurnPhase.RESIDENT if m.resident else TurnPhase.GRANTED
         if not m.reported:
-            return Phase.UNREPORTED
-        return Phase.WAITING if m.wants else Phase.IDLE
+            return TurnPhase.UNREPORTED
+        return TurnPhase.WAITING if m.wants else TurnPhase.IDLE
 
     def _waits(self, m: _Member) -> bool:
         return (m.wants and m.reported and m is not self._holder

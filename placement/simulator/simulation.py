@@ -20,7 +20,7 @@ result against a plain full scan):
 
 * Every change touches one node, and a worker that found no seat before can
   only find one there. What a node can seat is one memory threshold per role
-  (``NodeOffer``), and the pending queue (``placement.pending``) answers "the
+  (``NodeOffer``), and the pending queue (``placement.simulator.pending``) answers "the
   oldest worker of this role under that threshold" without walking its
   workers or its distinct sizes; a worker leaving while pending is removed
   in O(1).
@@ -45,14 +45,14 @@ from heapq import heappop, heappush
 from placement.decide import Reason, best_claim, best_pool, explain, offer_of
 from placement.fleet import Fleet
 from placement.model import Node, PlacementError, Request, Role, per_device_share
-from placement.pending import PendingQueue
+from placement.simulator.pending import PendingQueue
 
-__all__ = ["Phase", "Placement", "Simulation", "WorkerState"]
+__all__ = ["Placement", "Seating", "Simulation", "WorkerState"]
 
 _ROLES = tuple(Role)  # iterating the enum itself costs a microsecond per retry
 
 
-class Phase(enum.StrEnum):
+class Seating(enum.StrEnum):
     PLACED = "Placed"  # on an allocated claim
     PLACING = "Placing"  # on a claim DRA has not allocated yet
     PENDING = "Pending"  # no claim
@@ -78,7 +78,7 @@ class WorkerState:
     role: Role
     memory: int
     owner: str
-    phase: Phase
+    phase: Seating
     claim: str | None
     node: str | None  # only once the claim is allocated
     devices: int | None
@@ -164,7 +164,7 @@ class Simulation:
         if claim_name is None:
             return WorkerState(
                 name=worker, role=request.role, memory=request.memory, owner=request.owner,
-                phase=Phase.PENDING, claim=None, node=None, devices=None,
+                phase=Seating.PENDING, claim=None, node=None, devices=None,
                 memory_per_device=None, reason=explain(request, self.fleet),
             )
         fleet = self.fleet
@@ -172,7 +172,7 @@ class Simulation:
         devices = fleet.claim_devices(claim_name)
         return WorkerState(
             name=worker, role=request.role, memory=request.memory, owner=request.owner,
-            phase=Phase.PLACED if allocated else Phase.PLACING,
+            phase=Seating.PLACED if allocated else Seating.PLACING,
             claim=claim_name, node=fleet.claim_node(claim_name) if allocated else None,
             devices=devices,
             memory_per_device=per_device_share(request.memory, devices),

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from placement import GiB, Node, PlacementError, Request, Role
-from placement.simulation import Simulation
+from placement.simulator.simulation import Simulation
 
 
 def t(name: str, memory_gib: int = 10) -> Request:

@@ -2,7 +2,7 @@
 a member's phase and view.
 
 Plain values only, frozen, so the node agent and the simulator can keep, compare and
-print them; the rules that produce them are all in ``placement.turns``, which
+print them; the rules that produce them are all in ``placement.turns.policy``; the package
 re-exports every name here.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-__all__ = ["Action", "Evict", "EvictReason", "Grant", "MemberView", "Phase", "TurnSettings",
+__all__ = ["Action", "Evict", "EvictReason", "Grant", "MemberView", "TurnPhase", "TurnSettings",
            "Yield"]
 
 
@@ -35,7 +35,7 @@ class TurnSettings:
                              f"({self.quantum}s)")
 
 
-class Phase(Enum):
+class TurnPhase(Enum):
     """Where a member stands, as people read it."""
 
     UNREPORTED = "Unreported"  # recovering: has not said whether it is resident
@@ -86,7 +86,7 @@ class MemberView:
 
     member: str
     owner: str
-    phase: Phase
+    phase: TurnPhase
     wants: bool
     waiting_since: float | None  # when it last began to wait, while it waits
     turns: int                   # grants (and resident reports that took the turn)

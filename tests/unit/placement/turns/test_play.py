@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import placement.turnplay
-from placement.turnplay import TurnPlay
+import placement.turns.play
 from placement.turns import Action, TurnGroup, TurnSettings
+from placement.turns.play import TurnPlay
 
 GB = 10**9
 POLICY = TurnSettings(quantum=60, min_resident=5, yield_grace=30)
@@ -150,7 +150,7 @@ def counted_ticks(monkeypatch: pytest.MonkeyPatch) -> list[float]:
             calls.append(now)
             return super().tick(now)
 
-    monkeypatch.setattr(placement.turnplay, "TurnGroup", Counted)
+    monkeypatch.setattr(placement.turns.play, "TurnGroup", Counted)
     return calls
 
 
@@ -195,7 +195,7 @@ def test_a_claim_whose_demand_changes_faster_than_any_cycle_is_played_switch_by_
 
 def test_a_cycle_longer_than_the_states_remembered_is_played_out(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(placement.turnplay, "CYCLE_STATES", 2)
+    monkeypatch.setattr(placement.turns.play, "CYCLE_STATES", 2)
     events: list[Event] = [(0, "join", "c0", f"w{i}", 2**30, None) for i in range(4)]
     assert figures(play_all(events, POLICY, 20_000, compress=True)) == \
         figures(play_all(events, POLICY, 20_000, compress=False))

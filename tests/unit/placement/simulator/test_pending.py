@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from placement import pending
 from placement.model import Role
-from placement.pending import PendingQueue
+from placement.simulator import pending
+from placement.simulator.pending import PendingQueue
 
 # Few sizes and few bounds, so classes repeat, empty and fill again.
 sizes = st.integers(min_value=1, max_value=40)
@@ -84,7 +84,7 @@ def test_the_oldest_that_fits_not_the_oldest() -> None:
 @given(st.lists(st.tuples(st.booleans(), st.sampled_from(["a", "a-2", "a-3", "b", "a-2-2"]),
                           st.integers(min_value=0, max_value=50)), max_size=200))
 def test_claim_names_are_the_first_free_in_turn(script: list[tuple[bool, str, int]]) -> None:
-    from placement.simulation import _ClaimNames, _spell
+    from placement.simulator.simulation import _ClaimNames, _spell
 
     taken: set[str] = set()
     names = _ClaimNames(taken.__contains__)

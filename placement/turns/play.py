@@ -48,8 +48,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from placement.turnlog import Intervals
-from placement.turns import Evict, Grant, TurnGroup, TurnSettings, Yield
+from placement.turns.log import Intervals
+from placement.turns.policy import Evict, Grant, TurnGroup, TurnSettings, Yield
 
 __all__ = ["CYCLE_STATES", "ClaimTurns", "MemberTurns", "TurnPlay"]
 

@@ -13,8 +13,8 @@ from placement.turns import (
     Evict,
     EvictReason,
     Grant,
-    Phase,
     TurnGroup,
+    TurnPhase,
     TurnSettings,
     Yield,
 )
@@ -58,14 +58,14 @@ def test_a_lone_worker_keeps_its_turn_past_the_quantum() -> None:
     assert grants(crowd(group, ("solo", "alice"))) == ["solo"]
     assert group.tick(10_000) == []
     assert group.next_deadline() is None
-    assert group.view("solo", 10_000).phase is Phase.GRANTED
+    assert group.view("solo", 10_000).phase is TurnPhase.GRANTED
 
 
 def test_a_newcomer_after_a_long_quiet_turn_is_served_at_once() -> None:
     group = TurnGroup(FAST)
     crowd(group, ("old", "alice"))
     group.resident("old", 20)
-    assert group.view("old", 20).phase is Phase.RESIDENT
+    assert group.view("old", 20).phase is TurnPhase.RESIDENT
     assert crowd(group, ("new", "bob"), at=500) == [Yield("old", 30, 530)]
 
 
@@ -85,7 +85,7 @@ def test_a_holder_that_never_parks_is_evicted_and_blocks_the_turn_until_gone() -
     assert group.tick(149) == []
     assert group.tick(150) == [Evict("stubborn", EvictReason.TURN_OVERRUN)]
     assert group.tick(400) == []  # its pod is being deleted; the process may still hold memory
-    assert group.view("stubborn", 400).phase is Phase.EVICTING
+    assert group.view("stubborn", 400).phase is TurnPhase.EVICTING
     assert grants(group.gone("stubborn", 401)) == ["patient"]
 
 
@@ -118,14 +118,14 @@ def test_after_a_restart_nothing_is_granted_until_every_member_has_reported() ->
     group = TurnGroup(FAST, recovering=True)
     for member, owner in [("a", "alice"), ("b", "bob"), ("c", "carol")]:
         group.join(member, owner, 0)
-    assert group.view("a", 0).phase is Phase.UNREPORTED
+    assert group.view("a", 0).phase is TurnPhase.UNREPORTED
     assert group.hello("a", False, 1) == []
     assert group.want("a", 1) == []
     assert group.hello("b", True, 2) == []  # it was resident before the restart: it keeps it
     assert group.holder == "b"
     assert group.hello("c", False, 3) == []
     assert not group.recovering
-    assert group.view("a", 3).phase is Phase.WAITING
+    assert group.view("a", 3).phase is TurnPhase.WAITING
     assert group.tick(12) == [Yield("b", 30, 42)]  # b's quantum began when it reported
 
 
@@ -147,7 +147,7 @@ def test_a_second_worker_resident_without_the_turn_is_asked_to_park_first() -> N
     assert group.hello("b", True, 2) == [Yield("b", 30, 32)]
     group.hello("c", False, 3)
     group.want("c", 3)
-    assert group.view("b", 3).phase is Phase.INTRUDING
+    assert group.view("b", 3).phase is TurnPhase.INTRUDING
     group.tick(11)
     assert group.parked("a", 12) == []  # b still holds memory: nobody is granted
     assert grants(group.parked("b", 13)) == ["c"]
@@ -251,7 +251,7 @@ def play(policy: TurnSettings, recovering: bool,
                     f"granted {action.member} while {sorted(occupying)} occupy the device")
                 occupying.add(action.member)
             log.append((now, action))
-        assert sum(v.phase in {Phase.GRANTED, Phase.RESIDENT, Phase.YIELDING}
+        assert sum(v.phase in {TurnPhase.GRANTED, TurnPhase.RESIDENT, TurnPhase.YIELDING}
                    for v in group.views(now)) <= 1
     return log
 

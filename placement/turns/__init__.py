@@ -1,0 +1,37 @@
+"""The turn policy: who on one shared claim may hold the device, and for how long.
+
+Pure like the rest of ``placement`` (standard library, no I/O). The node agent
+(``openrl-place timeslicer``) runs it against real workers; the simulator runs
+it against well-behaved ones over a scenario's clock.
+
+- ``policy``: ``TurnGroup``, the rules and the one state machine of a member.
+- ``values``: the plain values it reads and says (``TurnSettings``, ``Grant``,
+  ``Yield``, ``Evict``, ``TurnPhase``, ``MemberView``).
+- ``rotation``: who waits, in round-robin order by owner, then member.
+- ``play``: ``TurnPlay``, every shared claim of a scenario played offline.
+- ``log``: a claim's resident and switching intervals, repeats kept once.
+"""
+
+from placement.turns.policy import TurnGroup
+from placement.turns.values import (
+    Action,
+    Evict,
+    EvictReason,
+    Grant,
+    MemberView,
+    TurnPhase,
+    TurnSettings,
+    Yield,
+)
+
+__all__ = [
+    "Action",
+    "Evict",
+    "EvictReason",
+    "Grant",
+    "MemberView",
+    "TurnGroup",
+    "TurnPhase",
+    "TurnSettings",
+    "Yield",
+]
