@@ -20,8 +20,6 @@ import json
 import re
 
 import attrs
-import yaml
-from kubernetes.config import ConfigException
 
 from controller import kube, naming
 from controller.cache import strip
@@ -65,7 +63,7 @@ class LiveFleet:
 def connect(kubeconfig: str | None, namespace: str, context: str | None = None) -> kube.Kube:
     try:
         return kube.Kube(kube.load_api_client(kubeconfig, context), namespace)
-    except (ConfigException, OSError, ValueError, yaml.YAMLError) as error:
+    except kube.NoConfig as error:
         # A YAML error spans lines (the problem, then where): one line here.
         raise Unreachable(f"no usable kubeconfig: {' '.join(str(error).split())}") from None
 

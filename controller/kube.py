@@ -9,14 +9,11 @@ Rules:
   only turn back into dicts.
 * Failures become our own error types: ``NotFound``, ``AlreadyExists``,
   ``Conflict``, ``Forbidden``, ``Gone``, ``Invalid``, else ``KubeError`` (also
-  for transport errors). Nothing above this module sees ``ApiException``.
+  for transport errors); a kubeconfig that cannot be used is ``NoConfig``.
+  Nothing above this module sees the client library's exceptions.
 * Every request is counted (``calls``) and, when a hook is given, reported to
   it, so API requests per placed worker can be measured.
 * Every request has a timeout: a hung connection must never hang the loop.
-* For fault injection only (off unless ``OPENRL_CRASH_AT`` is set, e.g.
-  ``create:pods:3:before``): the process kills itself (SIGKILL) just before
-  or just after its k-th request of that verb and resource, or stops itself
-  (SIGSTOP, ``stop``) just before it, as a long pause would.
 * Status writes are JSON merge patches on the status subresource; metadata
   writes carry the object's resourceVersion so a stale read fails with
   ``Conflict`` instead of overwriting a newer object.
@@ -26,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import threading
 import time
 from collections import Counter
@@ -126,6 +122,13 @@ class Invalid(KubeError):
     pass
 
 
+class NoConfig(KubeError):
+    """No usable kubeconfig (or in-cluster account): the message names which and why."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(0, "NoConfig", message)
+
+
 def _error(status: int, body: str | bytes | None) -> KubeError:
     reason, message = "", ""
     try:
@@ -144,8 +147,15 @@ def load_api_client(kubeconfig: str | None, context: str | None = None) -> clien
     """``kubeconfig`` if given, else ``$KUBECONFIG``, else in-cluster, else ``~/.kube/config``.
 
     ``context`` picks a kubeconfig context other than the current one (in-cluster
-    has none, so naming one means a kubeconfig).
+    has none, so naming one means a kubeconfig). ``NoConfig`` when none can be used.
     """
+    try:
+        return _load_api_client(kubeconfig, context)
+    except (config.ConfigException, OSError, ValueError, yaml.YAMLError) as exc:
+        raise NoConfig(str(exc)) from exc
+
+
+def _load_api_client(kubeconfig: str | None, context: str | None) -> client.ApiClient:
     configuration = client.Configuration()
     # Six watches, the write pool (16 plans in flight), the loop's own deletions and the
     # leader's renewals share the pool; a full pool opens a new connection per request.
@@ -155,7 +165,7 @@ def load_api_client(kubeconfig: str | None, context: str | None = None) -> clien
     home = os.path.expanduser("~/.kube/config")
     if kubeconfig:
         if not os.path.exists(kubeconfig):
-            raise config.ConfigException(f"kubeconfig {kubeconfig}: no such file")
+            raise NoConfig(f"kubeconfig {kubeconfig}: no such file")
         config.load_kube_config(config_file=kubeconfig, context=context,  # type: ignore[no-untyped-call]
                                 client_configuration=configuration)
         return client.ApiClient(configuration)
@@ -166,13 +176,13 @@ def load_api_client(kubeconfig: str | None, context: str | None = None) -> clien
             return client.ApiClient(configuration)
         except config.ConfigException:
             if not os.path.exists(home):
-                raise config.ConfigException(
+                raise NoConfig(
                     f"not running in a cluster, and no kubeconfig at {home} (name one with "
                     "--kubeconfig or KUBECONFIG)") from None
     if listed and not any(os.path.exists(path) for path in listed):
-        raise config.ConfigException(f"KUBECONFIG={os.pathsep.join(listed)}: no such file")
+        raise NoConfig(f"KUBECONFIG={os.pathsep.join(listed)}: no such file")
     if not listed and not os.path.exists(home):
-        raise config.ConfigException(f"context {context}: no kubeconfig at {home} to find it in")
+        raise NoConfig(f"context {context}: no kubeconfig at {home} to find it in")
     config.load_kube_config(context=context,  # type: ignore[no-untyped-call]
                             client_configuration=configuration)
     return client.ApiClient(configuration)
@@ -205,7 +215,6 @@ class Kube:
         self.hook = hook
         self.calls: Counter[tuple[str, str]] = Counter()
         self._lock = threading.Lock()
-        self._crash = _crash_point(os.environ.get("OPENRL_CRASH_AT", ""))
 
     # ------------------------------------------------------------------ verbs
 
@@ -340,11 +349,6 @@ class Kube:
         plural = f"{res.plural}/{subresource}" if subresource else res.plural
         with self._lock:
             self.calls[(verb, plural)] += 1
-            crash = self._crash is not None and self._crash[:3] == (
-                verb, plural, self.calls[(verb, plural)])
-        if crash and self._crash is not None and self._crash[3] != "after":
-            os.kill(os.getpid(), signal.SIGSTOP if self._crash[3] == "stop" else signal.SIGKILL)
-            crash = False  # resumed after a stop: carry on with the request
         headers = {"Accept": "application/json", "Content-Type": content_type}
         status = 0
         started = time.monotonic()
@@ -359,8 +363,6 @@ class Kube:
                 raise _error(status, response.read())  # type: ignore[no-untyped-call]
             if read:
                 response.read()  # type: ignore[no-untyped-call]
-            if crash:
-                os.kill(os.getpid(), signal.SIGKILL)
             return response
         except ApiException as exc:
             status = exc.status or 0
@@ -375,14 +377,6 @@ class Kube:
 def _json_object(data: bytes) -> Obj:
     answer: Obj = json.loads(data) if data else {}
     return answer
-
-
-def _crash_point(spec: str) -> tuple[str, str, int, str] | None:
-    """``verb:resource:k:before|after|stop`` -> its parts; anything else -> None (off)."""
-    parts = spec.split(":")
-    if len(parts) != 4 or not parts[2].isdigit() or parts[3] not in ("before", "after", "stop"):
-        return None
-    return parts[0], parts[1], int(parts[2]), parts[3]
 
 
 def _selectors(label_selector: str | None, field_selector: str | None) -> Query:

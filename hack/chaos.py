@@ -20,7 +20,7 @@ and hands over a kubeconfig with the scheduler's ServiceAccount token
   the last line is ``chaos: PASS ...`` or ``chaos: FAIL ...``.
 
 Faults: kill -9 at random; kill -9 exactly before/after the k-th write of a
-kind (the controller's ``OPENRL_CRASH_AT`` hook); API server and etcd killed
+kind (planted by hack/crashpoint.py's launcher); API server and etcd killed
 and restarted; two replicas with the leader killed, SIGTERMed, or stopped
 (SIGSTOP) past its lease and resumed; and under its feet: a pod deleted, a
 claim deleted, the node disabled, its seats per claim lowered, a slice
@@ -50,6 +50,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hack.crashpoint import launcher
 from hack.lib import invariants as inv
 from hack.lib import kube
 from hack.lib.kube import CLAIMS, CONFIGMAPS, NODES, PODS, SLICES, WORKERS, KubeError, Obj
@@ -268,13 +269,13 @@ class Scheduler:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        env = {**os.environ, "KUBECONFIG": kubeconfig, "OPENRL_CRASH_AT": crash_at}
+        env = {**os.environ, "KUBECONFIG": kubeconfig}
         self.started += 1
         log = open(self.state / f"controller-{self.started}.log", "wb")  # noqa: SIM115
         proc = subprocess.Popen(
-            [str(ROOT / ".venv" / "bin" / "openrl-place"), "controller",
-             f"--kubeconfig={kubeconfig}", f"--http-address=127.0.0.1:{port}"],
-            env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            [*launcher(crash_at), f"--kubeconfig={kubeconfig}",
+             f"--http-address=127.0.0.1:{port}"],
+            env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         self.procs.append(proc)
         self.ports[proc.pid] = port
         return proc

@@ -9,7 +9,6 @@ placed worker moved) on the local control plane before it was fixed.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import time
@@ -20,6 +19,8 @@ from typing import Any
 import pytest
 from controller_fixtures import Env, GiB, GpuNode, crd, gpu_nodes, orw  # noqa: F401
 from kubernetes import client
+
+from hack.crashpoint import launcher
 
 TEMPLATE = "openrl-template-trainer"
 ROOT = Path(__file__).resolve().parents[2]
@@ -198,14 +199,14 @@ def test_failed_pod_is_deleted_and_its_seat_settles(orw: Env, node: GpuNode) -> 
 
 
 def replica(orw: Env, crash_at: str = "") -> subprocess.Popen[bytes]:
-    """The scheduler as its own process (leader election on), as the admin."""
-    args = [str(ROOT / ".venv" / "bin" / "openrl-place"), "controller",
-            f"--kubeconfig={orw.cluster.kubeconfig}", f"--namespace={orw.namespace}",
+    """The scheduler as its own process (leader election on), as the admin; ``crash_at``
+    plants a crash or pause in its API calls (hack/crashpoint.py)."""
+    args = [*launcher(crash_at), f"--kubeconfig={orw.cluster.kubeconfig}",
+            f"--namespace={orw.namespace}",
             f"--device-class={orw.cluster.driver}", "--retry-interval=3s",
             "--reclaim-interval=2s", "--reclaim-grace=10s", "--http-address=",
             "--log-format=text"]
-    return subprocess.Popen(args, env={**os.environ, "OPENRL_CRASH_AT": crash_at},
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+    return subprocess.Popen(args, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
 
 

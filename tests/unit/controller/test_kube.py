@@ -203,22 +203,26 @@ def test_the_namespace_a_kubeconfig_context_names(tmp_path: Path) -> None:
 
 
 def test_a_missing_kubeconfig_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from kubernetes.config import ConfigException
     missing = str(tmp_path / "missing")
-    with pytest.raises(ConfigException, match=f"kubeconfig {missing}: no such file"):
+    with pytest.raises(kube.NoConfig, match=f"kubeconfig {missing}: no such file"):
         kube.load_api_client(missing)
     monkeypatch.setenv("KUBECONFIG", missing)
-    with pytest.raises(ConfigException, match=f"KUBECONFIG={missing}: no such file"):
+    with pytest.raises(kube.NoConfig, match=f"KUBECONFIG={missing}: no such file"):
         kube.load_api_client(None)
     # Not in a cluster (no service account token) and no ~/.kube/config: both said.
     monkeypatch.delenv("KUBECONFIG")
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
-    with pytest.raises(ConfigException, match="not running in a cluster, and no kubeconfig at "
+    with pytest.raises(kube.NoConfig, match="not running in a cluster, and no kubeconfig at "
                                               f"{tmp_path}/.kube/config"):
         kube.load_api_client(None)
-    with pytest.raises(ConfigException, match=f"context far: no kubeconfig at {tmp_path}"):
+    with pytest.raises(kube.NoConfig, match=f"context far: no kubeconfig at {tmp_path}"):
         kube.load_api_client(None, "far")
+    # The client library's own complaints come out as ours too.
+    garbled = tmp_path / "garbled"
+    garbled.write_text("clusters: [\n")
+    with pytest.raises(kube.NoConfig):
+        kube.load_api_client(str(garbled))
 
 
 def test_a_kubeconfig_from_a_pipe_is_read() -> None:
