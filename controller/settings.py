@@ -23,7 +23,6 @@ Rules:
 
 from __future__ import annotations
 
-import os
 import re
 import socket
 import uuid
@@ -209,13 +208,3 @@ class Settings:
             service_accounts=self.template_service_accounts, allow=self.template_allow,
             level=self.template_pod_security))
 
-
-def env_flag(name: str, default: bool) -> bool:
-    value = os.environ.get(name)
-    if value is None or value == "":
-        return default
-    if value.lower() in ("1", "true", "yes", "on"):
-        return True
-    if value.lower() in ("0", "false", "no", "off"):
-        return False
-    raise SettingsError(f"{name}={value!r} is not a boolean")

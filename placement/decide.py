@@ -152,10 +152,10 @@ def best_pool(request: Request, fleet: Fleet) -> tuple[str, int, int] | None:
 def best_claim(request: Request, fleet: Fleet) -> str | None:
     """Rule 2, meaningful only when ``best_pool`` found nothing: the claim to join, if any.
 
-    The index holds only allocated claims with a free seat, by role policy
-    (the first, second and fourth join checks), each with its room
-    (``join_room``: the third and fifth), so the checks left are one
-    comparison inside a bucket.
+    The index holds only allocated claims with a free seat on a node with a
+    pod slot free, by role policy (the first, second, fourth and fifth of
+    ``JOIN_CHECKS``), each with its room (``join_room``: the third and sixth),
+    so the check left is one comparison inside a bucket.
     """
     memory = request.memory
     open_seats = fleet.index.open_seats(request.role)
@@ -183,18 +183,10 @@ class NodeOffer:
     ``host_left`` to park exactly when ``memory <= join_room(...)``. So what a
     node can seat is one threshold: every worker of an accepted role up to
     ``capacity`` bytes, and none above.
-
-    When a worker found no seat anywhere and then only this node changed,
-    ``could_seat`` answers whether ``decide`` would now place it, for the
-    price of one comparison.
     """
 
     node: Node
     capacity: Room
-
-    def could_seat(self, request: Request) -> bool:
-        roles = self.node.roles
-        return (not roles or request.role in roles) and request.memory <= self.capacity
 
 
 def offer_of(fleet: Fleet, node_name: str) -> NodeOffer | None:

@@ -238,12 +238,6 @@ class Index:
             if not group.roles or role in group.roles:
                 yield group, devices, names, self._podless.get((group, devices), 0)
 
-    def blocked_claims(self, role: Role) -> Iterator[tuple[SeatGroup, int]]:
-        """(group, count) of claims with a free seat on nodes at their pod limit, accepting role."""
-        for group, count in self._blocked.items():
-            if count and (not group.roles or role in group.roles):
-                yield group, count
-
     def full_claims(self, role: Role) -> Iterator[tuple[SeatGroup, int, int]]:
         """(group, seat limit, count) of allocated claims with no seat left, accepting role."""
         for (group, limit), count in self._full.items():
