@@ -34,7 +34,7 @@ import attrs
 import click
 
 from cli.clock import format_duration, parse_duration
-from cli.main import fail, file_kind, read_file
+from cli.options import fail, file_kind, install_hint, read_file, report_suffix
 from cli.render_table import columns
 from cli.replay import replay
 from cli.scenario import AddNode, NodeSpec, Scenario, ScenarioError, check_node_turns, load_scenario
@@ -47,22 +47,28 @@ from placement.turns import TurnSettings
 __all__ = ["KEYS", "Variant", "command", "crossed", "run_variants", "variants_of"]
 
 
-def _whole(text: str) -> int:
+def _integer(text: str, least: int) -> int:
+    if not text.isdecimal() and not (text[:1] == "-" and text[1:].isdecimal()):
+        raise ValueError("is not a whole number")
     value = int(text)
-    if value < 1:
-        raise ValueError("must be at least 1")
+    if value < least:
+        raise ValueError(f"must be at least {least}")
     return value
+
+
+def _whole(text: str) -> int:
+    return _integer(text, 1)
 
 
 def _pods(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise ValueError("must be at least 0")
-    return value
+    return _integer(text, 0)
 
 
 def _host_memory(text: str) -> int:
-    return parse_quantity(text, allow_zero=True)
+    try:
+        return parse_quantity(text, allow_zero=True)
+    except ValueError:
+        raise ValueError("is not a size such as 94Gi") from None
 
 
 # The node keys a variant may set: the YAML key -> (NodeSpec attribute, parser).
@@ -98,7 +104,7 @@ def variants_of(scenario: Scenario, key: str, values: list[str],
         try:
             value = parse(text)
         except ValueError as error:
-            raise ValueError(f'--set {key}: "{text}": {error}') from None
+            raise ValueError(f"--set {key}={','.join(values)}: {text!r} {error}") from None
 
         def apply(spec: NodeSpec, value: int = value) -> NodeSpec:
             if not fnmatch.fnmatchcase(spec.name, pattern):
@@ -191,7 +197,7 @@ def _run(label: str, scenario: Scenario, keep_timeline: bool) -> Variant | str:
               help="which nodes get the value: a shell-style pattern on node names")
 @click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table",
               show_default=True, help="table for people, json for scripts")
-@click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--report", "report_path", type=report_suffix(".html", ".htm"),
               help="also write one self-contained HTML page drawing the variants side by side")
 def command(file: Path, settings: tuple[str, ...], pattern: str, output: str,
             report_path: Path | None) -> None:
@@ -242,7 +248,7 @@ def _write_report(path: Path, name: str, key: str, results: list[Variant]) -> No
         from cli.report import comparison_page, write_page
     except ImportError as error:
         fail(f"--report needs matplotlib ({error}); install it with: "
-             "pip install 'openrl-place[report]'")
+             f"{install_hint('report')}")
     page = comparison_page(name, key, [Column(v.label, v.timeline, v.summary)
                                        for v in results if v.timeline is not None])
     try:

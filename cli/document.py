@@ -22,6 +22,8 @@ What the readers refuse or read differently from their defaults, and why:
   refuses past a limit; they are kept as :class:`~cli.show.LongNumber`, which
   every field refuses as out of range.
 * ``NaN`` and ``Infinity``, which Python's decoder accepts but JSON has not.
+* A tab where YAML wants spaces: the error names the tab, with its line and
+  column, since an editor shows it as blanks.
 * Nesting deeper than the readers can follow: one message, no traceback.
 * A UTF-8 byte-order mark at the very start, which JSON lets a reader ignore
   (and editors on some systems write), is skipped by both readers rather than
@@ -159,11 +161,27 @@ def _parse_yaml(text: str) -> object:
         mark = error.problem_mark or error.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = error.problem or error.context or "invalid"
+        if mark and _tab_at(text, mark.line, mark.column):
+            problem = f"a tab character; YAML indents with spaces only ({problem})"
         raise ScenarioError(where, f"not valid YAML: {problem}") from None
     except yaml.YAMLError as error:
         raise ScenarioError("", f"not valid YAML: {error}") from None
     except RecursionError:
         raise ScenarioError("", "not valid YAML: nested too deeply") from None
+
+
+def _tab_at(text: str, line: int, column: int) -> bool:
+    """Whether a tab is at (or just before: the readers differ) that place of ``text``.
+
+    Editors show a tab as spaces, so a YAML error at one reads as nonsense
+    unless the tab is named.
+    """
+    start = 0
+    for _ in range(line):
+        start = text.find("\n", start) + 1
+        if start == 0:
+            return False
+    return "\t" in text[start + max(column - 1, 0):start + column + 1]
 
 
 class _NotBase60:

@@ -2,9 +2,16 @@
 
 The imperative shell: read the file, hand the text to the pure core
 (:func:`cli.scenario.load_scenario`, :func:`cli.replay.replay`), print a
-renderer's output, choose the exit status. Exit status: 0 when every
-expectation held, 1 when one failed, 2 when the scenario cannot run (one
-message naming the file, the event index and the field; never a traceback).
+renderer's output, choose the exit status (:mod:`cli.options`: 0 every
+expectation held, 1 one failed, 2 the scenario cannot run, one message naming
+the file, the event index and the field, never a traceback; 3 it did not fit
+in memory).
+
+Listing the commands (``openrl-place``, ``--help``) imports none of the
+lazily loaded ones: their one-line summaries are kept here, so the listing
+works on a plain install, without the extras those commands need, and as
+fast as ``simulate --help``. A command whose extra is missing still answers
+``--help``, saying which extra to install; run, it exits 2 saying the same.
 """
 
 from __future__ import annotations
@@ -16,28 +23,31 @@ import importlib.util
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import ClassVar, NoReturn
+from typing import ClassVar
 
 import click
 
+from cli.options import (
+    DEFAULT_MAX_SIZE,
+    EXIT_EXPECTATION_FAILED,
+    EXIT_OK,
+    EXIT_OUT_OF_MEMORY,
+    count,
+    fail,
+    file_kind,
+    install_hint,
+    read_file,
+    report_suffix,
+)
 from cli.render_json import render_json
 from cli.render_table import render_table
 from cli.replay import Report, replay
-from cli.scenario import Scenario, ScenarioError, load_scenario
-from cli.show import printable
-from placement.quantity import parse_quantity
+from cli.scenario import AddNode, Arrive, Scenario, ScenarioError, load_scenario
 
-__all__ = ["Commands", "fail", "file_kind", "main", "read_file"]
+__all__ = ["Commands", "main"]
 
-EXIT_OK = 0
-EXIT_EXPECTATION_FAILED = 1
-EXIT_BAD_SCENARIO = 2
-
-# Larger than any scenario written by hand or generated for a benchmark, small
-# enough that a mistaken path (a device, a log) is refused before it is read.
-DEFAULT_MAX_SIZE = "100Mi"
-# An error message is one line of at most this many characters.
-LONGEST_MESSAGE = 1000
+# A memory written without a unit is bytes; below this it is most likely a unit left off.
+SMALLEST_LIKELY_MEMORY = 1 << 20
 
 
 class Commands(click.Group):
@@ -55,6 +65,18 @@ class Commands(click.Group):
                                       "snapshot": "cli.snapshot:command",
                                       "explain": "cli.explain:command",
                                       "timeslicer": "cli.timeslicer:command"}
+    # Each lazy command's one line in the listing: its own short help (a test holds them
+    # equal), kept here so that listing imports nothing.
+    summaries: ClassVar[dict[str, str]] = {
+        "compare": "Replay one scenario under several node policies, side by side.",
+        "controller": "Run the GPU claim scheduler: OpenRLWorkers to ResourceClaims and "
+                      "worker pods.",
+        "explain": "Why WORKER waits: each enabled node's verdict, and the smallest change "
+                   "that would seat it.",
+        "snapshot": "Print the live fleet and its workers as a scenario for openrl-place "
+                    "simulate.",
+        "timeslicer": "The node agent: one resident worker per shared claim on this node.",
+    }
     # What a command's extra installs: missing, the command says which extra to add.
     extra: ClassVar[dict[str, tuple[str, ...]]] = {
         "controller": ("kubernetes", "prometheus_client"),
@@ -69,6 +91,32 @@ class Commands(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *self.lazy})
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args and self.no_args_is_help and not ctx.resilient_parsing:
+            # The bare command is a question, not a mistake: the help, on stdout, status 0.
+            click.echo(ctx.get_help(), color=ctx.color)
+            ctx.exit(0)
+        return super().parse_args(ctx, args)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The listing, from the summaries: no lazy command is imported for it."""
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(map(len, names), default=0)  # one line each
+        rows = []
+        for name in names:
+            summary = self.summaries.get(name) if name in self.lazy else None
+            if summary is None:
+                command = self.get_command(ctx, name)
+                if command is None or command.hidden:
+                    continue
+                summary = command.get_short_help_str(limit)
+            elif len(summary) > limit:
+                summary = summary[:limit - 3].rsplit(" ", 1)[0] + "..."
+            rows.append((name, summary))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name in self.lazy:
             module, attribute = self.lazy[name].split(":")
@@ -78,12 +126,26 @@ class Commands(click.Group):
                 missing = [m for m in self.extra.get(name, ()) if not _installed(m)]
                 if not missing:
                     raise
-                extra = self.extra_name.get(name, name)
-                ctx.fail(f"{self.prog} {name} needs the {extra} extra ({', '.join(missing)} "
-                         f"not installed): pip install 'openrl-place[{extra}]'")
+                return self._stand_in(name, missing)
             command: click.Command = getattr(loaded, attribute)
             return command
         return super().get_command(ctx, name)
+
+    def _stand_in(self, name: str, missing: list[str]) -> click.Command:
+        """``name`` without its extra: ``--help`` says what it is and what to install;
+        run with anything else, it exits 2 saying the same."""
+        extra = self.extra_name.get(name, name)
+        needs = (f"{self.prog} {name} needs the {extra} extra ({', '.join(missing)} "
+                 f"not installed): {install_hint(extra)}")
+
+        def refuse(args: tuple[str, ...]) -> None:
+            raise click.UsageError(needs)
+
+        summary = self.summaries.get(name, "")
+        return click.Command(
+            name, callback=refuse, help=f"{summary}\n\n{needs}", short_help=summary,
+            params=[click.Argument(["args"], nargs=-1, type=click.UNPROCESSED)],
+            context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 
 
 @click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]})
@@ -97,36 +159,70 @@ def main() -> None:
 @click.argument("file", type=click.Path(allow_dash=True, path_type=Path))
 @click.option("--output", "-o", type=click.Choice(["table", "json"]), default=None,
               help="table for people (the default without --report), json for scripts")
-@click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="also write one self-contained HTML page with pictures (a path ending "
-                   "in .svg gets the over-time figure alone)")
+@click.option("--report", "report_path", type=report_suffix(".html", ".htm", ".svg"),
+              help="also write one self-contained HTML page with pictures (.html, .htm; a "
+                   "path ending in .svg gets the over-time figure alone)")
 @click.option("--max-size", default=DEFAULT_MAX_SIZE, show_default=True, metavar="SIZE",
               help="refuse a larger FILE (a quantity of bytes, e.g. 500Mi)")
 def simulate(file: Path, output: str | None, report_path: Path | None, max_size: str) -> None:
     """Replay the arrivals and departures in FILE (YAML or JSON; - reads stdin)
     through the placement decision, with DRA played by the simulator.
 
-    Exit status: 0 every expectation held, 1 one failed, 2 the scenario cannot run.
+    Exit status: 0 every expectation held, 1 one failed, 2 the scenario cannot
+    run, 3 it did not fit in memory.
     """
     if output is None and report_path is None:
         output = "table"
     name, text = read_file(file, max_size)
-    with _collector_at_ease():
+    with _collector_at_ease(), _memory_guard(name, len(text)):
         try:
             scenario = load_scenario(text, kind=file_kind(file))
             del text  # tens of megabytes for a large file, and not read again
             report = replay(scenario)
         except ScenarioError as error:
             fail(f"{name}: {error}")
+        for warning in _small_memories(scenario):
+            click.echo(f"warning: {name}: {warning}", err=True)
         if report_path is not None:
             _write_report(report_path, name, scenario, report)
         if output == "json":
             _write(render_json(report))
         elif output == "table":
-            title = (f"{name}: {_count(len(report.nodes), 'node')}, "
-                     f"{_count(len(report.steps), 'event')}, dra: {report.dra}")
+            title = (f"{name}: {count(len(report.nodes), 'node')}, "
+                     f"{count(len(report.steps), 'event')}, dra: {report.dra}")
             click.echo("\n".join(render_table(report, title)))
     sys.exit(EXIT_EXPECTATION_FAILED if report.failures else EXIT_OK)
+
+
+def _small_memories(scenario: Scenario, most: int = 3) -> list[str]:
+    """A warning for each memory under 1Mi (the first ``most``, then how many more):
+    a size without a unit is bytes, so ``memory: 10`` is 10 bytes, not 10Gi."""
+    found = [f"nodes[{i}].{key}" for i, node in enumerate(scenario.nodes)
+             for key, size in (("deviceMemory", node.device_memory),
+                               ("hostMemory", node.host_memory))
+             if size and size < SMALLEST_LIKELY_MEMORY]
+    for index, event in enumerate(scenario.events):
+        if type(event) is Arrive and event.memory < SMALLEST_LIKELY_MEMORY:
+            found.append(f"events[{index}].arrive.memory")
+        elif type(event) is AddNode and event.node.device_memory < SMALLEST_LIKELY_MEMORY:
+            found.append(f"events[{index}].addNode.deviceMemory")
+    more = f" (and {len(found) - most} more)" if len(found) > most else ""
+    return [f"{path} is under 1Mi: a size without a unit is bytes; did you mean Gi?"
+            f"{more if i == most - 1 else ''}" for i, path in enumerate(found[:most])]
+
+
+@contextlib.contextmanager
+def _memory_guard(name: str, size: int) -> Iterator[None]:
+    """Running out of memory is one line and its own exit status, not a traceback."""
+    out_of_memory = False
+    try:
+        yield
+    except MemoryError:
+        out_of_memory = True  # said below, once the exception has let go of what it held
+    if out_of_memory:
+        fail(f"{name}: out of memory replaying {size / (1 << 20):,.0f} MiB of scenario "
+             "(YAML takes several times the memory of JSON: write large scenarios as JSON, "
+             "or run where there is more memory)", EXIT_OUT_OF_MEMORY)
 
 
 def _write(text: str) -> None:
@@ -142,46 +238,13 @@ def _write(text: str) -> None:
     sys.stdout.write("\n")
 
 
-def read_file(file: Path, max_size: str = DEFAULT_MAX_SIZE) -> tuple[str, str]:
-    """The name to show in messages and the text of FILE (``-``: stdin); exit 2 if unreadable.
-
-    Never reads more than ``max_size`` (a quantity of bytes) and one byte, so
-    a device or a runaway pipe is refused instead of filling memory.
-    """
-    try:
-        limit = parse_quantity(max_size)
-    except ValueError as error:
-        raise click.BadParameter(printable(str(error)), param_hint="--max-size") from None
-    name = printable("<stdin>" if str(file) == "-" else str(file))
-    try:
-        if str(file) == "-":
-            data = sys.stdin.buffer.read(limit + 1)
-        else:
-            with file.open("rb") as stream:
-                data = stream.read(limit + 1)
-    except OSError as error:
-        fail(f"{name}: cannot read: {error.strerror or error}")
-    if len(data) > limit:
-        fail(f"{name}: larger than {printable(max_size)}, the most simulate reads; "
-             "raise it with --max-size if the scenario really is that large")
-    try:
-        return name, data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        fail(f"{name}: not UTF-8 text (byte {error.start:,} cannot be decoded)")
-
-
-def file_kind(file: Path) -> str:
-    """``json`` or ``yaml`` when the file's name says which, else empty (either)."""
-    return {".json": "json", ".yaml": "yaml", ".yml": "yaml"}.get(file.suffix.lower(), "")
-
-
 def _write_report(path: Path, name: str, scenario: Scenario, report: Report) -> None:
     # Imported here: matplotlib would slow every plain ``simulate`` down.
     try:
         from cli.report import write_report
     except ImportError as error:
         fail(f"--report needs matplotlib ({error}); install it with: "
-              "pip install 'openrl-place[report]'")
+             f"{install_hint('report')}")
     try:
         size = write_report(path, name, scenario, report)
     except OSError as error:
@@ -213,20 +276,3 @@ def _installed(module: str) -> bool:
         return importlib.util.find_spec(module) is not None
     except ValueError:  # present in sys.modules as None: import blocked
         return False
-
-
-def fail(message: str) -> NoReturn:
-    """Say what cannot be done and exit with the bad-input status.
-
-    The messages echo values from the scenario already escaped and cut; this
-    is the last guard that whatever is printed is one short line.
-    """
-    message = printable(message)
-    if len(message) > LONGEST_MESSAGE:
-        message = message[:LONGEST_MESSAGE] + "..."
-    click.echo(message, err=True)
-    sys.exit(EXIT_BAD_SCENARIO)
-
-
-def _count(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"

@@ -100,9 +100,12 @@ def test_a_deferred_scenario_replays_under_any_policy(tmp_path: Path) -> None:
     (["--set", "colour=1,2"], 'unknown key "colour"'),
     (["--set", "devices="], "give the values to try"),
     (["--set", "devices=1,,2"], "give the values to try"),
-    (["--set", "devices=0"], '--set devices: "0": must be at least 1'),
-    (["--set", "devices=two"], '--set devices: "two"'),
-    (["--set", "hostMemory=10Gb"], '--set hostMemory: "10Gb"'),
+    (["--set", "devices=0"], "--set devices=0: '0' must be at least 1"),
+    (["--set", "devices=two"], "--set devices=two: 'two' is not a whole number"),
+    (["--set", "maxWorkersPerClaim=1,x"],
+     "--set maxWorkersPerClaim=1,x: 'x' is not a whole number"),
+    (["--set", "hostMemory=10Gb"], "--set hostMemory=10Gb: '10Gb' is not a size such as 94Gi"),
+    (["--set", "devices=1", "--report", "x.png"], "x.png: the name must end in .html or .htm"),
     (["--set", "devices=2", "--nodes", "gpu-*"], '--nodes "gpu-*" matches no node'),
     (["--set", "devices=1", "--set", "devices=2"], "--set: each key once"),
 ])
@@ -128,7 +131,7 @@ def test_pod_slots_are_a_key_to_vary(tmp_path: Path) -> None:
     # One pod slot per L4 box: two trainers at a time, not four.
     assert (one["variant"], one["seatsUsed"], eight["seatsUsed"]) == ("pods=1", 2, 4)
     refused = compare(tmp_path, "--set", "pods=-1")
-    assert refused.exit_code == 2 and '--set pods: "-1": must be at least 0' in refused.stderr
+    assert refused.exit_code == 2 and "--set pods=-1: '-1' must be at least 0" in refused.stderr
 
 
 def test_a_second_set_crosses_its_values_with_the_first(tmp_path: Path) -> None:

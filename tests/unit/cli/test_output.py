@@ -230,7 +230,7 @@ def test_the_controller_is_a_subcommand_loaded_only_when_asked() -> None:
 
 
 @pytest.mark.parametrize(("entry", "argv", "says"), [
-    ("cli.main", ["openrl-place", "controller", "--help"], "openrl-place controller"),
+    ("cli.main", ["openrl-place", "controller", "--leader-elect"], "openrl-place controller"),
     ("cli.main", ["openrl-place", "snapshot"], "openrl-place snapshot"),
     ("cli.kubectl", ["kubectl-openrl", "explain", "w"], "kubectl openrl explain"),
 ])
