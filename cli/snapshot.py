@@ -26,6 +26,7 @@ import click
 import yaml
 
 from cli.live import KUBECTL, OPENRL_PLACE, Flags, read
+from cli.options import count
 from cli.replay import replay
 from cli.scenario import ScenarioError, build_scenario
 from controller.fleet_rules import LeftOut
@@ -145,7 +146,7 @@ def build(flags: Flags) -> click.Command:
                        + "; ".join(differences))
         else:
             verdict = (f"simulate reproduces the cluster's placements "
-                       f"({len(live.view.nodes)} nodes, {seats} workers seated, "
+                       f"({count(len(live.view.nodes), 'node')}, {count(seats, 'worker')} seated, "
                        f"{arrivals - seats} waiting)")
         for warning in live.view.warnings:
             click.echo(f"warning: {warning}", err=True)
