@@ -20,6 +20,8 @@ from pathlib import Path
 import yaml
 from controller_fixtures import Env, GiB, GpuNode, crd, gpu_nodes, orw  # noqa: F401
 
+from cli.options import count
+
 ROOT = Path(__file__).resolve().parents[2]
 KUBECTL = ROOT / "hack" / "bin" / "kubectl"
 PLUGIN_DIR = Path(sys.executable).parent  # where pip put the kubectl-openrl script
@@ -81,8 +83,9 @@ def test_kubectl_openrl_explain_and_snapshot(orw: Env, gpu_nodes: list[GpuNode])
 
     snapshot = kubectl("openrl", "snapshot", *where)
     assert snapshot.returncode == 0, snapshot.stderr
-    assert (f"snapshot: simulate reproduces the cluster's placements ({len(gpu_nodes)} nodes, "
-            f"{seated} workers seated, 1 waiting)") in snapshot.stderr
+    assert (f"snapshot: simulate reproduces the cluster's placements "
+            f"({count(len(gpu_nodes), 'node')}, {count(seated, 'worker')} seated, "
+            "1 waiting)") in snapshot.stderr
     document = yaml.safe_load(snapshot.stdout)
     assert [e["arrive"]["name"] for e in document["events"]] == [
         *(f"big{i}" for i in range(seated)), "late"]
