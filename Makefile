@@ -37,9 +37,10 @@ browser:
 test: lint browser
 	$(BIN)/pytest
 
-## The suite without the control plane.
+## Lint and the tests that need no control plane and build nothing (no Go tools): the
+## tiers are in docs/testing.md.
 test-fast: lint
-	$(BIN)/pytest -m "not e2e"
+	$(BIN)/pytest -m "not e2e and not tools"
 
 ## Helm, kustomize and promtool from their Go modules into hack/bin/ (skipped while current);
 ## the chart and monitoring tests build them on first use too.
@@ -48,6 +49,7 @@ tools:
 	hack/gotool.sh kustomize >/dev/null
 	hack/gotool.sh promtool >/dev/null
 
+## ruff (complexity included: no function above 20, pyproject.toml) and mypy --strict.
 lint: setup
 	$(BIN)/ruff check placement cli controller timeslicer hack tests bench
 	$(BIN)/mypy --strict placement cli controller timeslicer hack

@@ -32,6 +32,8 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 ROOT = Path(__file__).resolve().parents[2]
+# Helm is built from its Go module (hack/gotool.sh) on first use.
+pytestmark = pytest.mark.tools
 
 CHART = ROOT / "charts" / "openrl-place"
 CRD = "openrlworkers.openrl.io"

@@ -31,6 +31,8 @@ from controller_fixtures import crd  # noqa: F401
 from kubernetes import client
 
 ROOT = Path(__file__).resolve().parents[2]
+# Helm is built from its Go module (hack/gotool.sh) on first use.
+pytestmark = pytest.mark.tools
 NODE_SH = ROOT / "hack" / "node.sh"
 CHART = ROOT / "charts" / "openrl-place"
 IMAGE = os.environ.get("NODE_IMAGE", "localhost/openrl-place:dev")

@@ -4,7 +4,9 @@ With default values, ``helm template`` and ``kustomize build manifests/base`` mu
 give the same objects, compared whole, one by one; the only differences allowed
 are listed in ``DELIBERATE`` (and in docs/operating.md). Each value is then
 checked on the object it changes, and bad values are refused naming the value.
-Helm and kustomize are built from their Go modules (tests/tools.py).
+Helm and kustomize are built from their Go modules (tests/tools.py), so every
+test here is marked ``tools``. That the chart's files are copies of the
+canonical ones needs neither: test_manifest_bundle.py checks it.
 """
 
 from __future__ import annotations
@@ -38,12 +40,8 @@ DELIBERATE = {
                                 "uninstalling the chart never deletes the workers",
 }
 
-# Files the chart carries as copies of the canonical ones, so a packaged chart is whole.
-COPIES = {
-    CHART / "files" / "crd.yaml": BASE / "crd.yaml",
-    CHART / "files" / "rules.yaml": MONITORING / "rules.yaml",
-    CHART / "files" / "dashboard.json": MONITORING / "dashboard.json",
-}
+# Every test here runs Helm or kustomize: the tier that builds Go tools (`make test`).
+pytestmark = pytest.mark.tools
 
 
 @pytest.fixture(scope="module")
@@ -181,14 +179,6 @@ def test_the_differences_are_only_the_deliberate_ones(defaults: list[Doc]) -> No
         assert labels["helm.sh/chart"].startswith("openrl-place-")
     crd = find(defaults, "CustomResourceDefinition")
     assert crd["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
-
-
-@pytest.mark.parametrize("copy", sorted(COPIES), ids=lambda p: str(p.relative_to(CHART)))
-def test_the_charts_files_are_the_canonical_ones(copy: Path) -> None:
-    source = COPIES[copy]
-    assert copy.read_bytes() == source.read_bytes(), (
-        f"{copy.relative_to(ROOT)} is not {source.relative_to(ROOT)}: "
-        f"cp {source.relative_to(ROOT)} {copy.relative_to(ROOT)}")
 
 
 def test_helm_lint_passes(helm_env: dict[str, str]) -> None:

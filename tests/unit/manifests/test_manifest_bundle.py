@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[3]
 MANIFESTS = ROOT / "manifests"
 BASE = MANIFESTS / "base"
 SMOKE = MANIFESTS / "overlays" / "smoke"
+CHART = ROOT / "charts" / "openrl-place"
 NAMESPACE = "openrl"
 SA = "open-rl-scheduler"
 
@@ -509,3 +510,20 @@ def test_viewer_role_reads_what_snapshot_and_explain_read_and_nothing_more() -> 
     assert {(res.group, res.plural) for res in READS} <= set(got)
     assert not any(d["kind"].endswith("Binding") and d["roleRef"]["name"] == "openrl-place-viewer"
                    for d in base_docs())  # the operator binds it to whom they choose
+
+
+# Files the chart carries as copies of the canonical ones, so a packaged chart is whole.
+CHART_COPIES = {
+    CHART / "files" / "crd.yaml": BASE / "crd.yaml",
+    CHART / "files" / "rules.yaml": MANIFESTS / "monitoring" / "rules.yaml",
+    CHART / "files" / "dashboard.json": MANIFESTS / "monitoring" / "dashboard.json",
+}
+
+
+@pytest.mark.parametrize("copy", sorted(CHART_COPIES),
+                         ids=lambda p: str(p.relative_to(CHART)))
+def test_the_charts_files_are_the_canonical_ones(copy: Path) -> None:
+    source = CHART_COPIES[copy]
+    assert copy.read_bytes() == source.read_bytes(), (
+        f"{copy.relative_to(ROOT)} is not {source.relative_to(ROOT)}: "
+        f"cp {source.relative_to(ROOT)} {copy.relative_to(ROOT)}")

@@ -1,12 +1,13 @@
 """The alerts, recording rules and dashboard in manifests/monitoring, against what the
 scheduler exports.
 
-promtool (built from its Go module, tests/tools.py) checks the rule file and runs
-its unit tests; every alert must have a case where it fires and one where it
-stays quiet. Every query in the rules and the dashboard must name metrics the
-scheduler's registry really holds (read from ``controller.metrics.Metrics``, not
-a list kept here) or the time-slicer agent's (``timeslicer.agent.metrics``), and
-docs/operating.md's tables must name each of them.
+promtool (built from its Go module, tests/tools.py: those tests are marked
+``tools``) checks the rule file and runs its unit tests; every alert must have a
+case where it fires and one where it stays quiet. Every query in the rules and
+the dashboard must name metrics the scheduler's registry really holds (read from
+``controller.metrics.Metrics``, not a list kept here) or the time-slicer agent's
+(``timeslicer.agent.metrics``), and docs/operating.md's tables must name each of
+them.
 """
 
 from __future__ import annotations
@@ -76,16 +77,19 @@ def dashboard_queries() -> Iterator[tuple[str, str]]:
 # ----------------------------------------------------------------- promtool
 
 
+@pytest.mark.tools
 def test_promtool_checks_the_rules() -> None:
     proc = run("promtool", "check", "rules", str(RULES))
     assert "SUCCESS" in proc.stdout + proc.stderr
 
 
+@pytest.mark.tools
 def test_promtool_unit_tests_pass() -> None:
     proc = run("promtool", "test", "rules", str(RULE_TESTS))
     assert "SUCCESS" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
 
 
+@pytest.mark.tools
 def test_promtool_would_catch_a_wrong_expectation(tmp_path: Any) -> None:
     """The unit tests can fail: the same file with one alert's expected value changed."""
     text = RULE_TESTS.read_text().replace("95% of openrl-place seats", "94% of openrl-place seats")
