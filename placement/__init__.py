@@ -15,12 +15,15 @@ prints Kubernetes quantities, ``placement.simulator.simulation`` plays arrivals 
 departures offline, ``placement.decide`` also has ``explain`` and
 ``find_seat``, and ``placement.model`` the arithmetic (``devices_needed``,
 ``per_device_share``), and ``placement.remedy`` tells why a worker waits,
-node by node, and the smallest change that would seat it.
+node by node, and the smallest change that would seat it. A ``Policy``
+(``spread`` or ``binpack``, owner affinity on or off) is the scheduler's one
+setting; ``decide`` takes it, the default being spread with owner affinity.
 """
 
 from placement.decide import JoinClaim, NewClaim, Reason, Wait, WaitKind, decide
 from placement.fleet import Fleet
 from placement.model import Booking, Claim, Node, PlacementError, Request, Role
+from placement.policy import Policy, Strategy
 from placement.quantity import GiB
 
 
@@ -46,9 +49,11 @@ __all__ = [
     "NewClaim",
     "Node",
     "PlacementError",
+    "Policy",
     "Reason",
     "Request",
     "Role",
+    "Strategy",
     "Wait",
     "WaitKind",
     "__version__",

@@ -6,13 +6,17 @@ ranking. This module carries it out quickly, with the fleet's index
 (``placement.index``) serving exactly what the policy names;
 ``tests/reference.py`` transcribes the same rules plainly and is the judge.
 
-1. Spread while a free pool exists: a node that accepts the worker's role,
-   has the devices it needs free and a pod slot free gets a new claim. A lone
-   worker parks nothing, so host memory is not at stake. Candidates rank by
+The two steps, in the order the policy's strategy gives (``steps_for``:
+spread cuts first and shares only under contention, binpack joins first; an
+exclusive worker only ever cuts):
+
+1. New claim: a node that accepts the worker's role, has the devices it
+   needs free and a pod slot free gets a new claim. A lone worker parks
+   nothing, so host memory is not at stake. Candidates rank by
    ``SPREAD_RANKING``.
-2. Share only under contention, i.e. only when no pool is free: the worker
-   may join a claim when every one of ``JOIN_CHECKS`` holds. Candidates rank
-   by ``JOIN_RANKING``.
+2. Join: the worker may join a claim when every one of ``JOIN_CHECKS``
+   holds. Candidates rank by ``JOIN_RANKING`` (same-owner claims first with
+   owner affinity on).
 3. Otherwise wait, with a reason that tells "never" (``NoCapacity``) from
    "not yet" (``WaitingForCapacity``) and names what blocks the worker: a
    node at its pod limit is named with its limit, and when every node the
@@ -22,9 +26,10 @@ A new claim's shape: width = devices needed on the chosen node; per-device
 floor = the worker's per-device share; ceiling = the node's device memory (the
 size it was priced against), so DRA cannot substitute a bigger device.
 
-``decide`` is a pure function of the request and the fleet: the request's name
-and owner never influence it, and ties are broken by names, never by the order
-in which anything was added.
+``decide`` is a pure function of the request, the fleet and the policy: the
+request's name never influences it (its owner only ranks joins, with owner
+affinity on), and ties are broken by names, never by the order in which
+anything was added. ``seat_text`` says in a few words why a seat was chosen.
 """
 
 from __future__ import annotations
@@ -35,10 +40,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from placement.model import Node, Request, devices_needed, per_device_share
-from placement.policy import spread_rank
+from placement.policy import DEFAULT_POLICY, Policy, Step, Strategy, spread_rank, steps_for
 from placement.quantity import format_gib
 from placement.records import PoolGroup
-from placement.rooms import Room
+from placement.rooms import Room, RoomIndex
 
 if TYPE_CHECKING:  # the decision only reads a fleet
     from placement.fleet import Fleet
@@ -54,6 +59,7 @@ __all__ = [
     "decide",
     "explain",
     "find_seat",
+    "seat_text",
 ]
 
 
@@ -104,27 +110,54 @@ class Wait:
 Decision = NewClaim | JoinClaim | Wait
 
 
-def decide(request: Request, fleet: Fleet) -> Decision:
-    seat = find_seat(request, fleet)
+def decide(request: Request, fleet: Fleet, policy: Policy = DEFAULT_POLICY) -> Decision:
+    seat = find_seat(request, fleet, policy)
     return seat if seat is not None else Wait(explain(request, fleet))
 
 
-def find_seat(request: Request, fleet: Fleet) -> NewClaim | JoinClaim | None:
+def find_seat(request: Request, fleet: Fleet,
+              policy: Policy = DEFAULT_POLICY) -> NewClaim | JoinClaim | None:
     """``decide`` without the reason: for callers that only act on a seat."""
-    pool = best_pool(request, fleet)
-    if pool is not None:
-        node, devices, device_memory = pool
-        return NewClaim(node, devices, per_device_share(request.memory, devices), device_memory)
-    claim = best_claim(request, fleet)
-    if claim is not None:
-        devices = fleet.claim_devices(claim)
-        return JoinClaim(claim, fleet.claim_node(claim), devices,
-                         per_device_share(request.memory, devices))
+    for step in steps_for(policy, request):
+        if step is Step.NEW_CLAIM:
+            pool = best_pool(request, fleet)
+            if pool is not None:
+                node, devices, device_memory = pool
+                return NewClaim(node, devices, per_device_share(request.memory, devices),
+                                device_memory)
+        else:
+            claim = best_claim(request, fleet, policy.owner_affinity)
+            if claim is not None:
+                devices = fleet.claim_devices(claim)
+                return JoinClaim(claim, fleet.claim_node(claim), devices,
+                                 per_device_share(request.memory, devices))
     return None
 
 
+def seat_text(request: Request, fleet: Fleet, seat: NewClaim | JoinClaim,
+              policy: Policy = DEFAULT_POLICY) -> str:
+    """Why ``find_seat`` chose ``seat``, in a few words (``joins claim-x: same owner``)."""
+    if isinstance(seat, NewClaim):
+        if request.exclusive:
+            why = "a claim of its own (exclusive)"
+        elif policy.strategy is Strategy.BINPACK:
+            why = "no claim can seat it (binpack)"
+        else:
+            why = "free devices (spread)"
+        return f"new claim on {seat.node}: {why}"
+    claim = fleet.claim(seat.claim)
+    if (policy.owner_affinity and claim is not None
+            and any(booking.owner == request.owner for booking in claim.bookings)):
+        why = "same owner"
+    elif policy.strategy is Strategy.BINPACK:
+        why = "binpack joins before cutting"
+    else:
+        why = "no free devices (contention)"
+    return f"joins {seat.claim}: {why}"
+
+
 def best_pool(request: Request, fleet: Fleet) -> tuple[str, int, int] | None:
-    """Rule 1: (node, devices, device memory) of the best free pool, if any.
+    """The new-claim step: (node, devices, device memory) of the best free pool, if any.
 
     ``find_seat`` wraps this in a ``NewClaim``; the simulation, which decides
     tens of thousands of times, reads the plain answer.
@@ -149,18 +182,32 @@ def best_pool(request: Request, fleet: Fleet) -> tuple[str, int, int] | None:
     return node, needed, device_memory
 
 
-def best_claim(request: Request, fleet: Fleet) -> str | None:
-    """Rule 2, meaningful only when ``best_pool`` found nothing: the claim to join, if any.
+def best_claim(request: Request, fleet: Fleet, owner_affinity: bool = True) -> str | None:
+    """The join step: the claim to join, if any.
 
     The index holds only allocated claims with a free seat on a node with a
-    pod slot free, by role policy (the first, second, fourth and fifth of
-    ``JOIN_CHECKS``), each with its room (``join_room``: the third and sixth),
-    so the check left is one comparison inside a bucket.
+    pod slot free and no exclusive worker on them, by role policy (the
+    second, third, fourth, sixth and seventh of ``JOIN_CHECKS``), each with
+    its room (``join_room``: the fifth and eighth), so the check left is one
+    comparison inside a bucket; the first (an exclusive joiner) is checked
+    here. With owner affinity the same search runs first over the claims the
+    index files under the joiner's owner.
     """
-    memory = request.memory
-    open_seats = fleet.index.open_seats(request.role)
-    # JOIN_RANKING: fewest workers first (one bucket per count), then the smallest
-    # claim name across every role policy's bucket of that count.
+    if request.exclusive:
+        return None
+    if owner_affinity:
+        found = _first_open(fleet.index.owner_seats(request.owner, request.role),
+                            request.memory)
+        if found is not None:
+            return found
+    return _first_open(fleet.index.open_seats(request.role), request.memory)
+
+
+def _first_open(open_seats: list[dict[int, RoomIndex]], memory: int) -> str | None:
+    # JOIN_RANKING after the owner: fewest workers first (one bucket per count), then
+    # the smallest claim name across every role policy's bucket of that count.
+    if not open_seats:
+        return None
     for workers in sorted({n for by_workers in open_seats for n in by_workers}):
         found = None
         for by_workers in open_seats:
@@ -182,11 +229,13 @@ class NodeOffer:
     bytes exactly when ``memory <= free * d``, and join a k-device claim with
     ``host_left`` to park exactly when ``memory <= join_room(...)``. So what a
     node can seat is one threshold: every worker of an accepted role up to
-    ``capacity`` bytes, and none above.
+    ``capacity`` bytes, and none above. An exclusive worker only spreads, so
+    its threshold is ``alone``, the free devices' part of it.
     """
 
     node: Node
     capacity: Room
+    alone: Room
 
 
 def offer_of(fleet: Fleet, node_name: str) -> NodeOffer | None:
@@ -194,12 +243,13 @@ def offer_of(fleet: Fleet, node_name: str) -> NodeOffer | None:
     if node is None:
         return None
     if not fleet.has_pod_slot(node_name):
-        return NodeOffer(node, -math.inf)
-    capacity: Room = fleet.free_devices(node_name) * node.device_memory
+        return NodeOffer(node, -math.inf, -math.inf)
+    alone: Room = fleet.free_devices(node_name) * node.device_memory
+    capacity = alone
     room = fleet.largest_room_on(node_name)
     if room is not None and room > capacity:
         capacity = room
-    return NodeOffer(node, capacity)
+    return NodeOffer(node, capacity, alone)
 
 
 def explain(request: Request, fleet: Fleet) -> Reason:
@@ -245,6 +295,11 @@ def explain(request: Request, fleet: Fleet) -> Reason:
         blockers.append(_pod_limit(first, pods, at_limit))
     if at_limit < nodes_fitting:
         blockers.append(_free_devices_blocker(memory, fitting, other=bool(pod_full)))
+    if request.exclusive:
+        # It joins no claim, so what blocks the others' joins is not its business.
+        return Reason(WaitKind.WAITING_FOR_CAPACITY,
+                      "; ".join(["exclusive: it shares no claim and waits for devices of its "
+                                 "own", *blockers]))
     full_at = sorted({
         limit for group, limit, _count in fleet.index.full_claims(role)
         if per_device_share(memory, group.devices) <= group.device_memory
@@ -262,10 +317,17 @@ def explain(request: Request, fleet: Fleet) -> Reason:
             f"host memory: parking it on {host_blocked} claim{_s(host_blocked)} with a free seat "
             "would exceed the node's host memory"
         )
+    held = sum(
+        count for group, count in fleet.index.exclusive_claims(role)
+        if per_device_share(memory, group.devices) <= group.device_memory
+    )
+    if held:
+        blockers.append(f"{held} claim{_s(held)} it fits {'hold' if held > 1 else 'holds'} "
+                        "an exclusive worker")
     unallocated = sum(count for _group, _devices, count in fitting)
     if unallocated:
         blockers.append(f"{unallocated} claim{_s(unallocated)} not yet allocated")
-    if not full_at and not host_blocked and not unallocated and not pod_full:
+    if not full_at and not host_blocked and not unallocated and not pod_full and not held:
         blockers.append("no allocated claim it fits")
     return Reason(WaitKind.WAITING_FOR_CAPACITY, "; ".join(blockers))
 

@@ -24,7 +24,8 @@ the books. Two kinds:
 * *Decisions* carried out: ``cut`` (a new claim for one worker) and ``book``
   (a join). They check what ``decide`` checks (``policy.JOIN_CHECKS`` for a
   join): the node accepts the role and has a pod slot free, the devices are
-  free (``cut``) or the claim is allocated and has a seat (``book``), the
+  free (``cut``) or the claim is allocated and has a seat (``book``), neither
+  the joiner nor a worker on the claim is exclusive (``book``), the
   worker fits the devices by itself, and the node can park everyone after a
   join.
 * *Facts* recorded, as a cluster reports them: ``add_node``,
@@ -170,6 +171,7 @@ class Fleet:
             clone = twin._claims[name] = ClaimRow(name, row.node, row.devices, row.allocated)
             clone.bookings = dict(row.bookings)
             clone.footprint = row.footprint
+            clone.exclusive = row.exclusive
             clone.shown = row.shown
             twin._claims_on.setdefault(row.node, {})[name] = clone
         twin._claim_of = dict(self._claim_of)
@@ -242,7 +244,7 @@ class Fleet:
             self._check_unbooked(booking.worker)
         row = ClaimRow(claim.name, claim.node, claim.devices, claim.allocated)
         for booking in claim.bookings:
-            row.seat(booking.worker, booking.owner, booking.parked_memory)
+            row.seat(booking.worker, booking.owner, booking.parked_memory, booking.exclusive)
         row.shown = claim  # the row reads back as exactly this value
         self._add_row(row)
 
@@ -264,7 +266,7 @@ class Fleet:
                 or known.at_pod_limit):
             self._refuse_cut(name, node, devices, request)
         row = ClaimRow(name, node, devices, allocated)
-        row.seat(request.name, request.owner, request.memory)
+        row.seat(request.name, request.owner, request.memory, request.exclusive)
         self._add_row(row)
 
     def book(self, claim: str, request: Request, *, observed: bool = False) -> None:
@@ -278,13 +280,14 @@ class Fleet:
         if not observed:
             bucket = row.bucket  # set only for an allocated claim with a free seat
             roles = self._nodes[row.node].node.roles if bucket is not None else None
-            # The claim's room already says "fits its devices and its node can park it".
+            # The claim's room already says "fits its devices and its node can park it";
+            # a claim an exclusive worker is on has no bucket.
             if (bucket is None or request.memory > bucket.room(claim)
-                    or (roles and request.role not in roles)):
+                    or (roles and request.role not in roles) or request.exclusive):
                 self._refuse_join(row, request)
         before = self._parked_share(row)
         self.index.unfile_claim(row)
-        row.seat(request.name, request.owner, request.memory)
+        row.seat(request.name, request.owner, request.memory, request.exclusive)
         self._claim_of[request.name] = claim
         node = self._nodes.get(row.node)
         if node is not None:
@@ -450,7 +453,8 @@ class Fleet:
         """Why ``request`` cannot join the claim: the first of the join checks that fails."""
         node = self._nodes.get(row.node)
         candidate = JoinCandidate(
-            allocated=row.allocated, node=node.node if node else None, devices=row.devices,
+            allocated=row.allocated, exclusive=row.exclusive > 0,
+            node=node.node if node else None, devices=row.devices,
             workers=len(row.bookings), footprint=row.footprint,
             node_parked=self._parked.get(row.node, 0), node_workers=node.workers if node else 0)
         for check, holds in JOIN_CHECKS:

@@ -16,13 +16,20 @@ What is filed, and for which part of the policy in ``policy.py``:
   its room (``join_room``: the fit and host-memory checks as one number). A
   decision visits a bucket or two per worker count whatever the fleet's size
   or hardware mix, and skips the claims that cannot take the worker.
+* The same open seats again by owner, for owner affinity: each open claim is
+  filed, with the same room, under every owner of its workers, then by role
+  policy and workers like the open seats. A joiner's same-owner claims are
+  one lookup away, never found by walking the claims.
+* A claim an exclusive worker is on takes no joiner, so it is filed apart:
+  counted per seat group for the reasons, never among the open seats.
 * A node at its pod limit takes no worker at all, so it is filed apart: its
   name by (pool group, devices), not among the pools, and its claims with a
   free seat counted as blocked, not among the open seats. The books refile
   a node (``refile_node``) whenever its workers cross the limit.
 * Counters for the reasons: nodes per (pool group, devices), and of those
   the ones that take no worker pod at all (a pod limit of 0); open claims per
-  seat group; blocked claims per seat group; full claims per (seat group,
+  seat group; blocked claims per seat group; claims held by an exclusive
+  worker per seat group; full claims per (seat group,
   seat limit); unallocated claims per (pool group, devices of the node they
   are sized against).
 
@@ -43,13 +50,17 @@ from placement.rooms import Room, RoomIndex
 
 
 class Index:
-    __slots__ = ("_blocked", "_full", "_groups", "_open", "_pod_full", "_podless", "_pool_views",
-                 "_pools", "_seat_views", "_seats", "_shapes", "_unallocated")
+    __slots__ = ("_blocked", "_exclusive", "_full", "_groups", "_open", "_owners", "_pod_full",
+                 "_podless", "_pool_views", "_pools", "_seat_views", "_seats", "_shapes",
+                 "_unallocated")
 
     def __init__(self) -> None:
         self._groups = Groups()
         self._pools: dict[PoolGroup, dict[int, list[str]]] = {}
         self._seats: dict[frozenset[Role], dict[int, RoomIndex]] = {}
+        # The open seats again, under each owner of a claim's workers.
+        self._owners: dict[str, dict[frozenset[Role], dict[int, RoomIndex]]] = {}
+        self._exclusive: dict[SeatGroup, int] = {}
         self._shapes: dict[tuple[PoolGroup, int], int] = {}
         self._open: dict[SeatGroup, int] = {}
         self._full: dict[tuple[SeatGroup, int], int] = {}
@@ -130,6 +141,10 @@ class Index:
             claim.unallocated_key = shape
             return
         group = self._groups.seat_group(row, claim.devices)
+        if claim.exclusive:
+            self._exclusive[group] = self._exclusive.get(group, 0) + 1
+            claim.exclusive_key = group
+            return
         workers = len(claim.bookings)
         limit = node.seats_per_claim
         if workers >= limit:
@@ -148,11 +163,46 @@ class Index:
         bucket = by_workers.get(workers)
         if bucket is None:
             bucket = by_workers[workers] = RoomIndex()
-        bucket.add(claim.name, join_room(claim.devices, workers, claim.footprint,
-                                         node.device_memory, host_left))
+        room = join_room(claim.devices, workers, claim.footprint, node.device_memory, host_left)
+        bucket.add(claim.name, room)
         claim.bucket = bucket
         self._open[group] = self._open.get(group, 0) + 1
         claim.open_key = group
+        self._file_owners(claim, group.roles, workers, room)
+
+    def _file_owners(self, claim: ClaimRow, roles: frozenset[Role], workers: int,
+                     room: Room) -> None:
+        bookings = claim.bookings
+        # One worker (the common case) has one owner: no set to build.
+        owners = ((next(iter(bookings.values()))[0],) if workers == 1
+                  else {owner for owner, _parked, _exclusive in bookings.values()})
+        filed = claim.owner_buckets
+        for owner in owners:
+            by_roles = self._owners.get(owner)
+            if by_roles is None:
+                by_roles = self._owners[owner] = {}
+            by_workers = by_roles.get(roles)
+            if by_workers is None:
+                by_workers = by_roles[roles] = {}
+            bucket = by_workers.get(workers)
+            if bucket is None:
+                bucket = by_workers[workers] = RoomIndex()
+            bucket.add(claim.name, room)
+            filed.append((owner, bucket))
+
+    def _unfile_owners(self, claim: ClaimRow, roles: frozenset[Role]) -> None:
+        workers = len(claim.bookings)
+        for owner, bucket in claim.owner_buckets:
+            bucket.remove(claim.name)
+            if not bucket:
+                by_roles = self._owners[owner]
+                by_workers = by_roles[roles]
+                del by_workers[workers]
+                if not by_workers:
+                    del by_roles[roles]
+                    if not by_roles:
+                        del self._owners[owner]
+        claim.owner_buckets = []
 
     def unfile_claim(self, claim: ClaimRow) -> None:
         bucket = claim.bucket
@@ -165,6 +215,11 @@ class Index:
             claim.bucket = None
             self._open[group] -= 1
             claim.open_key = None
+            if claim.owner_buckets:
+                self._unfile_owners(claim, group.roles)
+        elif claim.exclusive_key is not None:
+            self._exclusive[claim.exclusive_key] -= 1
+            claim.exclusive_key = None
         elif claim.full_key is not None:
             self._full[claim.full_key] -= 1
             claim.full_key = None
@@ -181,8 +236,11 @@ class Index:
         for claim in claims:
             bucket = claim.bucket
             if bucket is not None:
-                bucket.update(claim.name, join_room(claim.devices, len(claim.bookings),
-                                                    claim.footprint, device_memory, host_left))
+                room = join_room(claim.devices, len(claim.bookings), claim.footprint,
+                                 device_memory, host_left)
+                bucket.update(claim.name, room)
+                for _owner, by_owner in claim.owner_buckets:
+                    by_owner.update(claim.name, room)
 
     # -------------------------------------------------------- the decision reads
 
@@ -206,6 +264,17 @@ class Index:
                      if not roles or role in roles]
             self._seat_views[role] = views
         return views
+
+    def owner_seats(self, owner: str, role: Role) -> list[dict[int, RoomIndex]]:
+        """``open_seats`` narrowed to the claims holding a worker of ``owner``."""
+        by_roles = self._owners.get(owner)
+        if by_roles is None:
+            return []
+        if len(by_roles) == 1:  # most owners' claims are on nodes of one role policy
+            ((roles, by_workers),) = by_roles.items()
+            return [by_workers] if not roles or role in roles else []
+        return [by_roles[roles] for roles in sorted(by_roles, key=_roles_key)
+                if not roles or role in roles]
 
     @staticmethod
     def largest_room(claims: Iterable[ClaimRow]) -> Room | None:
@@ -238,6 +307,12 @@ class Index:
             if not group.roles or role in group.roles:
                 yield group, devices, names, self._podless.get((group, devices), 0)
 
+    def exclusive_claims(self, role: Role) -> Iterator[tuple[SeatGroup, int]]:
+        """(group, count) of allocated claims an exclusive worker is on, accepting role."""
+        for group, count in self._exclusive.items():
+            if count and (not group.roles or role in group.roles):
+                yield group, count
+
     def full_claims(self, role: Role) -> Iterator[tuple[SeatGroup, int, int]]:
         """(group, seat limit, count) of allocated claims with no seat left, accepting role."""
         for (group, limit), count in self._full.items():
@@ -264,6 +339,12 @@ class Index:
                                                          for name in bucket)
                                           for workers, bucket in by_workers.items()}
                       for roles, by_workers in self._seats.items() if by_workers},
+            "owners": {owner: {_roles_key(roles): {workers: tuple((name, bucket.room(name))
+                                                                  for name in bucket)
+                                                   for workers, bucket in by_workers.items()}
+                               for roles, by_workers in by_roles.items()}
+                       for owner, by_roles in self._owners.items()},
+            "exclusive": {shape(g): n for g, n in self._exclusive.items() if n},
             "shapes": {(shape(g), devices): n for (g, devices), n in self._shapes.items() if n},
             "open": {shape(g): n for g, n in self._open.items() if n},
             "full": {(shape(g), limit): n for (g, limit), n in self._full.items() if n},
@@ -274,7 +355,9 @@ class Index:
             "podless": {(shape(g), devices): n for (g, devices), n in self._podless.items() if n},
             "blocked": {shape(g): n for g, n in self._blocked.items() if n},
             "bounds_hold": all(bucket.bounds_hold() for by_workers in self._seats.values()
-                               for bucket in by_workers.values()),
+                               for bucket in by_workers.values())
+            and all(bucket.bounds_hold() for by_roles in self._owners.values()
+                    for by_workers in by_roles.values() for bucket in by_workers.values()),
         }
 
 

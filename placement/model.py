@@ -30,6 +30,8 @@ Rules stated once, so the rest of the package can lean on them:
   resident and parks nothing; on a shared claim every worker may be parked at
   once (a handoff suspends the outgoing worker before restoring the next).
 * A worker that names no owner is an owner of one: itself.
+* An *exclusive* worker runs alone: it never joins a claim, and no one joins
+  a claim it is booked on (the decision's rules are in ``policy.py``).
 """
 
 from __future__ import annotations
@@ -124,6 +126,7 @@ class Request:
     role: Role
     memory: int
     owner: str = ""
+    exclusive: bool = False  # runs alone: joins no claim, and no one joins its claim
 
     def __post_init__(self) -> None:
         # Inline tests first: a simulation builds one request per arrival.
@@ -138,6 +141,9 @@ class Request:
         elif type(self.owner) is not str:
             raise PlacementError(f"worker {self.name}: owner must be a string, "
                                  f"got {_show(self.owner)}")
+        if type(self.exclusive) is not bool:
+            raise PlacementError(f"worker {self.name}: exclusive must be True or False, "
+                                 f"got {_show(self.exclusive)}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,16 +153,20 @@ class Booking:
     worker: str
     owner: str
     parked_memory: int
+    exclusive: bool = False  # the worker runs alone: no one joins this claim
 
     def __post_init__(self) -> None:
         # One test for the common case: every snapshot of a claim builds its bookings.
         if (type(self.worker) is not str or not self.worker or type(self.owner) is not str
-                or type(self.parked_memory) is not int or self.parked_memory < 0):
+                or type(self.parked_memory) is not int or self.parked_memory < 0
+                or type(self.exclusive) is not bool):
             _check_name("booked worker", self.worker)
             where = f"booking of {self.worker}"
             if type(self.owner) is not str:
                 raise PlacementError(f"{where}: owner must be a string, got {_show(self.owner)}")
             _check_whole(where, "parked_memory", self.parked_memory, 0, bytes_=True)
+            raise PlacementError(f"{where}: exclusive must be True or False, "
+                                 f"got {_show(self.exclusive)}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +218,11 @@ class Claim:
     @property
     def workers(self) -> tuple[str, ...]:
         return tuple(b.worker for b in self.bookings)
+
+    @property
+    def exclusive(self) -> bool:
+        """Whether an exclusive worker is booked on it: then no one joins it."""
+        return any(booking.exclusive for booking in self.bookings)
 
     @property
     def parked_memory(self) -> int:

@@ -1,4 +1,4 @@
-"""The policy: how candidates rank and when a worker may join a claim, stated once as data.
+"""The policy: which step comes first, how candidates rank, and when a worker may join a claim.
 
 Read top to bottom, this is the placement policy; ``placement.decide``
 carries it out over the fleet's index, ``placement.fleet`` refuses a join by
@@ -8,15 +8,31 @@ the first check that fails (so its message names the rule), and
 
 Rules:
 
+* One ``Policy`` holds for the whole scheduler: a ``Strategy`` and whether
+  owner affinity is on. It chooses among the seats a worker could take,
+  never whether one exists: a worker waits under one policy exactly when it
+  waits under every other.
+* The strategy orders the two steps (``STEPS``). ``spread``, the default,
+  cuts a new claim on free devices while any node can give them and shares
+  only under contention. ``binpack`` joins a claim that can seat the worker
+  first (the same join checks and ranking) and cuts a new claim only when
+  none can: what an autoscaled pool wants, since a new claim, and so a new
+  node, is asked for only when nothing existing can seat the worker.
+* An *exclusive* worker never shares: it takes only the new-claim step,
+  whatever the strategy, and no one joins a claim it is on (two of the
+  ``JOIN_CHECKS``). It waits for devices of its own.
 * A node takes another worker, by a new claim or a join alike, only while
   it has a pod slot free (``has_pod_slot``): the cluster would refuse the
   pod otherwise.
-* Spread candidates (a node with enough free devices for a new claim, and a
-  pod slot) compare by ``spread_rank``, in the order ``SPREAD_RANKING`` names.
+* New-claim candidates (a node with enough free devices, and a pod slot)
+  compare by ``spread_rank``, in the order ``SPREAD_RANKING`` names.
 * A worker may join a claim when every one of ``JOIN_CHECKS`` holds, checked
   in order; the first that fails is the refusal.
 * Join candidates compare by ``join_rank``, in the order ``JOIN_RANKING``
-  names: load evens out across claims before any claim fills up.
+  names: with owner affinity on, claims holding a worker of the joiner's
+  owner come first (a job's trainer and samplers work in alternate phases,
+  so they take turns at little cost); then load evens out across claims
+  before any claim fills up.
 * A claim's *room* (``join_room``) is the largest joiner it takes now, so the
   fit and host-memory checks are one comparison.
 
@@ -26,30 +42,83 @@ never the fleet, so everything else can import it.
 
 from __future__ import annotations
 
+import enum
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from placement.model import Node, Request, per_device_share
+from placement.model import Node, PlacementError, Request, per_device_share
 from placement.rooms import Room
 
 __all__ = [
+    "ALONE",
+    "DEFAULT_POLICY",
     "JOIN_CHECKS",
     "JOIN_RANKING",
     "SPREAD_RANKING",
+    "STEPS",
     "JoinCandidate",
+    "Policy",
+    "Step",
+    "Strategy",
     "has_pod_slot",
     "join_rank",
     "join_room",
     "spread_rank",
+    "steps_for",
 ]
+
+
+class Strategy(enum.StrEnum):
+    SPREAD = "spread"
+    BINPACK = "binpack"
+
+
+class Step(enum.StrEnum):
+    NEW_CLAIM = "new claim"  # free devices on one node, cut for this worker
+    JOIN = "join"  # a seat on an allocated claim
+
+
+# Step 0, the order: what each strategy tries first. An exclusive worker takes
+# only the new-claim step, under any strategy.
+STEPS: dict[Strategy, tuple[Step, ...]] = {
+    Strategy.SPREAD: (Step.NEW_CLAIM, Step.JOIN),
+    Strategy.BINPACK: (Step.JOIN, Step.NEW_CLAIM),
+}
+ALONE: tuple[Step, ...] = (Step.NEW_CLAIM,)
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """The scheduler's one setting of the policy: its strategy, and owner affinity on or off."""
+
+    strategy: Strategy = Strategy.SPREAD
+    owner_affinity: bool = True
+
+    def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "strategy", Strategy(self.strategy))
+        except ValueError:
+            raise PlacementError(f"strategy must be one of {', '.join(Strategy)}, "
+                                 f"got {self.strategy!r}") from None
+        if type(self.owner_affinity) is not bool:
+            raise PlacementError(f"owner_affinity must be True or False, "
+                                 f"got {self.owner_affinity!r}")
+
+
+DEFAULT_POLICY = Policy()
+
+
+def steps_for(policy: Policy, request: Request) -> tuple[Step, ...]:
+    """The steps ``request`` tries under ``policy``, in order."""
+    return ALONE if request.exclusive else STEPS[policy.strategy]
 
 def has_pod_slot(node: Node, workers: int) -> bool:
     """Whether ``node``, with ``workers`` workers booked on its claims, can run one more."""
     return node.pods is None or workers < node.pods
 
 
-# Step 1, spread: candidates compare by ``spread_rank``, smallest first.
+# The new-claim step: candidates compare by ``spread_rank``, smallest first.
 SPREAD_RANKING = (
     "fewest devices needed",
     "smallest device memory",  # the tightest fit keeps big devices for big workers
@@ -69,6 +138,7 @@ class JoinCandidate:
     """What the join checks read about one claim."""
 
     allocated: bool
+    exclusive: bool  # an exclusive worker is booked on it
     node: Node | None  # None: the fleet does not know the claim's node
     devices: int
     workers: int
@@ -82,8 +152,10 @@ def _parked_after_join(claim: JoinCandidate, request: Request) -> int:
     return claim.node_parked + request.memory + (claim.footprint if claim.workers == 1 else 0)
 
 
-# Step 2, share: a worker may join a claim when every check holds, in this order.
+# The join step: a worker may join a claim when every check holds, in this order.
 JOIN_CHECKS: tuple[tuple[str, Callable[[JoinCandidate, Request], bool]], ...] = (
+    ("the worker is not exclusive", lambda claim, request: not request.exclusive),
+    ("no exclusive worker is on the claim", lambda claim, request: not claim.exclusive),
     # Nothing about a claim without a node can be checked against anything
     # real, so an unallocated claim is never joined.
     ("the claim is allocated",
@@ -106,14 +178,15 @@ JOIN_CHECKS: tuple[tuple[str, Callable[[JoinCandidate, Request], bool]], ...] = 
           or _parked_after_join(claim, request) <= claim.node.host_memory)),
 )
 
-# Candidates compare by ``join_rank``, smallest first: load evens out across
+# Candidates compare by ``join_rank``, smallest first: with owner affinity on, a
+# claim holding a worker of the joiner's owner first; then load evens out across
 # claims before any claim fills up.
-JOIN_RANKING = ("fewest workers", "claim name")
+JOIN_RANKING = ("same owner (with owner affinity on)", "fewest workers", "claim name")
 
 
-def join_rank(workers: int, claim: str) -> tuple[int, str]:
-    """An open claim's place in ``JOIN_RANKING``."""
-    return workers, claim
+def join_rank(same_owner: bool, workers: int, claim: str) -> tuple[bool, int, str]:
+    """An open claim's place in ``JOIN_RANKING``; ``same_owner`` is False with affinity off."""
+    return not same_owner, workers, claim
 
 
 def join_room(devices: int, workers: int, footprint: int, device_memory: int,

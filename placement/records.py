@@ -93,35 +93,43 @@ class Groups:
 class ClaimRow:
     """A claim in the books: where it is, how wide, and who is booked on it."""
 
-    __slots__ = ("allocated", "blocked_key", "bookings", "bucket", "devices", "footprint",
-                 "full_key", "name", "node", "open_key", "shown", "unallocated_key")
+    __slots__ = ("allocated", "blocked_key", "bookings", "bucket", "devices", "exclusive",
+                 "exclusive_key", "footprint", "full_key", "name", "node", "open_key",
+                 "owner_buckets", "shown", "unallocated_key")
 
     def __init__(self, name: str, node: str, devices: int, allocated: bool) -> None:
         self.name = name
         self.node = node
         self.devices = devices
         self.allocated = allocated
-        # worker -> (owner, parked memory): a Booking is made only for a snapshot,
-        # not once per seat taken.
-        self.bookings: dict[str, tuple[str, int]] = {}
+        # worker -> (owner, parked memory, exclusive): a Booking is made only for a
+        # snapshot, not once per seat taken.
+        self.bookings: dict[str, tuple[str, int, bool]] = {}
+        self.exclusive = 0  # exclusive workers booked on it: while any, no one joins it
         # The parked memory of all its workers, shared or not, kept as bookings come
         # and go: summing them on every change would cost a pass over the workers.
         self.footprint = 0
         self.shown: Claim | None = None  # the last snapshot, until the claim changes
         # ---- the index's: where the claim is filed
         self.bucket: RoomIndex | None = None  # its open-seat bucket
+        # (owner, bucket) for each owner of its workers: the same seat filed by owner
+        self.owner_buckets: list[tuple[str, RoomIndex]] = []
+        self.exclusive_key: SeatGroup | None = None  # counted as held by an exclusive worker
         self.open_key: SeatGroup | None = None  # counted as open (with a free seat)
         self.full_key: tuple[SeatGroup, int] | None = None  # counted as full
         self.blocked_key: SeatGroup | None = None  # a free seat, but its node is at its pod limit
         self.unallocated_key: tuple[PoolGroup, int] | None = None  # counted as unallocated
 
-    def seat(self, worker: str, owner: str, parked_memory: int) -> None:
-        self.bookings[worker] = (owner, parked_memory)
+    def seat(self, worker: str, owner: str, parked_memory: int, exclusive: bool = False) -> None:
+        self.bookings[worker] = (owner, parked_memory, exclusive)
         self.footprint += parked_memory
+        self.exclusive += exclusive
         self.shown = None
 
     def unseat(self, worker: str) -> None:
-        self.footprint -= self.bookings.pop(worker)[1]
+        _owner, parked, exclusive = self.bookings.pop(worker)
+        self.footprint -= parked
+        self.exclusive -= exclusive
         self.shown = None
 
     def place(self, node: str) -> None:
@@ -141,6 +149,6 @@ class ClaimRow:
         if shown is None:
             shown = self.shown = Claim(
                 self.name, self.node, self.devices, allocated=self.allocated,
-                bookings=tuple(Booking(worker, owner, parked)
-                               for worker, (owner, parked) in self.bookings.items()))
+                bookings=tuple(Booking(worker, owner, parked, exclusive)
+                               for worker, (owner, parked, exclusive) in self.bookings.items()))
         return shown

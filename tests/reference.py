@@ -10,7 +10,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from placement import JoinClaim, NewClaim, Node, Request
+from placement import JoinClaim, NewClaim, Node, Policy, Request, Strategy
+
+SPREAD = Policy()  # spread, owner affinity on: the default
 
 
 @dataclass
@@ -20,6 +22,8 @@ class RefClaim:
     devices: int
     allocated: bool
     workers: dict[str, int] = field(default_factory=dict)  # worker -> memory
+    owners: dict[str, str] = field(default_factory=dict)  # worker -> owner
+    exclusive: set[str] = field(default_factory=set)  # workers that run alone
 
 
 def needed(memory: int, device_memory: int) -> int:
@@ -57,8 +61,18 @@ def parked_load(node: Node, claims: list[RefClaim]) -> int:
 
 
 def reference_decide(
-    request: Request, nodes: list[Node], claims: list[RefClaim]
+    request: Request, nodes: list[Node], claims: list[RefClaim], policy: Policy = SPREAD
 ) -> NewClaim | JoinClaim | None:
+    """Binpack tries a join first, spread a new claim first; an exclusive worker never joins."""
+    new = reference_new_claim(request, nodes, claims)
+    join = None if request.exclusive else reference_join(request, nodes, claims, policy)
+    if policy.strategy == Strategy.BINPACK:
+        return join or new
+    return new or join
+
+
+def reference_new_claim(request: Request, nodes: list[Node],
+                        claims: list[RefClaim]) -> NewClaim | None:
     pools = []
     for node in nodes:
         if not accepts(node, request.role) or not pod_slot_free(node, claims):
@@ -70,12 +84,18 @@ def reference_decide(
     if pools:
         _, node, n = min(pools, key=lambda p: p[0])
         return NewClaim(node.name, n, math.ceil(request.memory / n), node.device_memory)
+    return None
 
+
+def reference_join(request: Request, nodes: list[Node], claims: list[RefClaim],
+                   policy: Policy) -> JoinClaim | None:
     by_name = {node.name: node for node in nodes}
     seats = []
     for claim in claims:
         node = by_name.get(claim.node)
         if node is None or not claim.allocated or not accepts(node, request.role):
+            continue
+        if claim.exclusive:
             continue
         if math.ceil(request.memory / claim.devices) > node.device_memory:
             continue
@@ -87,7 +107,8 @@ def reference_decide(
             mine = sum(after.values()) if len(after) >= 2 else 0
             if others + mine > node.host_memory:
                 continue
-        seats.append(((len(claim.workers), claim.name), claim, node))
+        same_owner = policy.owner_affinity and request.owner in claim.owners.values()
+        seats.append(((not same_owner, len(claim.workers), claim.name), claim, node))
     if seats:
         _, claim, node = min(seats, key=lambda s: s[0])
         return JoinClaim(claim.name, node.name, claim.devices,
@@ -98,9 +119,11 @@ def reference_decide(
 class ReferenceSimulation:
     """The simulator's rules with a plain pending list, retried by full scans."""
 
-    def __init__(self, nodes: list[Node], deferred: bool = False) -> None:
+    def __init__(self, nodes: list[Node], deferred: bool = False,
+                 policy: Policy = SPREAD) -> None:
         self.nodes = list(nodes)
         self.deferred = deferred
+        self.policy = policy
         self.claims: list[RefClaim] = []
         self.requests: dict[str, Request] = {}
         self.pending: list[str] = []  # oldest first
@@ -109,7 +132,7 @@ class ReferenceSimulation:
         return next((c for c in self.claims if worker in c.workers), None)
 
     def _place(self, request: Request) -> bool:
-        decision = reference_decide(request, self.nodes, self.claims)
+        decision = reference_decide(request, self.nodes, self.claims, self.policy)
         if decision is None:
             return False
         if isinstance(decision, NewClaim):
@@ -119,10 +142,13 @@ class ReferenceSimulation:
                 k += 1
                 name = f"{base}-{k}"
             self.claims.append(RefClaim(name, decision.node, decision.devices,
-                                        not self.deferred, {request.name: request.memory}))
+                                        not self.deferred, {request.name: request.memory},
+                                        {request.name: request.owner},
+                                        {request.name} if request.exclusive else set()))
         else:
             claim = next(c for c in self.claims if c.name == decision.claim)
             claim.workers[request.name] = request.memory
+            claim.owners[request.name] = request.owner
         return True
 
     def _retry(self) -> None:
@@ -150,6 +176,8 @@ class ReferenceSimulation:
         claim = self.claim_of(worker)
         assert claim is not None
         del claim.workers[worker]
+        del claim.owners[worker]
+        claim.exclusive.discard(worker)
         if not claim.workers:
             self.claims.remove(claim)
         self._retry()

@@ -7,7 +7,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from placement import GiB, Node, Request, Role
+from placement import GiB, Node, Policy, Request, Role, Strategy
 
 # A few hardware shapes, as in real fleets: few distinct device sizes, small
 # counts, so collisions (ties, full nodes, contention) are common.
@@ -48,10 +48,17 @@ def node_lists(draw: st.DrawFn, min_size: int = 1, max_size: int = 5) -> list[No
     return [draw(nodes(name=name)) for name in names]
 
 
+# Owners shared often enough that owner affinity has a choice to make; now and then a
+# worker that runs alone.
+owners = st.sampled_from(["", "qwen", "llama"])
+exclusive = st.sampled_from([False, False, False, True])
+policies = st.builds(Policy, st.sampled_from(list(Strategy)), st.booleans())
+
+
 @st.composite
 def requests(draw: st.DrawFn, name: str = "w") -> Request:
-    return Request(name=name, role=draw(roles), memory=draw(memories),
-                   owner=draw(st.sampled_from(["", "qwen", "llama"])))
+    return Request(name=name, role=draw(roles), memory=draw(memories), owner=draw(owners),
+                   exclusive=draw(exclusive))
 
 
 # Arrivals outnumber the rest so that fleets fill up and contention happens.
@@ -92,7 +99,8 @@ def events(draw: st.DrawFn, max_size: int = 40) -> list[Event]:
 SCENARIO_KEYS = ["dra", "nodes", "events", "name", "devices", "deviceMemory", "hostMemory",
                  "roles", "maxWorkersPerClaim", "product", "arrive", "leave", "allocate",
                  "addNode", "expect", "role", "memory", "owner", "worker", "phase", "node",
-                 "sharesWith", "alone", "reason", "at"]
+                 "sharesWith", "alone", "reason", "at", "exclusive", "strategy",
+                 "ownerAffinity"]
 awkward_text = st.one_of(
     st.sampled_from(["", "a", "b", "box", "trainer", "sampler", "instant", "deferred",
                      "Placed", "Pending", "10Gi", "1Ti", "0", "-1Gi", "10Gb", "1e400", "1.5",

@@ -3,6 +3,8 @@
 The rules the simulator adds on top of the decision (the controller follows
 the same ones against a real cluster):
 
+* One ``Policy`` (``placement.policy``) holds for the whole run: its strategy
+  orders the new-claim and join steps, owner affinity ranks the joins.
 * DRA is played here. With ``instant`` allocation a new claim is allocated at
   once on the node it was sized against; with ``deferred`` it stays
   unallocated, reserving that pool, until ``allocate`` is called.
@@ -26,7 +28,9 @@ result against a plain full scan):
   in O(1).
 * A failure (the threshold can be an upper bound) rules out every larger
   worker of the same role: more memory never needs fewer devices, a smaller
-  share or less host RAM.
+  share or less host RAM. Exclusive workers wait in a queue of their own,
+  against the node's free devices alone (``NodeOffer.alone``): one of them
+  failing says nothing of a worker that could join.
 * An arrival is decided alone: the pending workers were already tried
   against the same fleet. Only a new allocated claim can give them something
   (a seat to join), so only then are they retried.
@@ -45,6 +49,7 @@ from heapq import heappop, heappush
 from placement.decide import Reason, best_claim, best_pool, explain, offer_of
 from placement.fleet import Fleet
 from placement.model import Node, PlacementError, Request, Role, per_device_share
+from placement.policy import DEFAULT_POLICY, Policy, Step, steps_for
 from placement.simulator.pending import PendingQueue
 
 __all__ = ["Placement", "Seating", "Simulation", "WorkerState"]
@@ -87,13 +92,16 @@ class WorkerState:
 
 
 class Simulation:
-    def __init__(self, nodes: tuple[Node, ...] = (), *, deferred_allocation: bool = False) -> None:
+    def __init__(self, nodes: tuple[Node, ...] = (), *, deferred_allocation: bool = False,
+                 policy: Policy = DEFAULT_POLICY) -> None:
         self.fleet = Fleet(nodes)
         self.deferred_allocation = deferred_allocation
+        self.policy = policy
         self._requests: dict[str, Request] = {}
         self._arrival: dict[str, int] = {}
         self._next_arrival = 0
         self._pending = PendingQueue()
+        self._alone = PendingQueue()  # exclusive workers: they wait for free devices only
         self._names = _ClaimNames(self.fleet.has_claim)
 
     # ----------------------------------------------------------------- events
@@ -106,8 +114,8 @@ class Simulation:
         self._next_arrival += 1
         placed = self._try_place(request, retried=False)
         if placed is None:
-            self._pending.add(self._arrival[request.name], request.name, request.role,
-                              request.memory)
+            queue = self._alone if request.exclusive else self._pending
+            queue.add(self._arrival[request.name], request.name, request.role, request.memory)
             return []
         if not (placed.new_claim and placed.allocated):
             # Taking a seat or reserving a pool only consumes capacity: nobody can gain.
@@ -121,7 +129,7 @@ class Simulation:
         arrival = self._arrival.pop(worker)
         claim = self.fleet.claim_of(worker)
         if claim is None:
-            self._pending.remove(arrival)
+            (self._alone if request.exclusive else self._pending).remove(arrival)
             return []
         node = self.fleet.claim_node(claim)
         self.fleet.unbook(worker)
@@ -154,7 +162,7 @@ class Simulation:
         return iter(sorted(self._requests, key=self._arrival.__getitem__))
 
     def pending_count(self) -> int:
-        return len(self._pending)
+        return len(self._pending) + len(self._alone)
 
     def state(self, worker: str) -> WorkerState:
         request = self._requests.get(worker)
@@ -182,23 +190,26 @@ class Simulation:
     # --------------------------------------------------------------- internal
 
     def _try_place(self, request: Request, *, retried: bool) -> Placement | None:
-        # find_seat's two rules, read plainly: no decision object per event.
+        # find_seat's steps, read plainly: no decision object per event.
         fleet = self.fleet
-        pool = best_pool(request, fleet)
-        if pool is not None:
-            node, devices, _ = pool
-            name = self._claim_name(request.name)
-            allocated = not self.deferred_allocation
-            fleet.cut(name, node, devices, request, allocated=allocated)
-            return Placement(request.name, name, node, devices, new_claim=True,
-                             allocated=allocated, retried=retried, workers=1)
-        claim = best_claim(request, fleet)
-        if claim is None:
-            return None
-        fleet.book(claim, request)
-        return Placement(request.name, claim, fleet.claim_node(claim), fleet.claim_devices(claim),
-                         new_claim=False, allocated=True, retried=retried,
-                         workers=fleet.workers_on(claim))
+        for step in steps_for(self.policy, request):
+            if step is Step.NEW_CLAIM:
+                pool = best_pool(request, fleet)
+                if pool is not None:
+                    node, devices, _ = pool
+                    name = self._claim_name(request.name)
+                    allocated = not self.deferred_allocation
+                    fleet.cut(name, node, devices, request, allocated=allocated)
+                    return Placement(request.name, name, node, devices, new_claim=True,
+                                     allocated=allocated, retried=retried, workers=1)
+                continue
+            claim = best_claim(request, fleet, self.policy.owner_affinity)
+            if claim is not None:
+                fleet.book(claim, request)
+                return Placement(request.name, claim, fleet.claim_node(claim),
+                                 fleet.claim_devices(claim), new_claim=False, allocated=True,
+                                 retried=retried, workers=fleet.workers_on(claim))
+        return None
 
     def _retry_pending(self, changed_node: str) -> list[Placement]:
         """Place the oldest pending worker that now fits, again and again, after a change.
@@ -210,36 +221,38 @@ class Simulation:
         worker under it, never walked.
         """
         placed: list[Placement] = []
-        pending = self._pending
-        if not pending:
+        if not self._pending and not self._alone:
             return placed
         node = self.fleet.node(changed_node)
         if node is None:
             return placed
         roles = [role for role in _ROLES if node.accepts(role)]
-        while pending:
+        while self._pending or self._alone:
             offer = offer_of(self.fleet, changed_node)
             assert offer is not None
-            # A worker that cannot be placed means no larger worker of its role can be
-            # either (more memory never needs fewer devices, a smaller share or less host
-            # RAM): a failure lowers that role's bound until the fleet changes.
-            bounds: dict[Role, float] = dict.fromkeys(roles, offer.capacity)
+            # A worker that cannot be placed means no larger worker of its role (and
+            # queue) can be either (more memory never needs fewer devices, a smaller
+            # share or less host RAM): a failure lowers that bound until the fleet changes.
+            classes = [(queue, role, [threshold]) for queue, threshold in
+                       ((self._pending, offer.capacity), (self._alone, offer.alone)) if queue
+                       for role in roles]
             while True:
                 oldest: tuple[int, str, int] | None = None
-                role_of_oldest = roles[0] if roles else Role.TRAINER
-                for role in roles:
-                    found = pending.oldest(role, bounds[role])
+                bound_of_oldest: list[float] = []
+                queue_of_oldest = self._pending
+                for queue, role, bound in classes:
+                    found = queue.oldest(role, bound[0])
                     if found is not None and (oldest is None or found[0] < oldest[0]):
-                        oldest, role_of_oldest = found, role
+                        oldest, bound_of_oldest, queue_of_oldest = found, bound, queue
                 if oldest is None:
                     return placed
                 arrival, worker, memory = oldest
                 outcome = self._try_place(self._requests[worker], retried=True)
                 if outcome is not None:
-                    pending.remove(arrival)
+                    queue_of_oldest.remove(arrival)
                     placed.append(outcome)
                     break  # the fleet changed: ask again from the oldest
-                bounds[role_of_oldest] = memory - 1
+                bound_of_oldest[0] = memory - 1
         return placed
 
     def _claim_name(self, worker: str) -> str:

@@ -7,7 +7,7 @@ nodes with single 80Gi devices and 180Gi of host memory.
 
 from __future__ import annotations
 
-from placement import GiB, Node, Role, WaitKind
+from placement import GiB, Node, Policy, Request, Role, Strategy, WaitKind
 from placement.simulator.simulation import Seating, Simulation
 from tests.behavior.conftest import (
     FFT_8B,
@@ -139,9 +139,9 @@ def test_dev_box_spreads_loras_refuses_the_8b_fft_and_doubles_up_on_the_emptiest
     assert fft.reason is not None and fft.reason.kind is WaitKind.NO_CAPACITY
     assert "2 x 24Gi" in str(fft.reason)
 
-    sim.arrive(trainer("lora-3", LORA, "llama"))
-    sim.arrive(trainer("lora-4", LORA, "llama"))
-    sim.arrive(trainer("lora-5", LORA, "llama"))
+    sim.arrive(trainer("lora-3", LORA))
+    sim.arrive(trainer("lora-4", LORA))
+    sim.arrive(trainer("lora-5", LORA))
     claims = [claim_of(sim, f"lora-{i}") for i in range(1, 6)]
     # Fewest workers first, then claim name: lora-3 and lora-5 on claim-lora-1, lora-4 on -2.
     assert claims == ["claim-lora-1", "claim-lora-2", "claim-lora-1", "claim-lora-2",
@@ -230,3 +230,98 @@ def test_a_claim_seats_at_most_256_workers_whatever_its_node_allows() -> None:
     assert waiting.phase is Seating.PENDING
     assert str(waiting.reason) == ("WaitingForCapacity: no node has 1 free device of 80Gi for "
                                    "1Gi; claims it fits are full at 256 workers")
+
+
+# ------------------------------------------------- binpack, exclusive, owner affinity
+
+BINPACK = Policy(Strategy.BINPACK)
+
+
+def test_binpack_joins_a_claim_before_cutting_a_new_one() -> None:
+    sim = Simulation((prod_node("gpu-a"), prod_node("gpu-b")), policy=BINPACK)
+    sim.arrive(trainer("w1", FFT_8B))  # nothing to join yet: a new claim
+    sim.arrive(trainer("w2", FFT_8B))
+    # gpu-b is free, but w1's claim can seat w2: it joins, and gpu-b stays whole.
+    assert claim_of(sim, "w2") == claim_of(sim, "w1") == "claim-w1"
+    assert sim.fleet.free_devices("gpu-b") == 1
+
+    # Under spread, the default, the same arrivals take a device each.
+    spread = Simulation((prod_node("gpu-a"), prod_node("gpu-b")))
+    spread.arrive(trainer("w1", FFT_8B))
+    spread.arrive(trainer("w2", FFT_8B))
+    assert claim_of(spread, "w2") == "claim-w2"
+
+
+def test_binpack_cuts_a_new_claim_only_when_no_claim_can_seat_the_worker() -> None:
+    sim = Simulation((prod_node("gpu-a"), prod_node("gpu-b", devices=2)), policy=BINPACK)
+    sim.arrive(trainer("w1", FFT_8B))
+    sim.arrive(trainer("w2", FFT_8B))
+    assert claim_of(sim, "w2") == "claim-w1"
+    # claim-w1 is full at two workers: w3 gets a claim of its own.
+    sim.arrive(trainer("w3", FFT_8B))
+    assert claim_of(sim, "w3") == "claim-w3"
+    # 120Gi fits no one-device claim by itself: a two-device claim, though claim-w3 has a seat.
+    sim.arrive(trainer("big", 120 * GiB))
+    assert sim.state("big").phase is Seating.PENDING  # gpu-b's devices: one taken by w3
+    sim.leave("w3")
+    assert sim.state("big").devices == 2 and node_of(sim, "big") == "gpu-b"
+
+
+def test_an_exclusive_worker_is_never_joined_and_waits_for_a_device_of_its_own() -> None:
+    sim = Simulation((prod_node("gpu-a"), prod_node("gpu-b")))
+    sim.arrive(Request("solo", Role.TRAINER, FFT_8B, exclusive=True))
+    sim.arrive(trainer("w2", FFT_8B))
+    # claim-solo ranks first by name, but no one joins an exclusive worker's claim.
+    sim.arrive(trainer("w3", FFT_8B))
+    assert claim_of(sim, "w3") == claim_of(sim, "w2") == "claim-w2"
+    assert [w for w in sim.workers() if claim_of(sim, w) == "claim-solo"] == ["solo"]
+
+    # A second exclusive worker joins no claim: claim-w2 is full anyway, claim-solo is not
+    # open to anyone. It waits, and says why.
+    sim.arrive(Request("solo-2", Role.TRAINER, LORA, exclusive=True))
+    waiting = sim.state("solo-2")
+    assert waiting.phase is Seating.PENDING
+    assert str(waiting.reason) == (
+        "WaitingForCapacity: exclusive: it shares no claim and waits for devices of its own; "
+        "no node has 1 free device of 80Gi for 10Gi")
+    # A plain worker waiting beside it is told about the claim it cannot join.
+    sim.arrive(trainer("w4", LORA))
+    assert "1 claim it fits holds an exclusive worker" in str(sim.state("w4").reason)
+
+    # w2 leaving frees a seat, not a device: w4 takes it, solo-2 waits on.
+    sim.leave("w2")
+    assert claim_of(sim, "w4") == "claim-w2" and claim_of(sim, "solo-2") is None
+    sim.leave("w3")
+    sim.leave("w4")  # gpu-b frees: solo-2 takes it, alone
+    assert node_of(sim, "solo-2") == "gpu-b"
+
+
+def test_under_binpack_an_exclusive_worker_still_cuts_its_own_claim() -> None:
+    sim = Simulation((prod_node("gpu-a"), prod_node("gpu-b")), policy=BINPACK)
+    sim.arrive(trainer("w1", FFT_8B))
+    sim.arrive(Request("solo", Role.TRAINER, LORA, exclusive=True))
+    assert claim_of(sim, "solo") == "claim-solo" and node_of(sim, "solo") == "gpu-b"
+
+
+def test_a_joiner_goes_to_a_claim_of_its_own_owner_first() -> None:
+    nodes = (prod_node("gpu-a", max_workers=4), prod_node("gpu-b", max_workers=4))
+    sim = Simulation(nodes)
+    sim.arrive(trainer("a-train", LORA, "alpha"))
+    sim.arrive(trainer("b-train", LORA, "beta"))
+    sim.arrive(sampler("b-sample-1", LORA, "beta"))
+    # Contention: both claims hold one worker, claim-a-train ranks first by name; but
+    # beta's sampler takes turns with beta's trainer, so it joins claim-b-train.
+    assert claim_of(sim, "b-sample-1") == "claim-b-train"
+    # Same owner ranks before fewest workers too.
+    sim.arrive(sampler("b-sample-2", LORA, "beta"))
+    assert claim_of(sim, "b-sample-2") == "claim-b-train"
+    # A worker of neither owner: fewest workers, then name, as ever.
+    sim.arrive(sampler("c-sample", LORA, "gamma"))
+    assert claim_of(sim, "c-sample") == "claim-a-train"
+
+    # With owner affinity off, the ranking is fewest workers, then name.
+    off = Simulation(nodes, policy=Policy(owner_affinity=False))
+    for request in (trainer("a-train", LORA, "alpha"), trainer("b-train", LORA, "beta"),
+                    sampler("b-sample-1", LORA, "beta")):
+        off.arrive(request)
+    assert claim_of(off, "b-sample-1") == "claim-a-train"

@@ -18,7 +18,9 @@ from placement import (
     JoinClaim,
     NewClaim,
     Node,
+    Policy,
     Request,
+    Strategy,
     Wait,
     decide,
 )
@@ -31,8 +33,9 @@ from tests.reference import (
     needed,
     pod_slot_free,
     reference_decide,
+    reference_join,
 )
-from tests.strategies import Event, events, node_lists, requests
+from tests.strategies import Event, events, exclusive, node_lists, owners, policies, requests
 
 
 @st.composite
@@ -44,7 +47,8 @@ def fleets(draw: st.DrawFn) -> tuple[list[Node], list[Claim]]:
         node = draw(st.sampled_from(node_list))
         workers = draw(st.integers(min_value=0, max_value=3))
         bookings = tuple(
-            Booking(f"c{i}-w{j}", "o", draw(st.integers(min_value=1, max_value=100 << 30)))
+            Booking(f"c{i}-w{j}", draw(owners) or "o",
+                    draw(st.integers(min_value=1, max_value=100 << 30)), draw(exclusive))
             for j in range(workers)
         )
         claims.append(Claim(
@@ -60,7 +64,9 @@ def fleets(draw: st.DrawFn) -> tuple[list[Node], list[Claim]]:
 def as_reference(claims: list[Claim]) -> list[RefClaim]:
     return [
         RefClaim(c.name, c.node, c.devices, c.allocated,
-                 {b.worker: b.parked_memory for b in c.bookings})
+                 {b.worker: b.parked_memory for b in c.bookings},
+                 {b.worker: b.owner for b in c.bookings},
+                 {b.worker for b in c.bookings if b.exclusive})
         for c in claims
     ]
 
@@ -74,31 +80,68 @@ def to_actual(decision: object) -> object:
 
 
 @settings(max_examples=400)
-@given(fleets(), requests())
-def test_decide_agrees_with_the_plain_transcription(fleet: tuple, request: Request) -> None:
+@given(fleets(), requests(), policies)
+def test_decide_agrees_with_the_plain_transcription(fleet: tuple, request: Request,
+                                                    policy: Policy) -> None:
     node_list, claims = fleet
-    expected = reference_decide(request, node_list, as_reference(claims))
-    assert to_actual(decide(request, Fleet(node_list, claims))) == to_expected(expected)
+    expected = reference_decide(request, node_list, as_reference(claims), policy)
+    assert to_actual(decide(request, Fleet(node_list, claims), policy)) == to_expected(expected)
 
 
 @settings(max_examples=200)
-@given(fleets(), requests(), st.randoms(use_true_random=False))
+@given(fleets(), requests(), policies, st.randoms(use_true_random=False))
 def test_permuted_inputs_give_identical_decisions(
-    fleet: tuple, request: Request, rnd: object
+    fleet: tuple, request: Request, policy: Policy, rnd: object
 ) -> None:
     node_list, claims = fleet
-    first = decide(request, Fleet(node_list, claims))
+    first = decide(request, Fleet(node_list, claims), policy)
     shuffled_nodes, shuffled_claims = list(node_list), list(claims)
     rnd.shuffle(shuffled_nodes)  # type: ignore[attr-defined]
     rnd.shuffle(shuffled_claims)  # type: ignore[attr-defined]
-    assert decide(request, Fleet(shuffled_nodes, shuffled_claims)) == first
+    assert decide(request, Fleet(shuffled_nodes, shuffled_claims), policy) == first
+
+
+@settings(max_examples=300)
+@given(fleets(), requests(), policies)
+def test_the_policy_chooses_a_seat_never_whether_there_is_one(
+    fleet: tuple, request: Request, policy: Policy
+) -> None:
+    node_list, claims = fleet
+    waits = isinstance(decide(request, Fleet(node_list, claims), policy), Wait)
+    assert waits == isinstance(decide(request, Fleet(node_list, claims)), Wait)
+
+
+@settings(max_examples=300)
+@given(fleets(), requests())
+def test_an_exclusive_worker_never_joins_and_no_one_joins_its_claim(
+    fleet: tuple, request: Request
+) -> None:
+    node_list, claims = fleet
+    for policy in (Policy(Strategy.SPREAD), Policy(Strategy.BINPACK)):
+        decision = decide(request, Fleet(node_list, claims), policy)
+        if isinstance(decision, JoinClaim):
+            assert not request.exclusive
+            joined = next(c for c in claims if c.name == decision.claim)
+            assert not joined.exclusive
+
+
+@settings(max_examples=300)
+@given(fleets(), requests(), st.booleans())
+def test_binpack_cuts_a_claim_only_when_none_can_seat_the_worker(
+    fleet: tuple, request: Request, affinity: bool
+) -> None:
+    node_list, claims = fleet
+    policy = Policy(Strategy.BINPACK, affinity)
+    decision = decide(request, Fleet(node_list, claims), policy)
+    if isinstance(decision, NewClaim) and not request.exclusive:
+        assert reference_join(request, node_list, as_reference(claims), policy) is None
 
 
 @settings(max_examples=300)
 @given(fleets(), requests())
 def test_no_join_while_a_free_pool_exists(fleet: tuple, request: Request) -> None:
     node_list, claims = fleet
-    decision = decide(request, Fleet(node_list, claims))
+    decision = decide(request, Fleet(node_list, claims))  # spread, the default
     if isinstance(decision, JoinClaim):
         reference = as_reference(claims)
         for node in node_list:
@@ -150,27 +193,27 @@ def books(sim: Simulation) -> dict[str, tuple[str, str, int, bool] | None]:
 
 
 @settings(max_examples=300, deadline=None)
-@given(node_lists(), events(), st.booleans())
+@given(node_lists(), events(), st.booleans(), policies)
 def test_simulation_agrees_with_the_plain_transcription(
-    node_list: list[Node], script: list[Event], deferred: bool
+    node_list: list[Node], script: list[Event], deferred: bool, policy: Policy
 ) -> None:
-    sim = Simulation(tuple(node_list), deferred_allocation=deferred)
-    ref = ReferenceSimulation(node_list, deferred=deferred)
+    sim = Simulation(tuple(node_list), deferred_allocation=deferred, policy=policy)
+    ref = ReferenceSimulation(node_list, deferred=deferred, policy=policy)
     for event in script:
         apply(sim, ref, event)
         assert books(sim) == ref.books()
 
 
 @settings(max_examples=150, deadline=None)
-@given(node_lists(max_size=3), events(max_size=120), st.booleans())
+@given(node_lists(max_size=3), events(max_size=120), st.booleans(), policies)
 def test_many_pending_classes_agree_with_the_plain_transcription(
-    node_list: list[Node], script: list[Event], deferred: bool
+    node_list: list[Node], script: list[Event], deferred: bool, policy: Policy
 ) -> None:
     # Blocks of two classes in the pending index, and long scripts: many classes
     # wait at once, so the index's splits and its tree are on the path.
     with mock.patch.object(pending, "BLOCK", 2):
-        sim = Simulation(tuple(node_list), deferred_allocation=deferred)
-        ref = ReferenceSimulation(node_list, deferred=deferred)
+        sim = Simulation(tuple(node_list), deferred_allocation=deferred, policy=policy)
+        ref = ReferenceSimulation(node_list, deferred=deferred, policy=policy)
         for event in script:
             apply(sim, ref, event)
             assert books(sim) == ref.books()
@@ -191,14 +234,16 @@ def check_books(sim: Simulation) -> None:
             assert all(-(-b.parked_memory // claim.devices) <= node.device_memory
                        for b in claim.bookings)
             assert claim.allocated or len(claim.bookings) == 1
+            # An exclusive worker is alone on its claim.
+            assert not claim.exclusive or len(claim.bookings) == 1
 
 
 @settings(max_examples=300, deadline=None)
-@given(node_lists(), events(), st.booleans())
+@given(node_lists(), events(), st.booleans(), policies)
 def test_books_hold_after_every_event(
-    node_list: list[Node], script: list[Event], deferred: bool
+    node_list: list[Node], script: list[Event], deferred: bool, policy: Policy
 ) -> None:
-    sim = Simulation(tuple(node_list), deferred_allocation=deferred)
+    sim = Simulation(tuple(node_list), deferred_allocation=deferred, policy=policy)
     for event in script:
         apply(sim, None, event)
         check_books(sim)
@@ -222,13 +267,14 @@ def test_a_departure_never_moves_another_placed_worker(
 
 
 @settings(max_examples=150, deadline=None)
-@given(node_lists(), events(), st.randoms(use_true_random=False))
+@given(node_lists(), events(), policies, st.randoms(use_true_random=False))
 def test_node_order_does_not_change_the_outcome(
-    node_list: list[Node], script: list[Event], rnd: object
+    node_list: list[Node], script: list[Event], policy: Policy, rnd: object
 ) -> None:
     shuffled = list(node_list)
     rnd.shuffle(shuffled)  # type: ignore[attr-defined]
-    first, second = Simulation(tuple(node_list)), Simulation(tuple(shuffled))
+    first = Simulation(tuple(node_list), policy=policy)
+    second = Simulation(tuple(shuffled), policy=policy)
     for event in script:
         apply(first, None, event)
         apply(second, None, event)
