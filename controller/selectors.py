@@ -22,12 +22,16 @@ Rules:
   fails to compile, fails on a device (a missing attribute, a wrong type) or
   answers anything but a boolean selects nothing, as DRA does; the failure is
   named (class, selector index, error), never raised.
-* Verdicts are kept per device shape: the driver and the attributes and
-  capacities whose names the expressions spell (a device's ``uuid`` or serial
-  makes every device unique, yet no class reads it). An expression that may
-  read entries it does not name (a macro over a map: ``exists``, ``all``,
-  ``map``, ``filter``) keys by the whole content instead. A fleet of many
-  devices of a few shapes evaluates each shape once. What is read of a slice
+* Verdicts are kept per device shape: the driver, the attributes and
+  capacities the expressions can read (``cel_reads``: the names a parse of the
+  expressions finds them reading, ``memory`` in
+  ``device.capacity[d].memory.compareTo(...)``; a device's ``uuid`` or serial
+  makes every device unique, yet no class reads it), in the device's order,
+  and which domains the device has (a missing domain fails where a missing
+  name in a present one answers ``has()`` false). An expression that may
+  read entries it does not name (a macro, a map read whole, a name computed
+  when evaluated) keys by the whole content instead. A fleet of many devices
+  of a few shapes evaluates each shape once. What is read of a slice
   at one resourceVersion (``per_slice``: ``fleet_rules``' reading of its
   devices) is kept, so the cache re-reading a pool reads only the slices that
   changed.
@@ -43,6 +47,7 @@ import attrs
 import cel
 import msgspec
 
+from controller.cel_reads import Reads, reads_of
 from controller.objects import Obj, meta
 from placement.quantity import QuantityError, parse_quantity
 
@@ -161,17 +166,20 @@ def device_environment(driver: str, device: Obj) -> dict[str, Any]:
     for name, value in (device.get("capacity") or basic.get("capacity") or {}).items():
         domain, local = _split(str(name), driver)
         raw = value.get("value") if isinstance(value, Mapping) else value
+        # The domain exists whatever its entries' values: which domains a device has
+        # is keyed by their names alone.
+        entries = capacity.setdefault(domain, {})
         try:
-            capacity.setdefault(domain, {})[local] = {_QUANTITY: parse_quantity(raw,
-                                                                                allow_zero=True)}
+            entries[local] = {_QUANTITY: parse_quantity(raw, allow_zero=True)}
         except QuantityError:
             continue  # unreadable: as good as absent; a selector reading it fails
     return {"driver": driver, "attributes": attributes, "capacity": capacity}
 
 
 _ENCODE = msgspec.json.Encoder(order="sorted")
-_MACROS = re.compile(r"\.\s*(exists|exists_one|all|map|filter)\s*\(")
-_WORDS = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
+# What of a device's attributes or capacity a key holds, by the names it publishes:
+# the entries that may be read, in its order, and its domains when any may be read.
+Kept = tuple[tuple[str, ...], tuple[str, ...]]
 
 
 @attrs.define
@@ -183,13 +191,13 @@ class DeviceSelector:
     source: tuple[object, ...]  # the selectors as the class spells them
     programs: tuple[tuple[int, Any], ...] = attrs.field(eq=False)  # (index, compiled)
     problems: tuple[str, ...] = attrs.field(eq=False)  # selectors that do not compile
-    names: frozenset[str] | None = attrs.field(default=None, eq=False)  # None: all
+    reads: Reads | None = attrs.field(default=None, eq=False)  # None: anything
     _memo: dict[tuple[object, ...], str] = attrs.field(factory=dict, repr=False, eq=False)
     _slices: dict[tuple[object, ...], Any] = attrs.field(factory=dict, repr=False, eq=False)
-    # The entries of a device's attributes or capacity the key holds, by their names
-    # (a driver publishes a few sets of names; each is filtered once).
-    _kept: dict[tuple[str, ...], tuple[str, ...]] = attrs.field(factory=dict, repr=False,
-                                                                eq=False)
+    # ``Kept`` by the names a device's attributes (or capacity) publish: a driver
+    # publishes a few sets of names; each is filtered once.
+    _kept_a: dict[tuple[str, ...], Kept] = attrs.field(factory=dict, repr=False, eq=False)
+    _kept_c: dict[tuple[str, ...], Kept] = attrs.field(factory=dict, repr=False, eq=False)
 
     @classmethod
     def of(cls, device_class: Obj) -> DeviceSelector:
@@ -206,11 +214,12 @@ class DeviceSelector:
                 programs.append((index, cel.compile(expression)))
             except Exception as error:  # the runtime's parse errors have no common type
                 problems.append(f"selector {index}: does not compile: {_one_line(error)}")
-        texts = [str(((s or {}).get("cel") or {}).get("expression") or "") for s in source]
-        names = (None if any(_MACROS.search(t) for t in texts)
-                 else frozenset(w for t in texts for w in _WORDS.findall(t)))
+        reads: Reads | None = Reads()
+        for s in source:
+            found = reads_of(str(((s or {}).get("cel") or {}).get("expression") or ""))
+            reads = None if found is None or reads is None else reads | found
         return cls(name, tuple(repr(s) for s in source), tuple(programs), tuple(problems),
-                   names)
+                   reads)
 
     @property
     def warnings(self) -> tuple[str, ...]:
@@ -244,9 +253,11 @@ class DeviceSelector:
         basic = device.get("basic") or {}
         attributes = device.get("attributes") or basic.get("attributes") or {}
         capacity = device.get("capacity") or basic.get("capacity") or {}
-        kept_a, kept_c = self._keep(attributes), self._keep(capacity)
+        reads = self.reads
+        kept_a = _keep(attributes, self._kept_a, None if reads is None else reads.attributes)
+        kept_c = _keep(capacity, self._kept_c, None if reads is None else reads.capacity)
         key = (driver, kept_a, kept_c, _ENCODE.encode(
-            ([attributes.get(k) for k in kept_a], [capacity.get(k) for k in kept_c])))
+            ([attributes.get(k) for k in kept_a[0]], [capacity.get(k) for k in kept_c[0]])))
         known = self._memo.get(key)
         if known is None:
             known = self._evaluate(device_environment(driver, device))
@@ -254,14 +265,6 @@ class DeviceSelector:
                 self._memo.clear()
             self._memo[key] = known
         return known
-
-    def _keep(self, entries: Mapping[str, object]) -> tuple[str, ...]:
-        names = tuple(entries)
-        kept = self._kept.get(names)
-        if kept is None:
-            kept = self._kept[names] = tuple(sorted(
-                k for k in names if self.names is None or str(k).rpartition("/")[2] in self.names))
-        return kept
 
     def _evaluate(self, environment: dict[str, Any]) -> str:
         context = cel.Context(variables={"device": environment}, functions=_FUNCTIONS)
@@ -276,6 +279,22 @@ class DeviceSelector:
                         f"not selected by class {self.name} (selector {index} answered "
                         f"{answer!r}, not a boolean)")
         return ""
+
+
+def _keep(entries: Mapping[str, object], known: dict[tuple[str, ...], Kept],
+          read: frozenset[str] | None) -> Kept:
+    """What a key holds of ``entries`` when ``read`` names the entries (their local
+    names, any domain) the expressions may read (None: any)."""
+    names = tuple(entries)
+    kept = known.get(names)
+    if kept is None:
+        # In the device's order: where two entries name one (domain, name), the later
+        # is the one read.
+        domains = {str(k).rpartition("/")[0] for k in names} if read is None or read else ()
+        kept = known[names] = (
+            tuple(k for k in names if read is None or str(k).rpartition("/")[2] in read),
+            tuple(sorted(domains)))
+    return kept
 
 
 def _one_line(error: BaseException) -> str:
