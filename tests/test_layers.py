@@ -10,6 +10,10 @@ has nothing else installed. Checked on the source itself:
 every import statement (at any depth, ``TYPE_CHECKING`` included) and every
 module named as a string for loading later (``"package.module:attribute"``, or
 ``importlib.import_module("package.module")``).
+
+Within the packages, no module imports itself around a circle: the graph of
+every module of every package (subpackages too, by the same count of imports)
+has no cycle, but for the edges ``CIRCLE_EDGES_LEFT`` lists.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from __future__ import annotations
 import ast
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -93,3 +97,145 @@ def test_the_worker_side_imports_the_standard_library_alone() -> None:
                 found.append(f"{path.relative_to(ROOT)}:{line} imports {module}")
     assert not found, ("the worker side of timeslicer/ runs in worker pods with only the "
                        "standard library:\n  " + "\n  ".join(found))
+
+
+# ------------------------------------------------------------------ circles
+
+# Import edges that still close a circle, being taken apart (2026-12-02): this must
+# shrink to nothing, never grow. cli.replay -> cli.turns -> cli.timeline -> cli.replay,
+# and cli.turns -> cli.replay beside it.
+CIRCLE_EDGES_LEFT = {
+    ("cli.replay", "cli.turns"),
+    ("cli.turns", "cli.timeline"),
+    ("cli.timeline", "cli.replay"),
+    ("cli.turns", "cli.replay"),
+}
+
+
+def _module_of(path: Path, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, Path]:
+    """Every module of the product packages, by dotted name (a package by its own)."""
+    return {_module_of(path): path for package in sorted(MAY_IMPORT)
+            for path in sorted((ROOT / package).rglob("*.py"))}
+
+
+def _known(name: str, known: Mapping[str, object]) -> str | None:
+    """The module ``name`` loads: itself, else its longest prefix that is a module."""
+    while name and name not in known:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _edges(path: Path, known: Mapping[str, object], root: Path = ROOT) -> dict[str, int]:
+    """The project modules ``path`` imports or names for loading, each with a line.
+
+    ``from package import name`` is an edge to ``package.name`` when that is a
+    module, else to ``package`` (its ``__init__``); relative imports are resolved.
+    """
+    module = _module_of(path, root)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: dict[str, int] = {}
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join([*parts[:len(parts) - node.level + 1], *filter(None, [base])])
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base
+                       for alias in node.names]
+        elif (isinstance(node, ast.Constant) and isinstance(node.value, str)
+              and _BY_NAME.match(node.value) and (":" in node.value or "." in node.value)):
+            targets = [node.value.split(":")[0]]
+        else:
+            continue
+        for target in targets:
+            resolved = _known(target, known)
+            if resolved is not None and resolved != module:
+                found.setdefault(resolved, node.lineno)
+    return found
+
+
+def _circles(graph: Mapping[str, Mapping[str, int]]) -> list[list[str]]:
+    """The graph's knots: each set of modules that reach one another (two or more), sorted."""
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    knots: list[list[str]] = []
+
+    def visit(module: str) -> None:  # Tarjan's strongly connected components
+        order[module] = low[module] = len(order)
+        stack.append(module)
+        for target in graph.get(module, {}):
+            if target not in order:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], order[target])
+        if low[module] == order[module]:
+            knot = []
+            while True:
+                member = stack.pop()
+                knot.append(member)
+                if member == module:
+                    break
+            if len(knot) > 1:
+                knots.append(sorted(knot))
+
+    for module in sorted(graph):
+        if module not in order:
+            visit(module)
+    return sorted(knots)
+
+
+def _graph() -> dict[str, dict[str, int]]:
+    known = _modules()
+    return {module: _edges(path, known) for module, path in known.items()}
+
+
+def test_no_module_imports_itself_around_a_circle() -> None:
+    graph = _graph()
+    left = {module: {t: line for t, line in targets.items()
+                     if (module, t) not in CIRCLE_EDGES_LEFT}
+            for module, targets in graph.items()}
+    lines = []
+    for knot in _circles(left):
+        lines.append(" <-> ".join(knot))
+        lines += [f"    {_modules()[a].relative_to(ROOT)}:{line} imports {b}"
+                  for a in knot for b, line in sorted(left[a].items()) if b in knot]
+    assert not lines, ("modules import one another in a circle (every import counts, inside "
+                       "functions too); break it by moving what both need down a layer:\n  "
+                       + "\n  ".join(lines))
+
+
+def test_every_edge_left_in_a_circle_is_still_there() -> None:
+    graph = _graph()
+    gone = sorted(edge for edge in CIRCLE_EDGES_LEFT if edge[1] not in graph.get(edge[0], {}))
+    knotted = {m for knot in _circles(graph) for m in knot}
+    untied = sorted(e for e in CIRCLE_EDGES_LEFT - set(gone)
+                    if not {e[0], e[1]} <= knotted)
+    assert not gone + untied, (f"take {gone + untied} out of CIRCLE_EDGES_LEFT in "
+                               "tests/test_layers.py: no longer in a circle")
+
+
+def test_the_circle_check_sees_every_kind_of_import(tmp_path: Path) -> None:
+    known = {"cli": 0, "cli.a": 0, "cli.b": 0, "cli.sub": 0, "cli.sub.c": 0, "controller.kube": 0}
+    module = tmp_path / "cli" / "sub" / "c.py"
+    module.parent.mkdir(parents=True)
+    module.write_text(
+        "from cli import a\n"
+        "from cli import helper\n"
+        "def later():\n"
+        "    from .. import b\n"
+        "    import controller.kube.Kube\n"
+        "LAZY = 'cli.sub:command'\n")
+    assert _edges(module, known, root=tmp_path) == {"cli.a": 1, "cli": 2, "cli.b": 4,
+                                                    "controller.kube": 5, "cli.sub": 6}
+    assert _circles({"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}, "d": {"a": 1}}) == [
+        ["a", "b", "c"]]
+    assert _circles({"a": {"b": 1}, "b": {}}) == []
