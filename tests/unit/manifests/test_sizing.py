@@ -1,5 +1,5 @@
-"""The README's sizing table and what ships agree: the row it names as the default is what
-the Deployment in manifests/base and the chart's values request and limit."""
+"""The sizing table (docs/performance.md) and what ships agree: the row it names as the
+default is what the Deployment in manifests/base and the chart's values request and limit."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def sizing_rows() -> list[list[str]]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text.split("### Sizing the scheduler", 1)[1].split("\n#", 1)[0]
+    text = (ROOT / "docs" / "performance.md").read_text(encoding="utf-8")
+    section = text.split("## Sizing the scheduler", 1)[1].split("\n#", 1)[0]
     rows = [[cell.strip() for cell in line.strip().strip("|").split("|")]
             for line in section.splitlines() if line.startswith("| ")]
     return [row for row in rows[1:] if not set(row[0]) <= {"-", " "}]
