@@ -40,7 +40,7 @@ test: lint browser
 ## Lint and the tests that need no control plane and build nothing (no Go tools): the
 ## tiers are in docs/testing.md.
 test-fast: lint
-	$(BIN)/pytest -m "not e2e and not tools"
+	$(BIN)/pytest -m "not e2e and not tools and not install"
 
 ## Helm, kustomize and promtool from their Go modules into hack/bin/ (skipped while current);
 ## the chart and monitoring tests build them on first use too.
