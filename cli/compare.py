@@ -8,7 +8,9 @@ later by ``addNode`` included. Each variant is replayed in full and
 summarised in one row (see ``cli.timeline`` for what the columns count).
 ``--set`` given again with another key crosses them: a variant per
 combination (a turn setting beside a node key, say, to see the turn wait and
-the switching under each ``maxWorkersPerClaim``).
+the switching under each ``maxWorkersPerClaim``). The placement policy's two
+keys are the scenario's too, like the turn settings: ``strategy=spread,binpack``
+and ``ownerAffinity=on,off``.
 
 Variants are independent replays, so with several variants and several cores
 they run in separate processes; the scenario is parsed once, before.
@@ -37,14 +39,24 @@ from cli.clock import format_duration, parse_duration
 from cli.options import fail, file_kind, install_hint, read_file, report_suffix
 from cli.render_table import columns
 from cli.replay import replay
-from cli.scenario import AddNode, NodeSpec, Scenario, ScenarioError, check_node_turns, load_scenario
+from cli.scenario import (
+    STRATEGIES,
+    SWITCH,
+    AddNode,
+    NodeSpec,
+    Scenario,
+    ScenarioError,
+    check_node_turns,
+    load_scenario,
+)
 from cli.timeline import Summary, Timeline, build_timeline
 from cli.turns import NO_CLOCK, TurnSummary
 from cli.turnspec import SETTING_KEYS, settings_with
 from placement.quantity import parse_quantity
 from placement.turns import TurnSettings
 
-__all__ = ["KEYS", "Variant", "command", "crossed", "run_variants", "variants_of"]
+__all__ = ["KEYS", "POLICY_KEYS", "Variant", "command", "crossed", "run_variants",
+           "variants_of"]
 
 
 def _integer(text: str, least: int) -> int:
@@ -80,6 +92,11 @@ KEYS: dict[str, tuple[str, Callable[[str], int]]] = {
 }
 
 
+# The placement policy's keys, the scenario's own (not a node's): key -> the values.
+POLICY_KEYS: dict[str, tuple[str, ...]] = {"strategy": STRATEGIES, "ownerAffinity": ("on", "off")}
+SCENARIO_KEYS = (*SETTING_KEYS, *POLICY_KEYS)
+
+
 @attrs.frozen
 class Variant:
     label: str  # KEY=VALUE as written
@@ -93,6 +110,8 @@ def variants_of(scenario: Scenario, key: str, values: list[str],
     """One scenario per value; ValueError naming the bad value or an empty selection."""
     if key in SETTING_KEYS:
         return _turn_variants(scenario, key, values, pattern)
+    if key in POLICY_KEYS:
+        return _policy_variants(scenario, key, values, pattern)
     attribute, parse = KEYS[key]
     names = [spec.name for spec in scenario.nodes] + [
         event.node.name for event in scenario.events if isinstance(event, AddNode)]
@@ -124,8 +143,9 @@ def crossed(scenario: Scenario, sets: list[tuple[str, list[str]]],
     """Every combination of the keys' values, the first key varying slowest."""
     out = [("", scenario)]
     for key, values in sets:
-        # Turn settings are the scenario's: --nodes picks nodes for the node keys beside them.
-        where = "*" if key in SETTING_KEYS and len(sets) > 1 else pattern
+        # Turn settings and the policy are the scenario's: --nodes picks nodes for the
+        # node keys beside them.
+        where = "*" if key in SCENARIO_KEYS and len(sets) > 1 else pattern
         out = [(f"{label}, {more}" if label else more, varied)
                for label, base in out for more, varied in variants_of(base, key, values, where)]
     return out
@@ -146,6 +166,25 @@ def _turn_variants(scenario: Scenario, key: str, values: list[str],
         except ValueError as error:  # a ScenarioError too: a node's own turns against it
             raise ValueError(f'--set {key}: "{text}": {error}') from None
         out.append((f"{key}={text}", attrs.evolve(scenario, turns=settings)))
+    return out
+
+
+def _policy_variants(scenario: Scenario, key: str, values: list[str],
+                     pattern: str) -> list[tuple[str, Scenario]]:
+    """One scenario per value of a policy key (the scenario's, so the whole run's)."""
+    if pattern != "*":
+        raise ValueError(f"--set {key}: the placement policy is the scenario's, for every "
+                         "node; --nodes does not apply")
+    out = []
+    for text in values:
+        if text not in POLICY_KEYS[key]:
+            raise ValueError(f'--set {key}: "{text}" is not one of '
+                             f"{', '.join(POLICY_KEYS[key])}")
+        change: dict[str, Any] = ({"strategy": text} if key == "strategy"
+                                  else {"owner_affinity": SWITCH[text]})
+        out.append((f"{key}={text}",
+                    attrs.evolve(scenario, policy=dataclasses.replace(scenario.policy,
+                                                                      **change))))
     return out
 
 
@@ -190,9 +229,10 @@ def _run(label: str, scenario: Scenario, keep_timeline: bool) -> Variant | str:
 @click.command(short_help="Replay one scenario under several node policies, side by side.")
 @click.argument("file", type=click.Path(allow_dash=True, path_type=Path))
 @click.option("--set", "settings", required=True, multiple=True, metavar="KEY=V1,V2[,...]",
-              help=f"the node key to vary ({', '.join(KEYS)}) or turn setting "
-                   f"({', '.join(SETTING_KEYS)}) and the values to try; given again "
-                   "with another key, every combination is a variant")
+              help=f"the node key to vary ({', '.join(KEYS)}), turn setting "
+                   f"({', '.join(SETTING_KEYS)}) or policy key ({', '.join(POLICY_KEYS)}) "
+                   "and the values to try; given again with another key, every "
+                   "combination is a variant")
 @click.option("--nodes", "pattern", default="*", show_default=True, metavar="PATTERN",
               help="which nodes get the value: a shell-style pattern on node names")
 @click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table",
@@ -233,8 +273,8 @@ def command(file: Path, settings: tuple[str, ...], pattern: str, output: str,
 
 def _parse_set(setting: str) -> tuple[str, list[str]]:
     key, _, listed = setting.partition("=")
-    if key not in KEYS and key not in SETTING_KEYS:
-        fail(f'--set: unknown key "{key}" (one of {", ".join([*KEYS, *SETTING_KEYS])}), '
+    if key not in KEYS and key not in SCENARIO_KEYS:
+        fail(f'--set: unknown key "{key}" (one of {", ".join([*KEYS, *SCENARIO_KEYS])}), '
              "as --set KEY=V1,V2")
     values = [value.strip() for value in listed.split(",")]
     if not listed or not all(values):

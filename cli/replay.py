@@ -159,7 +159,7 @@ class _Run:
     def __init__(self, scenario: Scenario) -> None:
         self.scenario = scenario
         self.sim = Simulation(tuple(spec.to_node() for spec in scenario.nodes),
-                              deferred_allocation=scenario.deferred)
+                              deferred_allocation=scenario.deferred, policy=scenario.policy)
         self.arrived_at: dict[str, int] = {}
         self.left_at: dict[str, int] = {}
         self.idle_allocations = False

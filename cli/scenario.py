@@ -22,7 +22,8 @@ from cli.clock import format_duration, parse_duration
 from cli.document import ScenarioError, parse_document
 from cli.show import EXCERPT, LongNumber, describe, excerpt, number_digits, printable
 from cli.turnspec import NodeTurns, parse_demand, parse_node_turns, parse_settings
-from placement import Node, Request, Role
+from placement import Node, Policy, Request, Role, Strategy
+from placement.policy import DEFAULT_POLICY
 from placement.quantity import LONGEST as LONGEST_QUANTITY
 from placement.quantity import parse_quantity
 from placement.simulator.simulation import Seating
@@ -45,6 +46,9 @@ __all__ = [
 PHASES = tuple(phase.value for phase in Seating)
 ROLES = tuple(role.value for role in Role)
 DRA_MODES = ("instant", "deferred")
+STRATEGIES = tuple(strategy.value for strategy in Strategy)
+# ownerAffinity: true/false, or on/off as compare's --set spells it.
+SWITCH = {True: True, False: False, "on": True, "off": False}
 
 
 class _FieldError(ValueError):
@@ -272,10 +276,13 @@ class Arrive:
     # When it wants a turn on a shared claim (cli.turnspec); None: all the time it is placed.
     demand: tuple[tuple[float, float], ...] | None = _field("demand", parse=parse_demand,
                                                             default=None)
+    # Runs alone: never joins a claim, and no one joins its claim.
+    exclusive: bool = _field("exclusive", _boolean, default=False)
 
     def to_request(self) -> Request:
         # No owner: an owner of one, itself (the placement library's rule).
-        return Request(self.name, _ROLES[self.role], self.memory, self.owner or "")
+        return Request(self.name, _ROLES[self.role], self.memory, self.owner or "",
+                       self.exclusive)
 
 
 _ROLES = {role.value: role for role in Role}
@@ -335,6 +342,8 @@ class Scenario:
     # switch of a large day costs far more than placing it, so only a scenario that asks
     # (a top-level `turns`, or compare's --set of a turn setting) pays for it.
     turns: TurnSettings | None = None
+    # The placement policy for the whole run: `strategy` and `ownerAffinity` at the top.
+    policy: Policy = DEFAULT_POLICY
 
     @property
     def deferred(self) -> bool:
@@ -343,7 +352,7 @@ class Scenario:
 
 # --------------------------------------------------------------------- reading
 
-_SCENARIO_KEYS = ("dra", "nodes", "events", "turns")
+_SCENARIO_KEYS = ("dra", "nodes", "events", "turns", "strategy", "ownerAffinity")
 _EVENT_KINDS = ("arrive", "leave", "allocate", "addNode", "expect")
 
 
@@ -393,7 +402,20 @@ def build_scenario(document: object) -> Scenario:
     except ValueError as error:
         raise ScenarioError("turns", str(error)) from None
     check_node_turns(nodes, events, turns or TurnSettings())
-    return Scenario(dra, nodes, tuple(events), tuple(times) if timed else None, turns)
+    return Scenario(dra, nodes, tuple(events), tuple(times) if timed else None, turns,
+                    _policy(document))
+
+
+def _policy(document: Mapping[str, object]) -> Policy:
+    strategy = document.get("strategy", Strategy.SPREAD.value)
+    if strategy not in STRATEGIES:
+        raise ScenarioError("strategy", f"{describe(strategy)} is not one of "
+                            + ", ".join(STRATEGIES))
+    affinity = document.get("ownerAffinity", True)
+    if type(affinity) not in (bool, str) or affinity not in SWITCH:
+        raise ScenarioError("ownerAffinity", f"must be true or false (on or off), "
+                            f"got {describe(affinity)}")
+    return Policy(Strategy(strategy), SWITCH[affinity])
 
 
 def _node(where: str, raw: object) -> NodeSpec:
