@@ -12,7 +12,7 @@ it against well-behaved ones over a scenario's clock.
 - ``log``: a claim's resident and switching intervals, repeats kept once.
 """
 
-from placement.turns.policy import TurnGroup
+from placement.turns.policy import TRANSITIONS, Event, TurnGroup
 from placement.turns.values import (
     Action,
     Evict,
@@ -25,7 +25,9 @@ from placement.turns.values import (
 )
 
 __all__ = [
+    "TRANSITIONS",
     "Action",
+    "Event",
     "Evict",
     "EvictReason",
     "Grant",

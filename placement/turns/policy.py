@@ -6,16 +6,26 @@ whole policy, for the node agent that enforces it and for the simulator that
 plays it offline; neither decides a turn any other way. Rules:
 
 * A *group* is one shared claim; its *members* are the worker pods on it, each
-  with an *owner*. At most one member *holds the turn*. The holder is
-  granted (restoring), resident, asked to yield (parking, not yet confirmed),
-  or being evicted (its pod deleted, not yet gone).
+  with an *owner*. At most one member *holds the turn*. Each member is in one
+  phase (``TurnPhase``) and moves only as ``TRANSITIONS`` below says.
+* **Fencing.** Every grant carries a *turn number*, unique in its group: the
+  count only grows, starts where the caller says (a restarted agent starts
+  above any number its predecessor gave) and jumps past any higher number a
+  member reports. ``resident``, ``parked`` and ``hello`` name the turn they
+  refer to. A holder is freed only by a ``parked`` (or a hello saying it holds
+  nothing) that names *its* turn: one naming an earlier turn was said before
+  the member read its grant, which is still on its way and will be acted on,
+  so it frees nothing. The worker's side keeps the mirror rule: it never
+  restores on a grant whose number is not above the last turn it acted on.
 * The turn passes only on proof that the holder freed the device: it says it
-  parked, or it is *gone* (its pod deleted, or its container restarted). A
-  dropped connection is no proof: the process may still hold the memory.
+  parked (naming its turn), or it is *gone* (its pod deleted, or its container
+  restarted). A dropped connection is no proof: the process may still hold
+  the memory, so a holder whose connection drops keeps the turn, its want and
+  its timers; a yield asked of it while away is asked again when it is back.
 * Members that want a turn are served round-robin by owner (owners in the
   order they were first seen), then round-robin among that owner's members
   (in the order they joined). A member that leaves and comes back joins at
-  the back.
+  the back. A member whose connection dropped waits no more until it is back.
 * No switch without a reason: while nobody waits, the holder keeps the turn,
   however long past its quantum.
 * While someone waits, the holder is asked to yield ``quantum`` after its
@@ -28,12 +38,18 @@ plays it offline; neither decides a turn any other way. Rules:
   a recreated pod rejoins at the back as any newcomer does.
 * A member seen holding device memory without the turn is evicted
   (``ResidentWithoutTurn``), unless it is the holder or was just asked to park
-  and is within its grace.
+  and is within its grace. One that *says* it holds memory without the turn is
+  *intruding*: asked to park within its grace, and nobody is granted until it
+  has.
 * Recovering (a group rebuilt after the agent restarted): members are
   unreported until they say whether they are resident, and nothing is granted
-  while any member is unreported. A member that reports resident takes the
-  turn, its quantum starting then; a second one that reports resident is
-  asked to yield at once, and no one is granted until it has parked or gone.
+  while any member is unreported -- for at most ``yield_grace`` after the
+  group was rebuilt. A member still silent then is treated as possibly
+  holding memory: it must report, park, or be shown free by the device
+  (``device_free``) within one more grace, or it is evicted (``Silent``). A
+  member that reports resident takes the turn, its quantum starting then; a
+  second one that reports resident is asked to yield at once, and no one is
+  granted until it has parked or gone.
 * Time is the caller's clock, in seconds; the policy never reads a clock and
   holds no randomness, so the same calls at the same times give the same
   actions. Every call returns the actions it makes due; ``next_deadline``
@@ -44,11 +60,51 @@ members park within their grace, is granted within
 ``(members * owners + 1) * (quantum + yield_grace)`` seconds, and under
 constant demand each owner holds the turn within one quantum of an equal
 share.
+
+A member's phases and what moves them (a pair not listed leaves the phase as
+it is; ``gone`` removes the member from any phase). A member left ``Idle``
+that wants the turn and is connected goes on to ``Waiting`` at once (the row
+Idle + want)::
+
+    phase       event          next        why
+    Unreported  claim, free    Resident    it held memory before the restart and nobody else does
+    Unreported  claim, taken   Intruding   it holds memory while another does: it must park
+    Unreported  parked         Idle        it says it holds nothing: reported
+    Unreported  bound          Silent      not heard within a grace of the restart
+    Idle        want           Waiting     connected and wanting: it queues
+    Idle        claim, free    Resident    memory nobody else holds: the turn is its
+    Idle        claim, taken   Intruding   memory while another holds the turn
+    Idle        seen holding   Evicting    the device shows memory it has no turn for
+    Waiting     idle           Idle        it no longer wants a turn
+    Waiting     disconnect     Idle        a grant would reach no one
+    Waiting     grant          Granted     its turn in the round-robin
+    Waiting     claim, free    Resident    (recovering) it held memory and nobody else does
+    Waiting     claim, taken   Intruding   memory while another holds the turn
+    Waiting     seen holding   Evicting    the device shows memory it has no turn for
+    Granted     restored       Resident    it says it restored under this turn
+    Granted     parked         Idle        it parked this turn: the device is free
+    Granted     yield due      Yielding    someone waits and its time is up
+    Resident    parked         Idle        it parked this turn
+    Resident    yield due      Yielding    someone waits and its time is up
+    Yielding    parked         Idle        it parked in time
+    Yielding    overrun        Evicting    the grace passed: its pod is deleted
+    Intruding   parked         Idle        it let go of the memory
+    Intruding   overrun        Evicting    it did not let go within the grace
+    Silent      claim, free    Resident    heard at last, holding memory nobody else holds
+    Silent      claim, taken   Intruding   heard at last, holding memory: park by the same deadline
+    Silent      parked         Idle        heard at last, holding nothing
+    Silent      device free    Idle        the device shows it holds nothing
+    Silent      overrun        Evicting    still silent a grace after the bound
+    Evicting    parked         Idle        it let go after all; its pod still goes
+
+``earlier`` (a ``parked``, or a hello holding nothing, naming an older turn
+than the holder's) is in no row: it never moves a holder, by the fencing rule.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from enum import Enum
 
 from placement.turns.rotation import Rotation
 from placement.turns.values import (
@@ -63,7 +119,9 @@ from placement.turns.values import (
 )
 
 __all__ = [
+    "TRANSITIONS",
     "Action",
+    "Event",
     "Evict",
     "EvictReason",
     "Grant",
@@ -75,20 +133,84 @@ __all__ = [
 ]
 
 
-class _Member:
-    __slots__ = ("deadline", "evicting", "held", "held_since", "member", "owner", "reported",
-                 "resident", "seq", "turns", "waiting_since", "wants")
+class Event(Enum):
+    """What happened to a member, as the policy classifies a call."""
 
-    def __init__(self, member: str, owner: str, seq: int, reported: bool) -> None:
+    WANT = "want"
+    IDLE = "idle"
+    DISCONNECT = "disconnect"
+    GRANT = "grant"
+    CLAIM_FREE = "claim, free"      # says (or is seen) holding memory; nobody else does
+    CLAIM_TAKEN = "claim, taken"    # the same while another member holds or intrudes
+    RESTORED = "restored"           # the holder says it restored under its turn
+    PARKED = "parked"               # holds nothing (a holder: naming its turn)
+    EARLIER = "earlier"             # a holder's parked naming an older turn: no row
+    YIELD_DUE = "yield due"
+    OVERRUN = "overrun"             # its deadline to park passed
+    SEEN_HOLDING = "seen holding"   # the device shows memory it has no turn for
+    DEVICE_FREE = "device free"     # the device shows it holds none
+    BOUND = "bound"                 # still unreported a grace after a restart
+
+
+P, E = TurnPhase, Event
+TRANSITIONS: dict[tuple[TurnPhase, Event], tuple[TurnPhase, str]] = {
+    (P.UNREPORTED, E.CLAIM_FREE): (P.RESIDENT, "it held memory before the restart and nobody "
+                                               "else does"),
+    (P.UNREPORTED, E.CLAIM_TAKEN): (P.INTRUDING, "it holds memory while another does"),
+    (P.UNREPORTED, E.PARKED): (P.IDLE, "it says it holds nothing"),
+    (P.UNREPORTED, E.BOUND): (P.SILENT, "not heard within a grace of the restart"),
+    (P.IDLE, E.WANT): (P.WAITING, "connected and wanting: it queues"),
+    (P.IDLE, E.CLAIM_FREE): (P.RESIDENT, "memory nobody else holds: the turn is its"),
+    (P.IDLE, E.CLAIM_TAKEN): (P.INTRUDING, "memory while another holds the turn"),
+    (P.IDLE, E.SEEN_HOLDING): (P.EVICTING, "the device shows memory it has no turn for"),
+    (P.WAITING, E.IDLE): (P.IDLE, "it no longer wants a turn"),
+    (P.WAITING, E.DISCONNECT): (P.IDLE, "a grant would reach no one"),
+    (P.WAITING, E.GRANT): (P.GRANTED, "its turn in the round-robin"),
+    (P.WAITING, E.CLAIM_FREE): (P.RESIDENT, "it held memory and nobody else does"),
+    (P.WAITING, E.CLAIM_TAKEN): (P.INTRUDING, "memory while another holds the turn"),
+    (P.WAITING, E.SEEN_HOLDING): (P.EVICTING, "the device shows memory it has no turn for"),
+    (P.GRANTED, E.RESTORED): (P.RESIDENT, "it says it restored under this turn"),
+    (P.GRANTED, E.PARKED): (P.IDLE, "it parked this turn: the device is free"),
+    (P.GRANTED, E.YIELD_DUE): (P.YIELDING, "someone waits and its time is up"),
+    (P.RESIDENT, E.PARKED): (P.IDLE, "it parked this turn"),
+    (P.RESIDENT, E.YIELD_DUE): (P.YIELDING, "someone waits and its time is up"),
+    (P.YIELDING, E.PARKED): (P.IDLE, "it parked in time"),
+    (P.YIELDING, E.OVERRUN): (P.EVICTING, "the grace passed: its pod is deleted"),
+    (P.INTRUDING, E.PARKED): (P.IDLE, "it let go of the memory"),
+    (P.INTRUDING, E.OVERRUN): (P.EVICTING, "it did not let go within the grace"),
+    (P.SILENT, E.CLAIM_FREE): (P.RESIDENT, "heard at last, holding memory nobody else holds"),
+    (P.SILENT, E.CLAIM_TAKEN): (P.INTRUDING, "heard at last, holding memory: park by the "
+                                             "same deadline"),
+    (P.SILENT, E.PARKED): (P.IDLE, "heard at last, holding nothing"),
+    (P.SILENT, E.DEVICE_FREE): (P.IDLE, "the device shows it holds nothing"),
+    (P.SILENT, E.OVERRUN): (P.EVICTING, "still silent a grace after the bound"),
+    (P.EVICTING, E.PARKED): (P.IDLE, "it let go after all; its pod still goes"),
+}
+del P, E
+
+_HOLDING = frozenset({TurnPhase.GRANTED, TurnPhase.RESIDENT, TurnPhase.YIELDING})
+_ASKED = frozenset({TurnPhase.YIELDING, TurnPhase.INTRUDING, TurnPhase.SILENT})
+_EVICT_REASON = {TurnPhase.YIELDING: EvictReason.TURN_OVERRUN,
+                 TurnPhase.INTRUDING: EvictReason.TURN_OVERRUN,
+                 TurnPhase.SILENT: EvictReason.SILENT,
+                 TurnPhase.IDLE: EvictReason.RESIDENT_WITHOUT_TURN,
+                 TurnPhase.WAITING: EvictReason.RESIDENT_WITHOUT_TURN}
+
+
+class _Member:
+    __slots__ = ("connected", "deadline", "held", "held_since", "member", "owner", "phase",
+                 "seq", "turn", "turns", "waiting_since", "wants")
+
+    def __init__(self, member: str, owner: str, seq: int, phase: TurnPhase) -> None:
         self.member = member
         self.owner = owner
         self.seq = seq
-        self.reported = reported
+        self.phase = phase
         self.wants = False
-        self.resident = False         # says it finished restoring (holder only)
+        self.connected = phase is not TurnPhase.UNREPORTED
+        self.turn = 0                       # the number of the turn it holds, or last named
         self.waiting_since: float | None = None
-        self.deadline: float | None = None  # asked to park by then (holder or intruder)
-        self.evicting = False
+        self.deadline: float | None = None  # asked to park by then (yielding, intruding, silent)
         self.turns = 0
         self.held = 0.0
         self.held_since: float | None = None
@@ -97,14 +219,17 @@ class _Member:
 class TurnGroup:
     """One shared claim's turns. Members are named by the caller (a pod's UID, say)."""
 
-    def __init__(self, settings: TurnSettings | None = None, *, recovering: bool = False) -> None:
+    def __init__(self, settings: TurnSettings | None = None, *, recovering: bool = False,
+                 first_turn: int = 0) -> None:
         self.settings = settings or TurnSettings()
         self._recovering = recovering
+        self._recover_by: float | None = None      # set by the first join while recovering
         self._members: dict[str, _Member] = {}
         self._owners: dict[str, int] = {}          # owner -> its place in the rotation
         self._holder: _Member | None = None
-        self._intruders: dict[str, _Member] = {}   # resident without the turn
+        self._intruders: dict[str, _Member] = {}   # blocking without the turn
         self._seq = 0
+        self._turn = first_turn                    # the last turn number given or heard
         self._last_owner = -1                      # the rotation place last served
         self._last_member: dict[int, int] = {}     # owner's place -> its member last served
         # Kept alongside the members so no call walks them all: who waits, how many
@@ -115,80 +240,85 @@ class TurnGroup:
 
     # -- facts the caller observes -------------------------------------------------------
 
-    def join(self, member: str, owner: str, now: float) -> list[Action]:
-        """A worker pod on this claim appeared (recovering: it has yet to report)."""
+    def join(self, member: str, owner: str, now: float, *, fresh: bool = False) -> list[Action]:
+        """A worker pod on this claim appeared. Recovering, it has yet to report unless
+        ``fresh`` (the caller knows it is new since the restart, so holds nothing)."""
         if member in self._members:
             raise ValueError(f"member {member!r} has already joined this group")
         self._seq += 1
-        self._members[member] = _Member(member, owner, self._seq, reported=not self._recovering)
-        self._unreported += self._recovering
+        unreported = self._recovering and not fresh
+        if self._recovering and self._recover_by is None:
+            self._recover_by = now + self.settings.yield_grace
+        self._members[member] = _Member(
+            member, owner, self._seq, TurnPhase.UNREPORTED if unreported else TurnPhase.IDLE)
+        self._unreported += unreported
         self._owned[owner] = self._owned.get(owner, 0) + 1
         if owner not in self._owners:
             self._owners[owner] = self._seq
         return self._advance(now)
 
-    def hello(self, member: str, resident: bool, now: float) -> list[Action]:
-        """The member (re)connected and said whether it holds device memory now."""
+    def hello(self, member: str, resident: bool, now: float, turn: int = 0) -> list[Action]:
+        """The member (re)connected and said whether it holds device memory now, and the
+        turn that refers to (the one it holds, else the last it parked)."""
         m = self._get(member)
-        self._unreported -= not m.reported
-        m.reported = True
+        m.connected = True
+        actions: list[Action] = []
         if resident:
-            if self._holder is None and not self._intruders:
-                self._take(m, now, resident=True)
-            elif self._holder is not m and member not in self._intruders:
-                m.deadline = now + self.settings.yield_grace
-                self._intruders[member] = m
-                self._stop_waiting(m)
-                return [Yield(member, self.settings.yield_grace, m.deadline), *self._advance(now)]
+            self._claim(m, turn, now, actions)
         else:
-            self._freed(m, now)
-        self._sync(m)
-        return self._advance(now)
+            self._park(m, turn, now, actions)
+        return self._advance(now, actions)
 
     def want(self, member: str, now: float) -> list[Action]:
         m = self._get(member)
         m.wants = True
-        if m.waiting_since is None and self._waits(m):
-            m.waiting_since = now
-        self._sync(m)
+        if m.connected:
+            self._move(m, Event.WANT, now, [])
         return self._advance(now)
 
     def idle(self, member: str, now: float) -> list[Action]:
         m = self._get(member)
         m.wants = False
-        m.waiting_since = None
-        self._sync(m)
+        self._move(m, Event.IDLE, now, [])
         return self._advance(now)
 
-    def resident(self, member: str, now: float) -> list[Action]:
-        """The holder finished restoring. From anyone else, a claim to hold memory it has
-        no turn for: treated as a resident report."""
+    def resident(self, member: str, now: float, turn: int | None = None) -> list[Action]:
+        """The holder finished restoring under ``turn`` (None: whatever turn it holds, for a
+        caller with no wire between). From anyone else, or naming another turn, a claim to
+        hold memory: treated as a resident report."""
         m = self._get(member)
-        if m is self._holder:
-            m.resident = True
+        if m is self._holder and (turn is None or turn == m.turn):
+            self._move(m, Event.RESTORED, now, [])
             return self._advance(now)
-        return self.hello(member, True, now)
+        actions: list[Action] = []
+        self._claim(m, turn or 0, now, actions)
+        return self._advance(now, actions)
 
-    def parked(self, member: str, now: float) -> list[Action]:
-        """The member holds no device memory: the turn passes if it held it."""
+    def parked(self, member: str, now: float, turn: int | None = None) -> list[Action]:
+        """The member holds no device memory, as of ``turn`` (None: the turn it holds, for a
+        caller with no wire between). The turn passes if it held that turn."""
         m = self._get(member)
-        self._freed(m, now)
-        self._sync(m)
-        return self._advance(now)
+        actions: list[Action] = []
+        self._park(m, m.turn if turn is None else turn, now, actions)
+        return self._advance(now, actions)
 
     def disconnected(self, member: str, now: float) -> list[Action]:
-        """Its connection dropped. It cannot be granted, so it no longer wants a turn, but it
-        keeps whatever it holds."""
-        return self.idle(member, now)
+        """Its connection dropped. It cannot be granted, so it waits no more; a holder keeps
+        the turn, its want and its timers (whatever it holds, it still holds)."""
+        m = self._get(member)
+        m.connected = False
+        if m.phase not in _HOLDING:
+            m.wants = False
+        self._move(m, Event.DISCONNECT, now, [])
+        return self._advance(now)
 
     def gone(self, member: str, now: float) -> list[Action]:
         """Its pod is deleted or its container restarted: proof it holds nothing."""
         m = self._members.pop(member, None)
         if m is None:
             return self._advance(now)
-        self._freed(m, now)
-        self._sync(m)
-        self._unreported -= not m.reported
+        self._unreported -= m.phase is TurnPhase.UNREPORTED
+        self._leave(m, now)
         self._owned[m.owner] -= 1
         if not self._owner_has_members(m.owner):
             place = self._owners.pop(m.owner)
@@ -199,16 +329,20 @@ class TurnGroup:
     def holds_device(self, member: str, now: float) -> list[Action]:
         """The device says this member's processes hold memory on it."""
         m = self._get(member)
-        if m is self._holder or m.evicting:
-            return self._advance(now)
-        if member in self._intruders and m.deadline is not None and now < m.deadline:
-            return self._advance(now)
-        if not m.reported:
-            return self.hello(member, True, now)
-        self._intruders[member] = m
-        self._stop_waiting(m)
-        m.evicting = True
-        return [Evict(member, EvictReason.RESIDENT_WITHOUT_TURN), *self._advance(now)]
+        actions: list[Action] = []
+        if m.phase is TurnPhase.UNREPORTED:
+            self._claim(m, 0, now, actions)
+        else:
+            self._move(m, Event.SEEN_HOLDING, now, actions)
+        return self._advance(now, actions)
+
+    def device_free(self, member: str, now: float) -> list[Action]:
+        """The device says this member's processes hold no memory on it: taken as parked
+        only for a member silent since a restart (one that reported speaks for itself)."""
+        m = self._get(member)
+        actions: list[Action] = []
+        self._move(m, Event.DEVICE_FREE, now, actions)
+        return self._advance(now, actions)
 
     def tick(self, now: float) -> list[Action]:
         """Time passed: the actions due by ``now``."""
@@ -224,6 +358,11 @@ class TurnGroup:
     def recovering(self) -> bool:
         return self._recovering
 
+    @property
+    def last_turn(self) -> int:
+        """The highest turn number given or heard so far."""
+        return self._turn
+
     def __contains__(self, member: object) -> bool:
         return member in self._members
 
@@ -236,8 +375,9 @@ class TurnGroup:
     def view(self, member: str, now: float) -> MemberView:
         m = self._get(member)
         held = m.held + (now - m.held_since if m.held_since is not None else 0.0)
-        return MemberView(m.member, m.owner, self._phase(m), m.wants,
-                          m.waiting_since if self._waits(m) else None, m.turns, held)
+        turn = m.turn if m is self._holder or m.member in self._intruders else 0
+        return MemberView(m.member, m.owner, m.phase, m.wants, m.waiting_since, m.turns, held,
+                          turn, m.deadline)
 
     def views(self, now: float) -> list[MemberView]:
         return [self.view(member, now) for member in self._members]
@@ -247,9 +387,12 @@ class TurnGroup:
         soonest = None
         if self._intruders:  # rare: no list to build on every call
             soonest = min((m.deadline for m in self._intruders.values()
-                           if m.deadline is not None and not m.evicting), default=None)
+                           if m.deadline is not None and m.phase is not TurnPhase.EVICTING),
+                          default=None)
+        if self._recovering and self._unreported and self._recover_by is not None:
+            soonest = self._recover_by if soonest is None else min(soonest, self._recover_by)
         h = self._holder
-        if h is None or h.evicting:
+        if h is None or h.phase is TurnPhase.EVICTING:
             return soonest
         due = h.deadline
         if due is None and self._anyone_waiting():
@@ -266,38 +409,86 @@ class TurnGroup:
             raise KeyError(f"member {member!r} is not in this group")
         return m
 
-    def _phase(self, m: _Member) -> TurnPhase:
-        if m.evicting:
-            return TurnPhase.EVICTING
-        if m.member in self._intruders:
-            return TurnPhase.INTRUDING
-        if m is self._holder:
-            if m.deadline is not None:
-                return TurnPhase.YIELDING
-            return TurnPhase.RESIDENT if m.resident else TurnPhase.GRANTED
-        if not m.reported:
-            return TurnPhase.UNREPORTED
-        return TurnPhase.WAITING if m.wants else TurnPhase.IDLE
+    def _claim(self, m: _Member, turn: int, now: float, actions: list[Action]) -> None:
+        """``m`` says (or is seen) holding memory under ``turn``."""
+        self._turn = max(self._turn, turn)
+        if m is self._holder or m.phase is TurnPhase.EVICTING:
+            return  # its memory is the turn's, or it is going anyway
+        free = self._holder is None and all(i is m for i in self._intruders.values())
+        if free and m.phase is not TurnPhase.INTRUDING:
+            m.turn = turn if turn > 0 else self._turn + 1
+            self._turn = max(self._turn, m.turn)
+            self._move(m, Event.CLAIM_FREE, now, actions)
+        elif not free:
+            m.turn = turn
+            self._move(m, Event.CLAIM_TAKEN, now, actions)
 
-    def _waits(self, m: _Member) -> bool:
-        return (m.wants and m.reported and m is not self._holder
-                and m.member not in self._intruders)
+    def _park(self, m: _Member, turn: int, now: float, actions: list[Action]) -> None:
+        """``m`` says it holds nothing, as of ``turn``: the fencing rule."""
+        self._turn = max(self._turn, turn)
+        if m is self._holder and turn != m.turn:
+            return  # Event.EARLIER: it never saw this grant, which is on its way
+        self._move(m, Event.PARKED, now, actions)
+
+    def _move(self, m: _Member, event: Event, now: float, actions: list[Action]) -> None:
+        """``m`` takes the row of ``TRANSITIONS`` for its phase and ``event``, if any."""
+        row = TRANSITIONS.get((m.phase, event))
+        if row is None:
+            return
+        was, m.phase = m.phase, row[0]
+        if was is TurnPhase.WAITING:
+            m.waiting_since = None
+            self._waiting.remove(self._owners[m.owner], m.seq)
+        elif was is TurnPhase.UNREPORTED:
+            self._unreported -= 1
+        new = m.phase
+        if new is TurnPhase.WAITING:
+            m.waiting_since = now
+            self._waiting.add(self._owners[m.owner], m.seq, m)
+        elif new is TurnPhase.IDLE:
+            self._leave(m, now)
+            if m.wants and m.connected:
+                self._move(m, Event.WANT, now, actions)
+        elif new is TurnPhase.GRANTED or (new is TurnPhase.RESIDENT
+                                          and was is not TurnPhase.GRANTED):
+            self._take(m, now)
+            if new is TurnPhase.GRANTED:
+                actions.append(Grant(m.member, m.turn))
+        elif new in _ASKED and was is not TurnPhase.SILENT:
+            # Asked to park (a silent member is asked too: it hears it if it comes back).
+            m.deadline = now + self.settings.yield_grace
+            if new is not TurnPhase.YIELDING:
+                self._intruders[m.member] = m
+            actions.append(Yield(m.member, self.settings.yield_grace, m.deadline, m.turn))
+        elif new is TurnPhase.EVICTING:
+            m.deadline = None
+            if m is not self._holder:
+                self._intruders[m.member] = m
+            actions.append(Evict(m.member, _EVICT_REASON[was]))
+
+    def _leave(self, m: _Member, now: float) -> None:
+        """``m`` holds nothing now: the turn, if it held it, is free."""
+        if m is self._holder:
+            self._holder = None
+            if m.held_since is not None:
+                m.held += now - m.held_since
+            m.held_since = None
+        if m.phase is TurnPhase.WAITING and m.member not in self._members:
+            self._waiting.remove(self._owners[m.owner], m.seq)
+        self._intruders.pop(m.member, None)
+        m.deadline = None
+
+    def _take(self, m: _Member, now: float) -> None:
+        self._holder = m
+        self._intruders.pop(m.member, None)
+        m.deadline = None
+        m.turns += 1
+        m.held_since = now
+        self._last_owner = self._owners[m.owner]
+        self._last_member[self._last_owner] = m.seq
 
     def _anyone_waiting(self) -> bool:
         return len(self._waiting) > 0
-
-    def _stop_waiting(self, m: _Member) -> None:
-        m.waiting_since = None
-        self._sync(m)
-
-    def _sync(self, m: _Member) -> None:
-        """Keep ``_waiting`` holding exactly the members that wait, after ``m`` changed."""
-        waits = self._waits(m) and self._members.get(m.member) is m
-        if waits != (m.seq in self._waiting):
-            if waits:
-                self._waiting.add(self._owners[m.owner], m.seq, m)
-            else:
-                self._waiting.remove(self._owners[m.owner], m.seq)
 
     # The tests hold the next three to plain walks over every member.
 
@@ -312,53 +503,34 @@ class TurnGroup:
         hold = self.settings.quantum if h.wants else 0.0
         return granted + max(hold, self.settings.min_resident)
 
-    def _take(self, m: _Member, now: float, *, resident: bool) -> None:
-        self._holder = m
-        m.resident = resident
-        m.deadline = None
-        m.turns += 1
-        m.held_since = now
-        m.waiting_since = None
-        self._sync(m)
-        self._last_owner = self._owners[m.owner]
-        self._last_member[self._last_owner] = m.seq
-
-    def _freed(self, m: _Member, now: float) -> None:
-        if m is self._holder:
-            self._holder = None
-            if m.held_since is not None:
-                m.held += now - m.held_since
-            m.held_since = None
-            m.resident = False
-        self._intruders.pop(m.member, None)
-        m.deadline = None
-        m.evicting = False
-        if m.wants and m.waiting_since is None and m.member in self._members:
-            m.waiting_since = now
-
-    def _advance(self, now: float) -> list[Action]:
-        actions: list[Action] = []
-        for m in self._intruders.values():
-            if not m.evicting and m.deadline is not None and now >= m.deadline:
-                m.evicting = True
-                actions.append(Evict(m.member, EvictReason.TURN_OVERRUN))
+    def _advance(self, now: float, actions: list[Action] | None = None) -> list[Action]:
+        actions = [] if actions is None else actions
+        if self._intruders:
+            for m in [i for i in self._intruders.values() if i.deadline is not None
+                      and now >= i.deadline and i.phase is not TurnPhase.EVICTING]:
+                self._move(m, Event.OVERRUN, now, actions)
         h = self._holder
-        if h is not None and not h.evicting:
-            if h.deadline is None and self._anyone_waiting() and now >= self._yield_due(h):
-                h.deadline = now + self.settings.yield_grace
-                actions.append(Yield(h.member, self.settings.yield_grace, h.deadline))
-            elif h.deadline is not None and now >= h.deadline:
-                h.evicting = True
-                actions.append(Evict(h.member, EvictReason.TURN_OVERRUN))
+        if h is not None:
+            if h.phase is TurnPhase.YIELDING:
+                if h.deadline is not None and now >= h.deadline:
+                    self._move(h, Event.OVERRUN, now, actions)
+            elif (h.phase is not TurnPhase.EVICTING and self._anyone_waiting()
+                  and now >= self._yield_due(h)):
+                self._move(h, Event.YIELD_DUE, now, actions)
         if self._recovering:
             if not self._all_reported():
-                return actions
+                if self._recover_by is None or now < self._recover_by:
+                    return actions
+                for m in [m for m in self._members.values()
+                          if m.phase is TurnPhase.UNREPORTED]:
+                    self._move(m, Event.BOUND, self._recover_by, actions)
             self._recovering = False
         if self._holder is None and not self._intruders:
             nxt = self._next()
             if nxt is not None:
-                self._take(nxt, now, resident=False)
-                actions.append(Grant(nxt.member))
+                self._turn += 1
+                nxt.turn = self._turn
+                self._move(nxt, Event.GRANT, now, actions)
         return actions
 
     def _next(self) -> _Member | None:

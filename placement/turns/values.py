@@ -46,27 +46,32 @@ class TurnPhase(Enum):
     YIELDING = "Yielding"      # asked to park, not yet confirmed
     EVICTING = "Evicting"      # its pod is being deleted, not yet gone
     INTRUDING = "Intruding"    # resident without the turn, asked to park
+    SILENT = "Silent"          # recovering: not heard within the bound, may hold memory
 
 
 class EvictReason(Enum):
     TURN_OVERRUN = "TurnOverrun"
     RESIDENT_WITHOUT_TURN = "ResidentWithoutTurn"
+    SILENT = "Silent"  # not heard after a restart, and not shown free by the device
 
 
 @dataclass(frozen=True, slots=True)
 class Grant:
-    """The member now holds the turn: it may restore into device memory."""
+    """The member now holds turn number ``turn``: it may restore into device memory."""
 
     member: str
+    turn: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class Yield:
-    """The member is asked to park within ``grace`` seconds (by ``deadline``)."""
+    """The member is asked to park within ``grace`` seconds (by ``deadline``); ``turn`` is
+    the turn it holds (or, intruding, the one it named)."""
 
     member: str
     grace: float
     deadline: float
+    turn: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,3 +96,5 @@ class MemberView:
     waiting_since: float | None  # when it last began to wait, while it waits
     turns: int                   # grants (and resident reports that took the turn)
     held: float                  # seconds it has held the turn, so far
+    turn: int = 0                # the turn number it holds or blocks under, else 0
+    deadline: float | None = None  # when it must have parked, while asked to

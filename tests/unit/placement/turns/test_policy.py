@@ -9,7 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from placement.turns import (
+    TRANSITIONS,
     Action,
+    Event,
     Evict,
     EvictReason,
     Grant,
@@ -44,13 +46,14 @@ def test_four_samplers_of_two_owners_take_turns_owner_by_owner() -> None:
     assert grants(first) == ["a1"]
     order = ["a1"]
     now = 0.0
-    for _ in range(4):
+    for turn in range(1, 5):
         now += 120
         asked = group.tick(now)
-        assert asked == [Yield(order[-1], 30, now + 30)]
-        order += grants(group.parked(order[-1], now + 5))
+        assert asked == [Yield(order[-1], 30, now + 30, turn)]
+        order += grants(group.parked(order[-1], now + 5, turn))
         now += 5
     assert order == ["a1", "b1", "a2", "b2", "a1"]
+    assert group.view("a1", now).turn == 5 and group.last_turn == 5
 
 
 def test_a_lone_worker_keeps_its_turn_past_the_quantum() -> None:
@@ -66,7 +69,7 @@ def test_a_newcomer_after_a_long_quiet_turn_is_served_at_once() -> None:
     crowd(group, ("old", "alice"))
     group.resident("old", 20)
     assert group.view("old", 20).phase is TurnPhase.RESIDENT
-    assert crowd(group, ("new", "bob"), at=500) == [Yield("old", 30, 530)]
+    assert crowd(group, ("new", "bob"), at=500) == [Yield("old", 30, 530, 1)]
 
 
 def test_a_holder_done_with_its_turn_still_keeps_it_min_resident() -> None:
@@ -74,14 +77,14 @@ def test_a_holder_done_with_its_turn_still_keeps_it_min_resident() -> None:
     crowd(group, ("a", "alice"), ("b", "bob"))
     assert group.idle("a", 3) == []
     assert group.next_deadline() == 10
-    assert group.tick(10) == [Yield("a", 30, 40)]
+    assert group.tick(10) == [Yield("a", 30, 40, 1)]
     assert grants(group.parked("a", 12)) == ["b"]
 
 
 def test_a_holder_that_never_parks_is_evicted_and_blocks_the_turn_until_gone() -> None:
     group = TurnGroup(FAST)
     crowd(group, ("stubborn", "alice"), ("patient", "bob"))
-    assert group.tick(120) == [Yield("stubborn", 30, 150)]
+    assert group.tick(120) == [Yield("stubborn", 30, 150, 1)]
     assert group.tick(149) == []
     assert group.tick(150) == [Evict("stubborn", EvictReason.TURN_OVERRUN)]
     assert group.tick(400) == []  # its pod is being deleted; the process may still hold memory
@@ -104,14 +107,56 @@ def test_an_evicted_worker_comes_back_at_the_back_of_its_owners_line() -> None:
     assert grants(group.parked("b1", 514)) == ["a1-again"]
 
 
-def test_a_dropped_connection_is_no_proof_the_device_is_free() -> None:
+def test_a_dropped_connection_is_no_proof_the_device_is_free_nor_idleness() -> None:
     group = TurnGroup(FAST)
     crowd(group, ("a", "alice"), ("b", "bob"))
-    # It no longer wants the turn (it cannot be reached) and is asked to yield, unheard.
-    assert group.disconnected("a", 50) == [Yield("a", 30, 80)]
-    assert group.tick(79) == []
-    assert group.tick(80) == [Evict("a", EvictReason.TURN_OVERRUN)]
-    assert grants(group.gone("a", 95)) == ["b"]
+    # The holder keeps the turn, its want and its quantum: nothing falls due early.
+    assert group.disconnected("a", 50) == []
+    assert group.view("a", 50).phase is TurnPhase.GRANTED and group.view("a", 50).wants
+    assert group.tick(119) == []
+    assert group.tick(120) == [Yield("a", 30, 150, 1)]  # asked while away: told on return
+    assert group.hello("a", True, 130, turn=1) == []
+    assert group.view("a", 130).deadline == 150  # the welcome carries the time left
+    assert grants(group.parked("a", 131, 1)) == ["b"]
+
+
+def test_a_waiting_member_whose_connection_drops_is_not_granted_until_back() -> None:
+    group = TurnGroup(FAST)
+    crowd(group, ("a", "alice"), ("b", "bob"))
+    group.disconnected("b", 1)
+    assert group.view("b", 1).phase is TurnPhase.IDLE
+    assert group.tick(120) == []  # nobody waits: no yield
+    group.idle("a", 120)
+    assert grants(group.parked("a", 121, 1)) == []
+    group.hello("b", False, 122)
+    assert grants(group.want("b", 122)) == ["b"]
+
+
+def test_a_parked_that_crosses_its_grant_frees_nothing() -> None:
+    # b waits; its grant (turn 2) is on the wire when b says parked about the last turn it
+    # knew (none): the grant will be read and acted on, so b must keep the turn.
+    group = TurnGroup(FAST)
+    crowd(group, ("a", "alice"), ("b", "bob"), ("c", "carol"))
+    group.tick(120)
+    assert group.parked("a", 121, 1) == [Grant("b", 2)]
+    assert group.parked("b", 121.5, 0) == []  # crossed its grant: nothing moves
+    assert group.holder == "b" and group.view("b", 122).phase is TurnPhase.GRANTED
+    assert group.hello("b", False, 122, turn=0) == []  # a reconnect naming no turn: the same
+    assert group.holder == "b"
+    assert group.resident("b", 123, turn=2) == []
+    group.tick(241)
+    assert grants(group.parked("b", 242, 2)) == ["c"]  # its own turn named: the turn passes
+
+
+def test_a_duplicate_parked_of_an_earlier_turn_frees_nothing() -> None:
+    group = TurnGroup(FAST)
+    crowd(group, ("a", "alice"), ("b", "bob"))
+    group.tick(120)
+    group.parked("a", 121, 1)
+    group.tick(241)
+    assert grants(group.parked("b", 242, 2)) == ["a"]
+    assert group.parked("a", 243, 1) == []  # the old parked again: a holds turn 3
+    assert group.holder == "a" and group.view("a", 243).turn == 3
 
 
 def test_after_a_restart_nothing_is_granted_until_every_member_has_reported() -> None:
@@ -126,7 +171,7 @@ def test_after_a_restart_nothing_is_granted_until_every_member_has_reported() ->
     assert group.hello("c", False, 3) == []
     assert not group.recovering
     assert group.view("a", 3).phase is TurnPhase.WAITING
-    assert group.tick(12) == [Yield("b", 30, 42)]  # b's quantum began when it reported
+    assert group.tick(12) == [Yield("b", 30, 42, 1)]  # b's quantum began when it reported
 
 
 def test_a_member_gone_while_unreported_lets_the_others_go_on() -> None:
@@ -138,19 +183,77 @@ def test_a_member_gone_while_unreported_lets_the_others_go_on() -> None:
     assert grants(group.gone("lost", 2)) == ["a"]
 
 
+def test_a_member_silent_after_a_restart_is_evicted_a_grace_after_the_bound() -> None:
+    # Without the device's word, silence ends in an eviction, never in a stall.
+    group = TurnGroup(FAST, recovering=True)
+    group.join("quiet", "alice", 0)
+    group.join("b", "bob", 0)
+    group.hello("b", False, 1)
+    group.want("b", 1)
+    assert group.next_deadline() == 30
+    assert group.tick(30) == [Yield("quiet", 30, 60, 0)]
+    assert group.view("quiet", 30).phase is TurnPhase.SILENT and not group.recovering
+    assert group.tick(59) == []
+    assert group.tick(60) == [Evict("quiet", EvictReason.SILENT)]
+    assert grants(group.gone("quiet", 70)) == ["b"]
+
+
+def test_a_silent_member_the_device_shows_free_is_taken_as_parked() -> None:
+    group = TurnGroup(FAST, recovering=True)
+    group.join("quiet", "alice", 0)
+    group.join("b", "bob", 0)
+    group.hello("b", False, 1)
+    group.want("b", 1)
+    assert group.device_free("quiet", 10) == []  # before the bound: its own word is awaited
+    group.tick(30)
+    assert grants(group.device_free("quiet", 31)) == ["b"]
+    assert group.view("quiet", 31).phase is TurnPhase.IDLE
+
+
+def test_a_silent_member_that_comes_back_resident_must_park_by_the_same_deadline() -> None:
+    group = TurnGroup(FAST, recovering=True)
+    for member, owner in [("quiet", "alice"), ("b", "bob"), ("c", "carol")]:
+        group.join(member, owner, 0)
+    group.hello("b", False, 1)
+    group.want("b", 1)
+    group.hello("c", True, 2, turn=8)  # c holds the turn it had
+    group.want("c", 2)
+    group.tick(30)
+    assert group.hello("quiet", True, 40, turn=7) == []
+    assert group.view("quiet", 40).phase is TurnPhase.INTRUDING
+    assert group.view("quiet", 40).deadline == 60
+    assert group.tick(60) == [Evict("quiet", EvictReason.TURN_OVERRUN)]
+    assert group.holder == "c" and group.tick(122) == [Yield("c", 30, 152, 8)]
+
+
+def test_a_pod_new_since_the_restart_is_not_waited_for() -> None:
+    group = TurnGroup(FAST, recovering=True)
+    group.join("old", "alice", 0)
+    group.join("new", "bob", 1, fresh=True)
+    assert group.view("new", 1).phase is TurnPhase.IDLE
+    group.hello("old", False, 2)
+    assert grants(group.want("new", 3)) == ["new"]
+
+
+def test_grants_are_numbered_from_where_the_caller_says() -> None:
+    group = TurnGroup(FAST, first_turn=1_000)
+    assert crowd(group, ("a", "alice")) == [Grant("a", 1_001)]
+
+
 def test_a_second_worker_resident_without_the_turn_is_asked_to_park_first() -> None:
     group = TurnGroup(FAST, recovering=True)
     group.join("a", "alice", 0)
     group.join("b", "bob", 0)
     group.join("c", "bob", 0)
-    group.hello("a", True, 1)
-    assert group.hello("b", True, 2) == [Yield("b", 30, 32)]
+    group.hello("a", True, 1, turn=3)
+    assert group.hello("b", True, 2, turn=4) == [Yield("b", 30, 32, 4)]
     group.hello("c", False, 3)
     group.want("c", 3)
     assert group.view("b", 3).phase is TurnPhase.INTRUDING
     group.tick(11)
-    assert group.parked("a", 12) == []  # b still holds memory: nobody is granted
-    assert grants(group.parked("b", 13)) == ["c"]
+    assert group.parked("a", 12, 3) == []  # b still holds memory: nobody is granted
+    assert grants(group.parked("b", 13, 4)) == ["c"]
+    assert group.view("c", 13).turn == 5  # past every number reported
 
 
 def test_a_parked_worker_seen_holding_device_memory_is_evicted() -> None:
@@ -362,3 +465,122 @@ def test_one_worker_of_alice_against_three_of_bob_get_half_each() -> None:
     shares = {v.member: v.held for v in run.group.views(run.now)}
     alice = shares["0-0"] / sum(shares.values())
     assert 0.45 <= alice <= 0.55
+
+
+# -- the transition table, walked row by row --------------------------------------------------
+
+P = TurnPhase
+
+
+def _recovering() -> TurnGroup:
+    """m and h unreported after a restart."""
+    group = TurnGroup(FAST, recovering=True)
+    group.join("m", "alice", 0)
+    group.join("h", "bob", 0)
+    return group
+
+
+def _holding(resident: bool = False) -> TurnGroup:
+    group = TurnGroup(FAST)
+    group.join("m", "alice", 0)
+    group.want("m", 0)
+    if resident:
+        group.resident("m", 1, turn=1)
+    return group
+
+
+def _setup(phase: TurnPhase) -> tuple[TurnGroup, float]:
+    """A group whose member ``m`` is in ``phase``, and the time it got there."""
+    if phase is P.UNREPORTED:
+        return _recovering(), 0
+    if phase in (P.IDLE, P.WAITING):
+        group = _recovering()  # recovering, so m is not granted at once
+        group.hello("m", False, 1)
+        if phase is P.WAITING:
+            group.want("m", 1)
+        return group, 1
+    if phase in (P.GRANTED, P.RESIDENT):
+        return _holding(phase is P.RESIDENT), 1
+    if phase in (P.YIELDING, P.EVICTING):
+        group = _holding(True)
+        group.join("w", "carol", 1)
+        group.want("w", 1)
+        group.tick(120)
+        if phase is P.EVICTING:
+            group.tick(150)
+        return group, 150 if phase is P.EVICTING else 120
+    if phase is P.INTRUDING:
+        group = TurnGroup(FAST)
+        group.join("h", "bob", 0)
+        group.want("h", 0)
+        group.join("m", "alice", 0)
+        group.hello("m", True, 1, turn=9)
+        return group, 1
+    assert phase is P.SILENT
+    group = _recovering()
+    group.hello("h", False, 1)
+    group.tick(30)
+    return group, 30
+
+
+def _fire(group: TurnGroup, event: Event, now: float) -> None:
+    view = group.view("m", now)
+    if event is Event.WANT:
+        group.want("m", now)
+    elif event is Event.IDLE:
+        group.idle("m", now)
+    elif event is Event.DISCONNECT:
+        group.disconnected("m", now)
+    elif event is Event.GRANT:
+        group.hello("h", False, now)  # the last report: the recovering group grants
+    elif event in (Event.CLAIM_FREE, Event.CLAIM_TAKEN):
+        others = ({group.holder} | {v.member for v in group.views(now)
+                                    if v.phase in (P.INTRUDING, P.SILENT)}) - {"m", None}
+        if event is Event.CLAIM_TAKEN and not others:
+            group.hello("h", True, now, turn=3)  # someone else holds memory first
+        group.hello("m", True, now, turn=5)
+    elif event is Event.RESTORED:
+        group.resident("m", now, turn=view.turn)
+    elif event is Event.PARKED:
+        group.idle("m", now)  # else, wanting, it would wait again at once
+        group.parked("m", now, view.turn)
+    elif event is Event.YIELD_DUE:
+        group.join("w", "carol", now)
+        group.want("w", now)
+        group.tick(now + FAST.quantum)
+    elif event is Event.OVERRUN:
+        assert view.deadline is not None
+        group.tick(view.deadline)
+    elif event is Event.SEEN_HOLDING:
+        group.holds_device("m", now)
+    elif event is Event.DEVICE_FREE:
+        group.device_free("m", now)
+    else:
+        assert event is Event.BOUND
+        group.tick(now + FAST.yield_grace)
+
+
+@pytest.mark.parametrize(("row", "to"), list(TRANSITIONS.items()),
+                         ids=[f"{p.value}+{e.value}" for p, e in TRANSITIONS])
+def test_each_row_of_the_table_moves_a_member_as_it_says(
+        row: tuple[TurnPhase, Event], to: tuple[TurnPhase, str]) -> None:
+    phase, event = row
+    group, now = _setup(phase)
+    assert group.view("m", now).phase is phase
+    _fire(group, event, now + 0.5)
+    assert group.view("m", now + 0.5).phase is to[0], to[1]
+
+
+def test_a_parked_naming_an_earlier_turn_is_in_no_row_and_moves_no_holder() -> None:
+    for phase in (P.GRANTED, P.RESIDENT, P.YIELDING, P.EVICTING):
+        group, now = _setup(phase)
+        turn = group.view("m", now).turn
+        group.parked("m", now + 1, turn - 1)
+        group.hello("m", False, now + 1, turn=turn - 1)
+        assert group.view("m", now + 1).phase is phase and group.holder == "m"
+    assert not [row for row in TRANSITIONS if row[1] is Event.EARLIER]
+
+
+def test_every_phase_has_a_way_out() -> None:
+    leaves = {phase for phase, _ in TRANSITIONS}
+    assert leaves == set(TurnPhase)

@@ -8,7 +8,7 @@ from typing import TypeVar
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from placement.turns.policy import Action, TurnGroup, TurnSettings, _Member
+from placement.turns.policy import Action, TurnGroup, TurnPhase, TurnSettings, _Member
 from placement.turns.rotation import Rotation
 
 T = TypeVar("T")
@@ -22,8 +22,8 @@ class PlainTurnGroup(TurnGroup):
         super().__init__(settings, recovering=recovering)
         self._served: dict[str, int] = {}
 
-    def _take(self, m: _Member, now: float, *, resident: bool) -> None:
-        super()._take(m, now, resident=resident)
+    def _take(self, m: _Member, now: float) -> None:
+        super()._take(m, now)
         self._served[m.owner] = m.seq
 
     def gone(self, member: str, now: float) -> list[Action]:
@@ -34,10 +34,10 @@ class PlainTurnGroup(TurnGroup):
         return actions
 
     def _anyone_waiting(self) -> bool:
-        return any(self._waits(m) for m in self._members.values())
+        return any(m.phase is TurnPhase.WAITING for m in self._members.values())
 
     def _all_reported(self) -> bool:
-        return all(m.reported for m in self._members.values())
+        return all(m.phase is not TurnPhase.UNREPORTED for m in self._members.values())
 
     def _owner_has_members(self, owner: str) -> bool:
         return any(m.owner == owner for m in self._members.values())
@@ -45,7 +45,7 @@ class PlainTurnGroup(TurnGroup):
     def _next(self) -> _Member | None:
         waiting: dict[str, list[_Member]] = {}
         for m in self._members.values():
-            if self._waits(m):
+            if m.phase is TurnPhase.WAITING:
                 waiting.setdefault(m.owner, []).append(m)
         if not waiting:
             return None
@@ -62,7 +62,7 @@ def after(last: int, by_place: dict[int, T]) -> T:
 MEMBERS = [f"m{i}" for i in range(6)]
 OWNERS = ["alice", "bob", "carol"]
 OPS = ["hello", "hello", "want", "want", "want", "idle", "resident", "parked", "pass", "pass",
-       "pass", "disconnected", "gone", "holds_device", "tick", "tick"]
+       "pass", "disconnected", "gone", "holds_device", "device_free", "stale", "tick", "tick"]
 ops = st.lists(
     st.tuples(st.sampled_from(OPS), st.sampled_from(MEMBERS), st.sampled_from(OWNERS),
               st.booleans(), st.sampled_from([0.0, 0.5, 1.0, 4.0, 20.0, 60.0, 150.0])),
@@ -76,8 +76,8 @@ policies = st.builds(TurnSettings, quantum=st.sampled_from([1.0, 30.0, 120.0]),
 def call(group: TurnGroup, op: str, member: str, owner: str, flag: bool, now: float,
          polite: bool = False) -> list[Action] | None:
     """One step; a member not in the group joins instead, so every step does something.
-    ``pass`` is the holder parking. Polite members claim device memory only while they
-    hold the turn."""
+    ``pass`` is the holder parking, ``stale`` a parked naming no turn it was given. Polite
+    members claim device memory only while they hold the turn."""
     if polite and op in ("resident", "holds_device", "hello") and member != group.holder:
         op, flag = ("hello", False) if op == "hello" else ("want", flag)
     if op == "pass" and group.holder is not None:
@@ -88,6 +88,8 @@ def call(group: TurnGroup, op: str, member: str, owner: str, flag: bool, now: fl
         return group.join(member, owner, now)
     if op == "hello":
         return group.hello(member, flag, now)
+    if op == "stale":
+        return group.parked(member, now, turn=0)
     actions: list[Action] = getattr(group, op)(member, now)
     return actions
 
