@@ -15,7 +15,13 @@ Deployment asks for DeviceClass ``gpu.nvidia.com``. In order:
   allocated among the counted devices by kube-scheduler itself, no worker is
   left Placing on a claim DRA cannot satisfy, the extra one waits;
 * the MIG claim freed, the partitionable GPU is counted again and the waiting
-  worker lands on it.
+  worker lands on it;
+* the scheduler switched to DeviceClass ``large.nvidia.com``, which selects by
+  memory alone through a method call (``memory.compareTo(quantity('60Gi'))``)
+  on this node of three memory sizes: placement counts the whole GPUs (the
+  tainted one aside) and names the MIG devices as not selected, each device by
+  its own memory; workers until those are shared full, and one more: every
+  claim is allocated among exactly those devices by kube-scheduler.
 
 Where the API server drops device taints and counters (alpha before 1.36,
 hack/node.sh then does not publish them) the checks that need them are skipped,
@@ -32,10 +38,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from controller.inspect_fleet import connect, read_live_fleet
 from tests.e2e.test_node import (
     BUILD_TIMEOUT,
+    DEPLOYMENT,
     NODE,
     NODE_DIR,
     NS,
@@ -56,6 +64,7 @@ MIGS = ["gpu-4-mig-1g10gb-0", "gpu-4-mig-3g40gb-0"]
 TAINTED = "gpu-2"
 PARTITIONED = "gpu-4"
 NOT_SELECTED = f"not selected by class {DRIVER}"
+LARGE = "large.nvidia.com"  # the file's class selecting by memory: 60Gi and more
 
 
 def dropped() -> set[str]:
@@ -71,16 +80,17 @@ def node_slices(node: Node) -> list[dict[str, Any]]:
             and s["spec"].get("driver") == DRIVER]
 
 
-def left_out(node: Node) -> dict[str, str]:
+def left_out(node: Node, device_class: str = DRIVER) -> dict[str, str]:
     """Device -> why placement leaves it out, as the controller reads the node."""
-    live = read_live_fleet(connect(node.cluster.kubeconfig, NS), DRIVER, DRIVER)
+    live = read_live_fleet(connect(node.cluster.kubeconfig, NS), DRIVER, device_class)
     return {item.device: item.reason for item in live.view.left_out.get(NODE, ())}
 
 
-def snapshot(node: Node) -> tuple[str, dict[str, Any]]:
+def snapshot(node: Node, device_class: str = DRIVER) -> tuple[str, dict[str, Any]]:
     proc = subprocess.run(
         [str(REPO / ".venv" / "bin" / "openrl-place"), "snapshot", "--namespace", NS,
-         "--device-class", DRIVER, "--kubeconfig", node.cluster.kubeconfig, "-o", "json"],
+         "--device-class", device_class, "--device-driver", DRIVER,
+         "--kubeconfig", node.cluster.kubeconfig, "-o", "json"],
         capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     document = json.loads(proc.stdout)
@@ -91,6 +101,47 @@ def snapshot(node: Node) -> tuple[str, dict[str, Any]]:
 def phases(node: Node) -> dict[str, str]:
     return {w["metadata"]["name"]: str((w.get("status") or {}).get("phase"))
             for w in node.workers()}
+
+
+def no_workers(node: Node) -> None:
+    """Every worker deleted, and gone with its claims."""
+    for w in node.workers():
+        node.delete_worker(w["metadata"]["name"])
+    node.cluster.wait_for(lambda: not node.workers() and not node.claims(), timeout=120,
+                          what="every worker and claim gone")
+
+
+def use_class(node: Node, device_class: str) -> None:
+    """The scheduler's claims ask for ``device_class`` (the driver stays ``gpu.nvidia.com``),
+    its pods rolled out with it."""
+    env = ([f"OPEN_RL_DEVICE_CLASS={device_class}", f"OPEN_RL_DEVICE_DRIVER={DRIVER}"]
+           if device_class != DRIVER else [f"OPEN_RL_DEVICE_CLASS={DRIVER}",
+                                           "OPEN_RL_DEVICE_DRIVER-"])
+    node.cluster.kubectl("-n", NS, "set", "env", f"deployment/{DEPLOYMENT}", *env)
+    node.cluster.kubectl("-n", NS, "rollout", "status", f"deployment/{DEPLOYMENT}",
+                         "--timeout=240s", timeout=260)
+    node.wait_deployment()
+
+
+def fill(node: Node, counted: list[str]) -> None:
+    """Workers until the counted devices are shared full, and one more: every claim
+    allocated by kube-scheduler among exactly the counted devices, the extra one waiting."""
+    for i in range(len(counted) * MAXW + 1):
+        node.create_worker(f"nv-{i}", memory="1Gi")
+
+    def settled() -> bool:
+        seen = phases(node)
+        return (sum(p == "Running" for p in seen.values()) == len(counted) * MAXW
+                and sum(p == "Pending" for p in seen.values()) == 1)
+    node.cluster.wait_for(settled, timeout=240, interval=1,
+                          what=f"{len(counted) * MAXW} workers Running and one Pending")
+    by_claim = running_claims(node)
+    claims = node.claims()
+    devices = sorted(d for name in by_claim for _, d in allocation(claims[name]))
+    assert devices == sorted(counted), (
+        f"kube-scheduler allocated {devices}, placement counted {sorted(counted)}")
+    assert all(len(ws) == MAXW for ws in by_claim.values()), by_claim
+    assert "Placing" not in phases(node).values(), phases(node)
 
 
 def running_claims(node: Node) -> dict[str, list[str]]:
@@ -184,22 +235,7 @@ def test_workers_get_exactly_the_devices_placement_counts(node: Node, namespace:
     assert ours["leftOut"] == [{"devices": n, "reason": r} for r, n in sorted(reasons.items())]
 
     # Every counted seat, and one more.
-    names = [f"nv-{i}" for i in range(len(counted) * MAXW + 1)]
-    for name in names:
-        node.create_worker(name, memory="1Gi")
-
-    def settled() -> bool:
-        seen = phases(node)
-        return (sum(p == "Running" for p in seen.values()) == len(counted) * MAXW
-                and sum(p == "Pending" for p in seen.values()) == 1)
-    node.cluster.wait_for(settled, timeout=240, interval=1,
-                          what=f"{len(counted) * MAXW} workers Running and one Pending")
-    by_claim = running_claims(node)
-    claims = node.claims()
-    devices = sorted(d for name in by_claim for _, d in allocation(claims[name]))
-    assert devices == counted, f"kube-scheduler allocated {devices}, placement counted {counted}"
-    assert all(len(ws) == MAXW for ws in by_claim.values()), by_claim
-    assert "Placing" not in phases(node).values(), phases(node)
+    fill(node, counted)
     if path := os.environ.get("E2E_NVIDIA_SNAPSHOT"):
         Path(path).write_text(snapshot(node)[0])
 
@@ -218,3 +254,35 @@ def test_workers_get_exactly_the_devices_placement_counts(node: Node, namespace:
     devices = sorted(d for name in running_claims(node) for _, d in allocation(claims[name]))
     assert devices == sorted([*counted, PARTITIONED]), devices
     assert left_out(node) == {k: v for k, v in want.items() if k != PARTITIONED}
+
+
+def test_a_class_selecting_by_memory_gets_exactly_the_large_devices(node: Node) -> None:
+    """Three memory sizes on one node (81559Mi whole GPUs, 40Gi and 10Gi MIG devices), a
+    class asking for 60Gi and more by ``memory.compareTo``: each device is judged by its
+    own memory, not the first one's."""
+    dropping = dropped()
+    no_workers(node)
+    # hack/node.sh applies the file's classes; a node left up by an earlier run may
+    # predate this one.
+    (large,) = [d for d in yaml.safe_load_all((REPO / "hack/node/nvidia.yaml").read_text())
+                if d["kind"] == "DeviceClass" and d["metadata"]["name"] == LARGE]
+    node.cluster.kubectl("apply", "-f", "-", input=json.dumps(large))
+    want = {m: f"not selected by class {LARGE}" for m in MIGS}
+    if "taints" not in dropping:
+        want[TAINTED] = "tainted gpu.nvidia.com/xid=79:NoSchedule"
+    out = left_out(node, LARGE)
+    assert out == want, out
+    counted = sorted(set(WHOLE) - set(out))
+    text, ours = snapshot(node, LARGE)
+    for device, reason in want.items():
+        assert any(device in line and line.endswith(reason) for line in text.splitlines()), (
+            device, text)
+    assert ours["devices"] == len(counted) and ours["deviceMemory"] == "81559Mi", ours
+    use_class(node, LARGE)
+    try:
+        fill(node, counted)
+        assert all(c["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] == LARGE
+                   for c in node.claims().values()), node.claims()
+    finally:
+        no_workers(node)
+        use_class(node, DRIVER)
