@@ -57,8 +57,9 @@ figcaption { color: #555; font-size: 0.9em; }
 .more { color: #777; font-style: italic; }
 """
 # A numeric column right-aligned by its table's class (n3: the fourth column), not by a
-# class on every cell: cells are most of a page's weight.
-_STYLE += ",".join(f".n{i} td:nth-child({i + 1}),.n{i} th:nth-child({i + 1})" for i in range(12)) \
+# class on every cell: cells are most of a page's weight. A row's cells are its children.
+NUMERIC_COLUMNS = 8  # the numeric columns a table may mark are among its first eight
+_STYLE += ",".join(f".n{i} tr>:nth-child({i + 1})" for i in range(NUMERIC_COLUMNS)) \
     + "{text-align:right;font-variant-numeric:tabular-nums}"
 _POLICY = "default-src 'none'; style-src 'unsafe-inline'"
 
@@ -322,6 +323,7 @@ def _expectations(report: Report) -> str:
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: Iterable[int] = (),
            classes: Sequence[str] = (), wrap: Iterable[int] = ()) -> str:
     right, wrapped = set(numeric), set(wrap)
+    assert max(right, default=0) < NUMERIC_COLUMNS, "a numeric column the style cannot align"
     head = "".join(f"<th>{_e(h)}</th>" for h in header)
     body = []
     for index, row in enumerate(rows):

@@ -101,8 +101,7 @@ def play_turns(scenario: Scenario, settings: TurnSettings, report: Report, *,
                compress: bool = True) -> Turns:
     """Every shared claim of the replay, played under ``settings``; ``keep``: claims whose
     intervals to record; ``only``: the claims to play (each claim's turns are its own, so
-    playing some leaves theirs as they were, but for a sum of seconds' last bits where a
-    cycle another claim found served it), or None for every one; ``compress=False``:
+    playing some leaves theirs exactly as they were), or None for every one; ``compress=False``:
     every switch played, no cycle counted (the tests' reference)."""
     if report.times is None:
         return Turns(settings, NO_CLOCK, 0.0, (), (), (), ())

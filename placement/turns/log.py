@@ -4,8 +4,9 @@ The turns player (``placement.turns.play``) counts a repeating cycle of turns
 instead of playing each repeat; what the cycle recorded is then kept once,
 with its period and how many times it came again. Rules:
 
-* An interval is ``(start, end, worker)`` in scenario seconds, ``worker`` ""
-  while the claim is switching (parking or restoring).
+* An interval is ``(start, end, worker)``, ``worker`` "" while the claim is
+  switching (parking or restoring). Times are recorded in the player's units
+  (``unit`` to the second, whole nanoseconds there) and read back in seconds.
 * ``Intervals`` holds plain intervals and ``Repeat`` blocks in the order they
   were recorded; iterating expands every repeat, in that same order, so the
   expanded sequence is what playing every switch would have recorded. Only
@@ -24,7 +25,7 @@ Interval = tuple[float, float, str]
 
 @dataclass(frozen=True, slots=True)
 class Repeat:
-    """``block`` again ``count`` times, each time ``period`` seconds after the time before."""
+    """``block`` again ``count`` times, each time ``period`` (its units) after the time before."""
 
     block: tuple[Interval, ...]
     period: float
@@ -40,9 +41,10 @@ class Repeat:
 class Intervals:
     """Recorded intervals, repeats kept compressed; ``len`` and iteration count them expanded."""
 
-    __slots__ = ("_length", "parts")
+    __slots__ = ("_length", "parts", "unit")
 
-    def __init__(self) -> None:
+    def __init__(self, unit: int = 1) -> None:
+        self.unit = unit  # recorded times per second
         self.parts: list[Interval | Repeat] = []
         self._length = 0
 
@@ -68,8 +70,8 @@ class Intervals:
     __hash__ = None  # type: ignore[assignment]  # it grows while played
 
     def __iter__(self) -> Iterator[Interval]:
+        """Every interval in seconds, repeats expanded."""
+        unit = self.unit
         for part in self.parts:
-            if isinstance(part, Repeat):
-                yield from part
-            else:
-                yield part
+            for start, end, worker in part if isinstance(part, Repeat) else (part,):
+                yield start / unit, end / unit, worker

@@ -41,51 +41,60 @@ policy reads only differences of times), so the policy still decides every
 turn that is not a repeat. Loops are bounded: a state recurring without time
 passing is an error, and a claim whose cycle is longer than ``CYCLE_STATES``
 steps is played switch by switch.
+
+The player's clock counts whole nanoseconds (``NS`` to the second): scenario
+seconds, settings, demand edges and each worker's seconds over the link are
+rounded to the nanosecond on the way in, and figures turned back into seconds
+on the way out. Every sum is then exact (up to 2**53 ns, a hundred days, past
+which the policy's own float deadlines may round), so grouping never shows:
+counting a cycle gives to the bit what playing it gives, whichever claim
+found it, and a claim's figures never depend on which other claims were
+played or which were recorded. States are compared exactly, with no rounding.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from placement.turns.log import Intervals
 from placement.turns.policy import Evict, Grant, TurnGroup, TurnSettings, Yield
 
-__all__ = ["CYCLE_STATES", "ClaimTurns", "MemberTurns", "TurnPlay"]
+__all__ = ["CYCLE_STATES", "NS", "ClaimTurns", "MemberTurns", "TurnPlay"]
 
 Windows = tuple[tuple[float, float], ...]  # [start, end) of scenario time; end may be inf
 CYCLE_STATES = 4096  # states remembered while looking for a cycle: past them, play on
+NS = 10**9  # the player's clock ticks per second
 _STALL = 10_000  # steps at one instant: no well-behaved claim takes that many
-_DIGITS = 9  # offsets compared to the nanosecond: sums of seconds drift by less
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class MemberTurns:
-    """One worker's stay on one shared claim."""
+    """One worker's stay on one shared claim, in seconds."""
 
     worker: str
     owner: str
     claim: str
     joined: float
-    left: float | None = None
-    resident: float = 0.0  # seconds resident (restored, not yet asked to yield)
-    turns: int = 0
-    evictions: int = 0
-    waits: dict[float, int] = field(default_factory=dict)  # wait -> how many times
+    left: float | None  # None: still there at the end
+    resident: float  # seconds resident (restored, not yet asked to yield)
+    turns: int
+    evictions: int
+    waits: dict[float, int]  # wait -> how many times
 
     def stayed(self, end: float) -> float:
         return (self.left if self.left is not None else end) - self.joined
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class ClaimTurns:
     claim: str
     node: str
     bandwidth: int
     first: float  # when its first worker joined
-    last: float | None = None  # when its last worker left
-    switches: int = 0  # the turn passed from one worker to another
-    switching: float = 0.0  # seconds spent restoring or parking
+    last: float | None  # when its last worker left; None: still held at the end
+    switches: int  # the turn passed from one worker to another
+    switching: float  # seconds spent restoring or parking
     # (start, end, worker) resident; (start, end, "") switching: only when asked to keep them
     intervals: Intervals | None = None
 
@@ -93,14 +102,51 @@ class ClaimTurns:
         return (self.last if self.last is not None else end) - self.first
 
 
+def _ns(seconds: float) -> float:
+    """Scenario seconds on the player's clock (an int); no end stays no end."""
+    return round(seconds * NS) if seconds != math.inf else seconds
+
+
+def _in_ns(settings: TurnSettings) -> TurnSettings:
+    return TurnSettings(_ns(settings.quantum), _ns(settings.min_resident),
+                        _ns(settings.yield_grace))
+
+
+class _Stay:
+    """A ``MemberTurns`` while it is played: on the player's clock."""
+
+    __slots__ = ("claim", "evictions", "joined", "left", "owner", "resident", "turns", "waits",
+                 "worker")
+
+    def __init__(self, worker: str, owner: str, claim: str, joined: float) -> None:
+        self.worker = worker
+        self.owner = owner
+        self.claim = claim
+        self.joined = joined
+        self.left: float | None = None
+        self.resident: float = 0
+        self.turns = 0
+        self.evictions = 0
+        self.waits: dict[float, int] = {}
+
+    def seconds(self) -> MemberTurns:
+        waits: dict[float, int] = {}
+        for wait, times in self.waits.items():
+            key = wait / NS
+            waits[key] = waits.get(key, 0) + times
+        return MemberTurns(self.worker, self.owner, self.claim, self.joined / NS,
+                           None if self.left is None else self.left / NS, self.resident / NS,
+                           self.turns, self.evictions, waits)
+
+
 class _Worker:
-    __slots__ = ("demand", "joined", "memory", "next_change", "record", "resident_since", "seq",
+    __slots__ = ("demand", "joined", "link", "next_change", "record", "resident_since", "seq",
                  "wants")
 
-    def __init__(self, memory: int, demand: Windows | None, record: MemberTurns, seq: int,
+    def __init__(self, link: int, demand: Windows | None, record: _Stay, seq: int,
                  joined: float) -> None:
-        self.memory = memory
-        self.demand = demand
+        self.link = link  # its memory over the node's link: a restore, and a park
+        self.demand = demand  # on the scenario's clock in nanoseconds
         self.record = record
         self.seq = seq  # its place in joining order, as the group numbers members
         self.joined = joined  # the group's time it (re)joined
@@ -110,22 +156,31 @@ class _Worker:
 
 
 class _Claim:
-    """One claim's group and its workers' pending acts (restored at, parked at), in the
-    group's time: the scenario's minus ``shift``, the seconds of repeats counted."""
+    """One claim's group, its figures so far and its workers' pending acts (restored at,
+    parked at), in the group's time: the scenario's minus ``shift``, the repeats counted."""
 
-    __slots__ = ("granted_at", "group", "last_holder", "log", "now", "owners", "result", "seen",
-                 "seq", "served", "served_owner", "shift", "timers", "waiting_from", "windowed",
-                 "workers")
+    __slots__ = ("bandwidth", "claim", "first", "granted_at", "group", "intervals", "last",
+                 "last_holder", "log", "node", "now", "owners", "seen", "seq", "served",
+                 "served_owner", "shift", "switches", "switching", "timers", "waiting_from",
+                 "windowed", "workers")
 
-    def __init__(self, result: ClaimTurns, settings: TurnSettings) -> None:
-        self.result = result
+    def __init__(self, claim: str, node: str, bandwidth: int, first: float,
+                 settings: TurnSettings, intervals: Intervals | None) -> None:
+        self.claim = claim
+        self.node = node
+        self.bandwidth = bandwidth
+        self.first = first  # scenario seconds, as given
+        self.last: float | None = None
+        self.switches = 0
+        self.switching: float = 0
+        self.intervals = intervals
         self.group = TurnGroup(settings)
         self.workers: dict[str, _Worker] = {}
         self.timers: dict[str, tuple[float, str]] = {}  # worker -> (when, "restored"|"parked")
         self.waiting_from: dict[str, float] = {}
         self.last_holder: str | None = None
-        self.now = result.first
-        self.shift = 0.0
+        self.now: float = _ns(first)
+        self.shift: float = 0
         # Where the round-robin stands, read off the grants: owners by first seen (an
         # owner with no member left loses its place), the place last served, and each
         # owner's member last served.
@@ -133,10 +188,18 @@ class _Claim:
         self.owners: dict[str, int] = {}
         self.served_owner = -1
         self.served: dict[str, int] = {}
-        self.granted_at = 0.0
+        self.granted_at: float = 0
         self.seen: dict[tuple[object, ...], _Mark] = {}
         self.log: list[tuple[str, float]] = []  # waits granted since the claim last changed
         self.windowed = 0  # workers with demand windows: only they have edges to play
+
+    def seconds(self) -> ClaimTurns:
+        return ClaimTurns(self.claim, self.node, self.bandwidth, self.first, self.last,
+                          self.switches, self.switching / NS, self.intervals)
+
+    def link(self, memory: int) -> int:
+        """Nanoseconds to move ``memory`` bytes over the node's link, rounded."""
+        return (memory * NS + self.bandwidth // 2) // self.bandwidth
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,8 +215,13 @@ class _Mark:
     records: tuple[tuple[float, int, int], ...]  # each worker's resident, turns, evictions
 
 
+# The first worker of a claim with no group yet: played into the group when a second comes.
+_First = tuple[str, str, int, Windows | None, float, str, int, TurnSettings]
+
+
 class TurnPlay:
-    """Every shared claim of one replay. Call ``join`` and ``leave`` in time order, then ``end``."""
+    """Every shared claim of one replay. Call ``join`` and ``leave`` in time order, then
+    ``end``: ``claims`` and ``members`` hold the figures from then on."""
 
     def __init__(self, settings: TurnSettings | None = None, *, keep: frozenset[str] = frozenset(),
                  compress: bool = True) -> None:
@@ -162,10 +230,12 @@ class TurnPlay:
         self.compress = compress  # count repeated cycles instead of playing them
         self.claims: dict[str, ClaimTurns] = {}
         self.members: list[MemberTurns] = []
+        self._claims: list[_Claim] = []
+        self._stays: list[_Stay] = []
         self._live: dict[str, _Claim] = {}
-        self._first: dict[str, tuple[str, str, int, Windows | None, float, str, int,
-                                     TurnSettings]] = {}
+        self._first: dict[str, _First] = {}
         self._cycles: dict[tuple[object, ...], _Cycle] = {}  # by state: see ``_state``
+        self._scaled: dict[TurnSettings, TurnSettings] = {}
 
     def join(self, claim: str, node: str, bandwidth: int, worker: str, owner: str, memory: int,
              demand: Windows | None, now: float, settings: TurnSettings | None = None) -> None:
@@ -178,14 +248,10 @@ class TurnPlay:
                 self._first[claim] = (worker, owner, memory, demand, now, node, bandwidth,
                                       settings or self.settings)
                 return
-            f_worker, f_owner, f_memory, f_demand, f_at, f_node, f_bandwidth, f_settings = first
-            result = ClaimTurns(claim, f_node, f_bandwidth, f_at,
-                                intervals=Intervals() if claim in self.keep else None)
-            self.claims[claim] = result
-            live = self._live[claim] = _Claim(result, f_settings)
-            self._enter(live, f_worker, f_owner, f_memory, f_demand, f_at)
-        self._advance(live, now - live.shift)
-        self._enter(live, worker, owner, memory, demand, now - live.shift)
+            live = self._open(claim, first)
+        at = _ns(now)
+        self._advance(live, at - live.shift)  # the shift grows by the repeats counted
+        self._enter(live, worker, owner, live.link(memory), _windows(demand), at - live.shift)
 
     def leave(self, claim: str, worker: str, now: float) -> None:
         live = self._live.get(claim)
@@ -194,29 +260,46 @@ class TurnPlay:
             if first is not None and first[0] == worker:
                 del self._first[claim]
             return
-        self._advance(live, now - live.shift)
-        self._gone(live, worker, now - live.shift)
+        at = _ns(now)
+        self._advance(live, at - live.shift)
+        self._gone(live, worker, at - live.shift)
         if not live.workers:
-            live.result.last = now
+            live.last = now
             del self._live[claim]
 
     def end(self, now: float) -> None:
-        """The scenario is over: every group played to ``now``."""
+        """The scenario is over: every group played to ``now``, the figures read."""
+        at = _ns(now)
         for live in self._live.values():
-            self._advance(live, now - live.shift)
+            self._advance(live, at - live.shift)
             for worker in live.workers.values():
-                self._stop_resident(live, worker, now - live.shift)
+                self._stop_resident(live, worker, at - live.shift)
+        self.claims = {live.claim: live.seconds() for live in self._claims}
+        self.members = [stay.seconds() for stay in self._stays]
 
     # ------------------------------------------------------------------ internal
 
-    def _enter(self, live: _Claim, worker: str, owner: str, memory: int,
-               demand: Windows | None, now: float, record: MemberTurns | None = None) -> None:
+    def _open(self, claim: str, first: _First) -> _Claim:
+        """The claim's second worker came: its group, the first worker played from its start."""
+        worker, owner, memory, demand, at, node, bandwidth, settings = first
+        scaled = self._scaled.get(settings)
+        if scaled is None:
+            scaled = self._scaled[settings] = _in_ns(settings)
+        live = _Claim(claim, node, bandwidth, at, scaled,
+                      Intervals(NS) if claim in self.keep else None)
+        self._claims.append(live)
+        self._live[claim] = live
+        self._enter(live, worker, owner, live.link(memory), _windows(demand), _ns(at))
+        return live
+
+    def _enter(self, live: _Claim, worker: str, owner: str, link: int,
+               demand: Windows | None, now: float, record: _Stay | None = None) -> None:
         if record is None:
-            record = MemberTurns(worker, owner, live.result.claim, now + live.shift)
-            self.members.append(record)
+            record = _Stay(worker, owner, live.claim, now + live.shift)
+            self._stays.append(record)
         live.seq += 1
         live.owners.setdefault(owner, live.seq)
-        live.workers[worker] = _Worker(memory, demand, record, live.seq, now)
+        live.workers[worker] = _Worker(link, demand, record, live.seq, now)
         live.windowed += demand is not None
         self._act(live, live.group.join(worker, owner, now), now)
         self._demand(live, live.workers[worker], now)
@@ -296,31 +379,16 @@ class TurnPlay:
             now = max(live.now, soonest)
             stalled = stalled + 1 if now == live.now else 0
             if stalled > _STALL:
-                raise RuntimeError(f"turns on claim {live.result.claim} make no progress at "
-                                   f"{now + live.shift}s")
+                raise RuntimeError(f"turns on claim {live.claim} make no progress at "
+                                   f"{(now + live.shift) / NS}s")
             live.now = now
-            due = [(worker, what) for worker, (at, what)
-                   in (timers.items() if len(timers) < 2 else sorted(timers.items()))
-                   if at <= now]
-            for worker, what in due:
-                del timers[worker]
-                w = live.workers[worker]
-                if what == "restored":
-                    w.resident_since = now
-                    actions = group.resident(worker, now)
-                else:
-                    if w.wants:
-                        live.waiting_from[worker] = now
-                    actions = group.parked(worker, now)
-                if actions:
-                    self._act(live, actions, now)
+            self._fire(live, now)
             if edge is not None:
                 for w in list(live.workers.values()):
                     self._demand(live, w, now)
-                self._act(live, group.tick(now), now)
-            elif deadline is not None and deadline <= now:
-                # Every other call already advanced the group to now; with nothing due,
-                # a tick would find nothing to do (the loop asks for the deadline again).
+            # Every other call already advanced the group to now: with no edge played and
+            # no deadline due, a tick would find nothing to do.
+            if edge is not None or (deadline is not None and deadline <= now):
                 self._act(live, group.tick(now), now)
             # A cycle holds a grant: the states after grants are the ones to compare.
             if looking and live.granted_at == now:
@@ -331,66 +399,90 @@ class TurnPlay:
                     # one more of it is left before ``until``: nothing more to compare.
                     looking = live.windowed > 0
 
+    def _fire(self, live: _Claim, now: float) -> None:
+        """The restores and parks done by ``now``, in worker order."""
+        timers = live.timers
+        due = [(worker, what) for worker, (at, what)
+               in (timers.items() if len(timers) < 2 else sorted(timers.items()))
+               if at <= now]
+        for worker, what in due:
+            del timers[worker]
+            w = live.workers[worker]
+            if what == "restored":
+                w.resident_since = now
+                actions = live.group.resident(worker, now)
+            else:
+                if w.wants:
+                    live.waiting_from[worker] = now
+                actions = live.group.parked(worker, now)
+            if actions:
+                self._act(live, actions, now)
+
     def _count_repeats(self, live: _Claim, now: float, until: float) -> float | None:
         """If the claim's state was seen before (or another claim's cycle starts from the
-        same state), count the cycle as often as it fits before ``until``; the seconds
+        same state), count the cycle as often as it fits before ``until``; the time
         counted (the group's clock falls that much behind), None while no cycle is known."""
         state = _state(live, now)
         names = tuple(live.workers)
+        found = self._known_cycle(live, state, names, now)
+        if found is None:
+            if len(live.seen) >= CYCLE_STATES:
+                live.seen.clear()  # a cycle this long is rare: forget, and look afresh
+            live.seen[state] = self._mark(live, now, names)
+            return None
+        cycle, recorded = found
+        count = max(0, (until - now) // cycle.period)
+        edge = self._next_edge(live) if live.windowed else None
+        if edge is not None and edge < math.inf:  # a cycle must end before the edge
+            count = min(count, max(0, (edge - now - 1) // cycle.period))
+        live.seen.clear()
+        if count:
+            self._repeat(live, cycle, int(count), recorded)
+        if live.windowed:  # past the next edge, another cycle may begin: look again
+            live.seen[state] = self._mark(live, now, names)
+        return count * cycle.period
+
+    def _known_cycle(self, live: _Claim, state: tuple[object, ...], names: tuple[str, ...],
+                     now: float) -> tuple[_Cycle, int] | None:
+        """The cycle from this state: the claim's own (found now) or one another claim
+        found, with where its recorded intervals start; None if none is known yet."""
         before = live.seen.get(state)
         if before is not None and before.names == names:
             if now - before.now <= 0:
-                raise RuntimeError(f"turns on claim {live.result.claim} repeat without time "
-                                   f"passing at {now + live.shift}s")
+                raise RuntimeError(f"turns on claim {live.claim} repeat without time "
+                                   f"passing at {(now + live.shift) / NS}s")
             cycle = _cycle(live, before, self._mark(live, now, names), now)
             if not live.windowed:  # kept for the claims that may use it (see below)
                 self._cycles[state] = cycle
-            recorded = before.recorded
-        else:
-            # Another claim's cycle: not while intervals are kept (they would need its
-            # block renamed) nor with demand windows (their edges are not relative to now).
-            found = (self._cycles.get(state) if live.result.intervals is None
-                     and not live.windowed else None)
-            if found is None:
-                if len(live.seen) >= CYCLE_STATES:
-                    live.seen.clear()  # a cycle this long is rare: forget, and look afresh
-                live.seen[state] = self._mark(live, now, names)
-                return None
-            cycle, recorded = found, 0
-        period = cycle.period
-        count = int((until - now) // period)
-        edge = self._next_edge(live) if live.windowed else None
-        if edge is not None and edge < math.inf:  # a cycle must end before the edge
-            count = min(count, int((edge - now) // period))
-            while count > 0 and now + count * period >= edge:
-                count -= 1
-        while count > 0 and now + count * period > until:
-            count -= 1
-        live.seen.clear()
-        if count > 0:
-            result = live.result
-            result.switches += count * cycle.switches
-            result.switching += count * cycle.switching
-            workers = list(live.workers.values())
-            for w, (resident, turns, evictions) in zip(workers, cycle.records, strict=True):
-                w.record.resident += count * resident
-                w.record.turns += count * turns
-                w.record.evictions += count * evictions
-            for place, wait in cycle.waits:
-                waits = workers[place].record.waits
-                waits[wait] = waits.get(wait, 0) + count
-            if result.intervals is not None:
-                result.intervals.repeat(recorded, period, count)
-            live.shift += count * period
-            live.log.clear()
-        if live.windowed:  # past the next edge, another cycle may begin: look again
-            live.seen[state] = self._mark(live, now, names)
-        return max(count, 0) * period
+            return cycle, before.recorded
+        # Another claim's cycle: not while intervals are kept (they would need its block
+        # renamed) nor with demand windows (their edges are not relative to now). The
+        # clock being exact, it adds to the bit what finding it here would have added.
+        if live.intervals is not None or live.windowed:
+            return None
+        shared = self._cycles.get(state)
+        return None if shared is None else (shared, 0)
+
+    def _repeat(self, live: _Claim, cycle: _Cycle, count: int, recorded: int) -> None:
+        """``cycle`` accounted ``count`` more times on the claim."""
+        live.switches += count * cycle.switches
+        live.switching += count * cycle.switching
+        workers = list(live.workers.values())
+        for w, (resident, turns, evictions) in zip(workers, cycle.records, strict=True):
+            w.record.resident += count * resident
+            w.record.turns += count * turns
+            w.record.evictions += count * evictions
+        for place, wait in cycle.waits:
+            waits = workers[place].record.waits
+            waits[wait] = waits.get(wait, 0) + count
+        if live.intervals is not None:
+            live.intervals.repeat(recorded, cycle.period, count)
+        live.shift += count * cycle.period
+        live.log.clear()
 
     def _mark(self, live: _Claim, now: float, names: tuple[str, ...]) -> _Mark:
-        result = live.result
-        return _Mark(now, names, result.switches, result.switching, len(live.log),
-                     len(result.intervals.parts) if result.intervals is not None else 0,
+        return _Mark(now, names, live.switches, live.switching, len(live.log),
+                     len(live.intervals.parts) if live.intervals is not None else 0,
                      tuple((w.record.resident, w.record.turns, w.record.evictions)
                            for w in live.workers.values()))
 
@@ -400,46 +492,52 @@ class TurnPlay:
             w = live.workers.get(name)
             if w is None:
                 continue
-            seconds = w.memory / live.result.bandwidth
             if isinstance(action, Grant):
-                w.record.turns += 1
-                since = live.waiting_from.pop(name, None)
-                wait = now - since if since is not None else 0.0
-                w.record.waits[wait] = w.record.waits.get(wait, 0) + 1
-                live.log.append((name, wait))
-                if live.last_holder is not None and live.last_holder != name:
-                    live.result.switches += 1
-                live.last_holder = name
-                live.served_owner = live.owners[w.record.owner]
-                live.served[w.record.owner] = w.seq
-                live.granted_at = now
-                self._switching(live, now, seconds)
-                live.timers[name] = (now + seconds, "restored")
+                self._granted(live, w, name, now)
             elif isinstance(action, Yield):
                 self._stop_resident(live, w, now)
-                self._switching(live, now, min(seconds, action.grace))
-                live.timers[name] = (now + seconds, "parked")
+                self._switching(live, now, min(w.link, action.grace))
+                live.timers[name] = (now + w.link, "parked")
             else:
                 # Evicted: its pod is deleted and recreated on the same claim at once.
                 w.record.evictions += 1
                 gone = self._gone(live, name, now)
                 gone.record.left = None
-                self._enter(live, name, gone.record.owner, gone.memory, gone.demand, now,
+                self._enter(live, name, gone.record.owner, gone.link, gone.demand, now,
                             gone.record)
 
-    def _switching(self, live: _Claim, now: float, seconds: float) -> None:
-        live.result.switching += seconds
-        if live.result.intervals is not None:
-            live.result.intervals.append((now + live.shift, now + seconds + live.shift, ""))
+    def _granted(self, live: _Claim, w: _Worker, name: str, now: float) -> None:
+        w.record.turns += 1
+        since = live.waiting_from.pop(name, None)
+        wait = now - since if since is not None else 0
+        w.record.waits[wait] = w.record.waits.get(wait, 0) + 1
+        live.log.append((name, wait))
+        if live.last_holder is not None and live.last_holder != name:
+            live.switches += 1
+        live.last_holder = name
+        live.served_owner = live.owners[w.record.owner]
+        live.served[w.record.owner] = w.seq
+        live.granted_at = now
+        self._switching(live, now, w.link)
+        live.timers[name] = (now + w.link, "restored")
+
+    def _switching(self, live: _Claim, now: float, took: float) -> None:
+        live.switching += took
+        if live.intervals is not None:
+            live.intervals.append((now + live.shift, now + took + live.shift, ""))
 
     def _stop_resident(self, live: _Claim, w: _Worker, now: float) -> None:
         if w.resident_since is None:
             return
         w.record.resident += now - w.resident_since
-        if live.result.intervals is not None:
-            live.result.intervals.append((w.resident_since + live.shift, now + live.shift,
-                                          w.record.worker))
+        if live.intervals is not None:
+            live.intervals.append((w.resident_since + live.shift, now + live.shift,
+                                   w.record.worker))
         w.resident_since = None
+
+
+def _windows(demand: Windows | None) -> Windows | None:
+    return None if demand is None else tuple((_ns(start), _ns(end)) for start, end in demand)
 
 
 @dataclass(frozen=True, slots=True)
@@ -465,10 +563,9 @@ def _cycle(live: _Claim, before: _Mark, mark: _Mark, now: float) -> _Cycle:
 def _state(live: _Claim, now: float) -> tuple[object, ...]:
     """Everything that decides what comes next on the claim, relative to now, its workers
     and owners named by their place in joining order, with the settings and each worker's
-    seconds over the link: two claims in one state play the same turns, time-shifted and
+    time over the link: two claims in one state play the same turns, time-shifted and
     renamed (the policy reads only differences of times and the order of names)."""
     owners = {owner: place for place, owner in enumerate(live.owners)}
-    bandwidth = live.result.bandwidth
     holder = live.group.holder
     at = last = -1
     workers = []
@@ -481,14 +578,14 @@ def _state(live: _Claim, now: float) -> tuple[object, ...]:
         owner = w.record.owner
         since = w.resident_since
         waiting = live.waiting_from.get(name)
-        workers.append((owners[owner], w.memory / bandwidth, w.wants, w.next_change,
+        workers.append((owners[owner], w.link, w.wants, w.next_change,
                         w.seq <= live.served.get(owner, -1),
-                        None if timer is None else (round(now - timer[0], _DIGITS), timer[1]),
-                        None if since is None else round(now - since, _DIGITS),
-                        None if waiting is None else round(now - waiting, _DIGITS)))
+                        None if timer is None else (now - timer[0], timer[1]),
+                        None if since is None else now - since,
+                        None if waiting is None else now - waiting))
     deadline = live.group.next_deadline()
     return (live.group.settings, tuple(workers), len(owners), at,
             None if live.last_holder is None else last,
-            round(now - live.granted_at, _DIGITS) if holder is not None else None,
-            None if deadline is None else round(now - deadline, _DIGITS),
+            now - live.granted_at if holder is not None else None,
+            None if deadline is None else now - deadline,
             sum(1 for place in live.owners.values() if place <= live.served_owner))

@@ -38,7 +38,8 @@ def test_the_turns_are_decided_by_placement_turns(monkeypatch: pytest.MonkeyPatc
 
     monkeypatch.setattr(placement.turns.play, "TurnGroup", Watched)
     turns = replay(load_scenario(SHARED)).turns
-    assert len(made) == 1 and made[0].settings.quantum == 60
+    # The group runs on the player's clock: whole nanoseconds.
+    assert len(made) == 1 and made[0].settings.quantum == 60 * placement.turns.play.NS
     assert turns is not None and turns.claims[0].switches > 50
 
 
