@@ -6,7 +6,7 @@ as each identity with a token from the TokenRequest API -- never with the
 admin's certificate -- and prints one row per attempt: who, what, what was
 expected, what the API server answered.
 
-* gateway (bound to the openrl-place-gateway Role as the README shows): may
+* gateway (bound to the openrl-place-gateway Role as docs/deploying.md shows): may
   create, get, list, watch and delete OpenRLWorkers and read their status; is
   refused pods, claims, ConfigMaps, Secrets, status writes, other namespaces.
 * scheduler (open-rl-scheduler, as the controller runs): reads no Secrets,
