@@ -5,7 +5,10 @@ Rules:
 * It prints the worker's phase and reason; for a worker without a seat, one
   verdict line per enabled node and the smallest single change that would
   seat it (``placement.remedy``, which asks the decision about a changed copy
-  of the fleet), or that none within this fleet's hardware would.
+  of the fleet), or that none within this fleet's hardware would; or, when
+  the fleet would seat it now, where and why (``joins claim-x: same owner``),
+  decided under the scheduler's strategy (``--strategy``, read from the same
+  environment variable as the controller's flag).
 * A worker without a seat is also told which published devices placement
   does not count, per node and with the reason (not selected by the class,
   tainted, counters consumed, no memory), and a class selector that fails.
@@ -24,7 +27,7 @@ import click
 
 from cli.live import KUBECTL, OPENRL_PLACE, Flags, read, unreachable
 from controller.inspect_fleet import LiveFleet, turn_state
-from placement import Request, Role
+from placement import Policy, Request, Role, Strategy
 from placement.quantity import format_quantity
 from placement.remedy import Diagnosis, NodeVerdict, diagnose
 
@@ -39,7 +42,10 @@ def build(flags: Flags) -> click.Command:
     @flags.apply
     @click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text",
                   show_default=True)
-    def explain(worker: str, output: str, **cluster: Any) -> None:
+    @click.option("--strategy", envvar="OPEN_RL_STRATEGY", default=Strategy.SPREAD.value,
+                  show_default=True, type=click.Choice([s.value for s in Strategy]),
+                  help="The scheduler's strategy, under which a seat found now is chosen.")
+    def explain(worker: str, output: str, strategy: str, **cluster: Any) -> None:
         """Why WORKER waits: each enabled node's verdict, and the smallest change that
         would seat it.
 
@@ -54,8 +60,9 @@ def build(flags: Flags) -> click.Command:
         claim = booked.claim if booked is not None and booked.claim in live.view.claims else None
         diagnosis: Diagnosis | None = None
         if claim is None and not found.spec_error:
-            request = Request(found.name, Role(found.role), found.memory, found.owner)
-            diagnosis = diagnose(request, live.view.fleet)
+            request = Request(found.name, Role(found.role), found.memory, found.owner,
+                              found.exclusive)
+            diagnosis = diagnose(request, live.view.fleet, Policy(Strategy(strategy)))
         document = _explanation(found.name, found.role.value, found.memory, found.owner,
                                 str(status.get("phase") or "Pending"), status.get("reason"),
                                 claim, live, diagnosis)
@@ -82,6 +89,8 @@ def _explanation(name: str, role: str, memory: int, owner: str, phase: str,
         "node": claim_view.node if claim_view is not None and claim_view.allocated else None,
         "placementNow": (str(diagnosis.reason) if diagnosis is not None and diagnosis.reason
                          else None),
+        # Where it would be seated now, and why ("joins claim-x: same owner"); null: nowhere.
+        "seatNow": diagnosis.seat_text or None if diagnosis is not None else None,
         "nodes": [_verdict(v) for v in diagnosis.nodes] if diagnosis is not None else [],
         "wouldSeat": (diagnosis.change.to_dict() if diagnosis is not None
                       and diagnosis.change is not None else None),
@@ -122,7 +131,8 @@ def _explanation_lines(document: dict[str, Any], diagnosis: Diagnosis | None) ->
     if diagnosis is None:
         return lines
     if diagnosis.reason is None:
-        lines.append("placement now: it would be seated at its next retry")
+        lines.append(f"placement now: it would be seated at its next retry: "
+                     f"{diagnosis.seat_text}")
     elif document["reason"] is None or str(diagnosis.reason) not in document["reason"]:
         lines.append(f"placement now: {diagnosis.reason}")
     lines.append("nodes:")

@@ -80,12 +80,14 @@ class WorkerSeat(Struct, frozen=True, gc=False):
     claim: str
     owner: str
     memory: int
+    exclusive: bool = False
 
     @classmethod
     def of(cls, worker: Worker) -> WorkerSeat:
         # Interned: the same names and uids are keys and values of several maps here.
         return cls(sys.intern(worker.name), sys.intern(worker.uid), sys.intern(worker.phase),
-                   sys.intern(worker.claim), sys.intern(worker.owner), worker.memory)
+                   sys.intern(worker.claim), sys.intern(worker.owner), worker.memory,
+                   worker.exclusive)
 
 
 class PodSeat(Struct, frozen=True, gc=False):

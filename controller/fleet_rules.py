@@ -11,6 +11,8 @@ Rules:
   name), then, unless the worker is Failed, its ``status.claimName``, then a
   join committed on a claim's booked list and not yet carried out (the last
   claim by name where several list it). No claim: no booking.
+  A booking carries its worker's ``spec.exclusive``, so no one joins an
+  exclusive worker's claim (a pod whose worker is gone holds a plain seat).
 * A pod books for its worker while that worker is known (whatever its
   phase). A live managed pod whose worker is gone holds its seat as
   ``pod/<name>`` until it is gone, with the memory and owner stamped on it.
@@ -84,6 +86,7 @@ class Booked:
     claim: str
     owner: str
     memory: int
+    exclusive: bool = False  # the worker runs alone: no one joins its claim
 
 
 class FleetReading(Protocol):
@@ -131,6 +134,8 @@ class SeatHolder(Protocol):
     def owner(self) -> str: ...
     @property
     def memory(self) -> int: ...
+    @property
+    def exclusive(self) -> bool: ...
 
 
 def worker_booking(worker: SeatHolder, pod_claims: Iterable[tuple[str, str]],
@@ -146,7 +151,7 @@ def worker_booking(worker: SeatHolder, pod_claims: Iterable[tuple[str, str]],
         claim = worker.claim or max(committed, default="")
     if not claim:
         return None
-    return Booked(worker.name, claim, worker.owner, worker.memory)
+    return Booked(worker.name, claim, worker.owner, worker.memory, worker.exclusive)
 
 
 def orphan_booking(pod: Obj) -> Booked | None:
@@ -185,7 +190,7 @@ def placement_claim(view: ClaimView, seats: Iterable[Booked]) -> Claim | None:
     if not view.node:
         return None
     return Claim(view.name, view.node, view.devices, allocated=view.joinable, bookings=tuple([
-        Booking(b.holder, b.owner, b.memory) for b in sorted(seats, key=_HOLDER)]))
+        Booking(b.holder, b.owner, b.memory, b.exclusive) for b in sorted(seats, key=_HOLDER)]))
 
 
 def seats_total(nodes: Iterable[Node]) -> int:

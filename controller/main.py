@@ -22,7 +22,13 @@ from controller.logs import configure, kv
 from controller.loop import Controller
 from controller.metrics import Health, Metrics, serve
 from controller.privileges import ALLOWABLE, LEVELS
-from controller.settings import Settings, SettingsError, default_namespace, parse_http_address
+from controller.settings import (
+    STRATEGIES,
+    Settings,
+    SettingsError,
+    default_namespace,
+    parse_http_address,
+)
 
 log = logging.getLogger("openrl.controller")
 
@@ -141,6 +147,12 @@ def _settings(**options: Any) -> Settings:
               default="baseline", show_default=True, type=click.Choice(list(LEVELS)),
               help="The Pod Security level the scheduler holds every template to, "
                    "whatever the namespace's labels say.")
+@click.option("--strategy", envvar="OPEN_RL_STRATEGY", default="spread", show_default=True,
+              type=click.Choice(list(STRATEGIES)),
+              help="spread: a new worker takes free devices while any node has them, and "
+                   "shares a claim only under contention; binpack: it joins a claim that can "
+                   "seat it first, and a new claim (so a new node, in an autoscaled pool) is "
+                   "cut only when none can.")
 @click.option("--kubeconfig", type=click.Path(dir_okay=False),
               help="[default: $KUBECONFIG, else in-cluster]")
 @click.option("--log-format", envvar="OPEN_RL_LOG_FORMAT", default="json", show_default=True,

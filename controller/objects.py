@@ -3,7 +3,7 @@
 Rules:
 
 * Objects stay the JSON dicts the API server sent; these helpers only read.
-* A worker's spec is checked here once (role, modelId, memory); a spec the
+* A worker's spec is checked here once (role, modelId, memory, exclusive); a spec the
   controller cannot act on becomes ``spec_error`` (reported as InvalidSpec),
   never an exception.
 * A pod is "alive" until its phase is Succeeded or Failed: until then its
@@ -95,6 +95,7 @@ class Worker:
     template_key: str
     overlay: Obj
     spec_error: str | None
+    exclusive: bool = False  # runs alone: never joins a claim, and no one joins its claim
 
     @classmethod
     def from_obj(cls, obj: Obj) -> Worker:
@@ -121,6 +122,10 @@ class Worker:
         if not isinstance(overlay, dict):
             errors.append("spec.container must be an object")
             overlay = {}
+        exclusive = spec.get("exclusive", False)
+        if not isinstance(exclusive, bool):
+            errors.append(f"spec.exclusive {exclusive!r} is not true or false")
+            exclusive = False
         return cls(
             obj=obj,
             name=name,
@@ -135,6 +140,7 @@ class Worker:
             template_key=str(template.get("key") or naming.DEFAULT_TEMPLATE_KEY),
             overlay=overlay,
             spec_error="; ".join(errors) or None,
+            exclusive=exclusive,
         )
 
     @property

@@ -19,6 +19,10 @@ Rules:
   is not one of the refused ones, is a settings error. ``template_pod_security``
   is the Pod Security level every template is held to (``baseline`` or
   ``restricted``), checked by the scheduler whatever the namespace's labels.
+* ``strategy`` is the placement policy's, one for the whole scheduler
+  (``placement.policy``): ``spread`` (the default) or ``binpack``. Owner
+  affinity is always on here; only the offline commands switch it off, to
+  compare.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from pathlib import Path
 import attrs
 
 from controller.privileges import ALLOWABLE, LEVELS, TemplatePolicy
+from placement import Policy, Strategy
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 FALLBACK_NAMESPACE = "openrl"
@@ -143,6 +148,14 @@ def _level(_instance: object, _attribute: attrs.Attribute, value: str) -> None: 
                             f"{', '.join(LEVELS)}")
 
 
+def _strategy(_instance: object, _attribute: attrs.Attribute, value: str) -> None:  # type: ignore[type-arg]
+    if value not in STRATEGIES:
+        raise SettingsError(f"strategy {value!r} is not one of {', '.join(STRATEGIES)}")
+
+
+STRATEGIES = tuple(strategy.value for strategy in Strategy)
+
+
 def _http_address(_instance: object, _attribute: attrs.Attribute, value: str) -> None:  # type: ignore[type-arg]
     parse_http_address(value)
 
@@ -178,6 +191,7 @@ class Settings:
     template_allow: Mapping[str, frozenset[str]] = attrs.field(
         factory=dict, converter=parse_template_allow, validator=_template_allow)
     template_pod_security: str = attrs.field(default="baseline", validator=_level)
+    strategy: str = attrs.field(default=Strategy.SPREAD.value, validator=_strategy)
     # Built from the four above once they are checked.
     template_policy: TemplatePolicy = attrs.field(init=False, factory=TemplatePolicy)
     # Lease timings (client-go's defaults): a leader that cannot renew within
@@ -185,6 +199,11 @@ class Settings:
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
+
+    @property
+    def policy(self) -> Policy:
+        """The placement policy every decision is made under."""
+        return Policy(Strategy(self.strategy))
 
     def __attrs_post_init__(self) -> None:
         if not self.device_driver:

@@ -63,6 +63,7 @@ from controller.settings import Settings
 from controller.status import Outcome
 from controller.writes import Write
 from placement import JoinClaim, NewClaim, Request, Wait, decide
+from placement.decide import seat_text
 from placement.model import per_device_share
 from placement.quantity import format_quantity
 
@@ -328,7 +329,8 @@ def seat(ctx: Context, worker: Worker, prepared: Obj) -> Conclusion:
                       held.node if held.allocated else "", f"resumed on claim {held.name}",
                       pin=held.node)
     fleet = view.fleet
-    decision = decide(Request(worker.name, worker.role, worker.memory, worker.owner), fleet)
+    request = Request(worker.name, worker.role, worker.memory, worker.owner, worker.exclusive)
+    decision = decide(request, fleet, settings.policy)
     if isinstance(decision, NewClaim) and worker.own_claim in view.claims:
         # The claim named for this worker exists and others fill it: it cannot cut
         # another, so it waits for a seat like anyone else.
@@ -353,9 +355,11 @@ def seat(ctx: Context, worker: Worker, prepared: Obj) -> Conclusion:
             pin=decision.node, before=(cut,), decided="new_claim")
     if isinstance(decision, JoinClaim):
         others = fleet.workers_on(decision.claim)
+        # Why this claim ("same owner", "binpack joins before cutting", contention).
+        why = seat_text(request, fleet, decision, settings.policy).partition(": ")[2]
         return _start(ctx, worker, prepared, decision.claim, decision.devices, decision.node,
                       f"joined claim {decision.claim} on node {decision.node} "
-                      f"({others} other worker(s))", pin=decision.node,
+                      f"({others} other worker(s)): {why}", pin=decision.node,
                       before=_commit_join(ctx, worker, decision.claim), decided="join_claim")
     assert isinstance(decision, Wait)
     reason = decision.reason

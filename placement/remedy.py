@@ -21,7 +21,12 @@ Rules:
 * Each enabled node gets one verdict line for the worker: whether it accepts
   the role, its device geometry and free devices, its pod slots when they
   are checked, and what each of its claims says to a join (full, too small,
-  not yet allocated, host memory, pod limit).
+  not yet allocated, exclusive, host memory, pod limit).
+* An exclusive worker joins no claim, so the changes that open a seat on a
+  claim (allocation, seats, host memory) are never offered to it; and no
+  change opens a claim an exclusive worker is on.
+* A worker that would be seated now gets the seat and why it was chosen
+  (``seat_text``: ``joins claim-x: same owner``) under the policy given.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from placement.decide import Reason, explain, find_seat
+from placement.decide import JoinClaim, NewClaim, Reason, explain, find_seat, seat_text
 from placement.fleet import Fleet
 from placement.model import (
     MAX_CLAIM_CONSUMERS,
@@ -40,6 +45,7 @@ from placement.model import (
     devices_needed,
     per_device_share,
 )
+from placement.policy import DEFAULT_POLICY, Policy
 from placement.quantity import format_gib
 
 __all__ = [
@@ -58,7 +64,8 @@ class ClaimVerdict:
     claim: str
     workers: int
     devices: int
-    verdict: str  # open | full | too small | not yet allocated | host memory | pod limit
+    # open | full | too small | not yet allocated | exclusive | host memory | pod limit
+    verdict: str
     detail: str
 
 
@@ -106,17 +113,21 @@ class Diagnosis:
     nodes: tuple[NodeVerdict, ...]
     change: Change | None  # the smallest change that would seat it; None: no single one
     alternatives: tuple[Change, ...] = ()  # the best of each kind that would, smallest first
+    seat: NewClaim | JoinClaim | None = None  # where it would be seated now, if anywhere
+    seat_text: str = ""  # and why that seat: "joins claim-x: same owner"
 
 
-def diagnose(request: Request, fleet: Fleet) -> Diagnosis:
+def diagnose(request: Request, fleet: Fleet, policy: Policy = DEFAULT_POLICY) -> Diagnosis:
     """Every enabled node's verdict for ``request``, its reason, and the smallest remedy."""
     claims_on: dict[str, list[Claim]] = {}
     for claim in fleet.claims:
         claims_on.setdefault(claim.node, []).append(claim)
     verdicts = tuple(_node_verdict(request, fleet, node, claims_on.get(node.name, []))
                      for node in fleet.nodes)
-    if find_seat(request, fleet) is not None:
-        return Diagnosis(None, verdicts, None)
+    seat = find_seat(request, fleet, policy)
+    if seat is not None:
+        return Diagnosis(None, verdicts, None, seat=seat,
+                         seat_text=seat_text(request, fleet, seat, policy))
     options = changes(request, fleet)
     return Diagnosis(explain(request, fleet), verdicts, options[0] if options else None,
                      options)
@@ -158,6 +169,7 @@ def _node_verdict(request: Request, fleet: Fleet, node: Node, claims: list[Claim
     pod_limit = not fleet.has_pod_slot(node.name)
     claim_verdicts = tuple(_claim_verdict(request, node, claim, parked, pod_limit)
                            for claim in claims)
+    alone = request.exclusive
     geometry = f"{node.devices} x {format_gib(node.device_memory)}"
     roles = tuple(sorted(str(role) for role in node.roles))
     if not accepts:
@@ -172,6 +184,8 @@ def _node_verdict(request: Request, fleet: Fleet, node: Node, claims: list[Claim
         summary = f"{geometry}, {free} free; needs {needed}"
         if free >= needed:
             summary += ": a new claim fits"
+        elif alone:
+            summary += "; runs alone (exclusive): waits for free devices"
         elif claim_verdicts:
             summary += "; claims: " + _tally(claim_verdicts)
         else:
@@ -194,6 +208,10 @@ def _claim_verdict(request: Request, node: Node, claim: Claim, parked: int,
 
     if not claim.allocated:
         return verdict("not yet allocated", "never joined before DRA allocates it")
+    if request.exclusive:
+        return verdict("exclusive", "this worker runs alone: it joins no claim")
+    if claim.exclusive:
+        return verdict("exclusive", "an exclusive worker is on it: no one joins it")
     if share > node.device_memory:
         return verdict("too small", f"{format_gib(share)} per device would not fit "
                        f"{claim.devices} x {format_gib(node.device_memory)}")
@@ -224,7 +242,8 @@ def _tally(verdicts: tuple[ClaimVerdict, ...]) -> str:
     counts: dict[str, int] = {}
     for item in verdicts:
         counts[item.verdict] = counts.get(item.verdict, 0) + 1
-    order = ("open", "full", "too small", "host memory", "pod limit", "not yet allocated")
+    order = ("open", "full", "too small", "exclusive", "host memory", "pod limit",
+             "not yet allocated")
     return ", ".join(f"{counts[kind]} {kind}" for kind in order if kind in counts)
 
 
@@ -235,7 +254,9 @@ def _candidates(request: Request, fleet: Fleet) -> Iterator[tuple[Change, Node]]
     """Single changes, least intrusive first; each with the node as it would be after it."""
     role, memory = request.role, request.memory
     nodes = fleet.nodes
-    claims = fleet.claims
+    # Kinds 1-3 open a seat on a claim: none for a worker that runs alone, none on a
+    # claim an exclusive worker is on.
+    claims = () if request.exclusive else tuple(c for c in fleet.claims if not c.exclusive)
     # 1. A claim the worker could join once DRA allocates it.
     pending = sorted((c.node, c.name) for c in claims if not c.allocated)
     for node_name, claim_name in pending:

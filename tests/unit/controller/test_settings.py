@@ -3,6 +3,7 @@ from click.testing import CliRunner
 
 from controller import main
 from controller.settings import Settings, SettingsError, parse_duration, parse_http_address
+from placement import Policy, Strategy
 
 
 @pytest.mark.parametrize(("text", "seconds"), [
@@ -71,3 +72,25 @@ def test_bad_flag_is_a_usage_error() -> None:
     result = CliRunner().invoke(main.command, ["--retry-interval", "soon"])
     assert result.exit_code == 2
     assert "not a duration" in result.output
+
+
+def test_the_strategy_is_spread_unless_set_by_flag_or_environment(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    assert Settings(namespace="openrl").policy == Policy(Strategy.SPREAD, owner_affinity=True)
+    assert Settings(namespace="openrl", strategy="binpack").policy.strategy is Strategy.BINPACK
+    with pytest.raises(SettingsError, match="strategy 'pack' is not one of spread, binpack"):
+        Settings(namespace="openrl", strategy="pack")
+    seen = {}
+
+    def fake_run(settings: Settings, **_: object) -> int:
+        seen["settings"] = settings
+        return 0
+
+    monkeypatch.setattr(main, "run", fake_run)
+    monkeypatch.setattr(main, "configure", lambda *a, **k: None)
+    monkeypatch.setattr(main.signal, "signal", lambda *a: None)
+    result = CliRunner().invoke(main.command, [], env={"OPEN_RL_STRATEGY": "binpack"})
+    assert result.exit_code == 0, result.output
+    assert seen["settings"].strategy == "binpack"
+    refused = CliRunner().invoke(main.command, ["--strategy", "pack"])
+    assert refused.exit_code == 2 and "'pack' is not one of 'spread', 'binpack'" in refused.output

@@ -140,3 +140,39 @@ def test_no_seat_is_suggested_past_the_256_consumers_a_claim_lists() -> None:
     late = _arrive(sim, "late", 1)
     diagnosis = diagnose(late, sim.fleet)
     assert [c.kind for c in diagnosis.alternatives] == ["freeDevices"]
+
+
+def test_an_exclusive_worker_is_offered_devices_never_a_seat() -> None:
+    sim = _sim(Node("gpu-7", 1, 80 * GiB, host_memory=1024 * GiB, max_workers_per_claim=2))
+    _arrive(sim, "a", 30)
+    solo = Request("solo", TRAINER, 30 * GiB, exclusive=True)
+    sim.arrive(solo)
+    diagnosis = diagnose(solo, sim.fleet)
+    # claim-a has a free seat, but the worker runs alone: only a device seats it.
+    assert [change.kind for change in diagnosis.alternatives] == ["freeDevices"]
+    (node,) = diagnosis.nodes
+    assert node.summary.endswith("runs alone (exclusive): waits for free devices")
+    assert [claim.verdict for claim in node.claims] == ["exclusive"]
+
+
+def test_no_change_opens_the_claim_of_an_exclusive_worker() -> None:
+    sim = _sim(Node("gpu-7", 1, 80 * GiB, host_memory=1024 * GiB, max_workers_per_claim=2))
+    sim.arrive(Request("solo", TRAINER, 30 * GiB, exclusive=True))
+    late = _arrive(sim, "late", 30)
+    diagnosis = diagnose(late, sim.fleet)
+    assert diagnosis.reason is not None
+    assert "1 claim it fits holds an exclusive worker" in diagnosis.reason.detail
+    assert [change.kind for change in diagnosis.alternatives] == ["freeDevices"]
+    assert diagnosis.nodes[0].claims[0].detail == "an exclusive worker is on it: no one joins it"
+
+
+def test_a_worker_seated_now_is_told_where_and_why() -> None:
+    sim = _sim(Node("gpu-a", 1, 80 * GiB, max_workers_per_claim=4),
+               Node("gpu-b", 1, 80 * GiB, max_workers_per_claim=4))
+    sim.arrive(Request("a-train", TRAINER, 10 * GiB, "alpha"))
+    sim.arrive(Request("b-train", TRAINER, 10 * GiB, "beta"))
+    diagnosis = diagnose(Request("b-sample", SAMPLER, 10 * GiB, "beta"), sim.fleet)
+    assert diagnosis.reason is None
+    assert diagnosis.seat_text == "joins claim-b-train: same owner"
+    alone = diagnose(Request("x", SAMPLER, 10 * GiB), sim.fleet)
+    assert alone.seat_text == "joins claim-a-train: no free devices (contention)"

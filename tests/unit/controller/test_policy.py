@@ -1,0 +1,49 @@
+"""The placement policy in the controller: --strategy, a worker's spec.exclusive, owner affinity."""
+
+from __future__ import annotations
+
+from tests.unit.controller.conftest import Cluster
+
+SHARING = {"openrl.io/max-workers-per-claim": "2"}
+
+
+def test_binpack_joins_an_allocated_claim_before_cutting_a_new_one() -> None:
+    c = Cluster(devices=2, node_labels=SHARING, strategy="binpack")
+    a = c.place("a")
+    c.allocate_and_run("a")
+    b = c.place("b")  # a device is free, but a's claim can seat b
+    assert b["claimName"] == a["claimName"]
+    assert b["reason"].endswith("binpack joins before cutting")
+    third = c.place("third")  # a's claim is full: a new claim
+    assert third["claimName"] not in {a["claimName"]}
+
+
+def test_an_exclusive_worker_is_never_joined_and_waits_for_a_device_of_its_own() -> None:
+    c = Cluster(devices=2, node_labels=SHARING)
+    solo = c.place("solo", exclusive=True)
+    b = c.place("b")
+    c.allocate_and_run("solo")
+    c.allocate_and_run("b")
+    joined = c.place("c")  # no device free: c joins b's claim, never solo's
+    assert joined["claimName"] == b["claimName"] != solo["claimName"]
+    waiting = c.place("solo-2", exclusive=True)
+    assert waiting["phase"] == "Pending"
+    assert "exclusive: it shares no claim and waits for devices of its own" in waiting["reason"]
+
+
+def test_a_joiner_goes_to_its_owners_claim_first() -> None:
+    c = Cluster(devices=2, node_labels=SHARING)
+    a = c.place("a", ownerId="job-a")
+    b = c.place("b", ownerId="job-b")
+    c.allocate_and_run("a")
+    c.allocate_and_run("b")
+    joined = c.place("b-sampler", "10Gi", role="sampler", ownerId="job-b")
+    assert joined["claimName"] == b["claimName"] != a["claimName"]
+    assert joined["reason"].endswith("same owner")
+
+
+def test_exclusive_must_be_true_or_false() -> None:
+    c = Cluster(devices=1)
+    status = c.place("w", exclusive="yes")
+    assert status["phase"] == "Failed"
+    assert "spec.exclusive 'yes' is not true or false" in status["reason"]
