@@ -46,8 +46,10 @@ def test_http_address() -> None:
     assert parse_http_address("") is None
 
 
-def test_flags_fall_back_to_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    seen = {}
+@pytest.fixture
+def seen(monkeypatch: pytest.MonkeyPatch) -> dict[str, Settings]:
+    """The settings the command would run with, instead of running."""
+    seen: dict[str, Settings] = {}
 
     def fake_run(settings: Settings, **_: object) -> int:
         seen["settings"] = settings
@@ -56,6 +58,10 @@ def test_flags_fall_back_to_environment(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setattr(main, "run", fake_run)
     monkeypatch.setattr(main, "configure", lambda *a, **k: None)
     monkeypatch.setattr(main.signal, "signal", lambda *a: None)
+    return seen
+
+
+def test_flags_fall_back_to_environment(seen: dict[str, Settings]) -> None:
     env = {"OPEN_RL_NAMESPACE": "gpus", "OPEN_RL_DEVICE_CLASS": "gpu.nvidia.com",
            "OPEN_RL_RETRY_INTERVAL": "5s", "OPEN_RL_LEADER_ELECT": "false",
            "OPEN_RL_LOG_FORMAT": "text"}
@@ -75,20 +81,11 @@ def test_bad_flag_is_a_usage_error() -> None:
 
 
 def test_the_strategy_is_spread_unless_set_by_flag_or_environment(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        seen: dict[str, Settings]) -> None:
     assert Settings(namespace="openrl").policy == Policy(Strategy.SPREAD, owner_affinity=True)
     assert Settings(namespace="openrl", strategy="binpack").policy.strategy is Strategy.BINPACK
     with pytest.raises(SettingsError, match="strategy 'pack' is not one of spread, binpack"):
         Settings(namespace="openrl", strategy="pack")
-    seen = {}
-
-    def fake_run(settings: Settings, **_: object) -> int:
-        seen["settings"] = settings
-        return 0
-
-    monkeypatch.setattr(main, "run", fake_run)
-    monkeypatch.setattr(main, "configure", lambda *a, **k: None)
-    monkeypatch.setattr(main.signal, "signal", lambda *a: None)
     result = CliRunner().invoke(main.command, [], env={"OPEN_RL_STRATEGY": "binpack"})
     assert result.exit_code == 0, result.output
     assert seen["settings"].strategy == "binpack"
