@@ -424,6 +424,14 @@ def test_bad_values_are_refused_naming_the_value(helm_env: dict[str, str], value
     assert named in message, message
 
 
+def test_the_strategy_reaches_the_scheduler_only_when_not_the_default(
+        helm_env: dict[str, str], defaults: list[Doc]) -> None:
+    assert "OPEN_RL_STRATEGY" not in env_of(defaults)
+    docs = template(helm_env, "--set", "scheduler.strategy=binpack")
+    assert env_of(docs)["OPEN_RL_STRATEGY"] == "binpack"
+    assert "strategy" in refused(helm_env, "--set", "scheduler.strategy=pack")
+
+
 def test_the_scheduler_level_and_every_control_name(helm_env: dict[str, str],
                                                     defaults: list[Doc]) -> None:
     assert "OPEN_RL_TEMPLATE_POD_SECURITY" not in env_of(defaults)

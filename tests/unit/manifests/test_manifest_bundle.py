@@ -202,11 +202,14 @@ def test_crd_spec_contract() -> None:
         "modelId",
         "ownerId",
         "memory",
+        "exclusive",
         "estimatorVersion",
         "podTemplate",
         "container",
     }
     assert props["role"]["enum"] == ["trainer", "sampler"]
+    # A worker that runs alone says so at creation; like the rest of spec, never after.
+    assert props["exclusive"] == {**props["exclusive"], "type": "boolean", "default": False}
     assert props["modelId"]["minLength"] == 1
     assert props["podTemplate"]["required"] == ["name"]
     assert props["podTemplate"]["properties"]["key"]["default"] == "pod.yaml"
