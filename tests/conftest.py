@@ -40,8 +40,8 @@ def early(name: str, script: str) -> None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    if os.environ.get("GOTOOL_EARLY", "1") == "0":
-        return
+    if os.environ.get("GOTOOL_EARLY", "1") == "0" or session.config.option.collectonly:
+        return  # nothing will run that needs them
     selected = {Path(str(item.path)).name for item in session.items}
     if any(item.get_closest_marker("tools") for item in session.items):
         early("gotool", " && ".join(f"hack/gotool.sh {name}" for name in TOOLS))
