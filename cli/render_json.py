@@ -19,15 +19,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from cli.replay import (
+from cli.eventlog import (
     AddNodeStep,
     AllocateStep,
     ArriveStep,
     ExpectStep,
     LeaveStep,
-    Report,
     Step,
 )
+from cli.replay import Report
 from cli.turns import Turns
 from placement import Fleet, Request, Role
 from placement.quantity import format_gib
@@ -57,9 +57,8 @@ def to_document(report: Report) -> dict[str, Any]:
         if step.__class__ is ArriveStep:
             arrived[step.worker] = at
             seated.pop(step.worker, None)
-        if step.__class__ is not ExpectStep:
-            for seat in step.placed:  # type: ignore[union-attr]
-                seated[seat.worker] = at
+        for seat in step.placed:
+            seated[seat.worker] = at
     end = at
     would_seat = _would_seat(report)
     return {

@@ -22,16 +22,15 @@ from collections.abc import Iterator, Sequence
 import click
 
 from cli.clock import format_duration
-from cli.replay import (
+from cli.eventlog import (
     AddNodeStep,
     AllocateStep,
     ArriveStep,
     ExpectStep,
     LeaveStep,
-    NodeSummary,
-    Report,
     Step,
 )
+from cli.replay import NodeSummary, Report
 from cli.show import printable as shown
 from cli.turns import Turns
 from placement import Node
@@ -90,7 +89,7 @@ def render_table(report: Report, title: str) -> Iterator[str]:
 def _event_rows(steps: Sequence[Step], nodes: dict[str, Node]) -> Iterator[list[str]]:
     for index, step in enumerate(steps):
         own: Placement | None = None
-        retried = step.placed if not isinstance(step, ExpectStep) else ()
+        retried = step.placed
         if isinstance(step, ArriveStep):
             own, retried = (step.placed[0], step.placed[1:]) if step.placed else (None, ())
             outcome = (_seat_text(own, nodes) if own is not None

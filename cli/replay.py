@@ -1,10 +1,11 @@
 """Replay a scenario through the placement simulation and record what happened.
 
 The replay is a function from a :class:`~cli.scenario.Scenario` to a
-:class:`Report`: every step (who went where, who waits and why, which pending
-workers a capacity change let in), every expectation's verdict, and the
-fleet as it stands at the end. It prints nothing and reads no files; the
-renderers turn a report into text.
+:class:`Report`: its one log of steps (``cli.eventlog``: who went where, who
+waits and why, which pending workers a capacity change let in, every
+expectation's verdict, each node's link), the fleet as it stands at the end,
+and the shared claims' turns played off that log. It prints nothing and reads
+no files; the renderers turn a report into text, each from the log.
 
 Every decision is the placement library's (``placement.Simulation``), so the
 CLI and the controller cannot drift apart. What the replay adds is the
@@ -15,10 +16,19 @@ scenario's own rules: an event about a worker that is not there, or an
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
-
 import attrs
 
+from cli.eventlog import (
+    DEFAULT_BANDWIDTH,
+    AddNodeStep,
+    AllocateStep,
+    ArriveStep,
+    EventLog,
+    ExpectStep,
+    LeaveStep,
+    NodeLink,
+    Step,
+)
 from cli.scenario import (
     AddNode,
     Allocate,
@@ -26,72 +36,17 @@ from cli.scenario import (
     Event,
     Expect,
     Leave,
+    NodeSpec,
     Scenario,
     ScenarioError,
 )
 from cli.show import excerpt
+from cli.turns import Turns, play_turns
 from placement import Claim, Node, PlacementError
-from placement.simulator.simulation import Placement, Seating, Simulation, WorkerState
+from placement.simulator.simulation import Seating, Simulation, WorkerState
+from placement.turns import TurnSettings
 
-if TYPE_CHECKING:
-    from cli.turns import Turns
-
-__all__ = [
-    "AddNodeStep",
-    "AllocateStep",
-    "ArriveStep",
-    "ExpectStep",
-    "LeaveStep",
-    "NodeSummary",
-    "Report",
-    "Step",
-    "replay",
-]
-
-
-# A step lists under ``placed`` the workers it seated (``placement.Placement``),
-# the event's own worker first. Arrivals and departures are nearly every step
-# of a large replay: named tuples, because they cost a third of a frozen attrs
-# instance.
-class ArriveStep(NamedTuple):
-    worker: str
-    placed: tuple[Placement, ...]
-    reason: str | None  # why the arriving worker waits; None once it is placed
-
-
-class LeaveStep(NamedTuple):
-    worker: str
-    claim: str | None  # the claim it left; None when it left while pending
-    released: bool  # its claim had no one left and returned its devices
-    placed: tuple[Placement, ...]
-
-
-@attrs.frozen
-class AllocateStep:
-    worker: str
-    claim: str
-    node: str
-    placed: tuple[Placement, ...]
-
-
-@attrs.frozen
-class AddNodeStep:
-    node: str
-    placed: tuple[Placement, ...]
-
-
-@attrs.frozen
-class ExpectStep:
-    worker: str
-    expected: dict[str, object]
-    failure: str | None  # what was expected and what was seen; None when it held
-
-    @property
-    def passed(self) -> bool:
-        return self.failure is None
-
-
-Step = ArriveStep | LeaveStep | AllocateStep | AddNodeStep | ExpectStep
+__all__ = ["NodeSummary", "Report", "replay"]
 
 
 @attrs.frozen
@@ -112,19 +67,28 @@ class NodeSummary:
 
 @attrs.frozen
 class Report:
+    """The replay: its log (``cli.eventlog``), the fleet at the end, the turns played."""
+
     dra: str
-    steps: tuple[Step, ...]
+    log: EventLog
     workers: tuple[WorkerState, ...]  # present at the end, in arrival order
     claims: tuple[Claim, ...]  # by name
     nodes: tuple[NodeSummary, ...]  # by name
-    # Seconds since the start, one per step; None when the scenario gives no times.
-    times: tuple[float, ...] | None = None
-    turns: Turns | None = None  # the shared claims' turns, played (cli.turns)
+    turns: Turns | None = None  # the shared claims' turns, played off the log (cli.turns)
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        return self.log.steps
+
+    @property
+    def times(self) -> tuple[float, ...] | None:
+        """Seconds since the start, one per step; None when the scenario gives no times."""
+        return self.log.times
 
     @property
     def clock(self) -> tuple[float, ...] | range:
         """Each step's time: seconds, or without times the step's index (waits count events)."""
-        return self.times if self.times is not None else range(len(self.steps))
+        return self.log.clock
 
     @property
     def expectations(self) -> tuple[ExpectStep, ...]:
@@ -146,11 +110,18 @@ def replay(scenario: Scenario, *, idle_allocations: bool = False) -> Report:
     run = _Run(scenario)
     run.idle_allocations = idle_allocations
     steps = tuple(run.apply(index, event) for index, event in enumerate(scenario.events))
-    report = run.report(steps)
-    if scenario.turns is None:
-        return report
-    from cli.turns import play_turns  # it reads the report's steps: imported once they exist
-    return attrs.evolve(report, turns=play_turns(scenario, scenario.turns, report))
+    log = EventLog(steps, scenario.times,
+                   tuple(_link(spec, scenario.turns) for spec in scenario.nodes), scenario.turns)
+    return run.report(log, play_turns(log) if scenario.turns is not None else None)
+
+
+def _link(spec: NodeSpec, settings: TurnSettings | None) -> NodeLink:
+    """The node as its switches see it: the log's rule for the bandwidth, in one place."""
+    own = spec.turns
+    bandwidth = ((own.bandwidth if own is not None else None)
+                 or spec.host_to_device_bandwidth or DEFAULT_BANDWIDTH)
+    return NodeLink(spec.name, spec.devices, bandwidth,
+                    own.settings(settings) if own is not None and settings is not None else None)
 
 
 class _Run:
@@ -198,7 +169,8 @@ class _Run:
         if not placed:
             state_reason = self.sim.state(event.name).reason
             reason = str(state_reason) if state_reason is not None else None
-        return ArriveStep(event.name, placed, reason)
+        return ArriveStep(event.name, placed, reason, event.role, event.memory,
+                          event.owner or event.name, event.demand)
 
     def _leave(self, index: int, event: Leave) -> LeaveStep:
         worker = event.worker
@@ -232,7 +204,8 @@ class _Run:
         name = event.node.name
         if self.sim.fleet.node(name) is not None:
             raise ScenarioError(f"{where}.name", f"duplicate node {excerpt(name)}")
-        return AddNodeStep(name, tuple(self.sim.add_node(event.node.to_node())))
+        return AddNodeStep(name, tuple(self.sim.add_node(event.node.to_node())),
+                           _link(event.node, self.scenario.turns))
 
     def _expect(self, index: int, event: Expect, where: str) -> ExpectStep:
         self._require_worker(event.worker, f"{where}.worker")
@@ -258,7 +231,7 @@ class _Run:
 
     # ------------------------------------------------------------------ ending
 
-    def report(self, steps: tuple[Step, ...]) -> Report:
+    def report(self, log: EventLog, turns: Turns | None) -> Report:
         fleet = self.sim.fleet
         claims = fleet.claims
         on_node: dict[str, list[Claim]] = {}
@@ -275,7 +248,7 @@ class _Run:
             for node in fleet.nodes
         )
         workers = tuple(self.sim.state(worker) for worker in self.sim.workers())
-        return Report(self.scenario.dra, steps, workers, claims, nodes, self.scenario.times)
+        return Report(self.scenario.dra, log, workers, claims, nodes, turns)
 
 
 def _where_in_scenario(index: int, event: Event) -> str:

@@ -22,7 +22,6 @@ from cli import figures
 from cli.clock import format_duration
 from cli.render_json import turns_document
 from cli.replay import Report
-from cli.scenario import Scenario
 from cli.timeline import (
     ROLES,
     SharedClaim,
@@ -30,7 +29,7 @@ from cli.timeline import (
     Timeline,
     Wait,
     WaitStats,
-    build_timeline,
+    timeline_of,
     wait_stats,
 )
 from cli.turns import Turns, play_turns
@@ -75,13 +74,13 @@ class Variant:
     summary: Summary
 
 
-def write_report(path: Path, name: str, scenario: Scenario, report: Report) -> int:
-    """The page for one replay; a path ending in ``.svg`` gets the over-time figure alone."""
-    timeline = build_timeline(scenario, report)
+def write_report(path: Path, name: str, scenario: object, report: Report) -> int:
+    """The page for one replay; a path ending in ``.svg`` gets the over-time figure alone.
+    Everything comes from the report's log: ``scenario`` is not read (its callers pass it)."""
+    timeline = timeline_of(report.log)
     if path.suffix.lower() == ".svg":
         return write_page(path, figures.over_time(timeline, name))
-    return write_page(path, scenario_page(name, scenario, report, timeline,
-                                          _drawn_turns(scenario, report)))
+    return write_page(path, scenario_page(name, report, timeline, _drawn_turns(report)))
 
 
 def write_page(path: Path, page: str) -> int:
@@ -91,7 +90,7 @@ def write_page(path: Path, page: str) -> int:
     return len(data)
 
 
-def scenario_page(name: str, scenario: Scenario, report: Report, timeline: Timeline,
+def scenario_page(name: str, report: Report, timeline: Timeline,
                   turns: Turns | None = None) -> str:
     """``turns``: the replay's, with intervals kept for the claims to draw (``report.turns``
     when not given: then the section has no residency figure)."""
@@ -231,7 +230,7 @@ def _shared_section(shared: Sequence[SharedClaim]) -> str:
     return intro + table + _more(len(ordered) - ROWS, "shared claims", "by dearest switch")
 
 
-def _drawn_turns(scenario: Scenario, report: Report) -> Turns | None:
+def _drawn_turns(report: Report) -> Turns | None:
     """The replay's turns with the busiest claims' intervals: the first pass says which they
     are; only those are played again, keeping their intervals (keeping every claim's would
     cost memory the page never uses, and replaying every claim time it never shows)."""
@@ -239,7 +238,7 @@ def _drawn_turns(scenario: Scenario, report: Report) -> Turns | None:
     if turns is None or turns.note is not None or not turns.claims:
         return turns
     busiest = frozenset(claim.claim for claim in turns.claims[:DRAWN])
-    again = play_turns(scenario, turns.settings, report, keep=busiest, only=busiest)
+    again = play_turns(report.log, keep=busiest, only=busiest)
     intervals = {claim.claim: claim.intervals for claim in again.claims}
     return replace(turns, claims=tuple(
         replace(claim, intervals=intervals[claim.claim]) if claim.claim in intervals else claim

@@ -1,6 +1,6 @@
 """A replay seen over time: what the report draws and what ``compare`` counts.
 
-Everything here is read off a finished replay (the scenario and its steps);
+Everything here is read off a finished replay's log (``cli.eventlog``);
 nothing re-decides. The rules:
 
 * The state after a step holds from that step's time until the next step's.
@@ -15,7 +15,8 @@ nothing re-decides. The rules:
   keeps workers waiting).
 * A shared claim is one that held two or more workers at some moment. One
   switch on it parks the outgoing worker and restores the incoming one, so it
-  moves both workers' memory across the node's host-to-device link.
+  moves both workers' memory across the node's host-to-device link (the
+  log's link for the node: the bandwidth its turns are played at).
 * Figures are down-sampled on the time axis only: each interval shows the
   moment within it with the most in use (and the least, as a line), so a
   spike between two samples is never lost.
@@ -27,11 +28,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cli.replay import AddNodeStep, ArriveStep, ExpectStep, LeaveStep, Report
-from cli.scenario import AddNode, Arrive, NodeSpec, Scenario
+from cli.eventlog import AddNodeStep, AllocateStep, ArriveStep, EventLog, LeaveStep, walk
+from cli.replay import Report
+from placement.simulator.simulation import Placement
 
 __all__ = [
-    "DEFAULT_BANDWIDTH",
     "ROLES",
     "USES",
     "Sampled",
@@ -42,10 +43,10 @@ __all__ = [
     "WaitStats",
     "build_timeline",
     "downsample",
+    "timeline_of",
     "wait_stats",
 ]
 
-DEFAULT_BANDWIDTH = 25 * 10**9  # bytes per second: 25GB/s, a PCIe 4.0 x16 link in practice
 ROLES = ("trainer", "sampler")
 USES = ("trainer", "sampler", "both")  # whose workers a claim's devices serve
 
@@ -71,7 +72,7 @@ class SharedClaim:
     devices: int
     workers: tuple[tuple[str, int], ...]  # every worker it ever held, with its memory, in order
     most: int  # the most workers it held at once
-    bandwidth: int  # the node's host-to-device bytes per second
+    bandwidth: int  # the node's host-to-device bytes per second (its link in the log)
 
     @property
     def switch_seconds(self) -> tuple[float, float]:
@@ -179,99 +180,114 @@ class _Claim:
         return "both" if trainers and samplers else "trainer" if trainers else "sampler"
 
 
-def build_timeline(scenario: Scenario, report: Report) -> Timeline:
-    """Walk the replay's steps once, keeping the fleet's counters after each."""
-    specs: dict[str, NodeSpec] = {spec.name: spec for spec in scenario.nodes}
-    requests: dict[str, Arrive] = {}
-    arrived: dict[str, float] = {}
-    seat_of: dict[str, str] = {}  # worker -> claim
-    claims: dict[str, _Claim] = {}
-    every_claim: list[tuple[str, _Claim]] = []
-    waits: list[Wait] = []
-    waiting: dict[str, int] = {}  # worker -> its index in ``waits`` while it has no seat
-    capacity = sum(spec.devices for spec in scenario.nodes)
-    start_capacity = capacity
-    in_use = dict.fromkeys(USES, 0)
-    seated = dict.fromkeys(ROLES, 0)
-    pending = dict.fromkeys(ROLES, 0)
-    series_capacity: list[int] = []
-    series_devices: dict[str, list[int]] = {use: [] for use in USES}
-    series_seats: dict[str, list[int]] = {role: [] for role in ROLES}
-    series_pending: dict[str, list[int]] = {role: [] for role in ROLES}
+def timeline_of(log: EventLog) -> Timeline:
+    """The replay's log walked once, keeping the fleet's counters after each step."""
+    counters = _Counters(log)
+    walk(log, counters)
+    return counters.timeline(log)
 
-    def take_seat(worker: str, claim_name: str, node: str, devices: int, new: bool,
-                  at: float) -> None:
-        role = requests[worker].role
-        if new:
-            claim = claims[claim_name] = _Claim(node, devices)
-            every_claim.append((claim_name, claim))
+
+def build_timeline(scenario: object, report: Report) -> Timeline:
+    """``timeline_of(report.log)``, in the form ``compare`` calls: the scenario is not read
+    (the log carries all of it)."""
+    return timeline_of(report.log)
+
+
+class _Counters:
+    """The log read over time (``cli.eventlog``'s reader): the series, waits and claims."""
+
+    def __init__(self, log: EventLog) -> None:
+        self.bandwidth = {link.name: link.bandwidth for link in log.nodes}
+        self.arrivals: dict[str, ArriveStep] = {}
+        self.seat_of: dict[str, str] = {}  # worker -> claim
+        self.claims: dict[str, _Claim] = {}
+        self.every_claim: list[tuple[str, _Claim]] = []
+        self.waits: list[Wait] = []
+        self.waiting: dict[str, int] = {}  # worker -> its index in ``waits`` while unseated
+        self.capacity = self.start_capacity = sum(link.devices for link in log.nodes)
+        self.in_use = dict.fromkeys(USES, 0)
+        self.seated = dict.fromkeys(ROLES, 0)
+        self.pending = dict.fromkeys(ROLES, 0)
+        self.series_capacity: list[int] = []
+        self.series_devices: dict[str, list[int]] = {use: [] for use in USES}
+        self.series_seats: dict[str, list[int]] = {role: [] for role in ROLES}
+        self.series_pending: dict[str, list[int]] = {role: [] for role in ROLES}
+
+    def arrive(self, step: ArriveStep, at: float) -> None:
+        self.arrivals[step.worker] = step
+        self.waiting[step.worker] = len(self.waits)
+        self.waits.append(Wait(step.worker, step.owner, step.role, at, None, at))
+        self.pending[step.role] += 1
+
+    def leave(self, step: LeaveStep, at: float) -> None:
+        role = self.arrivals[step.worker].role
+        claim_name = self.seat_of.pop(step.worker, None)
+        if claim_name is None:
+            self.pending[role] -= 1
+            self._waited(self.waiting.pop(step.worker), None, at)
+            return
+        claim = self.claims[claim_name]
+        self.in_use[claim.use] -= claim.devices
+        claim.roles[role] -= 1
+        self.seated[role] -= 1
+        if step.released:
+            del self.claims[claim_name]
         else:
-            claim = claims[claim_name]
-            in_use[claim.use] -= claim.devices
+            self.in_use[claim.use] += claim.devices
+
+    def allocate(self, step: AllocateStep, at: float) -> None:
+        pass  # an unallocated claim already reserves its devices
+
+    def add_node(self, step: AddNodeStep, at: float) -> None:
+        self.bandwidth[step.node] = step.link.bandwidth
+        self.capacity += step.link.devices
+
+    def seat(self, seat: Placement, at: float) -> None:
+        worker = seat.worker
+        role = self.arrivals[worker].role
+        if seat.new_claim:
+            claim = self.claims[seat.claim] = _Claim(seat.node, seat.devices)
+            self.every_claim.append((seat.claim, claim))
+        else:
+            claim = self.claims[seat.claim]
+            self.in_use[claim.use] -= claim.devices
         claim.roles[role] += 1
         claim.history.append(worker)
         claim.most = max(claim.most, claim.roles["trainer"] + claim.roles["sampler"])
-        in_use[claim.use] += claim.devices
-        seat_of[worker] = claim_name
-        seated[role] += 1
-        index = waiting.pop(worker, None)
+        self.in_use[claim.use] += claim.devices
+        self.seat_of[worker] = seat.claim
+        self.seated[role] += 1
+        index = self.waiting.pop(worker, None)
         if index is not None:
-            pending[role] -= 1
-            wait = waits[index]
-            waits[index] = Wait(wait.worker, wait.owner, wait.role, wait.arrived, at, at)
+            self.pending[role] -= 1
+            self._waited(index, at, at)
 
-    for step, event, at in zip(report.steps, scenario.events, report.clock, strict=True):
-        if isinstance(step, ArriveStep):
-            assert isinstance(event, Arrive)
-            requests[step.worker] = event
-            arrived[step.worker] = at
-            waiting[step.worker] = len(waits)
-            waits.append(Wait(step.worker, event.owner or step.worker, event.role, at, None, at))
-            pending[event.role] += 1
-        elif isinstance(step, LeaveStep):
-            role = requests[step.worker].role
-            claim_name = seat_of.pop(step.worker, None)
-            if claim_name is None:
-                index = waiting.pop(step.worker)
-                pending[role] -= 1
-                wait = waits[index]
-                waits[index] = Wait(wait.worker, wait.owner, wait.role, wait.arrived, None, at)
-            else:
-                claim = claims[claim_name]
-                in_use[claim.use] -= claim.devices
-                claim.roles[role] -= 1
-                seated[role] -= 1
-                if step.released:
-                    del claims[claim_name]
-                else:
-                    in_use[claim.use] += claim.devices
-        elif isinstance(step, AddNodeStep):
-            assert isinstance(event, AddNode)
-            specs[event.node.name] = event.node
-            capacity += event.node.devices
-        if not isinstance(step, ExpectStep):
-            for seat in step.placed:
-                take_seat(seat.worker, seat.claim, seat.node, seat.devices, seat.new_claim, at)
-        series_capacity.append(capacity)
+    def stepped(self, at: float) -> None:
+        self.series_capacity.append(self.capacity)
         for use in USES:
-            series_devices[use].append(in_use[use])
+            self.series_devices[use].append(self.in_use[use])
         for role in ROLES:
-            series_seats[role].append(seated[role])
-            series_pending[role].append(pending[role])
+            self.series_seats[role].append(self.seated[role])
+            self.series_pending[role].append(self.pending[role])
 
-    end = report.clock[-1] if report.steps else 0.0
-    for index in waiting.values():
-        wait = waits[index]
-        waits[index] = Wait(wait.worker, wait.owner, wait.role, wait.arrived, None, end)
-    memory = {name: event.memory for name, event in requests.items()}
-    shared = [
-        SharedClaim(name, claim.node, claim.devices,
-                    tuple((worker, memory[worker]) for worker in claim.history), claim.most,
-                    specs[claim.node].host_to_device_bandwidth or DEFAULT_BANDWIDTH)
-        for name, claim in every_claim if claim.most >= 2
-    ]
-    return Timeline(report.times is not None, report.clock, series_capacity, series_devices,
-                    series_seats, series_pending, waits, shared, start_capacity)
+    def _waited(self, index: int, placed: float | None, until: float) -> None:
+        wait = self.waits[index]
+        self.waits[index] = Wait(wait.worker, wait.owner, wait.role, wait.arrived, placed, until)
+
+    def timeline(self, log: EventLog) -> Timeline:
+        end = log.clock[-1] if log.steps else 0.0
+        for index in self.waiting.values():
+            self._waited(index, None, end)
+        memory = {name: arrival.memory for name, arrival in self.arrivals.items()}
+        shared = [
+            SharedClaim(name, claim.node, claim.devices,
+                        tuple((worker, memory[worker]) for worker in claim.history), claim.most,
+                        self.bandwidth[claim.node])
+            for name, claim in self.every_claim if claim.most >= 2
+        ]
+        return Timeline(log.times is not None, log.clock, self.series_capacity,
+                        self.series_devices, self.series_seats, self.series_pending,
+                        self.waits, shared, self.start_capacity)
 
 
 # -------------------------------------------------------------- down-sampling

@@ -1,7 +1,8 @@
 """A replay's shared claims, their turns played: what sharing costs each worker.
 
-The replay's steps say who sat on which claim when; ``placement.turns.play``
-drives the very policy the node agent runs (``placement.turns``) over them.
+The replay's log (``cli.eventlog``) says who sat on which claim when;
+``placement.turns.play`` drives the very policy the node agent runs
+(``placement.turns``) over it.
 What this adds is the reading:
 
 * A worker's resident share is its resident seconds over the seconds it sat
@@ -12,22 +13,28 @@ What this adds is the reading:
 * A claim's switching share is its seconds spent parking or restoring over
   the seconds it had workers (from the first to the last).
 * A node's own ``turns`` play on its claims instead of the scenario's
-  settings (key by key), its ``hostToDeviceBandwidth`` there the cost of its
-  switches.
+  settings (key by key); its switches cost what the log's link for it says
+  (the same figure the report's shared-claims table prices them at).
 * Turns need a clock: a scenario whose events say no ``at`` gets a note, not
   an invented one.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cli.replay import AllocateStep, ArriveStep, ExpectStep, LeaveStep, Report
-from cli.scenario import AddNode, Arrive, NodeSpec, Scenario
-from cli.timeline import DEFAULT_BANDWIDTH
+from cli.eventlog import (
+    AddNodeStep,
+    AllocateStep,
+    ArriveStep,
+    EventLog,
+    LeaveStep,
+    NodeLink,
+    walk,
+)
+from placement.simulator.simulation import Placement
 from placement.turns import TurnSettings
 from placement.turns.play import ClaimTurns, MemberTurns, TurnPlay
 
@@ -96,63 +103,77 @@ class Turns:
                            self.waits[-1][0] if self.waits else 0.0)
 
 
-def play_turns(scenario: Scenario, settings: TurnSettings, report: Report, *,
-               keep: frozenset[str] = frozenset(), only: frozenset[str] | None = None,
-               compress: bool = True) -> Turns:
-    """Every shared claim of the replay, played under ``settings``; ``keep``: claims whose
-    intervals to record; ``only``: the claims to play (each claim's turns are its own, so
-    playing some leaves theirs exactly as they were), or None for every one; ``compress=False``:
-    every switch played, no cycle counted (the tests' reference)."""
-    if report.times is None:
+def play_turns(log: EventLog, *, keep: frozenset[str] = frozenset(),
+               only: frozenset[str] | None = None, compress: bool = True) -> Turns:
+    """Every shared claim of the replay's log, played under its settings; ``keep``: claims
+    whose intervals to record; ``only``: the claims to play (each claim's turns are its
+    own, so playing some leaves theirs exactly as they were), or None for every one;
+    ``compress=False``: every switch played, no cycle counted (the tests' reference)."""
+    if log.settings is None:
+        raise ValueError("the scenario sets no turns to play")
+    settings = log.settings
+    if log.times is None:
         return Turns(settings, NO_CLOCK, 0.0, (), (), (), ())
-    specs: dict[str, NodeSpec] = {spec.name: spec for spec in scenario.nodes}
-    arrivals: dict[str, Arrive] = {}
-    seated: dict[str, str] = {}  # worker -> claim, once allocated
-    placing: dict[str, list[str]] = {}  # unallocated claim -> its workers
-    play = TurnPlay(settings, keep=keep, compress=compress)
+    seats = _Seats(TurnPlay(settings, keep=keep, compress=compress), log.nodes, only)
+    walk(log, seats)
+    end = log.times[-1] if log.times else 0.0
+    seats.play.end(end)
+    own = tuple((name, link.turns) for name, link in sorted(seats.links.items())
+                if link.turns is not None)
+    return _read(settings, end, seats.play, own)
 
-    def join(worker: str, claim: str, node: str, at: float) -> None:
-        if only is not None and claim not in only:
+
+class _Seats:
+    """The log read for turns: who sits on which allocated claim, when (``cli.eventlog``'s
+    reader)."""
+
+    def __init__(self, play: TurnPlay, nodes: Sequence[NodeLink],
+                 only: frozenset[str] | None) -> None:
+        self.play = play
+        self.only = only
+        self.links = {link.name: link for link in nodes}
+        self.arrivals: dict[str, ArriveStep] = {}
+        self.seated: dict[str, str] = {}  # worker -> claim, once allocated
+        self.placing: dict[str, list[str]] = {}  # unallocated claim -> its workers
+
+    def arrive(self, step: ArriveStep, at: float) -> None:
+        self.arrivals[step.worker] = step
+
+    def leave(self, step: LeaveStep, at: float) -> None:
+        claim = self.seated.pop(step.worker, None)
+        if claim is not None:
+            self.play.leave(claim, step.worker, at)
+        elif step.claim is not None and step.claim in self.placing:
+            self.placing[step.claim].remove(step.worker)
+
+    def allocate(self, step: AllocateStep, at: float) -> None:
+        for worker in self.placing.pop(step.claim, ()):
+            self._join(worker, step.claim, step.node, at)
+
+    def add_node(self, step: AddNodeStep, at: float) -> None:
+        self.links[step.node] = step.link
+
+    def seat(self, seat: Placement, at: float) -> None:
+        if seat.allocated:
+            self._join(seat.worker, seat.claim, seat.node, at)
+        else:
+            self.placing.setdefault(seat.claim, []).append(seat.worker)
+
+    def stepped(self, at: float) -> None:
+        pass
+
+    def _join(self, worker: str, claim: str, node: str, at: float) -> None:
+        if self.only is not None and claim not in self.only:
             return
-        arrival = arrivals[worker]
-        seated[worker] = claim
-        spec = specs[node]
-        own = spec.turns
-        bandwidth = ((own.bandwidth if own is not None else None)
-                     or spec.host_to_device_bandwidth or DEFAULT_BANDWIDTH)
-        play.join(claim, node, bandwidth, worker, arrival.owner or worker, arrival.memory,
-                  arrival.demand, at, own.settings(settings) if own is not None else None)
-
-    for step, event, at in zip(report.steps, scenario.events, report.times, strict=True):
-        if isinstance(step, ExpectStep):
-            continue
-        if isinstance(step, ArriveStep):
-            assert isinstance(event, Arrive)
-            arrivals[step.worker] = event
-        elif isinstance(step, LeaveStep):
-            claim = seated.pop(step.worker, None)
-            if claim is not None:
-                play.leave(claim, step.worker, at)
-            elif step.claim is not None and step.claim in placing:
-                placing[step.claim].remove(step.worker)
-        elif isinstance(step, AllocateStep):
-            for worker in placing.pop(step.claim, ()):
-                join(worker, step.claim, step.node, at)
-        elif isinstance(event, AddNode):
-            specs[event.node.name] = event.node
-        for seat in step.placed:
-            if seat.allocated:
-                join(seat.worker, seat.claim, seat.node, at)
-            else:
-                placing.setdefault(seat.claim, []).append(seat.worker)
-    end = report.times[-1] if report.times else 0.0
-    play.end(end)
-    own = tuple((name, spec.turns.settings(settings)) for name, spec in sorted(specs.items())
-                if spec.turns is not None)
-    return dataclasses.replace(_read(settings, end, play), nodes=own)
+        arrival = self.arrivals[worker]
+        self.seated[worker] = claim
+        link = self.links[node]
+        self.play.join(claim, node, link.bandwidth, worker, arrival.owner, arrival.memory,
+                       arrival.demand, at, link.turns)
 
 
-def _read(settings: TurnSettings, end: float, play: TurnPlay) -> Turns:
+def _read(settings: TurnSettings, end: float, play: TurnPlay,
+          nodes: tuple[tuple[str, TurnSettings], ...]) -> Turns:
     by_worker: dict[str, list[MemberTurns]] = {}
     for member in play.members:
         by_worker.setdefault(member.worker, []).append(member)
@@ -185,7 +206,7 @@ def _read(settings: TurnSettings, end: float, play: TurnPlay) -> Turns:
                  tuple(OwnerTurns(owner, len(ws), sum(w.stayed for w in ws),
                                   sum(w.resident for w in ws))
                        for owner, ws in sorted(owners.items())),
-                 tuple(sorted(waits.items())))
+                 tuple(sorted(waits.items())), nodes)
 
 
 def _median(counted: Sequence[tuple[float, int]]) -> float:

@@ -138,8 +138,8 @@ def test_the_drawn_claims_replayed_alone_match_every_claim_replayed(
     replayed = replay(scenario)
     assert replayed.turns is not None and len(replayed.turns.claims) > page.DRAWN
     busiest = frozenset(c.claim for c in replayed.turns.claims[:page.DRAWN])
-    everything = play_turns(scenario, replayed.turns.settings, replayed, keep=busiest)
-    drawn = page._drawn_turns(scenario, replayed)
+    everything = play_turns(replayed.log, keep=busiest)
+    drawn = page._drawn_turns(replayed)
     # A cycle one claim found may serve another claim, but on the player's exact clock it
     # adds what playing it would: which claims were played changes nothing, to the bit.
     assert astuple(drawn) == astuple(everything)

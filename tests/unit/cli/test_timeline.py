@@ -11,7 +11,8 @@ from bench.generate import generate
 from cli.render_json import to_document
 from cli.replay import replay
 from cli.scenario import build_scenario, load_scenario
-from cli.timeline import ROLES, USES, Timeline, build_timeline, downsample, wait_stats
+from cli.timeline import ROLES, USES, Timeline, downsample, wait_stats
+from cli.timeline import timeline_of as read_timeline
 
 # A dev box: 2 x 24Gi, 94Gi of host memory, four workers per claim.
 BOX = """
@@ -24,7 +25,7 @@ events:
 
 def timeline_of(*events: str) -> Timeline:
     scenario = load_scenario(textwrap.dedent(BOX) + "".join(f"  - {e}\n" for e in events))
-    return build_timeline(scenario, replay(scenario))
+    return read_timeline(replay(scenario).log)
 
 
 def test_devices_seats_and_pending_follow_arrivals_and_departures() -> None:
@@ -133,7 +134,7 @@ def test_the_counters_end_where_the_replay_ends(seed: int) -> None:
         event["at"] = minute * 60
     scenario = build_scenario(document)
     report = replay(scenario)
-    t = build_timeline(scenario, report)
+    t = read_timeline(report.log)
     by_role = Counter(str(state.role) for state in report.workers if state.claim is not None)
     waiting = Counter(str(state.role) for state in report.workers if state.claim is None)
     assert {role: t.seats[role][-1] for role in ROLES} == {r: by_role[r] for r in ROLES}

@@ -199,8 +199,8 @@ def test_counted_cycles_give_every_worker_owner_and_claim_what_playing_every_swi
     scenario = load_scenario(text)
     report = replay(scenario)
     assert scenario.turns is not None
-    counted = play_turns(scenario, scenario.turns, report)
-    played = play_turns(scenario, scenario.turns, report, compress=False)
+    counted = play_turns(report.log)
+    played = play_turns(report.log, compress=False)
     assert counted.claims and sum(c.switches for c in counted.claims) > 100
 
     def same(a: object, b: object) -> bool:
@@ -218,3 +218,43 @@ def test_counted_cycles_give_every_worker_owner_and_claim_what_playing_every_swi
         assert (x.claim, x.switches, x.last) == (y.claim, y.switches, y.last)
         assert same(x.switching, y.switching)
     assert same(counted.summary().median_wait, played.summary().median_wait)
+
+
+SLOW_LINK = """
+turns: {quantum: 1m, minResident: 10s, yieldGrace: 30s}
+nodes:
+  - {name: slow, devices: 1, deviceMemory: 80Gi, maxWorkersPerClaim: 2,
+     hostToDeviceBandwidth: 25GB/s, turns: {hostToDeviceBandwidth: 1GB/s}}
+events:
+  - {at: 0, arrive: {name: big, role: sampler, memory: 10G, owner: alice}}
+  - {at: 0, arrive: {name: small, role: sampler, memory: 5G, owner: bob}}
+  - {at: 1h, leave: big}
+"""
+
+
+def test_a_node_at_1gbs_prices_its_switches_alike_in_the_report_the_table_and_the_json(
+        tmp_path: Path) -> None:
+    """The node's own turns bandwidth is what its switches cost everywhere: one switch
+    parks 10G and restores 5G (or the reverse), 15 s at 1GB/s, not 0.6 s at 25GB/s."""
+    import click
+
+    from cli.render_json import to_document
+    from cli.render_table import render_table
+    from cli.report import write_report
+
+    scenario = load_scenario(SLOW_LINK)
+    report = replay(scenario)
+    [(claim, played)] = to_document(report)["turns"]["claims"].items()
+    switches, seconds = played["switches"], played["switchingSeconds"]
+    # Every switch costs 15 s; besides them, only the first restore (10 s) and a park
+    # cut short by the end.
+    assert switches > 20
+    assert 15 * switches + 10 <= seconds <= 15 * switches + 10 + 10
+    table = [click.unstyle(line).split() for line in render_table(report, "slow")]
+    assert [claim, "slow", str(switches), f"{played['switchingShare']:.1%}"] in table
+    page_path = tmp_path / "page.html"
+    write_report(page_path, "slow", scenario, report)
+    page = page_path.read_text()
+    row = page[page.index(f"<tr><td>{claim}</td><td>slow</td>"):]
+    row = row[:row.index("</tr>")]
+    assert "<td>1GB/s</td><td>15s</td>" in row

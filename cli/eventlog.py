@@ -1,0 +1,150 @@
+"""The replay's record: one typed log of what happened, read by every output.
+
+The replay (``cli.replay``) writes it once; the table, the JSON document, the
+timeline, the turns played and the report page are each read off it, none off
+another's reading. Rules:
+
+* One step per scenario event, in order, each at its time (``EventLog.clock``:
+  seconds since the start, or the event's index when the scenario gives no
+  times).
+* Every step lists under ``placed`` the workers it seated, the event's own
+  worker first, then the pending workers the change let in (an expectation
+  seats no one).
+* An arrival carries what its worker asked for: role, memory, owner (itself
+  when it names none) and when it wants a turn.
+* A node, in the fleet at the start or added by a step, carries its *link*:
+  what moving memory between host and device costs on it (its own
+  ``turns.hostToDeviceBandwidth``, else its ``hostToDeviceBandwidth``, else
+  ``DEFAULT_BANDWIDTH``), and its own turn settings. Every figure that prices
+  a switch reads this one link.
+* ``walk`` is the one reading of the steps in order: it hands each step, then
+  each seat the step made, to a reader, so no reader repeats the dispatch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from placement.simulator.simulation import Placement
+from placement.turns import TurnSettings
+
+__all__ = [
+    "DEFAULT_BANDWIDTH",
+    "AddNodeStep",
+    "AllocateStep",
+    "ArriveStep",
+    "EventLog",
+    "ExpectStep",
+    "LeaveStep",
+    "NodeLink",
+    "Reader",
+    "Step",
+    "walk",
+]
+
+DEFAULT_BANDWIDTH = 25 * 10**9  # bytes per second: 25GB/s, a PCIe 4.0 x16 link in practice
+
+
+@dataclass(frozen=True, slots=True)
+class NodeLink:
+    """A node as switches on its claims see it."""
+
+    name: str
+    devices: int
+    bandwidth: int  # host-to-device bytes per second: what one switch's copying costs
+    turns: TurnSettings | None  # its own turn settings (over the scenario's); None: theirs
+
+
+@dataclass(frozen=True, slots=True)
+class ArriveStep:
+    worker: str
+    placed: tuple[Placement, ...]
+    reason: str | None  # why the arriving worker waits; None once it is placed
+    role: str
+    memory: int
+    owner: str
+    demand: tuple[tuple[float, float], ...] | None  # when it wants a turn; None: always
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveStep:
+    worker: str
+    claim: str | None  # the claim it left; None when it left while pending
+    released: bool  # its claim had no one left and returned its devices
+    placed: tuple[Placement, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AllocateStep:
+    worker: str
+    claim: str
+    node: str
+    placed: tuple[Placement, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AddNodeStep:
+    node: str
+    placed: tuple[Placement, ...]
+    link: NodeLink
+
+
+@dataclass(frozen=True, slots=True)
+class ExpectStep:
+    worker: str
+    expected: dict[str, object]
+    failure: str | None  # what was expected and what was seen; None when it held
+
+    @property
+    def passed(self) -> bool:
+        return self.failure is None
+
+    @property
+    def placed(self) -> tuple[Placement, ...]:
+        return ()
+
+
+Step = ArriveStep | LeaveStep | AllocateStep | AddNodeStep | ExpectStep
+
+
+@dataclass(frozen=True, slots=True)
+class EventLog:
+    steps: tuple[Step, ...]
+    times: tuple[float, ...] | None  # one per step; None when the scenario gives no times
+    nodes: tuple[NodeLink, ...]  # the fleet at the start, in the scenario's order
+    settings: TurnSettings | None  # the scenario's turn settings; None: no turns played
+
+    @property
+    def clock(self) -> tuple[float, ...] | range:
+        """Each step's time: seconds, or without times the step's index (waits count events)."""
+        return self.times if self.times is not None else range(len(self.steps))
+
+
+class Reader(Protocol):
+    """What ``walk`` hands a reader: each step by its kind, each seat, each step's end."""
+
+    def arrive(self, step: ArriveStep, at: float) -> None: ...
+    def leave(self, step: LeaveStep, at: float) -> None: ...
+    def allocate(self, step: AllocateStep, at: float) -> None: ...
+    def add_node(self, step: AddNodeStep, at: float) -> None: ...
+    def seat(self, seat: Placement, at: float) -> None: ...
+    def stepped(self, at: float) -> None: ...
+
+
+def walk(log: EventLog, reader: Reader) -> None:
+    """The steps in order: the step, then each seat it made, then the step's end."""
+    kinds: dict[type, Callable[[Any, float], None]] = {
+        ArriveStep: reader.arrive, LeaveStep: reader.leave, AllocateStep: reader.allocate,
+        AddNodeStep: reader.add_node, ExpectStep: _nothing}
+    seat, stepped = reader.seat, reader.stepped
+    for step, at in zip(log.steps, log.clock, strict=True):
+        kinds[step.__class__](step, at)
+        for placed in step.placed:
+            seat(placed, at)
+        stepped(at)
+
+
+def _nothing(step: ExpectStep, at: float) -> None:
+    """An expectation changes nothing."""
