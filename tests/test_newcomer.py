@@ -12,17 +12,15 @@ setuptools.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import signal
 import subprocess
 import venv
 from pathlib import Path
 
 import pytest
 
-from tests.test_readme import blocks
+from tests.test_readme import blocks, run_shell
 
 pytestmark = pytest.mark.install
 
@@ -121,15 +119,7 @@ def test_a_worker_takes_turns_against_the_local_agent(plain: Path, tmp_path: Pat
     (_, worker), (_, shell) = [b for b in blocks("Write a worker that takes turns")
                                if b[0] in ("python", "sh")]
     (tmp_path / "worker.py").write_text(worker)
-    run = subprocess.Popen(["bash", "-e", "-c", shell], cwd=tmp_path, env=_env(plain),
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           start_new_session=True)
-    try:
-        out, err = run.communicate(timeout=90)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(run.pid, signal.SIGKILL)
-    assert run.returncode == 0, err[-2000:]
+    out = run_shell(shell, tmp_path, _env(plain))
     assert out.count("parked after 200 of 200 steps") == 2, out
 
 

@@ -34,6 +34,25 @@ def blocks(heading: str) -> list[tuple[str, str]]:
     return re.findall(r"```(\w+)\n(.*?)```", section, flags=re.DOTALL)
 
 
+def run_shell(script: str, cwd: Path, env: dict[str, str], timeout: float = 90) -> str:
+    """What ``script`` printed; fails with its stderr if it fails or outlasts ``timeout``
+    (everything it started is killed either way: the agent, a worker left waiting)."""
+    shell = subprocess.Popen(["bash", "-e", "-c", script], cwd=cwd, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)
+    try:
+        out, err = shell.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(shell.pid, signal.SIGKILL)
+        out, err = shell.communicate()
+        pytest.fail(f"still running after {timeout} s:\n{out[-1000:]}\n{err[-2000:]}")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(shell.pid, signal.SIGKILL)
+    assert shell.returncode == 0, f"{out[-1000:]}\n{err[-2000:]}"
+    return out
+
+
 def test_the_library_example_runs_as_written() -> None:
     (_, code), (_, output) = [b for b in blocks("The library") if b[0] in ("python", "text")]
     printed = io.StringIO()
@@ -69,15 +88,7 @@ def test_the_worker_example_takes_turns_through_the_local_agent(tmp_path: Path) 
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
     env = {**os.environ, "PATH": path, "PYTHONPATH": str(ROOT)}
     env.pop("OPENRL_TURN_SOCKET", None)
-    shell_run = subprocess.Popen(["bash", "-e", "-c", shell], cwd=tmp_path, env=env,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                 start_new_session=True)
-    try:
-        out, err = shell_run.communicate(timeout=90)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(shell_run.pid, signal.SIGKILL)  # the agent too, should it be left
-    assert shell_run.returncode == 0, err[-2000:]
+    out = run_shell(shell, tmp_path, env)
     parks = [int(n) for n in re.findall(r"^parked after (\d+) of 200 steps$", out, re.M)]
     # Both workers finish, and at least one was asked to yield before it had finished.
     assert parks.count(200) == 2, out
