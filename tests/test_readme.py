@@ -109,3 +109,9 @@ def test_every_command_and_page_named_exists() -> None:
     assert named <= listed, named - listed
     pages = set(re.findall(r"`((?:docs|hack|examples)/[\w./-]+)`", text))
     assert pages and all((ROOT / page.rstrip("/")).exists() for page in pages), pages
+
+
+def test_the_readme_stays_a_front_door() -> None:
+    # Detail belongs in docs/ (linked from the README), not in the first page a newcomer reads.
+    lines = README.read_text(encoding="utf-8").count("\n")
+    assert lines < 275, f"README.md has {lines} lines: move detail to a page under docs/"
