@@ -1,7 +1,14 @@
-"""``openrl-place timeslicer``: the node agent's options, and a call into it."""
+"""``openrl-place timeslicer``: the node agent's options, and a call into it.
+
+``--local`` runs on the plain install: the Kubernetes client and
+prometheus_client (the ``controller`` extra) are imported only by the cluster
+mode and by /metrics, and their absence in the cluster mode is one clear error.
+"""
 
 from __future__ import annotations
 
+import importlib.util
+import logging
 from pathlib import Path
 
 import click
@@ -55,10 +62,13 @@ def _address(ctx: click.Context, param: click.Parameter, value: str) -> tuple[st
               help="The device-memory check (auto: on where NVML loads).")
 @click.option("--log-format", envvar="TIMESLICER_LOG_FORMAT", type=click.Choice(["json", "text"]),
               default="json", show_default=True, help="One JSON object per line, or text.")
+@click.option("--log-level", envvar="TIMESLICER_LOG_LEVEL",
+              type=click.Choice(["debug", "info", "warning", "error"]), default="info",
+              show_default=True, help="Grants, yields, parks, evictions and restarts are info.")
 @click.option("--kubeconfig", envvar="KUBECONFIG", default=None, hidden=True)
 def command(node: str, kubelet_root: Path, quantum: float, min_resident: float,
             yield_grace: float, metrics_address: tuple[str, int] | None, local: Path | None,
-            nvml: str, log_format: str, kubeconfig: str | None) -> None:
+            nvml: str, log_format: str, log_level: str, kubeconfig: str | None) -> None:
     """The node agent: one resident worker per shared claim on this node."""
     try:
         settings = TurnSettings(quantum, min_resident, yield_grace)
@@ -68,7 +78,11 @@ def command(node: str, kubelet_root: Path, quantum: float, min_resident: float,
         raise click.UsageError("--node (or NODE_NAME) is needed unless --local is given")
     if local is not None and not local.is_dir():
         raise click.UsageError(f"--local {local}: not a directory")
-    logs.configure(log_format)
+    if local is None and importlib.util.find_spec("kubernetes") is None:
+        raise click.UsageError("the cluster mode needs the controller extra (kubernetes not "
+                               "installed): pip install 'openrl-place[controller]', or run "
+                               "--local DIR")
+    logs.configure(log_format, getattr(logging, log_level.upper()))
     run(Options(settings, node=node, kubelet_root=kubelet_root, local=local,
                 metrics_address=metrics_address, nvml=nvml == "auto",
                 kubeconfig=kubeconfig.split(":")[0] if kubeconfig else None))

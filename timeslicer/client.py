@@ -18,8 +18,14 @@ contract, from the worker's side:
 
 The connection comes back by itself: when the agent restarts (it re-creates
 the socket), the client reconnects and says hello again with what it last
-reported (resident after a grant or ``resident()``, parked after ``parked()``)
-and its want. One client per pod: the agent keeps only the newest connection.
+reported (resident after a grant or ``resident()``, parked after ``parked()``),
+the turn that refers to, and its want. A yield asked stays asked across the
+reconnect. One client per pod: the agent keeps only the newest connection.
+
+Every grant is numbered; ``resident()`` and ``parked()`` name the turn they
+are about, so a ``parked()`` said while a grant is still on its way frees
+nothing, and a grant never numbered above the last turn parked (a duplicate,
+or an old one) is never taken for a new turn (``timeslicer.protocol``).
 
 Messages are read while you call the client (any method), so call one
 regularly. Standard library only. ``TurnClient`` blocks; ``AsyncTurnClient``
@@ -47,7 +53,6 @@ __all__ = [
     "YieldRequest",
 ]
 
-HOLDING = frozenset({"Granted", "Resident", "Yielding"})  # the agent's phases of a holder
 _RETRY_FIRST, _RETRY_MOST = 0.05, 1.0
 _Check = Callable[[], bool]
 
@@ -66,10 +71,12 @@ class AgentError(TurnError):
 
 @dataclass(frozen=True, slots=True)
 class YieldRequest:
-    """The agent asks you to park: within ``grace`` seconds of ``received`` (monotonic)."""
+    """The agent asks you to park: within ``grace`` seconds of ``received`` (monotonic), the
+    turn numbered ``turn``."""
 
     grace: float
     received: float
+    turn: int = 0
 
     @property
     def deadline(self) -> float:
@@ -91,12 +98,14 @@ def socket_path(path: str | os.PathLike[str] | None) -> str:
 
 
 class _Session:
-    """What the client knows and has said, without I/O: both clients share it."""
+    """What the client knows and has said, without I/O: both clients share it (and the
+    interleaving proof plays it against the agent's own replies)."""
 
     def __init__(self, resident: bool) -> None:
-        self.resident = resident
+        self.resident = resident   # holds memory by its own word: restored, or started so
+        self.holding = False       # told to restore under ``turn``, not parked since
+        self.turn = 0              # the latest turn it acted on: holds it, or parked it
         self.wanted = False
-        self.holds_turn = False
         self.yielding: YieldRequest | None = None
         self.welcome: wire.Welcome | None = None
         self.wait_reason = ""
@@ -104,21 +113,27 @@ class _Session:
         self.problems: list[str] = []
 
     def hello(self) -> bytes:
-        """The lines that open a connection, and the state reset it implies."""
-        self.reader, self.welcome, self.yielding = wire.LineReader(), None, None
-        # A grant may have started a restore: until parked, say resident (the safe side).
-        lines = wire.encode(wire.Hello(resident=self.resident or self.holds_turn))
-        self.holds_turn = False
+        """The lines that open a connection. Whatever came on the old connection and was
+        not read is gone with it; what the worker holds and was asked is kept: until it
+        says parked it says resident (a grant may have started a restore), and a yield
+        asked stays asked (the agent tells it again, with the time left)."""
+        self.reader, self.welcome = wire.LineReader(), None
+        lines = wire.encode(wire.Hello(resident=self.resident or self.holding, turn=self.turn))
         return lines + (wire.encode(wire.Want()) if self.wanted else b"")
 
-    def sent(self, message: wire.Message) -> bytes:
-        if isinstance(message, wire.Want | wire.Idle):
-            self.wanted = isinstance(message, wire.Want)
-        elif isinstance(message, wire.Resident):
+    def say(self, op: str) -> bytes:
+        """The line for ``op`` (want, idle, resident, parked), the state it implies kept."""
+        message: wire.Message
+        if op in ("want", "idle"):
+            self.wanted = op == "want"
+            message = wire.Want() if self.wanted else wire.Idle()
+        elif op == "resident":
             self.resident = True
-        elif isinstance(message, wire.Parked):
-            self.resident = self.holds_turn = False
+            message = wire.Resident(turn=self.turn)
+        else:
+            self.resident = self.holding = False
             self.yielding = None
+            message = wire.Parked(turn=self.turn)
         return wire.encode(message)
 
     def received(self, data: bytes) -> None:
@@ -128,18 +143,23 @@ class _Session:
                 line = self.reader.next_line()
                 if line is None:
                     return
-                self._apply(wire.decode(line, wire.FROM_AGENT))
+                self.apply(wire.decode(line, wire.FROM_AGENT))
             except wire.ProtocolError as exc:
                 self.problems.append(f"unreadable line from the agent: {exc}")
 
-    def _apply(self, message: wire.Message) -> None:
+    def apply(self, message: wire.Message) -> None:
         if isinstance(message, wire.Welcome):
             self.welcome = message
-            self.holds_turn = message.state in HOLDING
         elif isinstance(message, wire.Grant):
-            self.holds_turn = True
+            # Fencing: a grant not above the last turn acted on is a duplicate or stale.
+            if message.turn > self.turn:
+                self.turn, self.holding, self.yielding = message.turn, True, None
         elif isinstance(message, wire.Yield):
-            self.yielding = YieldRequest(message.grace, time.monotonic())
+            # Only for the turn it holds (or, holding memory without one, the turn it named).
+            if message.turn == self.turn and (self.holding or self.resident):
+                asked = YieldRequest(message.grace, time.monotonic(), message.turn)
+                if self.yielding is None or asked.deadline < self.yielding.deadline:
+                    self.yielding = asked
         elif isinstance(message, wire.Wait):
             self.wait_reason = message.reason
         elif isinstance(message, wire.Error):
@@ -176,8 +196,13 @@ class _Client:
 
     @property
     def holds_turn(self) -> bool:
-        """Whether the turn is yours: granted (or kept on reconnect) and not parked since."""
-        return self._session.holds_turn
+        """Whether the turn is yours: granted and not parked since (kept across reconnects)."""
+        return self._session.holding
+
+    @property
+    def turn(self) -> int:
+        """The number of the turn you hold, or last parked (0 before any)."""
+        return self._session.turn
 
 
 class TurnClient(_Client):
@@ -219,24 +244,24 @@ class TurnClient(_Client):
     # -- what it says
     def want(self) -> None:
         """Ask for a turn (it stays asked for until ``idle()``)."""
-        self._send(wire.Want())
+        self._send("want")
 
     def idle(self) -> None:
-        self._send(wire.Idle())
+        self._send("idle")
 
     def resident(self) -> None:
         """Say you restored into device memory after the grant."""
-        self._send(wire.Resident())
+        self._send("resident")
 
     def parked(self) -> None:
         """Say you hold no device memory now; this gives the turn back."""
-        self._send(wire.Parked())
+        self._send("parked")
 
     # -- waiting
     def wait_for_turn(self, timeout: float | None = None) -> bool:
         """True once you hold the turn, False if ``timeout`` passes first (also while the
         agent is away: the client keeps trying to reconnect on every call)."""
-        return self._wait(timeout, lambda: self._session.holds_turn)
+        return self._wait(timeout, lambda: self._session.holding)
 
     def wait_for_yield(self, timeout: float | None = None) -> YieldRequest | None:
         """The request to park once it comes, ``None`` if ``timeout`` passes first."""
@@ -256,8 +281,8 @@ class TurnClient(_Client):
         return done()
 
     # -- I/O
-    def _send(self, message: wire.Message) -> None:
-        line = self._session.sent(message)
+    def _send(self, op: str) -> None:
+        line = self._session.say(op)
         if self._sock is not None:
             try:
                 self._sock.sendall(line)
@@ -338,26 +363,26 @@ class AsyncTurnClient(_Client):
         await self.close()
 
     async def want(self) -> None:
-        await self._send(wire.Want())
+        await self._send("want")
 
     async def idle(self) -> None:
-        await self._send(wire.Idle())
+        await self._send("idle")
 
     async def resident(self) -> None:
-        await self._send(wire.Resident())
+        await self._send("resident")
 
     async def parked(self) -> None:
-        await self._send(wire.Parked())
+        await self._send("parked")
 
     async def wait_for_turn(self, timeout: float | None = None) -> bool:
-        return await self._wait(_deadline(timeout), lambda: self._session.holds_turn)
+        return await self._wait(_deadline(timeout), lambda: self._session.holding)
 
     async def wait_for_yield(self, timeout: float | None = None) -> YieldRequest | None:
         await self._wait(_deadline(timeout), lambda: self._session.yielding is not None)
         return self._session.yielding
 
-    async def _send(self, message: wire.Message) -> None:
-        line = self._session.sent(message)
+    async def _send(self, op: str) -> None:
+        line = self._session.say(op)
         if self._streams is not None:
             try:
                 self._streams[1].write(line)

@@ -6,13 +6,24 @@ Rules:
   most ``MAX_LINE`` bytes with the newline. Every message has ``"op"``;
   fields a side does not know are ignored, so either side may add some.
 * The worker says ``hello`` first on every connection (``resident``: whether
-  it holds device memory right now), then ``want`` / ``idle`` (whether it
-  wants a turn), ``resident`` (restored after a grant) and ``parked`` (no
-  device memory held; this frees the turn).
-* The agent answers ``welcome``, then ``grant`` (restore, then say
-  ``resident``), ``yield`` (park within ``grace`` seconds, then say
+  it holds device memory right now; ``turn``: the turn that refers to), then
+  ``want`` / ``idle`` (whether it wants a turn), ``resident`` (restored after
+  a grant) and ``parked`` (no device memory held; this frees the turn).
+* The agent answers ``welcome`` (its view of the member: ``state``, and
+  ``turn`` while it holds or blocks the turn), then ``grant`` (restore, then
+  say ``resident``), ``yield`` (park within ``grace`` seconds, then say
   ``parked``), ``wait`` (why no turn yet, informational) and ``error`` (a
   line it refused; the connection stays open).
+* **Fencing.** Every ``grant`` carries a turn number, unique in the group, and
+  ``yield`` the number of the turn to give back. ``resident`` and ``parked``
+  name the turn they are about, and ``hello`` the turn the worker holds (when
+  resident) or last parked. The agent frees a holder only on a ``parked`` (or
+  a hello holding nothing) naming the holder's own turn: one naming an
+  earlier turn crossed its grant on the wire, and frees nothing. The worker
+  acts only on a grant numbered above the last turn it acted on, and on a
+  yield of the turn it holds; any other is a duplicate or stale, and ignored.
+  A hello after a reconnect is answered with the grant and the yield (with
+  the grace left) the member may have missed.
 * Standard library only: the worker side imports this with nothing else
   installed. A bad line raises ``ProtocolError`` naming what is wrong.
 """
@@ -28,6 +39,7 @@ __all__ = [
     "FROM_AGENT",
     "FROM_WORKER",
     "MAX_LINE",
+    "MAX_TURN",
     "SOCKET_ENV",
     "VERSION",
     "Error",
@@ -47,8 +59,9 @@ __all__ = [
     "encode",
 ]
 
-VERSION = 1
+VERSION = 2
 MAX_LINE = 4096
+MAX_TURN = 2**63  # turn numbers are counts: any JSON integer below this
 SOCKET_ENV = "OPENRL_TURN_SOCKET"
 
 
@@ -60,6 +73,7 @@ class ProtocolError(ValueError):
 class Hello:
     op: ClassVar[str] = "hello"
     resident: bool
+    turn: int = 0
     v: int = VERSION
 
 
@@ -76,11 +90,13 @@ class Idle:
 @dataclass(frozen=True, slots=True)
 class Resident:
     op: ClassVar[str] = "resident"
+    turn: int
 
 
 @dataclass(frozen=True, slots=True)
 class Parked:
     op: ClassVar[str] = "parked"
+    turn: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,18 +105,21 @@ class Welcome:
     group: str
     member: str
     state: str
+    turn: int = 0
     v: int = VERSION
 
 
 @dataclass(frozen=True, slots=True)
 class Grant:
     op: ClassVar[str] = "grant"
+    turn: int
 
 
 @dataclass(frozen=True, slots=True)
 class Yield:
     op: ClassVar[str] = "yield"
     grace: float
+    turn: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,12 +161,14 @@ def decode(line: bytes, accept: frozenset[type[Message]] = FROM_WORKER | FROM_AG
         raise ProtocolError(f"not UTF-8 (byte {exc.start})") from None
     except json.JSONDecodeError as exc:
         raise ProtocolError(f"not JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise ProtocolError("nested too deeply") from None
     if not isinstance(body, dict):
         raise ProtocolError(f"must be a JSON object, not {type(body).__name__}")
     op = body.get("op")
     if not isinstance(op, str):
         raise ProtocolError('has no "op" string' if op is None else f'"op" must be a string, '
-                            f"not {json.dumps(op)[:40]}")
+                            f"not {_shown(op)}")
     kind = _BY_OP.get(op)
     if kind is None or kind not in accept:
         known = ", ".join(sorted(k.op for k in accept))
@@ -163,7 +184,7 @@ def decode(line: bytes, accept: frozenset[type[Message]] = FROM_WORKER | FROM_AG
 
 
 def _checked(op: str, name: str, value: Any) -> Any:
-    shown = json.dumps(value)[:40]
+    shown = _shown(value)
     if name == "resident":
         if not isinstance(value, bool):
             raise ProtocolError(f"{op}: 'resident' must be true or false, not {shown}")
@@ -171,6 +192,9 @@ def _checked(op: str, name: str, value: Any) -> Any:
         if value != VERSION or isinstance(value, bool):
             raise ProtocolError(f"{op}: version {shown} is not supported (this side speaks "
                                 f"{VERSION})")
+    elif name == "turn":
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < MAX_TURN:
+            raise ProtocolError(f"{op}: 'turn' must be a whole number >= 0, not {shown}")
     elif name == "grace":
         if (not isinstance(value, int | float) or isinstance(value, bool)
                 or not math.isfinite(value) or value < 0):
@@ -179,6 +203,14 @@ def _checked(op: str, name: str, value: Any) -> Any:
     elif not isinstance(value, str):
         raise ProtocolError(f"{op}: {name!r} must be a string, not {shown}")
     return value
+
+
+def _shown(value: Any) -> str:
+    """A value as JSON, cut short for a message (however it nests)."""
+    try:
+        return json.dumps(value)[:40]
+    except (RecursionError, ValueError):
+        return type(value).__name__
 
 
 class LineReader:

@@ -16,8 +16,12 @@ server; the loop here is shared. Rules:
 * The server restarting is seen by its state changing under us: awake
   without the turn, it is parked at once; asleep while we held the turn, the
   turn is given back. While the server does not answer, nothing is said.
+* Every ``parked`` names the turn it is about (the client's fencing): a park
+  said while waiting, for a server found awake, names the last turn the
+  client acted on, so when a grant crosses it on the wire the agent frees
+  nothing and the sidecar restores on the grant as it should.
 * The agent restarting is the client's business: it reconnects and says
-  hello again with what was last reported.
+  hello again with what was last reported, and a yield asked stays asked.
 """
 
 from __future__ import annotations
@@ -163,12 +167,12 @@ class Sidecar:
                 log.warning("%s parked by itself: giving the turn back", self.server.name)
                 client.parked()
         if self.resident:
+            # Resident without the turn, the agent asks it to yield like any holder: the
+            # welcome alone is no reason to park (a grant may follow it on the wire).
             asked = client.wait_for_yield(self.poll)
             if asked is not None:
-                log.info("asked to yield (%.1fs grace)", asked.grace)
+                log.info("asked to yield turn %d (%.1fs grace)", asked.turn, asked.grace)
                 self._park()
-            elif client.welcome is not None and not client.holds_turn:
-                self._park()  # resident, and the agent says the turn is someone else's
         elif client.wait_for_turn(self.poll):
             try:
                 self.server.restore()
@@ -177,7 +181,7 @@ class Sidecar:
                 return
             self.resident = True
             client.resident()
-            log.info("granted: %s restored", self.server.name)
+            log.info("granted turn %d: %s restored", client.turn, self.server.name)
 
     def _park(self) -> None:
         assert self.client is not None

@@ -15,9 +15,20 @@ Rules:
   created outside it. The socket is mode 0666 so a non-root worker connects.
 * Whoever connects to a member's socket is that member. One live connection
   per member: a newer one closes the older. The first message must be
-  ``hello``; anything out of order gets an ``error`` and the connection stays.
-* A fresh agent builds every group recovering: nothing is granted until each
-  live member has said whether it is resident, or has gone.
+  ``hello``; anything out of order, unreadable or too long gets an ``error``
+  (counted in ``openrl_timeslicer_bad_messages_total``), never a traceback,
+  and the connection stays. What is said on the channel is ``replies``'s.
+* No member can slow another: a connection is read ``READ_SLICE`` bytes at a
+  time and at most ``LINES_PER_SLICE`` lines are handled before the loop
+  turns to others; replies are written without waiting, and a member that
+  lets more than ``MAX_BACKLOG`` bytes of them pile up unread is
+  disconnected (a dropped connection, nothing more).
+* A fresh agent builds every group it finds at start recovering: nothing is
+  granted until each member has said whether it is resident, or has gone, or
+  the policy's bound has passed. Members that appear after the first listing
+  are new pods and hold nothing. Turn numbers start at the wall clock's
+  milliseconds, so a restarted agent numbers above its predecessor.
+* Every grant, yield request, park, eviction and restart is logged at info.
 * Effects outside the sockets (evicting a pod, publishing a phase) go through
   the ``Effects`` the caller gives; they must not block the loop.
 """
@@ -26,7 +37,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import socket
 import struct
@@ -47,17 +57,21 @@ from placement.turns import (
     Yield,
 )
 from timeslicer import protocol
+from timeslicer.agent import replies
 from timeslicer.agent.deadlines import Deadlines
 from timeslicer.agent.metrics import AgentMetrics
 from timeslicer.agent.sockets import bind_in
 
-__all__ = ["MAX_LINE", "PROTOCOL_VERSION", "Agent", "Effects", "Member"]
+__all__ = ["LINES_PER_SLICE", "MAX_BACKLOG", "MAX_LINE", "PROTOCOL_VERSION", "READ_SLICE",
+           "Agent", "Effects", "Member"]
 
 log = logging.getLogger("openrl.timeslicer.agent")
 
 PROTOCOL_VERSION = protocol.VERSION
 MAX_LINE = protocol.MAX_LINE
-_OPS = {"hello", "want", "idle", "resident", "parked"}
+READ_SLICE = MAX_LINE          # bytes read from one connection before others are served
+LINES_PER_SLICE = 8            # lines handled from one connection before others are served
+MAX_BACKLOG = 64 * 1024        # unread reply bytes a member may leave before it is dropped
 
 
 @dataclass(eq=False)
@@ -103,14 +117,20 @@ class _NoEffects:
 class Agent:
     def __init__(self, settings: TurnSettings, *, effects: Effects | None = None,
                  metrics: AgentMetrics | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 first_turn: int | None = None) -> None:
         self.settings = settings
         self.effects: Effects = effects or _NoEffects()
         self.metrics = metrics or AgentMetrics()
         self.clock = clock
+        # Above any number an earlier agent gave: it started earlier and gave fewer than
+        # one a millisecond per group.
+        self.first_turn = time.time_ns() // 1_000_000 if first_turn is None else first_turn
         self.groups: dict[str, TurnGroup] = {}
         self.members: dict[str, Member] = {}       # by key
         self._by_id: dict[str, Member] = {}        # by policy member id
+        self._silent: set[str] = set()             # policy ids silent since the restart
+        self._synced = False                       # the first listing is in
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
         self._deadlines = Deadlines()
@@ -119,40 +139,52 @@ class Agent:
 
     # -- membership (from the pod watch or the local directory) --------------------------
 
-    def add(self, member: Member) -> None:
-        """A pod appeared: join its group; its socket is bound once its directory exists."""
+    def add(self, member: Member, *, fresh: bool | None = None) -> None:
+        """A pod appeared: join its group; its socket is bound once its directory exists.
+        ``fresh``: it holds nothing for sure (by default: once the first listing is in)."""
         if member.key in self.members:
             raise ValueError(f"member {member.key!r} is already known")
         self._loop = asyncio.get_running_loop()
         self.members[member.key] = member
         self.metrics.members.set(len(self.members))
-        self._join(member)
+        self._join(member, fresh=self._synced if fresh is None else fresh)
         task = self._loop.create_task(self._bind(member))
         self._binding.add(task)
         task.add_done_callback(self._bound)
+
+    def synced(self) -> None:
+        """The first listing is in: every member added from now on is a new pod."""
+        if not self._synced:
+            self._synced = True
+            log.info("agent started: %d groups recovering, %d members", len(self.groups),
+                     len(self.members))
 
     def _bound(self, task: asyncio.Task[None]) -> None:
         self._binding.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.error("could not bind a socket: %s", task.exception())
 
-    def _join(self, member: Member) -> None:
+    def _join(self, member: Member, fresh: bool) -> None:
         group = self.groups.get(member.group)
         if group is None:
-            group = self.groups[member.group] = TurnGroup(self.settings, recovering=True)
+            group = self.groups[member.group] = TurnGroup(
+                self.settings, recovering=not fresh, first_turn=self.first_turn)
         self._by_id[member.id] = member
-        self._apply(member.group, group.join(member.id, member.owner, self.clock()), member.id)
+        self._apply(member.group, group.join(member.id, member.owner, self.clock(), fresh=fresh),
+                    member.id)
 
     def restarted(self, key: str) -> None:
         """Its container restarted: the old incarnation is gone, a new one joins."""
         member = self.members.get(key)
         if member is None:
             return
+        log.info("container restarted in %s: it rejoins", member.name,
+                 extra=_fields(member))
         self._leave(member)
         member.incarnation += 1
         member.hello = False
         self._close(member)
-        self._join(member)
+        self._join(member, fresh=True)
 
     def remove(self, key: str) -> None:
         """Its pod is gone: the turn passes if it held it; its socket goes."""
@@ -168,6 +200,7 @@ class Agent:
 
     def _leave(self, member: Member) -> None:
         self._by_id.pop(member.id, None)
+        self._silent.discard(member.id)
         self._apply(member.group, self.groups[member.group].gone(member.id, self.clock()))
 
     def holds_device(self, key: str) -> None:
@@ -176,6 +209,17 @@ class Agent:
         if member is not None:
             group = self.groups[member.group]
             self._apply(member.group, group.holds_device(member.id, self.clock()), member.id)
+
+    def device_sample(self, holding: set[str]) -> None:
+        """A whole sample of the device: ``holding`` are the pods whose processes hold
+        memory; every other pod holds none. Members silent since the restart and not in it
+        are taken as parked (the device attributes every process to its pod)."""
+        for key in holding:
+            self.holds_device(key)
+        for member_id in [i for i in self._silent if self._by_id[i].key not in holding]:
+            member = self._by_id[member_id]
+            group = self.groups[member.group]
+            self._apply(member.group, group.device_free(member_id, self.clock()), member_id)
 
     def close(self) -> None:
         for member in self.members.values():
@@ -205,7 +249,7 @@ class Agent:
             return
         sock = bind_in(directory, member.socket.name)
         member.server = await asyncio.start_unix_server(
-            lambda r, w: self._serve(member, r, w), sock=sock, limit=MAX_LINE + 1)
+            lambda r, w: self._serve(member, r, w), sock=sock, limit=READ_SLICE)
 
     async def _serve(self, member: Member, reader: asyncio.StreamReader,
                      writer: asyncio.StreamWriter) -> None:
@@ -218,19 +262,27 @@ class Agent:
             peer = writer.get_extra_info("socket").getsockopt(
                 socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
             member.extra["pid"] = struct.unpack("3i", peer)[0]
+        lines = protocol.LineReader()
         try:
-            while True:
-                try:
-                    line = await reader.readuntil(b"\n")
-                except asyncio.LimitOverrunError:
-                    self._send(writer, {"op": "error",
-                                        "message": f"a message is at most {MAX_LINE} bytes"})
+            while member.writer is writer:
+                data = await reader.read(READ_SLICE)
+                if not data:
                     break
-                except asyncio.IncompleteReadError:
-                    break
-                if member.writer is not writer:
-                    break
-                self._message(member, writer, line)
+                lines.feed(data)
+                handled = 0
+                while member.writer is writer:
+                    try:
+                        line = lines.next_line()
+                    except protocol.ProtocolError as exc:
+                        self._refuse(member, writer, "too_long", str(exc))
+                        continue
+                    if line is None:
+                        break
+                    self._message(member, writer, line)
+                    handled += 1
+                    if handled % LINES_PER_SLICE == 0:
+                        await asyncio.sleep(0)  # let every other member's lines in
+                await asyncio.sleep(0)
         except (ConnectionError, OSError):
             pass
         finally:
@@ -242,56 +294,71 @@ class Agent:
                     self._apply(member.group, group.disconnected(member.id, self.clock()),
                                 member.id)
 
+    def _refuse(self, member: Member, writer: asyncio.StreamWriter, kind: str,
+                why: str) -> None:
+        self.metrics.bad_messages.labels(kind).inc()
+        log.debug("refused a line from %s: %s", member.name, why, extra=_fields(member))
+        self._send(member, protocol.Error(message=why[:200]), writer)
+
     def _message(self, member: Member, writer: asyncio.StreamWriter, line: bytes) -> None:
         try:
-            message = json.loads(line)
-            op = message.get("op") if isinstance(message, dict) else None
-        except ValueError:
-            self._send(writer, {"op": "error", "message": "not one JSON object on a line"})
+            message = protocol.decode(line, protocol.FROM_WORKER)
+        except protocol.ProtocolError as exc:
+            self._refuse(member, writer, "unreadable", str(exc))
             return
-        if op not in _OPS:
-            self._send(writer, {"op": "error", "message": f"unknown op {op!r}"})
-            return
-        if (op == "hello") == member.hello:
+        if isinstance(message, protocol.Hello) == member.hello:
             why = "hello comes once, first" if member.hello else "the first message is hello"
-            self._send(writer, {"op": "error", "message": why})
+            self._refuse(member, writer, "order", why)
             return
         group, now = self.groups[member.group], self.clock()
-        if op == "hello":
-            resident = message.get("resident")
-            if not isinstance(resident, bool):
-                self._send(writer, {"op": "error", "message": "hello needs resident: true|false"})
-                return
+        if isinstance(message, protocol.Resident) and member.granted_at is not None:
+            self.metrics.restore.observe(now - member.granted_at)
+            member.granted_at = None
+        elif isinstance(message, protocol.Parked):
+            self._parked(member, group, message.turn, now)
+        actions = replies.call(group, member.id, message, now)
+        if isinstance(message, protocol.Hello):
             member.hello = True
-            actions = group.hello(member.id, resident, now)
-            self._send(writer, {"op": "welcome", "v": PROTOCOL_VERSION,
-                                "group": member.group.rpartition("/")[2], "member": member.name,
-                                "state": group.view(member.id, now).phase.value})
-        elif op == "want":
-            actions = group.want(member.id, now)
-        elif op == "idle":
-            actions = group.idle(member.id, now)
-        elif op == "resident":
-            if member.granted_at is not None:
-                self.metrics.restore.observe(now - member.granted_at)
-                member.granted_at = None
-            actions = group.resident(member.id, now)
-        else:
-            if member.yielded_at is not None:
-                self.metrics.park.observe(now - member.yielded_at)
-                member.yielded_at = None
-            actions = group.parked(member.id, now)
+            for reply in replies.welcome(group, member.id, message, now,
+                                         group_name=member.group.rpartition("/")[2],
+                                         member_name=member.name):
+                self._send(member, reply, writer)
+        elif isinstance(message, protocol.Resident):
+            for reply in replies.catch_up(group, member.id, message.turn, now):
+                self._send(member, reply, writer)
         self._apply(member.group, actions, member.id)
+
+    def _parked(self, member: Member, group: TurnGroup, turn: int, now: float) -> None:
+        view = group.view(member.id, now)
+        frees = view.turn == turn or group.holder != member.id
+        if frees and member.yielded_at is not None:
+            self.metrics.park.observe(now - member.yielded_at)
+            member.yielded_at = None
+        if frees and view.turn:
+            log.info("%s parked turn %d", member.name, turn, extra=_fields(member, turn=turn))
+        elif not frees:
+            self.metrics.stale_parks.inc()
+            log.info("%s parked turn %d while holding turn %d: its grant is on the way, "
+                     "nothing freed", member.name, turn, view.turn,
+                     extra=_fields(member, turn=turn))
 
     def _close(self, member: Member) -> None:
         if member.writer is not None:
             member.writer.close()
             member.writer = None
 
-    @staticmethod
-    def _send(writer: asyncio.StreamWriter | None, message: dict[str, Any]) -> None:
-        if writer is not None and not writer.is_closing():
-            writer.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
+    def _send(self, member: Member, message: protocol.Message,
+              writer: asyncio.StreamWriter | None = None) -> None:
+        """Write without waiting; a member that leaves too much unread is disconnected."""
+        writer = writer or member.writer
+        if writer is None or writer.is_closing():
+            return
+        writer.write(protocol.encode(message))
+        if writer.transport.get_write_buffer_size() > MAX_BACKLOG:
+            self.metrics.bad_messages.labels("backlog").inc()
+            log.warning("%s leaves its replies unread (over %d bytes): disconnected",
+                        member.name, MAX_BACKLOG, extra=_fields(member))
+            writer.transport.abort()
 
     # -- actions and the timer -----------------------------------------------------------
 
@@ -302,21 +369,27 @@ class Agent:
             member = self._by_id.get(action.member)
             if member is None:
                 continue
+            message = replies.message_for(action)
             if isinstance(action, Grant):
                 self.metrics.switches.inc()
                 if member.waiting_at is not None:
                     self.metrics.wait.labels(member.role).observe(now - member.waiting_at)
                 member.granted_at = now
-                self._send(member.writer, {"op": "grant"})
+                log.info("granted turn %d to %s", action.turn, member.name,
+                         extra=_fields(member, turn=action.turn))
             elif isinstance(action, Yield):
                 member.yielded_at = now
-                self._send(member.writer, {"op": "yield", "grace": action.grace})
+                log.info("asked %s to yield turn %d within %.1fs", member.name, action.turn,
+                         action.grace, extra=_fields(member, turn=action.turn))
             elif isinstance(action, Evict):
                 if action.reason is EvictReason.TURN_OVERRUN:
                     self.metrics.overruns.inc()
                 self.metrics.evictions.labels(action.reason.value).inc()
-                log.warning("evicting %s: %s", member.name, action.reason.value)
+                log.warning("evicting %s: %s", member.name, action.reason.value,
+                            extra=_fields(member, reason=action.reason.value))
                 self.effects.evict(member, action.reason)
+            if message is not None:
+                self._send(member, message)
         group = self.groups.get(name)
         if group is not None:
             self._publish(group, touched(caller, actions), now)
@@ -336,6 +409,10 @@ class Agent:
                 member.waiting_at = None
             if member.phase is TurnPhase.RESIDENT and view.phase is not TurnPhase.RESIDENT:
                 self.metrics.resident.labels(member.owner).inc(now - member.phase_since)
+            if view.phase is TurnPhase.SILENT:
+                self._silent.add(member_id)
+            else:
+                self._silent.discard(member_id)
             if view.phase is not member.phase:
                 member.phase, member.phase_since = view.phase, now
                 self.effects.publish(member, view.phase, holder.name if holder else None,
@@ -362,6 +439,10 @@ class Agent:
             if group is not None:
                 self._apply(name, group.tick(now))
         self._arm()
+
+
+def _fields(member: Member, **more: Any) -> dict[str, Any]:
+    return {"fields": {"pod": member.name, "group": member.group, **more}}
 
 
 def touched(caller: str | None, actions: list[Action]) -> list[str]:

@@ -8,6 +8,8 @@ Rules:
 * Pods are read with ``spec.nodeName=<node>`` and ``accel-timeslicer=true``.
   A pod's group is the exact claim its spec names (labels are sanitized), its
   owner the exact owner in its environment (else the label).
+* The first listing ends the agent's start (``Agent.synced``): a pod seen
+  after it is new, and so is one with no container running yet.
 * A pod deleted, or ended (Succeeded, Failed), is gone. A container whose
   restart count grew or whose container ID changed restarted: the old
   incarnation is gone and a new one joins. A pod only marked for deletion is
@@ -57,6 +59,9 @@ EVICT_NOTES = {
                               "its pod is deleted and recreated on the same claim",
     EvictReason.RESIDENT_WITHOUT_TURN: "held device memory without the turn; its pod is "
                                        "deleted and recreated on the same claim",
+    EvictReason.SILENT: "did not report to the restarted agent nor park within its grace, "
+                        "and the device did not show it free; its pod is deleted and "
+                        "recreated on the same claim",
 }
 Obj = dict[str, Any]
 Submit = Callable[[Callable[[], None]], None]
@@ -104,6 +109,11 @@ def pod_member(pod: Obj, kubelet_root: Path) -> Member | None:
     return member
 
 
+def _running(pod: Obj) -> bool:
+    return any((s.get("state") or {}).get("running") is not None
+               for s in (pod.get("status") or {}).get("containerStatuses") or [])
+
+
 def _restarted(before: dict[str, tuple[int, str]], after: dict[str, tuple[int, str]]) -> bool:
     for name, (count, cid) in after.items():
         was = before.get(name)
@@ -129,6 +139,7 @@ class NodePods:
             self.event("MODIFIED", pod)
         for key in [k for k in self.agent.members if k not in seen]:
             self.agent.remove(key)
+        self.agent.synced()
         self.synced = True
         if self.on_synced is not None:
             self.on_synced()
@@ -145,7 +156,8 @@ class NodePods:
         if known is None:
             member = pod_member(pod, self.kubelet_root)
             if member is not None:
-                self.agent.add(member)
+                # No container running: no process of it can hold device memory.
+                self.agent.add(member, fresh=True if not _running(pod) else None)
             return
         containers = _containers(pod)
         if _restarted(known.extra.get("containers") or {}, containers):

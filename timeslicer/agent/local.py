@@ -12,6 +12,8 @@ Rules:
   tick keeps the same time), and ``owner`` and ``role`` are read once, when
   the member joins, so a rescan of thousands of members does not stall the
   loop that serves their turns.
+* What the first look finds was there before the agent started (it
+  recovers); a member directory that appears later is a new pod.
 * An eviction writes the reason to ``evicted`` in the member's directory and
   closes its connection; removing the directory is what makes it gone, as
   the kubelet's deletion would. Used by tests and benchmarks.
@@ -124,5 +126,6 @@ async def watch_directory(agent: Agent, directory: Path, stop: asyncio.Event) ->
             for key, (group, home) in found.items():
                 if key not in agent.members:
                     agent.add(_member(group, home))
+        agent.synced()  # what the first look found was there before: the rest is new
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), RESCAN)

@@ -20,6 +20,8 @@ class FakeAgent:
         self.dir = Path(tempfile.mkdtemp(prefix="turn-", dir="/tmp"))
         self.path = self.dir / "turn.sock"
         self.state = state
+        self.turn = 0  # the turn the welcome names
+        self.after_hello: list[dict[str, Any]] = []  # sent after each welcome
         self.received: list[dict[str, Any]] = []
         self.raw: list[bytes] = []
         self._conn: socket.socket | None = None
@@ -55,8 +57,10 @@ class FakeAgent:
                 self.received.append(message)
                 self._lock.notify_all()
             if message.get("op") == "hello":
-                self.send({"op": "welcome", "v": 1, "group": "claim-a", "member": "pod-1",
-                           "state": self.state})
+                self.send({"op": "welcome", "v": 2, "group": "claim-a", "member": "pod-1",
+                           "state": self.state, "turn": self.turn})
+                for extra in self.after_hello:
+                    self.send(extra)
 
     def send(self, message: dict[str, Any] | bytes) -> None:
         line = message if isinstance(message, bytes) else json.dumps(message).encode() + b"\n"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -105,14 +106,15 @@ def test_a_turn_parks_on_yield_and_restores_on_grant(kind: str, server: FakeServ
     agent.state = "Resident"  # the server came up holding memory, and the turn is free
     sidecar = _sidecar(kind, server, agent)
     agent.wait_for("want")
-    assert agent.received[:2] == [{"op": "hello", "v": 1, "resident": True}, {"op": "want"}]
-    agent.send({"op": "yield", "grace": 5})
+    assert agent.received[:2] == [{"op": "hello", "v": 2, "resident": True, "turn": 0},
+                                  {"op": "want"}]
+    agent.send({"op": "yield", "grace": 5, "turn": 0})
     _steps(sidecar)
-    agent.wait_for("parked")
+    assert agent.wait_for("parked") == {"op": "parked", "turn": 0}
     assert server.asleep and server.posts() == [PARK[kind]]
-    agent.send({"op": "grant"})
+    agent.send({"op": "grant", "turn": 1})
     _steps(sidecar)
-    agent.wait_for("resident")
+    assert agent.wait_for("resident") == {"op": "resident", "turn": 1}
     assert not server.asleep and server.posts() == [PARK[kind], RESTORE[kind]]
 
 
@@ -122,7 +124,7 @@ def test_a_failed_park_is_never_reported_as_parked(kind: str, server: FakeServer
     agent.state = "Resident"
     sidecar = _sidecar(kind, server, agent)
     server.fail_sleep = True
-    agent.send({"op": "yield", "grace": 5})
+    agent.send({"op": "yield", "grace": 5, "turn": 0})
     _steps(sidecar)
     assert "parked" not in agent.ops()
     assert server.posts().count(PARK[kind]) >= 2  # it keeps trying within the grace
@@ -147,7 +149,7 @@ def test_the_sidecar_survives_an_agent_restart(server: FakeServer, agent: FakeAg
     sidecar = _sidecar("vllm", server, agent)
     agent.restart()
     _steps(sidecar, 10)
-    assert agent.wait_for("hello", 2) == {"op": "hello", "v": 1, "resident": True}
+    assert agent.wait_for("hello", 2) == {"op": "hello", "v": 2, "resident": True, "turn": 0}
     agent.wait_for("want", 2)
     assert server.posts() == []  # still the holder: nothing parked
 
@@ -175,3 +177,73 @@ def test_the_command_refuses_a_remote_server_by_name(capsys: pytest.CaptureFixtu
         adapter_main("vllm", VllmServer, ["--server", "http://10.1.2.3", "--socket", "/x"])
     assert exit_.value.code == 2
     assert "host '10.1.2.3' is not loopback" in capsys.readouterr().err
+
+
+# -- the races the fencing is for, driven through a fake server ----------------------------
+
+
+def test_a_park_that_crosses_its_grant_is_fenced_and_the_grant_still_restores(
+        server: FakeServer, agent: FakeAgent) -> None:
+    server.asleep = True
+    sidecar = _sidecar("vllm", server, agent)
+    agent.wait_for("want")
+    # The grant is on the wire when the server comes back awake (it restarted): the sidecar
+    # parks it and says so before reading the grant.
+    agent.send({"op": "grant", "turn": 3})
+    server.asleep = False
+    sidecar.step()
+    assert agent.wait_for("parked") == {"op": "parked", "turn": 0}  # names no turn it had
+    _steps(sidecar)
+    assert agent.wait_for("resident") == {"op": "resident", "turn": 3}
+    assert not server.asleep and server.posts() == ["POST /sleep?level=1", "POST /wake_up"]
+
+
+def test_an_agent_restart_mid_turn_says_resident_with_its_turn(
+        server: FakeServer, agent: FakeAgent) -> None:
+    server.asleep = True
+    sidecar = _sidecar("vllm", server, agent)
+    agent.send({"op": "grant", "turn": 6})
+    _steps(sidecar, 2)
+    agent.wait_for("resident")
+    agent.restart()
+    agent.restart()  # twice, before any welcome is read
+    _steps(sidecar, 5)
+    hellos = [m for m in agent.received if m["op"] == "hello"][1:]
+    assert hellos and all(h["resident"] is True and h["turn"] == 6 for h in hellos)
+    assert server.posts() == ["POST /wake_up"]  # nothing parked
+
+
+def test_a_yield_lost_with_the_connection_is_told_again_and_parks(
+        server: FakeServer, agent: FakeAgent) -> None:
+    server.asleep = True
+    sidecar = _sidecar("vllm", server, agent)
+    agent.send({"op": "grant", "turn": 2})
+    _steps(sidecar, 2)
+    agent.wait_for("resident")
+    # The agent asks it to yield on a connection that drops before the sidecar reads it;
+    # the restarted agent tells it again with the time left.
+    agent.after_hello = [{"op": "yield", "grace": 4, "turn": 2}]
+    agent.send({"op": "yield", "grace": 5, "turn": 2})
+    agent.restart()
+    _steps(sidecar, 5)
+    assert server.asleep
+    # Said as parked (turn 2), or, if that went down the dropped connection, by the hello.
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        heard = [m for m in agent.received if m["op"] in ("parked", "hello")][-1]
+        if heard in ({"op": "parked", "turn": 2},
+                     {"op": "hello", "v": 2, "resident": False, "turn": 2}):
+            break
+        sidecar.step()
+    else:
+        raise AssertionError(f"the agent never heard turn 2 parked: {agent.received}")
+
+
+def test_a_resident_server_welcomed_without_the_turn_parks_only_when_asked(
+        server: FakeServer, agent: FakeAgent) -> None:
+    agent.state = "Waiting"  # the welcome says another holds the turn...
+    agent.after_hello = [{"op": "grant", "turn": 9}]  # ...but the grant follows it
+    sidecar = _sidecar("vllm", server, agent)
+    _steps(sidecar, 3)
+    assert server.posts() == [] and "parked" not in agent.ops()
+    assert sidecar.client is not None and sidecar.client.holds_turn

@@ -96,19 +96,25 @@ def test_after_a_restart_the_resident_keeps_the_turn_and_nothing_is_granted_unti
     slow = TurnSettings(quantum=30, min_resident=0, yield_grace=30)
     log: list[tuple[str, str]] = []
 
+    turns: dict[str, int] = {}
+
     async def first_agent(agent: Agent) -> None:
-        FakeWorker(paths["m1"], log, "m1").start()
+        m1 = FakeWorker(paths["m1"], log, "m1")
+        m1.start()
         for name in ("m2", "m3"):
             FakeWorker(paths[name], log, name).start(want=False)
         while not log:
             await asyncio.sleep(0.01)
+        turns["m1"] = m1.turn
 
     asyncio.run(with_agent(tmp_path, slow, first_agent))
     assert log == [("resident", "m1")]
 
     async def second_agent(agent: Agent) -> None:
         # m1 comes back resident; m2 says it holds nothing and wants; m3 says nothing yet.
-        FakeWorker(paths["m1"], log, "m1").start(resident=True)
+        back = FakeWorker(paths["m1"], log, "m1")
+        back.turn = turns["m1"]  # the worker remembers the turn it holds
+        back.start(resident=True)
         FakeWorker(paths["m2"], log, "m2").start()
         group = agent.groups["claim-a"]
         while group.holder is None or len(log) < 1:
@@ -128,12 +134,18 @@ def test_a_message_out_of_order_gets_an_error_and_the_connection_stays(tmp_path:
         while not paths["m"].exists():
             await asyncio.sleep(0.01)
         reader, writer = await asyncio.open_unix_connection(str(paths["m"]))
-        writer.write(b'{"op":"want"}\nnot json\n{"op":"hello","v":1,"resident":false}\n')
-        answers = [await reader.readline() for _ in range(3)]
+        writer.write(b'{"op":"want"}\nnot json\n{"op":["want"]}\n{"op":"want","x":'
+                     + b"[" * 1500 + b"]" * 1500 + b'}\n{"op":"hello","v":2,"resident":false}\n')
+        answers = [await reader.readline() for _ in range(5)]
         assert b"first message is hello" in answers[0]
-        assert b"not one JSON object" in answers[1]
-        assert b'"op":"welcome"' in answers[2] and b'"member":"m"' in answers[2]
+        assert b"not JSON" in answers[1]
+        assert b'\\"op\\" must be a string' in answers[2]
+        assert b"nested too deeply" in answers[3]
+        assert b'"op":"welcome"' in answers[4] and b'"member":"m"' in answers[4]
         writer.close()
+        bad = agent.metrics.registry.get_sample_value(
+            "openrl_timeslicer_bad_messages_total", {"kind": "unreadable"})
+        assert bad == 3
 
     asyncio.run(with_agent(tmp_path, FAST, body))
 

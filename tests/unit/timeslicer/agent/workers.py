@@ -17,6 +17,7 @@ class FakeWorker:
                  stubborn: bool = False) -> None:
         self.path, self.log, self.name, self.stubborn = path, log, name, stubborn
         self.resident = False
+        self.turn = 0
         self.received: list[dict[str, Any]] = []
         self.task: asyncio.Task[None] | None = None
 
@@ -28,21 +29,22 @@ class FakeWorker:
             except (FileNotFoundError, ConnectionRefusedError):
                 await asyncio.sleep(0.01)
         self.resident = resident
-        writer.write(json.dumps({"op": "hello", "v": 1, "resident": resident}).encode() + b"\n")
+        hello = {"op": "hello", "v": 2, "resident": resident, "turn": self.turn}
+        writer.write(json.dumps(hello).encode() + b"\n")
         if want:
             writer.write(b'{"op":"want"}\n')
         await writer.drain()
         while line := await reader.readline():
             message = json.loads(line)
             self.received.append(message)
-            if message["op"] == "grant":
-                self.resident = True
+            if message["op"] == "grant" and message["turn"] > self.turn:
+                self.resident, self.turn = True, message["turn"]
                 self.log.append(("resident", self.name))
-                writer.write(b'{"op":"resident"}\n')
+                writer.write(json.dumps({"op": "resident", "turn": self.turn}).encode() + b"\n")
             elif message["op"] == "yield" and not self.stubborn:
                 self.resident = False
                 self.log.append(("parked", self.name))
-                writer.write(b'{"op":"parked"}\n')
+                writer.write(json.dumps({"op": "parked", "turn": self.turn}).encode() + b"\n")
             await writer.drain()
         writer.close()
 
