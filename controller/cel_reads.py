@@ -23,7 +23,8 @@ that binds a variable (``all``, ``exists``, ``exists_one``, ``map``,
 ``filter``, ``bind`` and the like: a bound variable may shadow ``device`` or
 range over a map's names), any call whose first of several arguments is a bare
 name (a binding this table does not know), and any text the parser does not
-recognise (optional selection, message literals, an escape in a spelled name).
+recognise (optional selection, message literals, an escape in a spelled name,
+nesting deeper than Python's recursion allows).
 Unknown is always safe: a wrong read set is a wrong placement, a whole-device key
 only a slower one.
 """
@@ -111,7 +112,7 @@ def reads_of(expression: str) -> Reads | None:
         tree = _Parser(list(_tokens(expression))).parse()
         found: dict[str, set[str]] = {m: set() for m in _MAPS}
         _collect(tree, found)
-    except _Unknown:
+    except (_Unknown, RecursionError):  # nested deeper than this parser recurses
         return None
     return Reads(frozenset(found["attributes"]), frozenset(found["capacity"]))
 

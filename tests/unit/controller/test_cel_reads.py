@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from controller.cel_reads import Reads, reads_of
 
@@ -43,6 +45,14 @@ def test_the_names_spelled_are_the_names_read(expression: str, attributes: tuple
     f"{NV}[?'type']",  # optional selection
     "google.protobuf.Int64Value{value: 1} == 1",  # a message literal
     f"{NV}.type ==",  # not an expression at all
+    "(" * 400 + f"{NV}.type" + ")" * 400,  # deeper than the parser recurses
 ])
 def test_anything_else_is_unknown(expression: str) -> None:
     assert reads_of(expression) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("device.atribuscpy[]()'\"!?:,{}<=&|+-0 d")),
+               max_size=60))
+def test_any_text_gets_an_answer_never_an_exception(text: str) -> None:
+    assert reads_of(text) is None or isinstance(reads_of(text), Reads)
