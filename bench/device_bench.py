@@ -16,11 +16,15 @@ At ``--devices`` devices (10,000 by default: nodes of 8 whole GPUs), it times
 * ``mixed, republished``: every slice at a new resourceVersion, the device
   shapes' verdicts kept: what a driver republishing everything costs.
 
+The class selects ``type == 'gpu'``; ``--expression`` gives another (one
+selecting the same devices, say by memory:
+``device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('60Gi')) >= 0``).
 The counted devices are the same in plain and mixed (only the extra devices
 are left out). Target (printed, not asserted): warm at most 1.2x plain (with
 ``--baseline``, 1.2x that revision's plain read).
 
     .venv/bin/python bench/device_bench.py [--devices 10000] [--repeat 5] [--baseline REV]
+        [--expression CEL]
 """
 
 from __future__ import annotations
@@ -43,8 +47,12 @@ from controller.selectors import DeviceSelector  # noqa: E402
 
 DRIVER = "gpu.nvidia.com"
 GPUS = 8
-CLASS = {"metadata": {"name": DRIVER}, "spec": {"selectors": [{"cel": {
-    "expression": f"device.attributes['{DRIVER}'].type == 'gpu'"}}]}}
+TYPE = f"device.attributes['{DRIVER}'].type == 'gpu'"
+
+
+def device_class(expression: str) -> dict[str, Any]:
+    return {"metadata": {"name": DRIVER},
+            "spec": {"selectors": [{"cel": {"expression": expression}}]}}
 
 
 def _slice(node: str, devices: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
@@ -123,11 +131,14 @@ def main() -> int:
     parser.add_argument("--devices", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--baseline", metavar="REV", help="also time REV's read_slices")
+    parser.add_argument("--expression", default=TYPE, metavar="CEL",
+                        help="the class's selector (it must select the whole GPUs)")
     args = parser.parse_args()
+    klass = device_class(args.expression)
     nodes = max(1, args.devices // GPUS)
     plain_slices, mixed_slices = plain(nodes), mixed(nodes)
     counted = sum(h.devices for h in read_slices(plain_slices, DRIVER)[0].values())
-    selector = DeviceSelector.of(CLASS)
+    selector = DeviceSelector.of(klass)
     mixed_hw = read_slices(mixed_slices, DRIVER, selector)[0]
     assert sum(h.devices for h in mixed_hw.values()) == counted, "the bench's fleets differ"
     published = sum(len(s["spec"]["devices"]) for s in mixed_slices)
@@ -137,7 +148,7 @@ def main() -> int:
         rows.append((f"plain at {args.baseline}",
                      best(args.repeat, lambda: old(plain_slices, DRIVER))))
     rows.append(("mixed, cold", best(args.repeat, lambda: read_slices(
-        mixed_slices, DRIVER, DeviceSelector.of(CLASS)))))
+        mixed_slices, DRIVER, DeviceSelector.of(klass)))))
     rows.append(("mixed, warm", best(args.repeat, lambda: read_slices(
         mixed_slices, DRIVER, selector))))
     # Every slice at a new resourceVersion, one fleet per run, made before the clock starts
