@@ -12,7 +12,7 @@ Rules:
   ``type`` of driver ``gpu.nvidia.com`` is
   ``device.attributes['gpu.nvidia.com'].type``. Attribute values are their
   plain value (string, int, bool); a ``version`` attribute is a semantic version;
-  every capacity is a quantity.
+  every capacity is a quantity (one that is not is absent, its domain there).
 * Quantities and versions are opaque values: comparable only through
   ``compareTo`` (and, for quantities, ``isGreaterThan``/``isLessThan``), never
   by ``<`` or ``==`` against a number, as in Kubernetes' CEL environment.
