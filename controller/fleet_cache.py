@@ -464,9 +464,10 @@ class CachedView:
         return seats_used(self.bookings.values(), self.claims)
 
     def live_uid(self, uid: str) -> bool:
-        """Whether a worker of that UID is known and not Failed."""
+        """Whether a worker of that UID is known and not finished (Failed, Succeeded)."""
         name = self._of._worker_by_uid.get(uid)
-        return name is not None and self._of._workers[name].phase != naming.WorkerPhase.FAILED
+        return name is not None and \
+            self._of._workers[name].phase not in naming.FINISHED_PHASES
 
 
 def _pool_and_node(item: Obj) -> tuple[str, str]:

@@ -19,7 +19,9 @@ Rules:
   which is ``true`` accepts no role (the pod's node affinity would agree) and
   is left out. A malformed ``max-workers-per-claim`` falls back to 1, one
   above 256 (the most consumers a ResourceClaim lists) counts as 256; all
-  are reported as warnings. Pod slots for workers: the node's allocatable
+  are reported as warnings. A node that cannot keep its workers (not ready,
+  out-of-service: ``controller.nodes``) is left out, with a warning. Pod
+  slots for workers: the node's allocatable
   ``pods`` less its other pods (``fleet_rules``); unreadable, unchecked, with
   a warning.
 * Claims: managed. A terminating claim keeps its devices and seats booked
@@ -57,6 +59,7 @@ from controller.fleet_rules import (
     worker_booking,
     worker_pod_slots,
 )
+from controller.nodes import trouble
 from controller.objects import Obj, Worker, labels_of, name_of, worker_owner_uid
 from controller.selectors import DeviceSelector
 from placement import Fleet, Node, Role
@@ -178,6 +181,10 @@ def read_nodes(node_objs: list[Obj], hardware: dict[str, Hardware],
         warnings += left_out_warnings(name, hardware[name].left_out)
         if not hardware[name].devices:
             continue
+        sick = trouble(obj, name)
+        if sick is not None:  # no new seat on a node that cannot keep its workers
+            warnings.append(f"node {name}: left out of placement: {sick.why}")
+            continue
         present = {role: labels[key] for role, key in naming.NODE_ROLE_LABELS.items()
                    if key in labels}
         roles = frozenset(Role(role) for role, value in present.items() if value == "true")
@@ -295,7 +302,7 @@ def build_fleet(
         claims={name: v for name, v in views.items() if not v.deleting},
         closing={name: v for name, v in views.items() if v.deleting},
         bookings=bookings, warnings=tuple(notes + warnings),
-        live_uids=frozenset(w.uid for w in workers if w.phase != naming.WorkerPhase.FAILED),
+        live_uids=frozenset(w.uid for w in workers if w.phase not in naming.FINISHED_PHASES),
         left_out={n.name: hardware[n.name].left_out for n in placement_nodes
                   if hardware[n.name].left_out})
 

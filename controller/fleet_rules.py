@@ -8,7 +8,7 @@ Rules:
 
 * A worker's booking, strongest first: the claim its live pod consumes (the
   pod wins after a lost status write; among several live pods the last by
-  name), then, unless the worker is Failed, its ``status.claimName``, then a
+  name), then, unless the worker is finished (Failed, Succeeded), its ``status.claimName``, then a
   join committed on a claim's booked list and not yet carried out (the last
   claim by name where several list it). No claim: no booking.
   A booking carries its worker's ``spec.exclusive``, so no one joins an
@@ -145,7 +145,7 @@ def worker_booking(worker: SeatHolder, pod_claims: Iterable[tuple[str, str]],
     live = [(pod, claim) for pod, claim in pod_claims if claim]
     if live:
         claim = max(live)[1]
-    elif worker.phase == naming.WorkerPhase.FAILED:
+    elif worker.phase in naming.FINISHED_PHASES:
         return None
     else:
         claim = worker.claim or max(committed, default="")

@@ -7,7 +7,7 @@ Rules:
   the rest. The pending workers are kept by the fleet cache as they change
   (``Cache.waiting``): a wake or a scrape costs the pending, never the fleet.
 * The sweep deletes a managed claim only when nothing references it: no
-  non-Failed worker's ``status.claimName`` or UID-derived claim name (a claim
+  unfinished worker's ``status.claimName`` or UID-derived claim name (a claim
   cut just before a lost pod write), no pod in the namespace (in any phase),
   no consumer in the claim's ``status.reservedFor``. Only when the cache finds
   such a claim are the namespace's pods listed (an unmanaged pod, which the
@@ -73,8 +73,8 @@ def sweep(api: kube.Kube, cache: Cache, settings: Settings, metrics: Metrics,
     """When to sweep again, and the deletes of the orphaned claims old enough to go."""
     claims = cache.items(kube.CLAIMS)
     workers = [Worker.from_obj(o) for o in cache.items(kube.WORKERS)]
-    # A Failed worker pins nothing: its pod, while it exists, speaks for it.
-    live = [w for w in workers if w.phase != naming.WorkerPhase.FAILED]
+    # A finished worker pins nothing: its pod, while it exists, speaks for it.
+    live = [w for w in workers if w.phase not in naming.FINISHED_PHASES]
     referenced = {w.claim for w in live} | {w.own_claim for w in live}
     for pod in cache.items(kube.PODS):
         referenced |= pod_claims(pod)

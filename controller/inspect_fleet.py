@@ -136,7 +136,7 @@ def holders_in_order(live: LiveFleet) -> list[Holder]:
     holders = [
         Holder(w.name, w.role.value, w.memory, w.owner, age_order(w.obj))
         for w in live.workers.values()
-        if w.phase != naming.WorkerPhase.FAILED and not w.spec_error
+        if w.phase not in naming.FINISHED_PHASES and not w.spec_error
     ]
     for holder, booked in live.view.bookings.items():
         if holder.startswith("pod/"):

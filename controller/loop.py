@@ -32,7 +32,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from controller import kube, memory
+from controller import kube, memory, moves
 from controller.cache import Cache
 from controller.housekeeping import tally
 from controller.logs import kv
@@ -93,7 +93,8 @@ class Controller:
             synced = []
             for feed in feeds(self.queue, self.settings.device_driver, self._enabled,
                               device_class=self.settings.device_class,
-                              namespace=self.settings.namespace):
+                              namespace=self.settings.namespace,
+                              placed_on=lambda node: moves.workers_on_node(self.cache, node)):
                 done = threading.Event()
                 watcher = Watcher(self.api, feed, self.cache, stop, done)
                 watcher.start()

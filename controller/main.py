@@ -121,6 +121,15 @@ def _settings(**options: Any) -> Settings:
               show_default=True, help="How often orphaned claims are swept.")
 @click.option("--reclaim-grace", envvar="OPEN_RL_RECLAIM_GRACE", default="2m",
               show_default=True, help="A claim younger than this is never swept.")
+@click.option("--wedge-grace", envvar="OPEN_RL_WEDGE_GRACE", default="2m", show_default=True,
+              help="A placed worker's pod that stays unschedulable on its node this long (or "
+                   "that the kubelet rejects) gives its seat back and is placed again.")
+@click.option("--move-limit", envvar="OPEN_RL_MOVE_LIMIT", default=3, show_default=True,
+              type=click.IntRange(min=1),
+              help="A worker placed again (node lost, pod wedged) more often than this within "
+                   "--move-window waits, with reason PlacedTooOften, instead of looping.")
+@click.option("--move-window", envvar="OPEN_RL_MOVE_WINDOW", default="30m", show_default=True,
+              help="The window --move-limit counts in.")
 @click.option("--assume-timeout", envvar="OPEN_RL_ASSUME_TIMEOUT", default="30s",
               show_default=True,
               help="A decision's claim or pod that no answer confirms (and no write in flight "

@@ -105,6 +105,9 @@ class Metrics:
         for role in ROLES:  # every role's series exists from the start, so rates read 0
             self.wait_for_seat.labels(role=role)
             self.seat_to_running.labels(role=role)
+        self.moves = Counter(f"{PREFIX}_moves_total",
+                             "Workers placed again, by why (NodeLost, NodeNotReady, PodWedged).",
+                             ["reason"], registry=r)
         self.write_failures = Counter(f"{PREFIX}_write_failures_total",
                                       "Planned writes that failed, by resource and error kind "
                                       "(each is retried).", ["resource", "error"], registry=r)

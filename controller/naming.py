@@ -71,7 +71,12 @@ class WorkerPhase(enum.StrEnum):
     PENDING = "Pending"  # no claim yet; the reason says why
     PLACING = "Placing"  # claim and pod exist; waiting for allocation and the pod to run
     RUNNING = "Running"
+    SUCCEEDED = "Succeeded"  # terminal: its pod completed
     FAILED = "Failed"  # terminal
+
+
+# The phases a worker never leaves: it holds no seat, and its claim goes.
+FINISHED_PHASES = frozenset({WorkerPhase.SUCCEEDED, WorkerPhase.FAILED})
 
 
 class ReasonKind(enum.StrEnum):
@@ -82,6 +87,14 @@ class ReasonKind(enum.StrEnum):
     WAITING_FOR_CAPACITY = WaitKind.WAITING_FOR_CAPACITY.value  # not yet
     WAITING_FOR_PREDECESSOR = "WaitingForPredecessor"
     TEMPLATE_NOT_FOUND = "TemplateNotFound"
+    # Pending while placed again (moves.py): its node was lost, its node is not ready,
+    # its pod was wedged; or it was placed again too often lately and waits.
+    NODE_LOST = "NodeLost"
+    NODE_NOT_READY = "NodeNotReady"  # also on a placed worker whose pod waits for its node
+    POD_WEDGED = "PodWedged"
+    PLACED_TOO_OFTEN = "PlacedTooOften"
+    # Succeeded.
+    COMPLETED = "Completed"
     # Placing: the condition's reason names the condition itself, as Kubernetes does.
     PLACED = "Placed"
     # Placing or Running, on a claim someone is deleting.
@@ -100,6 +113,8 @@ WARNING_REASONS = frozenset({
     ReasonKind.NO_CAPACITY, ReasonKind.INVALID_SPEC, ReasonKind.TEMPLATE_ERROR,
     ReasonKind.TEMPLATE_NOT_FOUND, ReasonKind.POD_CONFLICT, ReasonKind.POD_FAILED,
     ReasonKind.UNSATISFIABLE, ReasonKind.UNSCHEDULABLE, ReasonKind.CLAIM_DELETING,
+    ReasonKind.NODE_LOST, ReasonKind.NODE_NOT_READY, ReasonKind.POD_WEDGED,
+    ReasonKind.PLACED_TOO_OFTEN,
 })
 
 CONDITION_PLACED = "Placed"  # the worker's one condition: True while Placing or Running

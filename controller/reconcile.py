@@ -17,16 +17,22 @@ The sequence for a worker, each step a function of steps.py returning a
    status and its pod) until then: a seat cannot free while the process may
    still hold the device.
 3. First sight (``add_finalizer``): plan the finalizer (the one extra write).
-4. Failed is terminal; a Failed worker's finished pod is deleted
-   (``drop_finished_pod``). A spec the controller cannot act on is InvalidSpec.
-5. A pod named for the worker exists (``with_pod``):
+4. Failed and Succeeded are terminal; the finished pod is deleted, and its
+   claim at once unless another worker holds a seat on it (``moves.finished``).
+   A spec the controller cannot act on is InvalidSpec.
+5. A pod named for the worker exists: first ``moves.with_pod`` (completed:
+   Succeeded; its node lost or not ready, or the pod wedged: the worker is
+   placed again, moves.py's table); else ``steps.with_pod``:
    - owned by this incarnation: report it (Placing, Running, PodFailed;
      Unschedulable, and the pod deleted, once it has waited past the
      placement timeout);
    - owned by an earlier incarnation of the same name: delete it, wait until
      it is gone, never adopt it;
    - anything else: PodConflict, nothing deleted.
-6. No pod: read and check the template (``template``: TemplateNotFound waits,
+6. No pod: a seat on a lost or not-ready node, or under a wedged pod, is
+   given back (``moves.leave``); a moving worker placed again too often
+   waits (``moves.held_back``). Then read and check the template
+   (``template``: TemplateNotFound waits,
    keeping a held claim's seat booked (``held_claim``); TemplateError fails,
    also for a ConfigMap the operator has not marked as a template),
    then decide under the cache's lock (``seat``):
@@ -62,12 +68,14 @@ import datetime as dt
 import logging
 from collections.abc import Callable
 
-from controller import housekeeping, kube, status, steps
+import attrs
+
+from controller import housekeeping, kube, moves, standing, status, steps
 from controller.cache import Cache
 from controller.events import Recorder
 from controller.logs import kv
 from controller.metrics import Metrics
-from controller.naming import ReasonKind, WorkerPhase
+from controller.naming import FINISHED_PHASES, ReasonKind, WorkerPhase
 from controller.objects import Obj, Worker
 from controller.settings import Settings
 from controller.status import Outcome
@@ -131,26 +139,56 @@ class Reconciler:
     def _conclude(self, ctx: Context, worker: Worker) -> Conclusion:
         """Steps 4 to 7: what the worker's status is to become, and the writes for it."""
         pod = self.cache.get(kube.PODS, worker.pod_name)
-        if worker.phase == WorkerPhase.FAILED:
-            return steps.drop_finished_pod(worker, pod)
+        if worker.phase in FINISHED_PHASES:
+            return moves.finished(ctx, worker, pod)
         if worker.spec_error:
             return Conclusion(
                 Outcome(WorkerPhase.FAILED, ReasonKind.INVALID_SPEC, worker.spec_error))
         if pod is not None:
-            return steps.with_pod(ctx, worker, pod)
+            standing_pod = (standing.with_pod(ctx, worker, pod) if self.settings.autoscaling
+                            else None)
+            if standing_pod is not None:
+                return standing_pod
+            moved = moves.with_pod(ctx, worker, pod)
+            if moved is not None:
+                return self._counted(moved)
+            return self._wedge_check(ctx, pod, steps.with_pod(ctx, worker, pod))
+        gone = standing.without_pod(ctx, worker) if self.settings.autoscaling else None
+        if gone is not None:
+            return gone
         with self.cache.lock:
             held = steps.held_claim(ctx, worker)
+            left = moves.leave(ctx, worker, held) or (
+                moves.held_back(ctx, worker) if held is None else None)
+        if left is not None:
+            return self._counted(left)
         prepared = steps.template(ctx, worker, held)
         if isinstance(prepared, Conclusion):
             return prepared
         with self.cache.lock:  # decide and assume as one step: no decision in between
-            done = steps.seat(ctx, worker, prepared)
+            done = moves.explain(ctx, worker, steps.seat(ctx, worker, prepared))
+            if self.settings.autoscaling and done.decided in standing.WAITS:
+                done = standing.stand(ctx, worker, prepared, done)
             for write in done.writes:
                 if write.assumed:
                     self.cache.assume(write.res, write.body)
         if done.decided:
             self.metrics.decisions.labels(outcome=done.decided).inc()
         return done
+
+    def _counted(self, done: Conclusion) -> Conclusion:
+        """A move's conclusion, counted when it records the move (moves_total)."""
+        if done.outcome is not None and done.outcome.moves:
+            self.metrics.moves.labels(reason=done.outcome.kind).inc()
+        return done
+
+    @staticmethod
+    def _wedge_check(ctx: Context, pod: Obj, done: Conclusion) -> Conclusion:
+        """Come back when an unschedulable pod's grace runs out, if nothing sooner."""
+        due = moves.wedge_due(ctx, pod)
+        if due is None or (done.requeue_after is not None and done.requeue_after <= due):
+            return done
+        return attrs.evolve(done, requeue_after=due)
 
     def _context(self) -> Context:
         return Context(self.cache, self.settings, self.api.namespace, self.now())

@@ -155,10 +155,23 @@ def _slice(obj: Obj) -> Obj:
 
 
 def _node(obj: Obj) -> Obj:
-    allocatable = (obj.get("status") or {}).get("allocatable") or {}
+    status = obj.get("status") or {}
+    allocatable = status.get("allocatable") or {}
     kept = {k: allocatable[k] for k in ("memory", "pods") if k in allocatable}
-    return {"metadata": _meta(obj, labels=_ours),
-            "status": {"allocatable": kept} if kept else {}}
+    out: Obj = {"metadata": _meta(obj, labels=_ours),
+                "status": {"allocatable": kept} if kept else {}}
+    # Its health (controller.nodes): the Ready condition without its heartbeat, and the
+    # node controller's and the operator's node.kubernetes.io/ taints.
+    ready = [{k: c[k] for k in ("type", "status", "reason", "lastTransitionTime") if k in c}
+             for c in status.get("conditions") or [] if c.get("type") == "Ready"]
+    if ready:
+        out["status"]["conditions"] = ready
+    taints = [{k: t[k] for k in ("key", "effect") if k in t}
+              for t in (obj.get("spec") or {}).get("taints") or []
+              if str(t.get("key", "")).startswith("node.kubernetes.io/")]
+    if taints:
+        out["spec"] = {"taints": taints}
+    return out
 
 
 def _node_pod(obj: Obj) -> Obj:
@@ -422,10 +435,16 @@ class RawSlice(Struct, omit_defaults=True):
 
 class RawNodeStatus(Struct, omit_defaults=True):
     allocatable: Any = UNSET
+    conditions: Any = UNSET
+
+
+class RawNodeSpec(Struct, omit_defaults=True):
+    taints: Any = UNSET
 
 
 class RawNode(Struct, omit_defaults=True):
     metadata: RawMeta | UnsetType | None = UNSET
+    spec: RawNodeSpec | UnsetType | None = UNSET
     status: RawNodeStatus | UnsetType | None = UNSET
 
 

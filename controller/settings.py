@@ -19,6 +19,9 @@ Rules:
   is not one of the refused ones, is a settings error. ``template_pod_security``
   is the Pod Security level every template is held to (``baseline`` or
   ``restricted``), checked by the scheduler whatever the namespace's labels.
+* ``wedge_grace``, ``move_limit`` and ``move_window`` are the re-placement
+  rules' (``controller.moves``): how long a placed pod may stay unschedulable,
+  and how many times a worker may be placed again within the window.
 * ``strategy`` is the placement policy's, one for the whole scheduler
   (``placement.policy``): ``spread`` (the default) or ``binpack``. Owner
   affinity is always on here; only the offline commands switch it off, to
@@ -174,6 +177,14 @@ class Settings:
                                           validator=_positive)
     reclaim_grace: float = attrs.field(default=120.0, converter=parse_duration,
                                        validator=attrs.validators.ge(0.0))
+    # A placed worker's pod that stays unschedulable this long is wedged: placed again.
+    wedge_grace: float = attrs.field(default=120.0, converter=parse_duration,
+                                     validator=_positive)
+    # Placed again more than move_limit times within move_window: the worker waits.
+    move_limit: int = attrs.field(default=3, converter=int,
+                                  validator=attrs.validators.ge(1))
+    move_window: float = attrs.field(default=1800.0, converter=parse_duration,
+                                     validator=_positive)
     # An assumption no answer resolved (and no plan in flight will) is forgotten after this.
     assume_timeout: float = attrs.field(default=30.0, converter=parse_duration,
                                         validator=_positive)

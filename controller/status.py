@@ -6,9 +6,15 @@ Rules:
   tells "never" (NoCapacity) from "not yet" (WaitingForCapacity); or a seat
   kept, with ``claimName``, while the worker waits for its pod template),
   ``Placing`` (claim and pod exist, the pod is not running yet), ``Running``
-  (the pod runs), ``Failed`` (InvalidSpec, TemplateError, PodConflict,
-  PodFailed, Unsatisfiable, Unschedulable; terminal). A placed worker whose
-  claim is being deleted keeps its phase, with reason ``ClaimDeleting``.
+  (the pod runs), ``Succeeded`` (its pod completed; terminal), ``Failed``
+  (InvalidSpec, TemplateError, PodConflict, PodFailed, Unsatisfiable,
+  Unschedulable; terminal). A placed worker whose claim is being deleted
+  keeps its phase, with reason ``ClaimDeleting``; one whose node is not ready
+  keeps it with ``NodeNotReady``. A worker being placed again is Pending with
+  the move's kind (``NodeLost``, ``NodeNotReady``, ``PodWedged``) until it is
+  placed, or ``PlacedTooOften`` (controller.moves).
+* ``moves`` lists the worker's latest moves (when, why, from which node and
+  claim), newest last; an outcome that says nothing of them keeps them.
 * ``status.reason`` reads ``<Kind>: <detail>``; the ``Placed`` condition
   carries the kind as its reason and the detail as its message. Placed is
   True in Placing and Running.
@@ -42,6 +48,7 @@ class Outcome:
     memory_per_device: int | None = None
     node: str = ""
     pod: str = ""
+    moves: tuple[Obj, ...] | None = None  # the status's moves; None: as they are
 
     @property
     def reason(self) -> str:
@@ -82,6 +89,8 @@ def desired(worker: Worker, outcome: Outcome, now: dt.datetime) -> Obj:
         "estimatorVersion": worker.estimator_version or None,
         "observedGeneration": worker.generation,
         "conditions": [condition],
+        "moves": (list(outcome.moves) if outcome.moves is not None
+                  else old.get("moves")) or None,
     }
 
 

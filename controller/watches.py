@@ -27,7 +27,9 @@ Rules:
     allocated, deallocated or deleted: wake-all, since the devices it held,
     and the counters they consumed, may be free again;
   - a node's openrl.io labels, allocatable memory or allocatable pods
-    changed: wake-all;
+    changed: wake-all; a node gone, or its health changed (its Ready
+    condition, its node.kubernetes.io/ taints: controller.nodes), also
+    queues the workers booked on its claims;
   - a pod other than a worker's left an enabled node (finished, deleted):
     wake-all, since a pod slot came free there. Those pods are watched in
     every namespace, filtered by the server to the bound, unfinished,
@@ -40,13 +42,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
 from controller import kube, naming
 from controller.cache import Cache
 from controller.fleet_rules import foreign_claim
 from controller.logs import kv
+from controller.nodes import ready_signature
 from controller.objects import Obj, controller_owner, meta, name_of, pod_node, pod_phase
 from controller.queue import WorkQueue
 from controller.records import PageDecoder, Record, strip, to_obj, to_record
@@ -229,7 +232,7 @@ def _node_signature(obj: Obj) -> Hashable:
               if k.startswith("openrl.io/")}
     allocatable = (obj.get("status") or {}).get("allocatable") or {}
     return (meta(obj).get("uid"), tuple(sorted(labels.items())), allocatable.get("memory"),
-            allocatable.get("pods"))
+            allocatable.get("pods"), ready_signature(obj))
 
 
 def _foreign_claim_signature(obj: Obj) -> Hashable:
@@ -243,11 +246,12 @@ def _node_pod_signature(obj: Obj) -> Hashable:
 
 def feeds(queue: WorkQueue, driver: str,
           enabled: Callable[[str], bool] = lambda _node: True, *,
-          device_class: str | None = None, namespace: str | None = None) -> list[Feed]:
+          device_class: str | None = None, namespace: str | None = None,
+          placed_on: Callable[[str], Iterable[str]] = lambda _node: ()) -> list[Feed]:
     """The watches' feeds; ``enabled`` says whether placement knows a node;
     ``device_class``: the DeviceClass whose selectors pick the devices (None: unwatched);
     ``namespace``: ours, whose managed claims are the only ones not foreign (None: claims
-    not ours unwatched)."""
+    not ours unwatched); ``placed_on``: the workers booked on a node's claims."""
     def wake(*_: Any) -> None:
         queue.add(WAKE, after=WAKE_DELAY, order=HOUSEKEEPING_ORDER)
 
@@ -284,6 +288,12 @@ def feeds(queue: WorkQueue, driver: str,
                 if consumer.get("resource") == "pods" and pod.startswith("orw-"):
                     queue.add(pod.removeprefix("orw-"))
 
+    def on_node(kind: str, obj: Obj) -> None:
+        wake()
+        if kind != "ADDED":  # gone, or its health changed: its workers may have to move
+            for worker in placed_on(name_of(obj)):
+                queue.add(worker)
+
     def on_foreign_claim(kind: str, _obj: Obj) -> None:
         # Devices given back (deallocated, deleted) may seat a pending worker; devices
         # taken seat nobody, but the two are one signature: a wake either way.
@@ -308,7 +318,7 @@ def feeds(queue: WorkQueue, driver: str,
         Feed(kube.CLAIMS, _claim_signature, on_claim, label_selector=naming.MANAGED_SELECTOR),
         Feed(kube.SLICES, _slice_signature, wake,
              accept=lambda o: (o.get("spec") or {}).get("driver") == driver),
-        Feed(kube.NODES, _node_signature, wake),
+        Feed(kube.NODES, _node_signature, on_node),
         Feed(kube.CONFIGMAPS, lambda o: meta(o).get("resourceVersion"), lambda *_: None),
         Feed(kube.NODE_PODS, _node_pod_signature, on_node_pod,
              label_selector=naming.OTHER_PODS_LABELS, field_selector=naming.OTHER_PODS_FIELDS),

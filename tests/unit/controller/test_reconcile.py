@@ -292,22 +292,6 @@ def test_recreated_pod_never_overfills_its_claim() -> None:
     assert len(c.api.all(kube.PODS)) == 0
 
 
-def test_pod_never_scheduled_fails_unschedulable_and_releases(cluster: Cluster) -> None:
-    cluster.place("w1")
-    cluster.api.edit(kube.PODS, "orw-w1", {"status": {"conditions": [
-        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-         "message": "0/1 nodes are available: 1 cannot allocate all claims."}]}})
-    cluster.api.advance(300)
-    cluster.reconcile("w1")
-    assert "0/1 nodes are available" in cluster.status("w1")["reason"]
-    cluster.api.advance(301)
-    cluster.reconcile("w1")
-    status = cluster.status("w1")
-    assert status["phase"] == "Failed" and status["reason"].startswith("Unschedulable:")
-    assert "claimName" not in status
-    assert cluster.api.obj(kube.PODS, "orw-w1") is None
-
-
 def test_pod_the_scheduler_has_not_reached_keeps_placing_until_the_timeout(
         cluster: Cluster) -> None:
     # A burst: kube-scheduler has not looked at the pod for minutes. Placing already says

@@ -248,8 +248,10 @@ def test_crd_status_contract() -> None:
         "reason",
         "observedGeneration",
         "conditions",
+        "moves",
     }
-    assert status["phase"]["enum"] == ["Pending", "Placing", "Running", "Failed"]
+    assert status["phase"]["enum"] == ["Pending", "Placing", "Running", "Succeeded", "Failed"]
+    assert set(status["moves"]["items"]["properties"]) == {"at", "reason", "node", "claim"}
     cond = status["conditions"]["items"]
     assert set(cond["properties"]) == {
         "type",
