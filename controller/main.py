@@ -162,6 +162,15 @@ def _settings(**options: Any) -> Settings:
                    "shares a claim only under contention; binpack: it joins a claim that can "
                    "seat it first, and a new claim (so a new node, in an autoscaled pool) is "
                    "cut only when none can.")
+@click.option("--autoscaling/--no-autoscaling", envvar="OPEN_RL_AUTOSCALING", default=False,
+              show_default=True,
+              help="A worker that must wait keeps a standing, unpinned claim and pod that "
+                   "kube-scheduler and a node autoscaler can act on.")
+@click.option("--autoscale-pools", envvar="OPEN_RL_AUTOSCALE_POOLS", default="",
+              help="With --autoscaling: the node pools the autoscaler can add, as "
+                   "COUNTxMEMORY[:ROLE[+ROLE]] entries (e.g. '8x80Gi:trainer, 4x40Gi'); a worker "
+                   "none of them (nor any node) fits is NoCapacity. Unset: workers wait for a "
+                   "node to be added.")
 @click.option("--kubeconfig", type=click.Path(dir_okay=False),
               help="[default: $KUBECONFIG, else in-cluster]")
 @click.option("--log-format", envvar="OPEN_RL_LOG_FORMAT", default="json", show_default=True,

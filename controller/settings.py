@@ -26,6 +26,11 @@ Rules:
   (``placement.policy``): ``spread`` (the default) or ``binpack``. Owner
   affinity is always on here; only the offline commands switch it off, to
   compare.
+* ``autoscaling`` (off by default) makes a worker that must wait keep a
+  standing claim and pod a node autoscaler can act on (``controller.standing``);
+  ``autoscale_pools`` are the node pools the operator says it can add, as
+  ``COUNTxMEMORY[:ROLE[+ROLE]]`` entries (``controller.pools``): with autoscaling
+  on, NoCapacity is judged against those alone (and the nodes present).
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from pathlib import Path
 
 import attrs
 
+from controller.pools import DeclaredPool, PoolError, parse_pools
 from controller.privileges import ALLOWABLE, LEVELS, TemplatePolicy
 from placement import Policy, Strategy
 
@@ -159,6 +165,13 @@ def _strategy(_instance: object, _attribute: attrs.Attribute, value: str) -> Non
 STRATEGIES = tuple(strategy.value for strategy in Strategy)
 
 
+def _pools(value: str | tuple[DeclaredPool, ...]) -> tuple[DeclaredPool, ...]:
+    try:
+        return parse_pools(value)
+    except PoolError as exc:
+        raise SettingsError(str(exc)) from None
+
+
 def _http_address(_instance: object, _attribute: attrs.Attribute, value: str) -> None:  # type: ignore[type-arg]
     parse_http_address(value)
 
@@ -203,6 +216,8 @@ class Settings:
         factory=dict, converter=parse_template_allow, validator=_template_allow)
     template_pod_security: str = attrs.field(default="baseline", validator=_level)
     strategy: str = attrs.field(default=Strategy.SPREAD.value, validator=_strategy)
+    autoscaling: bool = False
+    autoscale_pools: tuple[DeclaredPool, ...] = attrs.field(default=(), converter=_pools)
     # Built from the four above once they are checked.
     template_policy: TemplatePolicy = attrs.field(init=False, factory=TemplatePolicy)
     # Lease timings (client-go's defaults): a leader that cannot renew within

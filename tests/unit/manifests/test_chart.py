@@ -432,6 +432,16 @@ def test_the_strategy_reaches_the_scheduler_only_when_not_the_default(
     assert "strategy" in refused(helm_env, "--set", "scheduler.strategy=pack")
 
 
+def test_autoscaling_reaches_the_scheduler_only_when_enabled(
+        helm_env: dict[str, str], defaults: list[Doc]) -> None:
+    assert "OPEN_RL_AUTOSCALING" not in env_of(defaults)
+    docs = template(helm_env, "--set", "scheduler.autoscaling.enabled=true",
+                    "--set", "scheduler.autoscaling.pools={8x80Gi:trainer,4x40Gi}")
+    assert env_of(docs)["OPEN_RL_AUTOSCALING"] == "true"
+    assert env_of(docs)["OPEN_RL_AUTOSCALE_POOLS"] == "8x80Gi:trainer,4x40Gi"
+    assert "pools" in refused(helm_env, "--set", "scheduler.autoscaling.pools={80Gi}")
+
+
 def test_the_scheduler_level_and_every_control_name(helm_env: dict[str, str],
                                                     defaults: list[Doc]) -> None:
     assert "OPEN_RL_TEMPLATE_POD_SECURITY" not in env_of(defaults)
