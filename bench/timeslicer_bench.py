@@ -12,8 +12,15 @@ there are. Prints, per shape, p50/p99/max release to next grant (target p99
 <= 5 ms at 8x32) and the agent process's CPU seconds per switch, then the
 ratios of the bigger shapes to the first, measured in the same run.
 
-    python bench/timeslicer_bench.py                       # 8x32, 8x320, 80x32
+Then the first shape again beside one *flooding* member, in a group of its
+own and a process of its own: it says hello and then writes ``want`` and
+``idle`` lines (and now and then a malformed one) as fast as the socket
+takes them, and never reads. Prints the honest members' p99 release to next
+grant without and with it, and the ratio (target within 1.2x).
+
+    python bench/timeslicer_bench.py                       # 8x32, 8x320, 80x32, flood
     python bench/timeslicer_bench.py --shapes 8x32 --switches 20000
+    python bench/timeslicer_bench.py --shapes 8x32 --flood-only
     TIMESLICER_BENCH_SWITCHES=10000 python bench/timeslicer_bench.py
 """
 
@@ -21,8 +28,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import shutil
+import socket
 import statistics
 import sys
 import tempfile
@@ -53,7 +62,7 @@ async def worker(path: Path, group: int, tally: Tally) -> None:
             break
         except (FileNotFoundError, ConnectionRefusedError):
             await asyncio.sleep(0.05)
-    writer.write(b'{"op":"hello","v":1,"resident":false}\n{"op":"want"}\n')
+    writer.write(b'{"op":"hello","v":2,"resident":false}\n{"op":"want"}\n')
     tally.connected += 1
     try:
         await serve_turns(reader, writer, group, tally)
@@ -63,15 +72,17 @@ async def worker(path: Path, group: int, tally: Tally) -> None:
 
 async def serve_turns(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, group: int,
                       tally: Tally) -> None:
+    turn = 0
     while line := await reader.readline():
         if b'"grant"' in line:
             tally.grants += 1
             if group in tally.released:
                 tally.latencies.append(time.perf_counter() - tally.released.pop(group))
-            writer.write(b'{"op":"resident"}\n')
+            turn = json.loads(line)["turn"]
+            writer.write(b'{"op":"resident","turn":%d}\n' % turn)
         elif b'"yield"' in line:
             tally.released[group] = time.perf_counter()
-            writer.write(b'{"op":"parked"}\n')
+            writer.write(b'{"op":"parked","turn":%d}\n' % turn)
 
 
 async def agent_cpu(agent: asyncio.subprocess.Process) -> float:
@@ -81,19 +92,47 @@ async def agent_cpu(agent: asyncio.subprocess.Process) -> float:
     return float(await agent.stdout.readline())
 
 
-async def measure(groups: int, members: int, switches: int, quantum: float) -> dict[str, float]:
+FLOOD = (b'{"op":"want"}\n{"op":"idle"}\n' * 200 + b'{"op":"want","turn":[[[[1]]]]}\n'
+         + b"not json\n")
+
+
+def flooder(path: Path) -> None:
+    """The child: one member that writes lines as fast as its socket takes them, never
+    reading (so the agent's replies to its malformed lines pile up), reconnecting whenever
+    the agent drops it."""
+    while True:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(str(path))
+            sock.sendall(b'{"op":"hello","v":2,"resident":false}\n')
+            while True:
+                sock.sendall(FLOOD)
+        except OSError:
+            time.sleep(0.01)
+        finally:
+            sock.close()
+
+
+async def measure(groups: int, members: int, switches: int, quantum: float,
+                  flood: bool = False) -> dict[str, float]:
     root = Path(tempfile.mkdtemp(prefix="timeslicer-bench-"))
+    flooding: asyncio.subprocess.Process | None = None
     try:
         for g in range(groups):
             for m in range(members):
                 home = root / f"g{g}" / f"m{m:03d}"
                 home.mkdir(parents=True)
                 (home / "owner").write_text(f"owner{m % 2}")
+        if flood:
+            (root / "flood" / "m000").mkdir(parents=True)
         agent = await asyncio.create_subprocess_exec(
             sys.executable, __file__, "--agent", str(root), "--quantum", str(quantum),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
         assert agent.stdout is not None and agent.stdin is not None
         await agent.stdout.readline()  # running
+        if flood:
+            flooding = await asyncio.create_subprocess_exec(
+                sys.executable, __file__, "--flooder", str(root / "flood" / "m000" / "turn.sock"))
         tally = Tally()
         tasks = [asyncio.create_task(worker(root / f"g{g}" / f"m{m:03d}" / "turn.sock", g, tally))
                  for g in range(groups) for m in range(members)]
@@ -108,10 +147,16 @@ async def measure(groups: int, members: int, switches: int, quantum: float) -> d
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        if flooding is not None:
+            flooding.kill()
+            await flooding.wait()
+            flooding = None
         await asyncio.sleep(0.2)  # the agent sees every connection close before it stops
         agent.stdin.close()
         await agent.wait()
     finally:
+        if flooding is not None:
+            flooding.kill()
         shutil.rmtree(root, ignore_errors=True)
     ms = sorted(x * 1000 for x in tally.latencies)
     return {"p50": statistics.median(ms), "p99": ms[max(0, int(len(ms) * 0.99) - 1)],
@@ -159,11 +204,31 @@ def main() -> None:
                         help="releases measured per shape (env TIMESLICER_BENCH_SWITCHES)")
     parser.add_argument("--quantum", type=float, default=0.005,
                         help="seconds, at 8 groups; scaled with the number of groups")
+    parser.add_argument("--flood-only", action="store_true",
+                        help="only the flooding comparison, at the first shape")
     parser.add_argument("--agent", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--flooder", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.agent is not None:
         asyncio.run(agent_main(args.agent, args.quantum))
         return
+    if args.flooder is not None:
+        flooder(args.flooder)
+        return
+    if not args.flood_only:
+        shapes(args)
+    groups, members = args.shapes[0]
+    quantum = args.quantum * groups / BASE_GROUPS
+    calm = asyncio.run(measure(groups, members, args.switches, quantum))
+    flooded = asyncio.run(measure(groups, members, args.switches, quantum, flood=True))
+    ratio = flooded["p99"] / calm["p99"]
+    print(f"{groups}x{members} beside one flooding member: release -> next grant p99 "
+          f"{calm['p99']:.2f} ms without, {flooded['p99']:.2f} ms with (p50 {calm['p50']:.2f} / "
+          f"{flooded['p50']:.2f} ms); ratio {ratio:.2f}x (target <= 1.2x: "
+          f"{'met' if ratio <= 1.2 else 'MISSED'})", flush=True)
+
+
+def shapes(args: argparse.Namespace) -> None:
     results = []
     for groups, members in args.shapes:
         quantum = args.quantum * groups / BASE_GROUPS

@@ -20,9 +20,12 @@ Rules:
   and the connection stays. What is said on the channel is ``replies``'s.
 * No member can slow another: a connection is read ``READ_SLICE`` bytes at a
   time and at most ``LINES_PER_SLICE`` lines are handled before the loop
-  turns to others; replies are written without waiting, and a member that
-  lets more than ``MAX_BACKLOG`` bytes of them pile up unread is
-  disconnected (a dropped connection, nothing more).
+  turns to others; past ``LINE_BURST`` lines at once or ``LINE_RATE`` a
+  second (a worker says a few a turn) the connection is not read until its
+  allowance comes back, so a flood costs its sender, not the loop; replies
+  are written without waiting, and a member that lets more than
+  ``MAX_BACKLOG`` bytes of them pile up unread is disconnected (a dropped
+  connection, nothing more).
 * A fresh agent builds every group it finds at start recovering: nothing is
   granted until each member has said whether it is resident, or has gone, or
   the policy's bound has passed. Members that appear after the first listing
@@ -62,8 +65,8 @@ from timeslicer.agent.deadlines import Deadlines
 from timeslicer.agent.metrics import AgentMetrics
 from timeslicer.agent.sockets import bind_in
 
-__all__ = ["LINES_PER_SLICE", "MAX_BACKLOG", "MAX_LINE", "PROTOCOL_VERSION", "READ_SLICE",
-           "Agent", "Effects", "Member"]
+__all__ = ["LINES_PER_SLICE", "LINE_BURST", "LINE_RATE", "MAX_BACKLOG", "MAX_LINE",
+           "PROTOCOL_VERSION", "READ_SLICE", "Agent", "Effects", "Member"]
 
 log = logging.getLogger("openrl.timeslicer.agent")
 
@@ -72,6 +75,8 @@ MAX_LINE = protocol.MAX_LINE
 READ_SLICE = MAX_LINE          # bytes read from one connection before others are served
 LINES_PER_SLICE = 8            # lines handled from one connection before others are served
 MAX_BACKLOG = 64 * 1024        # unread reply bytes a member may leave before it is dropped
+LINE_RATE = 1000.0             # lines a second one connection may have handled, sustained...
+LINE_BURST = 256               # ...and at once; past them its socket is not read for a while
 
 
 @dataclass(eq=False)
@@ -263,6 +268,7 @@ class Agent:
                 socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
             member.extra["pid"] = struct.unpack("3i", peer)[0]
         lines = protocol.LineReader()
+        allowance, since = float(LINE_BURST), time.monotonic()
         try:
             while member.writer is writer:
                 data = await reader.read(READ_SLICE)
@@ -278,6 +284,13 @@ class Agent:
                         continue
                     if line is None:
                         break
+                    now = time.monotonic()
+                    allowance = min(float(LINE_BURST), allowance + (now - since) * LINE_RATE)
+                    since = now
+                    if allowance < 1:  # a flood: this connection waits, nobody else does
+                        await asyncio.sleep((1 - allowance) / LINE_RATE)
+                        allowance, since = 1.0, time.monotonic()
+                    allowance -= 1
                     self._message(member, writer, line)
                     handled += 1
                     if handled % LINES_PER_SLICE == 0:

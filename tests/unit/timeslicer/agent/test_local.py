@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import stat
@@ -183,3 +184,58 @@ def test_a_member_added_to_a_settled_group_joins_and_one_removed_goes(tmp_path: 
         assert agent.members["claim-a/new"].owner == "bob"
 
     asyncio.run(with_agent(tmp_path, FAST, body))
+
+
+def test_a_member_silent_after_a_restart_is_evicted_and_the_group_goes_on(
+        tmp_path: Path) -> None:
+    # Both were there before the agent started; one never says a word (a pod that never
+    # connects, a stopped process). Without NVML, silence ends in an eviction.
+    paths = members(tmp_path, "claim-a", {"quiet": "alice", "talker": "bob"})
+    log: list[tuple[str, str]] = []
+
+    async def body(agent: Agent) -> None:
+        FakeWorker(paths["talker"], log, "talker").start()
+        effects = agent.effects
+        assert isinstance(effects, LocalEffects)
+        while not effects.evicted:
+            await asyncio.sleep(0.01)
+        assert effects.evicted == [("claim-a/quiet", EvictReason.SILENT)]
+        assert log == []  # the silent one may hold memory: nobody granted yet
+        shutil.rmtree(tmp_path / "claim-a/quiet")  # its pod goes
+        while ("resident", "talker") not in log:
+            await asyncio.sleep(0.01)
+
+    asyncio.run(with_agent(tmp_path, FAST, body))
+
+
+def test_a_flooding_member_is_dropped_and_the_others_keep_their_turns(tmp_path: Path) -> None:
+    paths = members(tmp_path, "claim-a", {"a1": "alice", "b1": "bob"})
+    members(tmp_path, "noisy", {"flood": "eve"})
+    log: list[tuple[str, str]] = []
+
+    async def flood() -> None:
+        path = tmp_path / "noisy/flood/turn.sock"
+        while not path.exists():
+            await asyncio.sleep(0.01)
+        _, writer = await asyncio.open_unix_connection(str(path))
+        writer.write(b'{"op":"hello","v":2,"resident":false}\n')
+        junk = b'{"op":["want"]}\n{"op":"dance"}\n' + b"[" * 3000 + b"\n"
+        with contextlib.suppress(ConnectionError):
+            for _ in range(2000):  # replies never read
+                writer.write(junk)
+                await writer.drain()
+        writer.close()
+
+    async def body(agent: Agent) -> None:
+        for name, path in paths.items():
+            FakeWorker(path, log, name).start()
+        flooding = asyncio.create_task(flood())
+        while len(log) < 40:
+            await asyncio.sleep(0.01)
+        await asyncio.wait_for(flooding, 15)
+        sample = agent.metrics.registry.get_sample_value
+        assert sample("openrl_timeslicer_bad_messages_total", {"kind": "backlog"}) >= 1
+        assert sample("openrl_timeslicer_bad_messages_total", {"kind": "unreadable"}) > 100
+
+    asyncio.run(with_agent(tmp_path, FAST, body))
+    assert no_overlap(log)
