@@ -26,7 +26,7 @@ from typing import Any
 import click
 
 from cli.live import KUBECTL, OPENRL_PLACE, Flags, read, unreachable
-from controller.inspect_fleet import LiveFleet, turn_state
+from controller.inspect_fleet import LiveFleet, seated_claims, standing_claims, turn_state
 from placement import Policy, Request, Role, Strategy
 from placement.quantity import format_quantity
 from placement.remedy import Diagnosis, NodeVerdict, diagnose
@@ -56,8 +56,8 @@ def build(flags: Flags) -> click.Command:
         if found is None:
             unreachable(flags, "explain", f"no OpenRLWorker {worker} in namespace {api.namespace}")
         status = found.status
-        booked = live.view.bookings.get(worker)
-        claim = booked.claim if booked is not None and booked.claim in live.view.claims else None
+        claim = seated_claims(live).get(worker)
+        standing = standing_claims(live).get(worker)
         diagnosis: Diagnosis | None = None
         if claim is None and not found.spec_error:
             request = Request(found.name, Role(found.role), found.memory, found.owner,
@@ -66,6 +66,7 @@ def build(flags: Flags) -> click.Command:
         document = _explanation(found.name, found.role.value, found.memory, found.owner,
                                 str(status.get("phase") or "Pending"), status.get("reason"),
                                 claim, live, diagnosis)
+        document["standingClaim"] = standing
         if claim is not None:
             document["turn"] = turn_state(live, found)
         if output == "json":
@@ -128,6 +129,9 @@ def _explanation_lines(document: dict[str, Any], diagnosis: Diagnosis | None) ->
         return lines
     if document["reason"]:
         lines.append(f"reason: {document['reason']}")
+    if document.get("standingClaim"):
+        lines.append(f"stands on claim {document['standingClaim']} (not allocated: waiting for "
+                     "kube-scheduler or a node to be added; it seats nobody yet)")
     if diagnosis is None:
         return lines
     if diagnosis.reason is None:

@@ -30,7 +30,7 @@ from cli.options import count
 from cli.replay import replay
 from cli.scenario import ScenarioError, build_scenario
 from controller.fleet_rules import LeftOut
-from controller.inspect_fleet import LiveFleet, holders_in_order
+from controller.inspect_fleet import LiveFleet, holders_in_order, seated_claims, standing_claims
 from placement import Node
 from placement.quantity import format_quantity
 
@@ -41,8 +41,7 @@ def snapshot_document(live: LiveFleet) -> dict[str, Any]:
     """The fleet and its workers as a scenario document (plain data, YAML- or JSON-ready)."""
     view = live.view
     holders = holders_in_order(live)
-    claim_of = {holder: booked.claim for holder, booked in view.bookings.items()
-                if booked.claim in view.claims}
+    claim_of = seated_claims(live)
     allocated = {name for name, claim in view.claims.items() if claim.allocated}
     deferred = any(not claim.allocated for name, claim in view.claims.items()
                    if name in set(claim_of.values()))
@@ -99,9 +98,8 @@ def verify_snapshot(live: LiveFleet, document: dict[str, Any]) -> list[str]:
                  for c in report.claims}
     view = live.view
     on_claim: dict[str, list[str]] = {}
-    for holder, booked in view.bookings.items():
-        if booked.claim in view.claims:
-            on_claim.setdefault(booked.claim, []).append(holder)
+    for holder, claim in seated_claims(live).items():
+        on_claim.setdefault(claim, []).append(holder)
     cluster = {(tuple(sorted(on_claim[name])), claim.node, claim.devices, claim.allocated)
                for name, claim in view.claims.items() if name in on_claim}
     differences = [f"simulate only: {_group(g)}" for g in sorted(simulated - cluster)]
@@ -140,7 +138,8 @@ def build(flags: Flags) -> click.Command:
         document = snapshot_document(live)
         differences = verify_snapshot(live, document)
         arrivals = sum(1 for event in document["events"] if "arrive" in event)
-        seats = sum(1 for b in live.view.bookings.values() if b.claim in live.view.claims)
+        seats = len(seated_claims(live))
+        standing = standing_claims(live)
         if differences:
             verdict = ("simulate does NOT reproduce the cluster's placements: "
                        + "; ".join(differences))
@@ -151,13 +150,24 @@ def build(flags: Flags) -> click.Command:
         for warning in live.view.warnings:
             click.echo(f"warning: {warning}", err=True)
         click.echo(f"snapshot: {verdict}", err=True)
+        if standing:
+            click.echo(f"snapshot: {_standing_line(standing)}", err=True)
         if output == "json":
             click.echo(json.dumps(document, indent=2))
         else:
             click.echo(f"# {flags.prog} snapshot: {verdict}")
+            if standing:
+                click.echo(f"# {_standing_line(standing)}")
             click.echo(_yaml(document), nl=False)
 
     return snapshot
+
+
+def _standing_line(standing: dict[str, str]) -> str:
+    """The workers standing on unallocated claims (autoscaling): waiting arrivals here."""
+    pairs = ", ".join(f"{worker} ({claim})" for worker, claim in sorted(standing.items()))
+    return (f"{count(len(standing), 'standing claim')} waiting for kube-scheduler or a node "
+            f"to be added: {pairs}")
 
 
 def _yaml(document: dict[str, Any]) -> str:

@@ -35,6 +35,8 @@ __all__ = [
     "connect",
     "holders_in_order",
     "read_live_fleet",
+    "seated_claims",
+    "standing_claims",
 ]
 
 
@@ -99,6 +101,21 @@ def read_live_fleet(api: kube.Kube, driver: str, device_class: str | None = None
     if unseen:
         view = attrs.evolve(view, warnings=(*view.warnings, unseen))
     return LiveFleet(view, {w.name: w for w in workers}, {name_of(p): p for p in pods})
+
+
+def seated_claims(live: LiveFleet) -> dict[str, str]:
+    """Each seat holder's claim, by holder: a live claim with a node (a standing claim not
+    yet allocated seats nobody)."""
+    claims = live.view.claims
+    return {holder: booked.claim for holder, booked in live.view.bookings.items()
+            if booked.claim in claims and claims[booked.claim].node}
+
+
+def standing_claims(live: LiveFleet) -> dict[str, str]:
+    """Workers standing on an unallocated claim (autoscaling), with the claim, by worker."""
+    claims = live.view.claims
+    return {holder: booked.claim for holder, booked in live.view.bookings.items()
+            if booked.claim in claims and not claims[booked.claim].node}
 
 
 def turn_state(live: LiveFleet, worker: Worker) -> Obj | None:

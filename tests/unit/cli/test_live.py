@@ -8,7 +8,7 @@ from cli.explain import turn_line
 from cli.main import main
 from cli.snapshot import snapshot_document, verify_snapshot
 from controller import kube
-from controller.inspect_fleet import read_live_fleet, turn_state
+from controller.inspect_fleet import read_live_fleet, seated_claims, standing_claims, turn_state
 from placement import Request, Role
 from placement.remedy import diagnose
 from tests.unit.controller.conftest import DRIVER, Cluster
@@ -209,3 +209,22 @@ def test_explain_shows_a_seated_workers_turn_or_that_the_time_slicer_is_silent()
     assert turn is not None and turn["holder"] == "orw-a"
     assert turn_line(turn) == ("turn: Waiting since 2026-01-01T00:00:00Z on node-0; the claim's "
                                "turn is held by orw-a; turns so far 3")
+
+
+def test_standing_claims_seat_nobody_and_are_shown() -> None:
+    c = Cluster(nodes=0, autoscaling=True)
+    c.place("w1", "30Gi")
+    live = read_live_fleet(c.api, DRIVER)  # type: ignore[arg-type]
+    document = snapshot_document(live)
+    assert document["events"] == [{"arrive": {"name": "w1", "role": "trainer",
+                                              "memory": "30Gi"}}]
+    assert verify_snapshot(live, document) == []
+    uid = c.worker("w1")["metadata"]["uid"]
+    assert standing_claims(live) == {"w1": f"orw-w1-standing-{uid}"}
+    assert seated_claims(live) == {}
+    from cli.explain import _explanation_lines
+    lines = _explanation_lines({"worker": "w1", "role": "trainer", "memory": "30Gi",
+                                "owner": "w1", "phase": "Pending", "claim": None,
+                                "reason": c.status("w1")["reason"],
+                                "standingClaim": standing_claims(live)["w1"]}, None)
+    assert lines[2].startswith(f"stands on claim orw-w1-standing-{uid} (not allocated")
