@@ -195,3 +195,31 @@ def test_standing_claim_left_without_its_pod_goes_before_a_decision() -> None:
     assert standing_claim(c, "w1") is None
     c.reconcile("w1")  # stands again, one claim, one pod
     assert standing_claim(c, "w1") is not None and c.api.obj(kube.PODS, "orw-w1") is not None
+
+
+def test_a_pinned_pod_whose_device_a_standing_claim_took_waits_again_never_fails() -> None:
+    c = Cluster(nodes=0, autoscaling=True)
+    c.place("old")  # stands: no node yet
+    add_node(c, "gpu-a", devices=1)
+    c.place("new")  # the books see one free device: a pinned claim is cut for it
+    assert c.status("new")["phase"] == "Placing"
+    # Meanwhile kube-scheduler gave that device to the standing claim of "old".
+    kube_scheduler_allocates(c, "old", "gpu-a")
+    c.reconcile("old")
+    assert c.status("old")["phase"] == "Running"
+    c.api.edit(kube.PODS, "orw-new", {"status": {"conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+         "message": "cannot allocate all claims",
+         "lastTransitionTime": c.status("new")["conditions"][0]["lastTransitionTime"]}]}})
+    c.api.advance(c.settings.wedge_grace + 1)
+    c.reconcile("new")  # wedged: its pod deleted
+    c.api.finish_pod("orw-new")
+    for _ in range(3):
+        c.reconcile("new")
+    status = c.status("new")
+    assert status["phase"] == "Pending", status
+    assert c.api.obj(kube.PODS, "orw-new") is not None  # standing again, for a new node
+    assert standing_claim(c, "new") is not None
+    mine = [o for o in c.api.all(kube.CLAIMS)
+            if o["metadata"]["annotations"].get("openrl.io/worker") == "new"]
+    assert len(mine) == 1  # the pinned claim it gave back is gone: one claim per worker
