@@ -45,8 +45,9 @@ steps is played switch by switch.
 The player's clock counts whole nanoseconds (``NS`` to the second): scenario
 seconds, settings, demand edges and each worker's seconds over the link are
 rounded to the nanosecond on the way in, and figures turned back into seconds
-on the way out. Every sum is then exact (up to 2**53 ns, a hundred days, past
-which the policy's own float deadlines may round), so grouping never shows:
+on the way out. Whole numbers held in floats (as fast as any float, where
+Python's ints of that size are not) add exactly up to 2**53 ns, a hundred
+days of scenario time, so within that grouping never shows:
 counting a cycle gives to the bit what playing it gives, whichever claim
 found it, and a claim's figures never depend on which other claims were
 played or which were recorded. States are compared exactly, with no rounding.
@@ -103,8 +104,8 @@ class ClaimTurns:
 
 
 def _ns(seconds: float) -> float:
-    """Scenario seconds on the player's clock (an int); no end stays no end."""
-    return round(seconds * NS) if seconds != math.inf else seconds
+    """Scenario seconds on the player's clock (a whole number); no end stays no end."""
+    return float(round(seconds * NS)) if seconds != math.inf else seconds
 
 
 def _in_ns(settings: TurnSettings) -> TurnSettings:
@@ -130,10 +131,11 @@ class _Stay:
         self.waits: dict[float, int] = {}
 
     def seconds(self) -> MemberTurns:
-        waits: dict[float, int] = {}
-        for wait, times in self.waits.items():
-            key = wait / NS
-            waits[key] = waits.get(key, 0) + times
+        waits = {wait / NS: times for wait, times in self.waits.items()}
+        if len(waits) < len(self.waits):  # waits a nanosecond apart, past 2**52 ns
+            waits = {}
+            for wait, times in self.waits.items():
+                waits[wait / NS] = waits.get(wait / NS, 0) + times
         return MemberTurns(self.worker, self.owner, self.claim, self.joined / NS,
                            None if self.left is None else self.left / NS, self.resident / NS,
                            self.turns, self.evictions, waits)
@@ -143,7 +145,7 @@ class _Worker:
     __slots__ = ("demand", "joined", "link", "next_change", "record", "resident_since", "seq",
                  "wants")
 
-    def __init__(self, link: int, demand: Windows | None, record: _Stay, seq: int,
+    def __init__(self, link: float, demand: Windows | None, record: _Stay, seq: int,
                  joined: float) -> None:
         self.link = link  # its memory over the node's link: a restore, and a park
         self.demand = demand  # on the scenario's clock in nanoseconds
@@ -197,9 +199,9 @@ class _Claim:
         return ClaimTurns(self.claim, self.node, self.bandwidth, self.first, self.last,
                           self.switches, self.switching / NS, self.intervals)
 
-    def link(self, memory: int) -> int:
+    def link(self, memory: int) -> float:
         """Nanoseconds to move ``memory`` bytes over the node's link, rounded."""
-        return (memory * NS + self.bandwidth // 2) // self.bandwidth
+        return float((memory * NS + self.bandwidth // 2) // self.bandwidth)
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,7 +294,7 @@ class TurnPlay:
         self._enter(live, worker, owner, live.link(memory), _windows(demand), _ns(at))
         return live
 
-    def _enter(self, live: _Claim, worker: str, owner: str, link: int,
+    def _enter(self, live: _Claim, worker: str, owner: str, link: float,
                demand: Windows | None, now: float, record: _Stay | None = None) -> None:
         if record is None:
             record = _Stay(worker, owner, live.claim, now + live.shift)
@@ -382,14 +384,7 @@ class TurnPlay:
                 raise RuntimeError(f"turns on claim {live.claim} make no progress at "
                                    f"{(now + live.shift) / NS}s")
             live.now = now
-            self._fire(live, now)
-            if edge is not None:
-                for w in list(live.workers.values()):
-                    self._demand(live, w, now)
-            # Every other call already advanced the group to now: with no edge played and
-            # no deadline due, a tick would find nothing to do.
-            if edge is not None or (deadline is not None and deadline <= now):
-                self._act(live, group.tick(now), now)
+            self._due(live, now, deadline, edge)
             # A cycle holds a grant: the states after grants are the ones to compare.
             if looking and live.granted_at == now:
                 counted = self._count_repeats(live, now, until)
@@ -399,8 +394,10 @@ class TurnPlay:
                     # one more of it is left before ``until``: nothing more to compare.
                     looking = live.windowed > 0
 
-    def _fire(self, live: _Claim, now: float) -> None:
-        """The restores and parks done by ``now``, in worker order."""
+    def _due(self, live: _Claim, now: float, deadline: float | None,
+             edge: float | None) -> None:
+        """What is due at ``now``: the restores and parks done, in worker order, then the
+        demand edges and the policy's deadline."""
         timers = live.timers
         due = [(worker, what) for worker, (at, what)
                in (timers.items() if len(timers) < 2 else sorted(timers.items()))
@@ -417,6 +414,13 @@ class TurnPlay:
                 actions = live.group.parked(worker, now)
             if actions:
                 self._act(live, actions, now)
+        if edge is not None:
+            for w in list(live.workers.values()):
+                self._demand(live, w, now)
+        # Every other call already advanced the group to now: with no edge played and no
+        # deadline due, a tick would find nothing to do.
+        if edge is not None or (deadline is not None and deadline <= now):
+            self._act(live, live.group.tick(now), now)
 
     def _count_repeats(self, live: _Claim, now: float, until: float) -> float | None:
         """If the claim's state was seen before (or another claim's cycle starts from the
