@@ -16,8 +16,14 @@ in order, with turns switching all along:
 * the agent's DaemonSet is rolled;
 * the resident worker's pod is deleted;
 * the resident worker's process is killed and its container restarts;
+* a waiting worker keeps saying parked while it waits, so that its grant and
+  its parked cross on the wire (the fencing makes the parked free nothing);
+* a worker floods its own socket with lines, most of them malformed;
 
 and after each, turns go round again: nothing stuck, nothing overlapping.
+Each test passes run alone: the ``turning`` fixture creates the four workers
+(and waits for their turns to go round) when the module's earlier tests have
+not.
 ``E2E_TURN_SWITCHES`` (default 150) is how many switches the run makes at
 least; the faults repeat, in rounds, until it has (1000 for the long run).
 
@@ -196,6 +202,30 @@ class Proof:
         open_ = [s for s in spans if s.end == turn_log.FOREVER]
         return open_[-1].worker if open_ else None
 
+    def ensure_turning(self) -> None:
+        """The four workers on one claim, taking turns: created unless they are there."""
+        if set(self.workers()) >= set(OWNERS):
+            return
+        for name in OWNERS:
+            if name not in self.workers():
+                self.create_worker(name)
+
+        def all_running() -> bool:
+            ws = self.workers()
+            return len(ws) == len(OWNERS) and all(
+                (w.get("status") or {}).get("phase") == "Running" for w in ws.values())
+        self.cluster.wait_for(all_running, timeout=240, interval=1, what="four workers Running")
+        assert len(self.claims()) == 1, f"the workers are on claims {self.claims()}, not one"
+        self.go_round(40, "the first workers arrived")
+
+    def touch(self, worker: str, path: str) -> None:
+        self.cluster.kubectl("exec", "-n", NS, naming.pod_name(worker), "-c", "worker", "--",
+                             "touch", path)
+
+    def remove(self, worker: str, path: str) -> None:
+        self.cluster.kubectl("exec", "-n", NS, naming.pod_name(worker), "-c", "worker", "--",
+                             "rm", "-f", path, check=False)
+
     def go_round(self, turns: int, what: str) -> None:
         """Wait for ``turns`` more switches, each worker among them; checking as it goes."""
         first = self.switches()
@@ -297,17 +327,15 @@ def proof(cluster: Any) -> Iterator[Proof]:
     print(f"\nturns: {p.switches()} switches, {p.evictions} evictions, faults: {p.faults}")
 
 
-def test_four_workers_on_one_claim_take_turns_owners_half_each(proof: Proof) -> None:
-    for name in OWNERS:
-        proof.create_worker(name)
+@pytest.fixture
+def turning(proof: Proof) -> Proof:
+    """The proof with its four workers taking turns, whichever test runs first."""
+    proof.ensure_turning()
+    return proof
 
-    def all_running() -> bool:
-        ws = proof.workers()
-        return len(ws) == len(OWNERS) and all(
-            (w.get("status") or {}).get("phase") == "Running" for w in ws.values())
-    proof.cluster.wait_for(all_running, timeout=240, interval=1, what="four workers Running")
-    assert len(proof.claims()) == 1, f"the workers are on claims {proof.claims()}, not one"
-    proof.go_round(40, "the first workers arrived")
+
+def test_four_workers_on_one_claim_take_turns_owners_half_each(turning: Proof) -> None:
+    proof = turning
     since = time.monotonic()
     proof.go_round(60, "turns went round")
     spans = proof.check()
@@ -317,7 +345,8 @@ def test_four_workers_on_one_claim_take_turns_owners_half_each(proof: Proof) -> 
     assert abs(share["owner-a"] - 0.5) <= 0.05, share
 
 
-def test_a_worker_that_never_parks_is_evicted_and_comes_back(proof: Proof) -> None:
+def test_a_worker_that_never_parks_is_evicted_and_comes_back(turning: Proof) -> None:
+    proof = turning
     stubborn = proof.wait_holder()
     before = proof.pod(stubborn)
     proof.cluster.kubectl("exec", "-n", NS, before.metadata.name, "-c", "worker", "--",
@@ -337,7 +366,8 @@ def test_a_worker_that_never_parks_is_evicted_and_comes_back(proof: Proof) -> No
     proof.go_round(20, f"{stubborn} was evicted")
 
 
-def test_agent_killed_mid_turn(proof: Proof) -> None:
+def test_agent_killed_mid_turn(turning: Proof) -> None:
+    proof = turning
     proof.wait_holder()
     restarts = proof.wait_agent().status.container_statuses[0].restart_count
     os.kill(agent_pid(), signal.SIGKILL)
@@ -350,7 +380,8 @@ def test_agent_killed_mid_turn(proof: Proof) -> None:
     proof.go_round(20, "the agent was killed")
 
 
-def test_agent_rollout(proof: Proof) -> None:
+def test_agent_rollout(turning: Proof) -> None:
+    proof = turning
     proof.wait_holder()
     old = proof.wait_agent().metadata.uid
     proof.cluster.kubectl("rollout", "restart", "-n", AGENT_NS, f"daemonset/{AGENT}")
@@ -361,7 +392,8 @@ def test_agent_rollout(proof: Proof) -> None:
     proof.go_round(20, "the agent was rolled")
 
 
-def test_resident_worker_pod_deleted(proof: Proof) -> None:
+def test_resident_worker_pod_deleted(turning: Proof) -> None:
+    proof = turning
     holder = proof.wait_holder()
     pod = proof.pod(holder)
     proof.core.delete_namespaced_pod(pod.metadata.name, NS)
@@ -372,7 +404,8 @@ def test_resident_worker_pod_deleted(proof: Proof) -> None:
     proof.go_round(20, f"{holder}'s pod was deleted while resident")
 
 
-def test_resident_worker_container_restarts(proof: Proof) -> None:
+def test_resident_worker_container_restarts(turning: Proof) -> None:
+    proof = turning
     holder = proof.wait_holder()
     pod = proof.pod(holder)
     restarts = pod.status.container_statuses[0].restart_count
@@ -387,14 +420,49 @@ def test_resident_worker_container_restarts(proof: Proof) -> None:
     proof.go_round(20, f"{holder}'s process was killed")
 
 
-def test_long_run_every_fault_in_rounds(proof: Proof) -> None:
+def test_a_waiting_worker_whose_grant_and_parked_cross(turning: Proof) -> None:
+    """A waiting worker says parked over and over (as the sidecar does for a server it
+    finds awake): now and then its parked is on the wire while its grant is, and frees
+    nothing, so it still restores on the grant and nobody overlaps."""
+    proof = turning
+    holder = proof.wait_holder()
+    crosser = next(w for w in OWNERS if w != holder)
+    proof.touch(crosser, "/tmp/cross")
+    proof.faults.append("grant and parked crossing")
+    try:
+        proof.go_round(40, f"{crosser} kept saying parked while waiting")
+        starts = [e for e in proof.logs.events(crosser) if e["ev"] == "start"]
+        assert starts, f"{crosser} never restored while crossing its grants"
+    finally:
+        proof.remove(crosser, "/tmp/cross")
+
+
+def test_a_flooding_worker_slows_nobody_else(turning: Proof) -> None:
+    """One worker writes floods of lines to its own socket, most of them malformed; the
+    agent answers each with an error, drops it when it leaves them unread, and the others'
+    turns go round as before."""
+    proof = turning
+    flooder = next(w for w in OWNERS if w != proof.wait_holder())
+    proof.touch(flooder, "/tmp/flood")
+    proof.faults.append("flooding worker")
+    try:
+        proof.go_round(40, f"{flooder} flooded its socket")
+    finally:
+        proof.remove(flooder, "/tmp/flood")
+    proof.go_round(10, f"{flooder} stopped flooding")
+
+
+def test_long_run_every_fault_in_rounds(turning: Proof) -> None:
     """Repeats the faults until the run has made E2E_TURN_SWITCHES switches."""
+    proof = turning
     rounds = 0
     while proof.switches() < SWITCHES:
         rounds += 1
         for fault in (test_a_worker_that_never_parks_is_evicted_and_comes_back,
                       test_agent_killed_mid_turn, test_agent_rollout,
-                      test_resident_worker_pod_deleted, test_resident_worker_container_restarts):
+                      test_resident_worker_pod_deleted, test_resident_worker_container_restarts,
+                      test_a_waiting_worker_whose_grant_and_parked_cross,
+                      test_a_flooding_worker_slows_nobody_else):
             fault(proof)
         proof.go_round(100, f"round {rounds}")
     # The last word: every worker gone, so every stream has read its container's end,

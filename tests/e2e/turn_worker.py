@@ -19,6 +19,10 @@ conservative, so that the checker owes the agent nothing:
 A file ``/tmp/stubborn`` (the test writes it with ``kubectl exec``) makes the
 worker ignore the next request to park, as a hung worker would; the agent
 must then delete the pod. A recreated pod starts without the file.
+``/tmp/cross`` makes it say parked over and over while it waits (as the
+sidecar does for a server it finds awake), so that some of those parks cross
+a grant on the wire; ``/tmp/flood`` makes it write floods of lines, most of
+them malformed, to its own socket between its waits.
 """
 
 import json
@@ -28,6 +32,7 @@ import sys
 import time
 
 RESTORE = float(os.environ.get("TURN_RESTORE_SECONDS", "0.01"))
+FLOOD = b'{"op":["want"]}\n{"op":"dance"}\nnot json\n{"op":"want"}\n' * 64
 PARK = float(os.environ.get("TURN_PARK_SECONDS", "0.01"))
 
 
@@ -59,10 +64,15 @@ def worker():
     client.want()
     while True:
         try:
+            if os.path.exists("/tmp/flood") and client._sock is not None:
+                client._sock.sendall(FLOOD)  # its own socket: the agent must slow only it
             # Its own memory is the truth: after the agent restarts, the client learns
             # again whether it holds the turn, but a resident worker stays resident.
             if not state["resident"]:
-                if client.wait_for_turn(timeout=1.0):
+                crossing = os.path.exists("/tmp/cross")
+                if crossing:
+                    client.parked()  # holds nothing: any grant on the wire must survive this
+                if client.wait_for_turn(timeout=0.02 if crossing else 1.0):
                     state["resident"] = True
                     log("start")
                     time.sleep(RESTORE)
@@ -79,8 +89,8 @@ def worker():
             log("end")
             state["resident"] = False
             client.parked()
-        except TurnError as exc:
-            log("client-error", error=str(exc))
+        except (TurnError, OSError) as exc:
+            log("client-error", error=str(exc)[:200])
             time.sleep(0.1)
 
 
