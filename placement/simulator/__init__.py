@@ -5,6 +5,6 @@ through the same decision the controller makes.
 - ``pending``: ``PendingQueue``, the waiting workers, oldest first by role and memory.
 """
 
-from placement.simulator.simulation import Placement, Seating, Simulation, WorkerState
+from placement.simulator.simulation import Moved, Placement, Seating, Simulation, WorkerState
 
-__all__ = ["Placement", "Seating", "Simulation", "WorkerState"]
+__all__ = ["Moved", "Placement", "Seating", "Simulation", "WorkerState"]

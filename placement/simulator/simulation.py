@@ -12,7 +12,14 @@ the same ones against a real cluster):
   that name is taken, ``-2``, ``-3``, ... is appended. It keeps its name after
   its first worker leaves. When its last worker leaves it is released and its
   devices return at once.
-* Placed workers stay put: nothing migrates, nothing is rebalanced.
+* Placed workers stay put: nothing migrates, nothing is rebalanced -- except
+  off a lost node (``lose_node``): the node goes, its claims are released, and
+  each of its workers is placed again, oldest arrival first, by the normal
+  decision on what is left; one that finds no seat waits in the pending queue
+  at its first arrival's place, with the reason it waits (``Moved``). No
+  other worker moves.
+* A worker that finishes (``finish``) leaves as a departure does: its seat,
+  and its claim if it was the last, are released at once.
 * After any capacity change (a departure, a claim allocated, a node added, a
   new allocated claim) the oldest pending worker that can now be placed is
   placed, again and again until none can.
@@ -52,7 +59,7 @@ from placement.model import Node, PlacementError, Request, Role, per_device_shar
 from placement.policy import DEFAULT_POLICY, Policy, Step, steps_for
 from placement.simulator.pending import PendingQueue
 
-__all__ = ["Placement", "Seating", "Simulation", "WorkerState"]
+__all__ = ["Moved", "Placement", "Seating", "Simulation", "WorkerState"]
 
 _ROLES = tuple(Role)  # iterating the enum itself costs a microsecond per retry
 
@@ -75,6 +82,17 @@ class Placement:
     allocated: bool
     retried: bool  # placed from the pending queue rather than on arrival
     workers: int  # on its claim right after it took the seat
+
+
+@dataclass(frozen=True, slots=True)
+class Moved:
+    """A worker a lost node held, placed again (``placed``) or waiting (``reason``)."""
+
+    worker: str
+    node: str  # the node it was lost with
+    claim: str  # the claim it left
+    placed: Placement | None
+    reason: Reason | None  # why it waits; None once placed
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +169,37 @@ class Simulation:
     def add_node(self, node: Node) -> list[Placement]:
         self.fleet.add_node(node)
         return self._retry_pending(node.name)
+
+    def lose_node(self, name: str) -> list[Moved]:
+        """The node is lost: its claims go, and its workers are placed again, oldest first.
+
+        Capacity only shrank, so no pending worker can gain: only the lost node's own
+        workers are decided, each once, in their arrival order."""
+        if self.fleet.node(name) is None:
+            raise PlacementError(f"node {name} is not here")
+        fleet = self.fleet
+        held = sorted(((self._arrival[w], w, c.name) for c in fleet.claims if c.node == name
+                       for w in (b.worker for b in c.bookings)), key=lambda t: t[0])
+        fleet.remove_node(name)
+        for _, worker, _ in held:
+            fleet.unbook(worker)
+        for claim in sorted({c.name for c in fleet.claims if c.node == name}):
+            fleet.remove_claim(claim)
+            self._names.released(claim)
+        moved: list[Moved] = []
+        for arrival, worker, claim in held:
+            request = self._requests[worker]
+            placed = self._try_place(request, retried=True)
+            if placed is None:
+                queue = self._alone if request.exclusive else self._pending
+                queue.add(arrival, worker, request.role, request.memory)
+            moved.append(Moved(worker, name, claim, placed,
+                               None if placed else explain(request, fleet)))
+        return moved
+
+    def finish(self, worker: str) -> list[Placement]:
+        """The worker's process completed: its seat goes as on a departure."""
+        return self.leave(worker)
 
     # ---------------------------------------------------------------- reading
 

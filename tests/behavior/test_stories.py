@@ -325,3 +325,43 @@ def test_a_joiner_goes_to_a_claim_of_its_own_owner_first() -> None:
                     sampler("b-sample-1", LORA, "beta")):
         off.arrive(request)
     assert claim_of(off, "b-sample-1") == "claim-a-train"
+
+
+def test_a_lost_nodes_workers_are_placed_again_oldest_first_on_what_is_left() -> None:
+    sim = Simulation((prod_node("gpu-a", devices=2), prod_node("gpu-b", devices=2)))
+    for name in ("w1", "w2", "w3", "w4"):
+        sim.arrive(trainer(name, 30 * GiB))
+    lost = node_of(sim, "w2")
+    on_lost = [w for w in ("w1", "w2", "w3", "w4") if node_of(sim, w) == lost]
+    stayers = {w: claim_of(sim, w) for w in ("w1", "w2", "w3", "w4") if w not in on_lost}
+    moved = sim.lose_node(lost)
+    # Oldest first, each with a seat on what is left (the survivor's claims, joined).
+    assert [m.worker for m in moved] == on_lost
+    assert all(m.placed is not None and m.placed.node != lost for m in moved)
+    assert all(m.node == lost for m in moved)
+    # Nobody on the healthy node moved.
+    assert {w: claim_of(sim, w) for w in stayers} == stayers
+
+
+def test_a_lost_node_without_room_leaves_its_worker_waiting_with_a_reason() -> None:
+    sim = Simulation((prod_node("gpu-a", max_workers=1), prod_node("gpu-b", max_workers=1)))
+    sim.arrive(trainer("old", 60 * GiB))
+    sim.arrive(trainer("new", 60 * GiB))
+    lost = node_of(sim, "new")
+    (moved,) = sim.lose_node(lost)
+    assert moved.placed is None and moved.reason is not None
+    assert sim.state("new").phase == Seating.PENDING
+    # It waits at its first arrival's place: when the survivor's seat frees, it is next.
+    sim.arrive(trainer("later", 60 * GiB))
+    sim.leave("old")
+    assert sim.state("new").phase == Seating.PLACED
+    assert sim.state("later").phase == Seating.PENDING
+
+
+def test_a_finished_worker_gives_its_seat_back_at_once() -> None:
+    sim = Simulation((prod_node("gpu-a", max_workers=1),))
+    sim.arrive(trainer("done", 60 * GiB))
+    sim.arrive(trainer("next", 60 * GiB))
+    assert sim.state("next").phase == Seating.PENDING
+    placed = sim.finish("done")
+    assert [p.worker for p in placed] == ["next"]
