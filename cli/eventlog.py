@@ -19,6 +19,11 @@ another's reading. Rules:
   a switch reads this one link.
 * ``walk`` is the one reading of the steps in order: it hands each step, then
   each seat the step made, to a reader, so no reader repeats the dispatch.
+* With node groups (``placement.simulator.autoscaler``) the autoscaler's doings
+  are steps too, between the scenario's, each at its own time: a node asked
+  for (``AskNodeStep``, which changes nothing yet), a group's node joining
+  (an ``AddNodeStep`` naming its ``group``) and an idle one removed
+  (``RemoveNodeStep``). A node's link names its group; a fixed node's none.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from placement.model import Node
 from placement.simulator.simulation import Placement
 from placement.turns import TurnSettings
 
@@ -35,11 +41,13 @@ __all__ = [
     "AddNodeStep",
     "AllocateStep",
     "ArriveStep",
+    "AskNodeStep",
     "EventLog",
     "ExpectStep",
     "LeaveStep",
     "NodeLink",
     "Reader",
+    "RemoveNodeStep",
     "Step",
     "walk",
 ]
@@ -55,6 +63,7 @@ class NodeLink:
     devices: int
     bandwidth: int  # host-to-device bytes per second: what one switch's copying costs
     turns: TurnSettings | None  # its own turn settings (over the scenario's); None: theirs
+    group: str | None = None  # the node group it belongs to; None: a fixed node
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +98,35 @@ class AddNodeStep:
     node: str
     placed: tuple[Placement, ...]
     link: NodeLink
+    group: str | None = None  # the autoscaler added it to this group; None: the scenario did
+    spec: Node | None = None  # the node, when a group's (its row may be gone at the end)
+
+
+@dataclass(frozen=True, slots=True)
+class AskNodeStep:
+    """The autoscaler asks a group for a node, for the oldest worker nothing could seat."""
+
+    group: str
+    node: str
+    worker: str
+    ready: float  # when it joins the fleet
+
+    @property
+    def placed(self) -> tuple[Placement, ...]:
+        return ()
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveNodeStep:
+    """A group's node that held nothing for its idle time leaves the fleet."""
+
+    node: str
+    group: str
+    spec: Node
+
+    @property
+    def placed(self) -> tuple[Placement, ...]:
+        return ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +144,8 @@ class ExpectStep:
         return ()
 
 
-Step = ArriveStep | LeaveStep | AllocateStep | AddNodeStep | ExpectStep
+Step = (ArriveStep | LeaveStep | AllocateStep | AddNodeStep | ExpectStep | AskNodeStep
+        | RemoveNodeStep)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +154,7 @@ class EventLog:
     times: tuple[float, ...] | None  # one per step; None when the scenario gives no times
     nodes: tuple[NodeLink, ...]  # the fleet at the start, in the scenario's order
     settings: TurnSettings | None  # the scenario's turn settings; None: no turns played
+    groups: tuple[str, ...] = ()  # the scenario's node groups, by name, in its order
 
     @property
     def clock(self) -> tuple[float, ...] | range:
@@ -129,6 +169,7 @@ class Reader(Protocol):
     def leave(self, step: LeaveStep, at: float) -> None: ...
     def allocate(self, step: AllocateStep, at: float) -> None: ...
     def add_node(self, step: AddNodeStep, at: float) -> None: ...
+    def remove_node(self, step: RemoveNodeStep, at: float) -> None: ...
     def seat(self, seat: Placement, at: float) -> None: ...
     def stepped(self, at: float) -> None: ...
 
@@ -137,7 +178,8 @@ def walk(log: EventLog, reader: Reader) -> None:
     """The steps in order: the step, then each seat it made, then the step's end."""
     kinds: dict[type, Callable[[Any, float], None]] = {
         ArriveStep: reader.arrive, LeaveStep: reader.leave, AllocateStep: reader.allocate,
-        AddNodeStep: reader.add_node, ExpectStep: _nothing}
+        AddNodeStep: reader.add_node, ExpectStep: _nothing, AskNodeStep: _nothing,
+        RemoveNodeStep: reader.remove_node}
     seat, stepped = reader.seat, reader.stepped
     for step, at in zip(log.steps, log.clock, strict=True):
         kinds[step.__class__](step, at)
@@ -146,5 +188,5 @@ def walk(log: EventLog, reader: Reader) -> None:
         stepped(at)
 
 
-def _nothing(step: ExpectStep, at: float) -> None:
-    """An expectation changes nothing."""
+def _nothing(step: ExpectStep | AskNodeStep, at: float) -> None:
+    """An expectation changes nothing, nor does asking for a node."""

@@ -189,7 +189,7 @@ def simulate(file: Path, output: str | None, report_path: Path | None, max_size:
             _write(render_json(report))
         elif output == "table":
             title = (f"{name}: {count(len(report.nodes), 'node')}, "
-                     f"{count(len(report.steps), 'event')}, dra: {report.dra}")
+                     f"{count(len(scenario.events), 'event')}, dra: {report.dra}")
             click.echo("\n".join(render_table(report, title)))
     sys.exit(EXIT_EXPECTATION_FAILED if report.failures else EXIT_OK)
 

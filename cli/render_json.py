@@ -9,6 +9,12 @@ entries carry ``event``, ``at`` (the step's time) and what that event did;
 every step but ``expect`` lists under ``placed`` the workers it seated, the
 event's own worker first and then any pending worker the change let in.
 
+With node groups the autoscaler's steps sit among the events at their times
+(``askNode``, ``nodeUp``, ``nodeDown``) and ``nodeGroups`` says, per group
+and for the fixed nodes, the nodes over time (``[at, nodes]`` at each
+change), the peak, nodes asked for, joined and removed and the GPU-hours paid
+for, then the total and the waits (``cli.timeline``'s reading).
+
 Times are seconds since the start when the scenario gives them, and event
 indices when it does not (waits then count events). A worker's ``waited`` is
 from its arrival to its seat, or, still pending, to the last event.
@@ -23,18 +29,21 @@ from cli.eventlog import (
     AddNodeStep,
     AllocateStep,
     ArriveStep,
+    AskNodeStep,
     ExpectStep,
     LeaveStep,
+    RemoveNodeStep,
     Step,
 )
 from cli.replay import Report
+from cli.timeline import Timeline, timeline_of
 from cli.turns import Turns
 from placement import Fleet, Request, Role
 from placement.quantity import format_gib
 from placement.remedy import smallest_change
 from placement.simulator.simulation import Placement
 
-__all__ = ["render_json", "to_document", "turns_document"]
+__all__ = ["groups_document", "render_json", "to_document", "turns_document"]
 
 
 def render_json(report: Report) -> str:
@@ -98,7 +107,29 @@ def to_document(report: Report) -> dict[str, Any]:
         # Without a clock no turn is played, and the document keeps its four keys.
         **({"turns": turns_document(report.turns)}
            if report.turns is not None and report.turns.note is None else {}),
+        **({"nodeGroups": groups_document(timeline_of(report.log))}
+           if report.log.groups else {}),
     }
+
+
+def groups_document(timeline: Timeline) -> dict[str, Any]:
+    """The fleet the autoscaler kept (``cli.timeline``): nodes over time, GPU-hours, waits."""
+    summary = timeline.summary()
+    waits = summary.waits
+    return {
+        "groups": {use.group: {"nodes": [[_number(at), count] for at, count in use.nodes],
+                               "peak": use.peak, "asked": use.asked, "joined": use.added,
+                               "removed": use.removed, "gpuHours": use.gpu_hours}
+                   for use in timeline.fleet},
+        "nodesPeak": timeline.nodes_peak,
+        "gpuHours": summary.gpu_hours,
+        "waits": {"workers": waits.count, "neverSeated": waits.unseated,
+                  "median": waits.median, "p95": waits.p95, "max": waits.longest},
+    }
+
+
+def _number(at: float) -> float:
+    return int(at) if at.is_integer() else at
 
 
 def turns_document(turns: Turns) -> dict[str, Any]:
@@ -156,7 +187,15 @@ def _step(step: Step, at: float) -> dict[str, Any]:
         return {"event": "allocate", "at": at, "worker": step.worker, "claim": step.claim,
                 "node": step.node, "placed": _seats(step.placed)}
     if isinstance(step, AddNodeStep):
+        if step.group is not None:
+            return {"event": "nodeUp", "at": at, "node": step.node, "group": step.group,
+                    "placed": _seats(step.placed)}
         return {"event": "addNode", "at": at, "node": step.node, "placed": _seats(step.placed)}
+    if isinstance(step, AskNodeStep):
+        return {"event": "askNode", "at": at, "node": step.node, "group": step.group,
+                "worker": step.worker, "ready": step.ready}
+    if isinstance(step, RemoveNodeStep):
+        return {"event": "nodeDown", "at": at, "node": step.node, "group": step.group}
     assert isinstance(step, ExpectStep)
     return {"event": "expect", "at": at, "worker": step.worker, "expected": step.expected,
             "passed": step.passed, "failure": step.failure}

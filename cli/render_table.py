@@ -26,33 +26,40 @@ from cli.eventlog import (
     AddNodeStep,
     AllocateStep,
     ArriveStep,
+    AskNodeStep,
     ExpectStep,
     LeaveStep,
+    RemoveNodeStep,
     Step,
 )
 from cli.replay import NodeSummary, Report
 from cli.show import printable as shown
+from cli.timeline import FIXED, Timeline, timeline_of
 from cli.turns import Turns
 from placement import Node
 from placement.quantity import format_gib
 from placement.simulator.simulation import Placement, Seating
 
-__all__ = ["columns", "render_table", "turn_section"]
+__all__ = ["columns", "group_section", "render_table", "turn_section"]
 
 
 def render_table(report: Report, title: str) -> Iterator[str]:
     """The report as lines of text (without newlines)."""
     nodes = {summary.node.name: summary.node for summary in report.nodes}
+    if report.log.groups:  # a group's node may have left the fleet by the end
+        nodes |= {step.node: step.spec for step in report.steps
+                  if isinstance(step, AddNodeStep | RemoveNodeStep) and step.spec is not None}
     yield click.style(title, bold=True)
     yield ""
-    rows = list(_event_rows(report.steps, nodes))
+    numbered = list(_event_rows(report.steps, nodes))
+    rows = [row for _, row in numbered]
     headers = ["#", "event", "worker", "outcome"]
     if report.times is not None:
         # A scenario with times: when each event happened, since the start.
         times = report.times
         headers.insert(1, "at")
-        rows = [[row[0], format_duration(times[int(row[0])], units=4) if row[0] else "", *row[1:]]
-                for row in rows]
+        rows = [[row[0], format_duration(times[step], units=4) if step is not None else "",
+                 *row[1:]] for step, row in numbered]
     yield from columns(headers, rows, right={0, 1} if report.times is not None else {0})
     yield ""
     yield click.style("Nodes", bold=True)
@@ -78,6 +85,8 @@ def render_table(report: Report, title: str) -> Iterator[str]:
     else:
         yield "  (none)"
     yield ""
+    if report.log.groups:
+        yield from group_section(timeline_of(report.log))
     if report.turns is not None:
         yield from turn_section(report.turns)
     yield from _totals(report)
@@ -86,29 +95,51 @@ def render_table(report: Report, title: str) -> Iterator[str]:
 # ------------------------------------------------------------------- events
 
 
-def _event_rows(steps: Sequence[Step], nodes: dict[str, Node]) -> Iterator[list[str]]:
-    for index, step in enumerate(steps):
+def _event_rows(steps: Sequence[Step],
+                nodes: dict[str, Node]) -> Iterator[tuple[int | None, list[str]]]:
+    """Each step's row with its index in the log (for its time), then the seats it let in.
+    The scenario's events are numbered as in the file; the autoscaler's steps are not."""
+    number = 0
+    for at, step in enumerate(steps):
         own: Placement | None = None
         retried = step.placed
         if isinstance(step, ArriveStep):
             own, retried = (step.placed[0], step.placed[1:]) if step.placed else (None, ())
             outcome = (_seat_text(own, nodes) if own is not None
                        else click.style("waits", fg="yellow") + f"  {step.reason}")
-            yield [str(index), "arrive", shown(step.worker), outcome]
+            row = [str(number), "arrive", shown(step.worker), outcome]
         elif isinstance(step, LeaveStep):
-            yield [str(index), "leave", shown(step.worker), _leave_text(step)]
+            row = [str(number), "leave", shown(step.worker), _leave_text(step)]
         elif isinstance(step, AllocateStep):
-            yield [str(index), "allocate", shown(step.worker),
+            row = [str(number), "allocate", shown(step.worker),
                    f"DRA allocates {shown(step.claim)} on {shown(step.node)}"]
-        elif isinstance(step, AddNodeStep):
-            node = nodes[step.node]
-            yield [str(index), "addNode", shown(step.node),
-                   f"joins the fleet: {_node_text(node)}"]
+        elif isinstance(step, AddNodeStep) and step.group is None:
+            row = [str(number), "addNode", shown(step.node),
+                   f"joins the fleet: {_node_text(nodes[step.node])}"]
+        elif isinstance(step, ExpectStep):
+            row = [str(number), "expect", shown(step.worker), _expect_text(step)]
         else:
-            yield [str(index), "expect", shown(step.worker), _expect_text(step)]
+            row = ["", *_autoscaler_row(step, nodes)]
+            number -= 1
+        number += 1
+        yield at, row
         for seat in retried:
-            yield ["", "", f"  + {shown(seat.worker)}",
-                   f"was pending: {_seat_text(seat, nodes)}"]
+            yield None, ["", "", f"  + {shown(seat.worker)}",
+                         f"was pending: {_seat_text(seat, nodes)}"]
+
+
+def _autoscaler_row(step: AddNodeStep | AskNodeStep | RemoveNodeStep,
+                    nodes: dict[str, Node]) -> list[str]:
+    if isinstance(step, AskNodeStep):
+        return ["askNode", shown(step.node),
+                f"group {shown(step.group)} asked for a node for {shown(step.worker)}; "
+                f"it joins at {format_duration(step.ready, units=4)}"]
+    if isinstance(step, AddNodeStep):
+        return ["nodeUp", shown(step.node),
+                f"joins the fleet (group {shown(step.group or '')}): "
+                f"{_node_text(nodes[step.node])}"]
+    return ["nodeDown", shown(step.node),
+            f"held no claim for its idle time: leaves the fleet (group {shown(step.group)})"]
 
 
 def _seat_text(seat: Placement, nodes: dict[str, Node]) -> str:
@@ -146,6 +177,37 @@ def _yaml_value(value: object) -> str:
     if isinstance(value, str) and " " in value:
         return f'"{shown(value)}"'
     return shown(str(value))
+
+
+# -------------------------------------------------------------- node groups
+
+CHANGES = 12  # node counts over time shown per group, the first ones
+
+
+def group_section(timeline: Timeline) -> Iterator[str]:
+    """Each group's nodes over time and the GPU-hours paid for, then the waits."""
+    yield click.style("Node groups", bold=True)
+    yield from columns(
+        ["group", "nodes now", "peak", "asked", "joined", "removed", "GPU-hours"],
+        [[shown(use.group), str(use.nodes[-1][1]), str(use.peak), str(use.asked),
+          str(use.added), str(use.removed), f"{use.gpu_hours:,.1f}"]
+         for use in timeline.fleet], right={1, 2, 3, 4, 5, 6})
+    summary = timeline.summary()
+    yield (f"  total    {_plural(timeline.nodes_peak, 'node')} at the peak, "
+           f"{summary.gpu_hours or 0.0:,.1f} GPU-hours paid for (devices x hours in the fleet)")
+    waits = summary.waits
+    never = f", {waits.unseated} never seated" if waits.unseated else ""
+    yield (f"  waits    {_plural(waits.count, 'worker')}: median "
+           f"{format_duration(waits.median)}, p95 {format_duration(waits.p95)}, longest "
+           f"{format_duration(waits.longest)}{never}")
+    for use in timeline.fleet:
+        if use.group == FIXED:
+            continue
+        shown_changes = [f"{count} at {format_duration(at, units=4)}"
+                         for at, count in use.nodes[:CHANGES]]
+        more = f", ... {len(use.nodes) - CHANGES} more" if len(use.nodes) > CHANGES else ""
+        yield f"  {shown(use.group)} nodes over time: {', '.join(shown_changes)}{more}"
+    yield ""
 
 
 # -------------------------------------------------------------------- turns

@@ -18,15 +18,18 @@ from __future__ import annotations
 
 import attrs
 
+from cli.clock import format_duration
 from cli.eventlog import (
     DEFAULT_BANDWIDTH,
     AddNodeStep,
     AllocateStep,
     ArriveStep,
+    AskNodeStep,
     EventLog,
     ExpectStep,
     LeaveStep,
     NodeLink,
+    RemoveNodeStep,
     Step,
 )
 from cli.scenario import (
@@ -43,6 +46,7 @@ from cli.scenario import (
 from cli.show import excerpt
 from cli.turns import Turns, play_turns
 from placement import Claim, Node, PlacementError
+from placement.simulator.autoscaler import AutoscaledSimulation, Change, NodeAsked, NodeUp
 from placement.simulator.simulation import Seating, Simulation, WorkerState
 from placement.turns import TurnSettings
 
@@ -109,19 +113,29 @@ def replay(scenario: Scenario, *, idle_allocations: bool = False) -> Report:
     """
     run = _Run(scenario)
     run.idle_allocations = idle_allocations
-    steps = tuple(run.apply(index, event) for index, event in enumerate(scenario.events))
-    log = EventLog(steps, scenario.times,
-                   tuple(_link(spec, scenario.turns) for spec in scenario.nodes), scenario.turns)
+    links = tuple(_link(spec, scenario.turns) for spec in scenario.nodes)
+    times: tuple[float, ...] | None
+    if isinstance(run.sim, AutoscaledSimulation):
+        steps, times = run.autoscaled()
+        links += tuple(run.group_link(group, node.name)
+                       for group, node in zip(run.sim.started_groups, run.sim.started,
+                                              strict=True))
+    else:
+        steps = tuple(run.apply(index, event) for index, event in enumerate(scenario.events))
+        times = scenario.times
+    log = EventLog(steps, times, links, scenario.turns,
+                   tuple(group.name for group in scenario.groups))
     return run.report(log, play_turns(log) if scenario.turns is not None else None)
 
 
-def _link(spec: NodeSpec, settings: TurnSettings | None) -> NodeLink:
+def _link(spec: NodeSpec, settings: TurnSettings | None, group: str | None = None) -> NodeLink:
     """The node as its switches see it: the log's rule for the bandwidth, in one place."""
     own = spec.turns
     bandwidth = ((own.bandwidth if own is not None else None)
                  or spec.host_to_device_bandwidth or DEFAULT_BANDWIDTH)
     return NodeLink(spec.name, spec.devices, bandwidth,
-                    own.settings(settings) if own is not None and settings is not None else None)
+                    own.settings(settings) if own is not None and settings is not None else None,
+                    group)
 
 
 class _Run:
@@ -129,8 +143,12 @@ class _Run:
 
     def __init__(self, scenario: Scenario) -> None:
         self.scenario = scenario
-        self.sim = Simulation(tuple(spec.to_node() for spec in scenario.nodes),
-                              deferred_allocation=scenario.deferred, policy=scenario.policy)
+        nodes = tuple(spec.to_node() for spec in scenario.nodes)
+        self.sim = (Simulation(nodes, deferred_allocation=scenario.deferred,
+                               policy=scenario.policy) if not scenario.groups else
+                    AutoscaledSimulation(nodes, [g.to_group() for g in scenario.groups],
+                                         deferred_allocation=scenario.deferred,
+                                         policy=scenario.policy))
         self.arrived_at: dict[str, int] = {}
         self.left_at: dict[str, int] = {}
         self.idle_allocations = False
@@ -152,6 +170,39 @@ class _Run:
             # simulation refuses; still the scenario's fault, still no traceback.
             raise ScenarioError(_where_in_scenario(index, event), str(error)) from None
 
+    # -------------------------------------------------------------- autoscaler
+
+    def autoscaled(self) -> tuple[tuple[Step, ...], tuple[float, ...]]:
+        """Every event, with what the autoscaler did before and after it, each at its time."""
+        sim, times = self.sim, self.scenario.times
+        assert isinstance(sim, AutoscaledSimulation) and times is not None
+        steps: list[Step] = []
+        at: list[float] = []
+        for index, (event, now) in enumerate(zip(self.scenario.events, times, strict=True)):
+            sim.advance(now)
+            for change in sim.take_changes():
+                steps.append(self._scaled(change))
+                at.append(change.at)
+            steps.append(self.apply(index, event))
+            at.append(now)
+            for change in sim.take_changes():
+                steps.append(self._scaled(change))
+                at.append(change.at)
+        return tuple(steps), tuple(at)
+
+    def _scaled(self, change: Change) -> Step:
+        if isinstance(change, NodeAsked):
+            return AskNodeStep(change.group, change.node, change.worker, change.ready)
+        if isinstance(change, NodeUp):
+            return AddNodeStep(change.node.name, change.placed,
+                               self.group_link(change.group, change.node.name), change.group,
+                               change.node)
+        return RemoveNodeStep(change.node.name, change.group, change.node)
+
+    def group_link(self, group: str, node: str) -> NodeLink:
+        spec = next(g for g in self.scenario.groups if g.name == group).template
+        return _link(attrs.evolve(spec, name=node), self.scenario.turns, group)
+
     # ------------------------------------------------------------------ events
 
     # Arrivals and departures are nearly every event: they spell out where
@@ -169,6 +220,11 @@ class _Run:
         if not placed:
             state_reason = self.sim.state(event.name).reason
             reason = str(state_reason) if state_reason is not None else None
+            coming = (self.sim.coming_for(event.name)
+                      if isinstance(self.sim, AutoscaledSimulation) else None)
+            if coming is not None:
+                reason = (f"{reason}; node {coming.node} of group {coming.group} is on its "
+                          f"way (joins at {format_duration(coming.ready, units=4)})")
         return ArriveStep(event.name, placed, reason, event.role, event.memory,
                           event.owner or event.name, event.demand)
 

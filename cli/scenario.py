@@ -26,6 +26,7 @@ from placement import Node, Policy, Request, Role, Strategy
 from placement.policy import DEFAULT_POLICY
 from placement.quantity import LONGEST as LONGEST_QUANTITY
 from placement.quantity import parse_quantity
+from placement.simulator.autoscaler import NodeGroup
 from placement.simulator.simulation import Seating
 from placement.turns import TurnSettings
 
@@ -36,6 +37,7 @@ __all__ = [
     "Event",
     "Expect",
     "Leave",
+    "NodeGroupSpec",
     "Scenario",
     "ScenarioError",
     "build_scenario",
@@ -266,6 +268,48 @@ class NodeSpec:
                     self.product or "", self.pods)
 
 
+def _seconds(value: object) -> float:
+    """A duration as ``at`` reads it: ``90s``, ``5m``, ``1h30m``, or seconds."""
+    if (isinstance(value, str) and len(value) > EXCERPT) or not isinstance(
+            value, str | int | float):
+        raise ValueError(f"must be a duration such as 90s, 5m or 1h30m, or seconds, "
+                         f"got {describe(value)}")
+    try:
+        return parse_duration(value)
+    except OverflowError:
+        raise ValueError(f"is out of range, got {describe(value)}") from None
+
+
+def _floor(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    # A group may shrink to nothing: zero is a floor.
+    if isinstance(value, int) and not isinstance(value, bool) and value == 0:
+        return
+    _count(_instance, attribute, value)
+
+
+@attrs.frozen
+class NodeGroupSpec:
+    """A top-level ``nodeGroups`` entry: what the simulated autoscaler may add and remove."""
+
+    name: str = _field("name", _name)
+    # A node's keys but its name (read by _groups first).
+    template: NodeSpec = _field("template")  # noqa: RUF009 (attrs)
+    max: int = _field("max", _count)
+    boot: float = _field("bootTime", parse=_seconds)
+    idle: float = _field("idleTime", parse=_seconds)
+    min: int = _field("min", _floor, default=0)
+
+    @max.validator
+    def _not_below_min(self, attribute: attrs.Attribute[Any], value: object) -> None:
+        if isinstance(value, int) and isinstance(self.min, int) and value < self.min:
+            raise _FieldError(_key(attribute), f"must be at least min ({self.min}), "
+                              f"got {describe(value)}")
+
+    def to_group(self) -> NodeGroup:
+        return NodeGroup(self.name, self.template.to_node(), self.min, self.max, self.boot,
+                         self.idle)
+
+
 @attrs.frozen
 class Arrive:
     kind: ClassVar[str] = "arrive"
@@ -344,6 +388,8 @@ class Scenario:
     turns: TurnSettings | None = None
     # The placement policy for the whole run: `strategy` and `ownerAffinity` at the top.
     policy: Policy = DEFAULT_POLICY
+    # What the simulated autoscaler may add and remove (placement.simulator.autoscaler).
+    groups: tuple[NodeGroupSpec, ...] = ()
 
     @property
     def deferred(self) -> bool:
@@ -352,7 +398,8 @@ class Scenario:
 
 # --------------------------------------------------------------------- reading
 
-_SCENARIO_KEYS = ("dra", "nodes", "events", "turns", "strategy", "ownerAffinity")
+_SCENARIO_KEYS = ("dra", "nodes", "events", "turns", "strategy", "ownerAffinity",
+                  "nodeGroups")
 _EVENT_KINDS = ("arrive", "leave", "allocate", "addNode", "expect")
 
 
@@ -401,9 +448,57 @@ def build_scenario(document: object) -> Scenario:
             {} if document["turns"] is None else document["turns"])
     except ValueError as error:
         raise ScenarioError("turns", str(error)) from None
-    check_node_turns(nodes, events, turns or TurnSettings())
+    groups = _groups(document, nodes, events, timed)
+    check_node_turns(nodes, events, turns or TurnSettings(), groups)
     return Scenario(dra, nodes, tuple(events), tuple(times) if timed else None, turns,
-                    _policy(document))
+                    _policy(document), groups)
+
+
+def _groups(document: Mapping[str, object], nodes: tuple[NodeSpec, ...],
+            events: Sequence[Event], timed: bool) -> tuple[NodeGroupSpec, ...]:
+    """``nodeGroups``, each checked; ScenarioError naming the group and the field."""
+    groups: list[NodeGroupSpec] = []
+    seen: dict[str, int] = {}
+    for index, raw in enumerate(_list(document, "nodeGroups")):
+        where = f"nodeGroups[{index}]"
+        name = raw.get("name") if type(raw) is dict else None
+        named = f"group {excerpt(name)}: " if isinstance(name, str) else ""
+        try:
+            if type(raw) is dict and "template" in raw:
+                template = raw["template"]
+                if type(template) is dict and "name" in template:
+                    raise _FieldError("template.name", "a group names its nodes itself "
+                                      "(<group>-1, <group>-2, ...): leave name out")
+                try:
+                    body = _build(NodeSpec, {"name": "template", **template}
+                                  if type(template) is dict else template)
+                except _FieldError as error:
+                    raise _FieldError(_path("template", error.key), error.message) from None
+                raw = {**raw, "template": body}
+            elif type(raw) is dict:
+                raise _FieldError("template", "is required (the keys of a node, but its name)")
+            group = _build(NodeGroupSpec, raw)
+        except _FieldError as error:
+            raise ScenarioError(_path(where, error.key), named + error.message) from None
+        if group.name in seen:
+            raise ScenarioError(f"{where}.name", f"duplicate group {excerpt(group.name)} "
+                                f"(first at nodeGroups[{seen[group.name]}])")
+        seen[group.name] = index
+        groups.append(group)
+    if groups and not timed:
+        raise ScenarioError("nodeGroups", "node groups need a clock: give the events times "
+                            "with `at` (a node comes up bootTime after it is asked for and "
+                            "goes after idleTime)")
+    # A group's nodes are <group>-<number>: no other node may take such a name.
+    added = [(f"events[{i}].addNode.name", e.node.name) for i, e in enumerate(events)
+             if isinstance(e, AddNode)]
+    for where, name in [(f"nodes[{i}].name", n.name) for i, n in enumerate(nodes)] + added:
+        base, dash, digits = name.rpartition("-")
+        if dash and digits.isascii() and digits.isdigit() and base in seen:
+            raise ScenarioError(where, f"node {excerpt(name)} takes a name of group "
+                                f"{excerpt(base)}'s nodes (nodeGroups[{seen[base]}] names "
+                                f"them {base}-1, {base}-2, ...)")
+    return tuple(groups)
 
 
 def _policy(document: Mapping[str, object]) -> Policy:
@@ -431,12 +526,14 @@ def _node(where: str, raw: object) -> NodeSpec:
 
 
 def check_node_turns(nodes: tuple[NodeSpec, ...], events: Sequence[Event],
-                     settings: TurnSettings) -> None:
+                     settings: TurnSettings, groups: Sequence[NodeGroupSpec] = ()) -> None:
     """Every node's own turns over ``settings`` make a policy; ScenarioError naming the node
     otherwise (``compare`` checks again under each variant's settings)."""
     specs = [(f"nodes[{i}]", spec) for i, spec in enumerate(nodes)]
     specs += [(f"events[{i}].addNode", event.node) for i, event in enumerate(events)
               if isinstance(event, AddNode)]
+    specs += [(f"nodeGroups[{i}].template", attrs.evolve(group.template, name=group.name))
+              for i, group in enumerate(groups)]
     for where, spec in specs:
         if spec.turns is None:
             continue

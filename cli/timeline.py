@@ -17,6 +17,10 @@ nothing re-decides. The rules:
   switch on it parks the outgoing worker and restores the incoming one, so it
   moves both workers' memory across the node's host-to-device link (the
   log's link for the node: the bandwidth its turns are played at).
+* With node groups, a node is paid for while it is in the fleet: from the
+  start (a fixed node, or a group's ``min``) or the moment it joins, until it
+  is removed or the last event. A group's GPU-hours are its nodes' devices
+  times those hours; the fixed nodes are a row of their own.
 * Figures are down-sampled on the time axis only: each interval shows the
   moment within it with the most in use (and the least, as a line), so a
   spike between two samples is never lost.
@@ -28,13 +32,24 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cli.eventlog import AddNodeStep, AllocateStep, ArriveStep, EventLog, LeaveStep, walk
+from cli.eventlog import (
+    AddNodeStep,
+    AllocateStep,
+    ArriveStep,
+    AskNodeStep,
+    EventLog,
+    LeaveStep,
+    RemoveNodeStep,
+    walk,
+)
 from cli.replay import Report
 from placement.simulator.simulation import Placement
 
 __all__ = [
+    "FIXED",
     "ROLES",
     "USES",
+    "GroupUse",
     "Sampled",
     "SharedClaim",
     "Summary",
@@ -49,6 +64,7 @@ __all__ = [
 
 ROLES = ("trainer", "sampler")
 USES = ("trainer", "sampler", "both")  # whose workers a claim's devices serve
+FIXED = "(fixed)"  # the row of the nodes no group adds or removes
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +117,22 @@ class Sampled:
 
 
 @dataclass(frozen=True, slots=True)
+class GroupUse:
+    """A node group's nodes over the run (``FIXED``: the nodes of no group)."""
+
+    group: str
+    nodes: tuple[tuple[float, int], ...]  # (time, nodes in the fleet after), from the start
+    gpu_hours: float  # its nodes' devices x the hours each was in the fleet
+    asked: int  # nodes asked for
+    added: int  # nodes that joined (the min at the start not counted)
+    removed: int
+
+    @property
+    def peak(self) -> int:
+        return max(count for _, count in self.nodes)
+
+
+@dataclass(frozen=True, slots=True)
 class Summary:
     """One replay in a row: what ``compare`` prints per variant."""
 
@@ -109,6 +141,8 @@ class Summary:
     waits: WaitStats
     seats_peak: int
     idle: float  # device-hours idle (device-events without times)
+    nodes_peak: int | None = None  # with node groups: the most nodes at once
+    gpu_hours: float | None = None  # with node groups: every node's device-hours, paid for
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +156,8 @@ class Timeline:
     waits: list[Wait]
     shared: list[SharedClaim]
     start_capacity: int
+    fleet: tuple[GroupUse, ...] = ()  # with node groups: each group's, then the fixed nodes'
+    nodes_peak: int = 0  # with node groups: the most nodes in the fleet at once
 
     @property
     def end(self) -> float:
@@ -135,6 +171,8 @@ class Timeline:
             waits=wait_stats(self.waits),
             seats_peak=max(seats, default=0),
             idle=self.idle(),
+            nodes_peak=self.nodes_peak if self.fleet else None,
+            gpu_hours=sum(use.gpu_hours for use in self.fleet) if self.fleet else None,
         )
 
     def idle(self) -> float:
@@ -212,6 +250,7 @@ class _Counters:
         self.series_devices: dict[str, list[int]] = {use: [] for use in USES}
         self.series_seats: dict[str, list[int]] = {role: [] for role in ROLES}
         self.series_pending: dict[str, list[int]] = {role: [] for role in ROLES}
+        self.paying = _Paying(log) if log.groups else None
 
     def arrive(self, step: ArriveStep, at: float) -> None:
         self.arrivals[step.worker] = step
@@ -241,6 +280,13 @@ class _Counters:
     def add_node(self, step: AddNodeStep, at: float) -> None:
         self.bandwidth[step.node] = step.link.bandwidth
         self.capacity += step.link.devices
+        if self.paying is not None:
+            self.paying.joined(step.node, step.group or FIXED, step.link.devices, at)
+
+    def remove_node(self, step: RemoveNodeStep, at: float) -> None:
+        self.capacity -= step.spec.devices
+        if self.paying is not None:
+            self.paying.left(step.node, at)
 
     def seat(self, seat: Placement, at: float) -> None:
         worker = seat.worker
@@ -285,9 +331,72 @@ class _Counters:
                         self.bandwidth[claim.node])
             for name, claim in self.every_claim if claim.most >= 2
         ]
+        paying = self.paying
         return Timeline(log.times is not None, log.clock, self.series_capacity,
                         self.series_devices, self.series_seats, self.series_pending,
-                        self.waits, shared, self.start_capacity)
+                        self.waits, shared, self.start_capacity,
+                        paying.uses(log, end) if paying is not None else (),
+                        paying.peak if paying is not None else 0)
+
+
+class _Paying:
+    """Which nodes are in the fleet since when, by group: the nodes over time, GPU-hours."""
+
+    def __init__(self, log: EventLog) -> None:
+        self.since: dict[str, tuple[str, int, float]] = {}  # node -> (group, devices, joined)
+        self.device_seconds: dict[str, float] = {}
+        self.count: dict[str, int] = {}
+        self.changes: dict[str, list[tuple[float, int]]] = {}
+        self.joins: dict[str, int] = {}
+        self.leaves: dict[str, int] = {}
+        self.total = self.peak = 0
+        for group in (*log.groups, FIXED):
+            self._group(group)
+        for link in log.nodes:
+            self.joined(link.name, link.group or FIXED, link.devices, 0.0, start=True)
+
+    def _group(self, group: str) -> None:
+        if group not in self.count:
+            self.count[group] = self.joins[group] = self.leaves[group] = 0
+            self.device_seconds[group] = 0.0
+            self.changes[group] = [(0.0, 0)]
+
+    def _moved(self, group: str, by: int, at: float) -> None:
+        self.count[group] += by
+        self.total += by
+        self.peak = max(self.peak, self.total)
+        changes = self.changes[group]
+        if changes[-1][0] == at:
+            changes[-1] = (at, self.count[group])
+        else:
+            changes.append((at, self.count[group]))
+
+    def joined(self, node: str, group: str, devices: int, at: float, *,
+               start: bool = False) -> None:
+        self._group(group)
+        self.since[node] = (group, devices, at)
+        self._moved(group, 1, at)
+        if not start:
+            self.joins[group] += 1
+
+    def left(self, node: str, at: float) -> None:
+        group, devices, joined = self.since.pop(node)
+        self.device_seconds[group] += devices * (at - joined)
+        self._moved(group, -1, at)
+        self.leaves[group] += 1
+
+    def uses(self, log: EventLog, end: float) -> tuple[GroupUse, ...]:
+        for group, devices, joined in self.since.values():
+            self.device_seconds[group] += devices * (end - joined)
+        asked = dict.fromkeys(self.count, 0)
+        for step in log.steps:
+            if step.__class__ is AskNodeStep:
+                asked[step.group] += 1
+        return tuple(GroupUse(group, tuple(self.changes[group]),
+                              self.device_seconds[group] / 3600, asked[group],
+                              self.joins[group], self.leaves[group])
+                     for group in self.count
+                     if group != FIXED or self.changes[group] != [(0.0, 0)])
 
 
 # -------------------------------------------------------------- down-sampling

@@ -32,6 +32,7 @@ from cli.eventlog import (
     EventLog,
     LeaveStep,
     NodeLink,
+    RemoveNodeStep,
     walk,
 )
 from placement.simulator.simulation import Placement
@@ -152,6 +153,9 @@ class _Seats:
 
     def add_node(self, step: AddNodeStep, at: float) -> None:
         self.links[step.node] = step.link
+
+    def remove_node(self, step: RemoveNodeStep, at: float) -> None:
+        pass  # the autoscaler removes only a node holding no claim: no turns end here
 
     def seat(self, seat: Placement, at: float) -> None:
         if seat.allocated:

@@ -1,0 +1,356 @@
+"""An autoscaler over node groups, played on the scenario's clock.
+
+A ``NodeGroup`` is a template node, a floor (``min``) and a ceiling (``max``)
+on how many of its nodes exist, the seconds a node takes to come up once
+asked for (``boot``) and the seconds it may hold nothing before it goes
+(``idle``). Its nodes are named ``<group>-1``, ``<group>-2``, ... in the
+order they are asked for; a number is never given twice.
+
+The rules, as the simulation applies them:
+
+    when                              what happens
+    --------------------------------  ------------------------------------------
+    the run starts                    each group has its ``min`` nodes, up, empty
+    a worker waits (no node in the    a node on its way whose plan seats it
+    fleet seats it now)               counts it; else the first group whose
+                                      template, empty, would seat it and whose
+                                      nodes (up or coming) are fewer than
+                                      ``max`` is asked for a node, which joins
+                                      ``boot`` seconds later
+    every group that would seat it    it waits, and is considered again when
+    is at ``max``                     one of them has a node fewer
+    an asked-for node comes up        it joins the fleet; pending workers are
+                                      retried on it, oldest first (the
+                                      simulation's rule); those counted on it
+                                      that still wait are considered again
+    a group's node held no claim for  it is removed, unless its group is at
+    ``idle`` seconds                  ``min``
+    a group's node takes a claim      its idle clock stops, to start again when
+                                      its last claim goes
+
+Waiting workers are considered oldest first.
+
+*Would seat* is the decision's own answer, under the run's policy: a node
+on its way carries a plan, an empty copy of it with the workers counted on
+it seated by the same steps the simulation takes, so a node is asked for
+only when the ones coming cannot take the worker. A counted worker seated
+elsewhere, or leaving, is taken off its plan.
+
+The clock: ``advance(now)`` plays everything due at or before ``now`` in
+time order (ties in the order they were scheduled), before the event at
+``now``. What the autoscaler did is kept as ``Change`` values, read and
+cleared by ``take_changes``. Nothing is played after the last event: a node
+still booting then never joins.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from heapq import heappop, heappush
+
+from placement.decide import best_claim, best_pool
+from placement.fleet import Fleet
+from placement.model import Node, PlacementError, Request, Role
+from placement.policy import DEFAULT_POLICY, Policy, Step, steps_for
+from placement.simulator.simulation import Placement, Simulation
+
+__all__ = ["AutoscaledSimulation", "Change", "NodeAsked", "NodeDown", "NodeGroup", "NodeUp"]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeGroup:
+    name: str
+    template: Node  # its name is not used: the group's nodes are <name>-1, <name>-2, ...
+    min: int
+    max: int
+    boot: float  # seconds from asked for to in the fleet
+    idle: float  # seconds holding no claim before it is removed
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.template, Node):
+            raise PlacementError(f"group {self.name}: template must be a Node")
+        if not 0 <= self.min <= self.max or self.max < 1:
+            raise PlacementError(f"group {self.name}: needs 0 <= min <= max and max >= 1, "
+                                 f"got min {self.min}, max {self.max}")
+        if self.boot < 0 or self.idle < 0:
+            raise PlacementError(f"group {self.name}: boot and idle must be >= 0 seconds")
+
+    def node(self, number: int) -> Node:
+        return dataclasses.replace(self.template, name=f"{self.name}-{number}")
+
+
+@dataclass(frozen=True, slots=True)
+class NodeAsked:
+    at: float
+    group: str
+    node: str
+    worker: str  # the oldest waiting worker no node seated nor was coming for
+    ready: float  # when it joins the fleet
+
+
+@dataclass(frozen=True, slots=True)
+class NodeUp:
+    at: float
+    group: str
+    node: Node
+    placed: tuple[Placement, ...]  # pending workers it seated as it joined
+
+
+@dataclass(frozen=True, slots=True)
+class NodeDown:
+    at: float
+    group: str
+    node: Node
+
+
+Change = NodeAsked | NodeUp | NodeDown
+
+_UP, _DOWN = 0, 1
+
+
+class _Coming:
+    """A node on its way: when it joins, and the plan of what it would seat."""
+
+    __slots__ = ("group", "node", "plan", "ready", "workers")
+
+    def __init__(self, group: int, node: Node, ready: float) -> None:
+        self.group = group
+        self.node = node
+        self.ready = ready
+        self.plan = Fleet((node,))
+        self.workers: dict[str, None] = {}  # counted on it, in the order they were
+
+
+class AutoscaledSimulation(Simulation):
+    """A ``Simulation`` whose fleet grows and shrinks by node groups (the module's rules)."""
+
+    def __init__(self, nodes: tuple[Node, ...] = (), groups: Sequence[NodeGroup] = (), *,
+                 deferred_allocation: bool = False, policy: Policy = DEFAULT_POLICY) -> None:
+        names = {node.name for node in nodes}
+        if len({group.name for group in groups}) < len(groups):
+            raise PlacementError("node group names must be unique")
+        self.groups = tuple(groups)
+        self.now = 0.0
+        self._count = [group.min for group in self.groups]  # nodes up or on their way
+        self._serial = [group.min for group in self.groups]  # the last number given
+        group_of = {group.node(number).name: index for index, group in enumerate(self.groups)
+                    for number in range(1, group.min + 1)}
+        start = [self.groups[index].node(int(name.rpartition("-")[2]))
+                 for name, index in group_of.items()]
+        for node in start:
+            if node.name in names:
+                raise PlacementError(f"node {node.name} is a node group's name for its nodes")
+        super().__init__((*nodes, *start), deferred_allocation=deferred_allocation,
+                         policy=policy)
+        self.started = tuple(start)  # the groups' nodes at the start, after the fixed ones
+        self.started_groups = tuple(self.groups[index].name for index in group_of.values())
+        self._group_of = group_of  # group nodes in the fleet -> their group's index
+        self._coming: list[_Coming] = []  # in the order asked for
+        self._counted: dict[str, _Coming] = {}  # waiting worker -> the node counted on
+        self._blocked: dict[str, None] = {}  # waiting workers every fitting group is full for
+        self._fits: dict[tuple[int, Role, int], bool] = {}
+        self._due: list[tuple[float, int, int, str, int]] = []  # (at, seq, kind, node, token)
+        self._seq = itertools.count()
+        self._idle: dict[str, int] = {}  # group node holding nothing -> its removal's token
+        self._coming_by_name: dict[str, _Coming] = {}
+        self._plan_names = itertools.count(1)
+        self._changes: list[Change] = []
+        for node in start:
+            self._went_idle(node.name)
+
+    # ------------------------------------------------------------------ clock
+
+    def advance(self, now: float) -> None:
+        """Play what is due at or before ``now`` (nodes joining, idle nodes going)."""
+        if now < self.now:
+            raise PlacementError(f"time goes back: {now} is before {self.now}")
+        due = self._due
+        while due and due[0][0] <= now:
+            at, _, kind, name, token = heappop(due)
+            self.now = at
+            if kind == _UP:
+                self._node_up(self._coming_by_name.pop(name))
+            elif self._idle.get(name) == token:
+                self._remove_idle(name)
+        self.now = now
+
+    def take_changes(self) -> list[Change]:
+        """What the autoscaler did since the last call, in order."""
+        changes, self._changes = self._changes, []
+        return changes
+
+    def group_of(self, node: str) -> str | None:
+        """The group a node present in the fleet belongs to; None for a fixed node."""
+        index = self._group_of.get(node)
+        return None if index is None else self.groups[index].name
+
+    def coming_for(self, worker: str) -> NodeAsked | None:
+        """The node on its way that ``worker`` is counted on, if any."""
+        coming = self._counted.get(worker)
+        if coming is None:
+            return None
+        return NodeAsked(self.now, self.groups[coming.group].name, coming.node.name, worker,
+                         coming.ready)
+
+    # ----------------------------------------------------------------- events
+
+    def arrive(self, request: Request) -> list[Placement]:
+        placed = super().arrive(request)
+        self._seated(placed)
+        if not placed:  # it waits
+            self._consider((request.name,))
+        return placed
+
+    def leave(self, worker: str) -> list[Placement]:
+        claim = self.fleet.claim_of(worker)
+        node = self.fleet.claim_node(claim) if claim is not None else None
+        placed = super().leave(worker)
+        self._forget(worker)
+        self._seated(placed)
+        if node is not None:
+            self._maybe_idle(node)
+        return placed
+
+    def allocate(self, worker: str) -> tuple[str, list[Placement]]:
+        claim, placed = super().allocate(worker)
+        self._seated(placed)
+        return claim, placed
+
+    def add_node(self, node: Node) -> list[Placement]:
+        placed = super().add_node(node)
+        self._seated(placed)
+        return placed
+
+    # --------------------------------------------------------------- internal
+
+    def _seated(self, placed: Iterable[Placement]) -> None:
+        for seat in placed:
+            self._forget(seat.worker)
+            if seat.node in self._idle:
+                del self._idle[seat.node]  # it holds a claim: its removal is off
+
+    def _forget(self, worker: str) -> None:
+        """``worker`` no longer waits: off its plan, off the blocked."""
+        coming = self._counted.pop(worker, None)
+        if coming is not None:
+            del coming.workers[worker]
+            self._unplan(coming.plan, worker)
+        self._blocked.pop(worker, None)
+
+    @staticmethod
+    def _unplan(plan: Fleet, worker: str) -> None:
+        claim = plan.claim_of(worker)
+        if claim is not None:
+            plan.unbook(worker)
+            if plan.workers_on(claim) == 0:
+                plan.remove_claim(claim)
+
+    def _consider(self, workers: Iterable[str]) -> None:
+        """Each waiting worker, oldest first: counted on a node coming, or one asked for."""
+        for worker in sorted(workers, key=self._arrival.__getitem__):
+            request = self._requests[worker]
+            if self.fleet.claim_of(worker) is not None or worker in self._counted:
+                continue
+            for coming in self._coming:
+                if self._plan_seats(coming.plan, request):
+                    self._count_on(coming, worker)
+                    break
+            else:
+                self._ask(worker, request)
+
+    def _ask(self, worker: str, request: Request) -> None:
+        blocked = False
+        for index, group in enumerate(self.groups):
+            if not self._template_fits(index, request):
+                continue
+            if self._count[index] >= group.max:
+                blocked = True
+                continue
+            self._count[index] += 1
+            self._serial[index] += 1
+            node = group.node(self._serial[index])
+            coming = _Coming(index, node, self.now + group.boot)
+            self._coming.append(coming)
+            self._coming_by_name[node.name] = coming
+            heappush(self._due, (coming.ready, next(self._seq), _UP, node.name, 0))
+            self._changes.append(NodeAsked(self.now, group.name, node.name, worker,
+                                           coming.ready))
+            if not self._plan_seats(coming.plan, request):  # pragma: no cover - the template fits
+                raise AssertionError(f"{node.name} cannot seat {worker}")
+            self._count_on(coming, worker)
+            return
+        if blocked:
+            self._blocked[worker] = None
+
+    def _count_on(self, coming: _Coming, worker: str) -> None:
+        coming.workers[worker] = None
+        self._counted[worker] = coming
+        self._blocked.pop(worker, None)
+
+    def _plan_seats(self, plan: Fleet, request: Request) -> bool:
+        """Seat ``request`` on the plan by the simulation's steps; whether it could be."""
+        for step in steps_for(self.policy, request):
+            if step is Step.NEW_CLAIM:
+                pool = best_pool(request, plan)
+                if pool is not None:
+                    node, devices, _ = pool
+                    plan.cut(f"plan-{next(self._plan_names)}", node, devices, request,
+                             allocated=True)
+                    return True
+            else:
+                claim = best_claim(request, plan, self.policy.owner_affinity)
+                if claim is not None:
+                    plan.book(claim, request)
+                    return True
+        return False
+
+    def _template_fits(self, index: int, request: Request) -> bool:
+        """Whether an empty node of the group would seat the worker (once per role, memory)."""
+        key = (index, request.role, request.memory)
+        fits = self._fits.get(key)
+        if fits is None:
+            probe = Request("probe", request.role, request.memory)
+            fits = self._fits[key] = best_pool(probe, Fleet((self.groups[index].template,))
+                                               ) is not None
+        return fits
+
+    def _node_up(self, coming: _Coming) -> None:
+        self._coming.remove(coming)
+        counted = list(coming.workers)
+        for worker in counted:
+            del self._counted[worker]
+        name = coming.node.name
+        self._group_of[name] = coming.group
+        placed = super().add_node(coming.node)
+        self._seated(placed)
+        self._changes.append(NodeUp(self.now, self.groups[coming.group].name, coming.node,
+                                    tuple(placed)))
+        self._maybe_idle(name)
+        self._consider(worker for worker in counted if worker in self._requests)
+
+    def _maybe_idle(self, node: str) -> None:
+        if node in self._group_of and node not in self._idle:
+            found = self.fleet.node(node)
+            if found is not None and self.fleet.free_devices(node) == found.devices:
+                self._went_idle(node)
+
+    def _went_idle(self, node: str) -> None:
+        token = next(self._seq)
+        self._idle[node] = token
+        group = self.groups[self._group_of[node]]
+        heappush(self._due, (self.now + group.idle, token, _DOWN, node, token))
+
+    def _remove_idle(self, name: str) -> None:
+        del self._idle[name]
+        index = self._group_of[name]
+        if self._count[index] <= self.groups[index].min or self.fleet.node(name) is None:
+            return  # at its floor it stays (until it holds a claim and goes idle again)
+        node = self.fleet.remove_node(name)
+        del self._group_of[name]
+        self._count[index] -= 1
+        self._changes.append(NodeDown(self.now, self.groups[index].name, node))
+        # A group with room again: the workers it was full for are considered again.
+        self._consider(list(self._blocked))

@@ -1,0 +1,194 @@
+"""The autoscaler over node groups, as stories on a clock, and its invariants under churn."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from placement import GiB, Node, Policy, Request, Role, Strategy
+from placement.simulator.autoscaler import (
+    AutoscaledSimulation,
+    NodeAsked,
+    NodeDown,
+    NodeGroup,
+    NodeUp,
+)
+
+BOX = Node("template", 4, 80 * GiB, 1024 * GiB, frozenset(), 4)
+SOLO = Node("template", 4, 80 * GiB, 1024 * GiB)  # no sharing: a full node seats no one else
+
+
+def group(min_: int = 0, max_: int = 3, boot: float = 300, idle: float = 600,
+          name: str = "h100", template: Node = BOX) -> NodeGroup:
+    return NodeGroup(name, template, min_, max_, boot, idle)
+
+
+def t(name: str, gib: int = 10) -> Request:
+    return Request(name, Role.TRAINER, gib * GiB)
+
+
+def nodes(sim: AutoscaledSimulation) -> list[str]:
+    return sorted(node.name for node in sim.fleet.nodes)
+
+
+def test_a_group_starts_with_its_min_nodes_up() -> None:
+    sim = AutoscaledSimulation((), [group(min_=2)])
+    assert nodes(sim) == ["h100-1", "h100-2"]
+    assert sim.group_of("h100-1") == "h100"
+
+
+def test_a_waiting_worker_asks_for_a_node_which_seats_it_after_its_boot_time() -> None:
+    sim = AutoscaledSimulation((), [group(boot=300)])
+    sim.advance(60)
+    assert sim.arrive(t("w")) == []
+    (asked,) = sim.take_changes()
+    assert asked == NodeAsked(60, "h100", "h100-1", "w", 360)
+    assert sim.coming_for("w") is not None
+    sim.advance(359)
+    assert sim.take_changes() == [] and nodes(sim) == []
+    sim.advance(360)
+    (up,) = sim.take_changes()
+    assert isinstance(up, NodeUp) and up.at == 360 and up.node.name == "h100-1"
+    assert [seat.worker for seat in up.placed] == ["w"]
+    assert sim.state("w").node == "h100-1"
+
+
+def test_workers_a_coming_node_will_seat_ask_for_no_other() -> None:
+    sim = AutoscaledSimulation((), [group()])
+    for name in "abcde":  # four devices: a..d each cut a claim there, e joins one
+        sim.arrive(t(name))
+    asked = [c for c in sim.take_changes() if isinstance(c, NodeAsked)]
+    assert [c.node for c in asked] == ["h100-1"]
+
+
+def test_a_worker_the_coming_node_cannot_also_take_asks_for_a_second() -> None:
+    sim = AutoscaledSimulation((), [group(template=SOLO)])
+    sim.arrive(t("wide", 300))  # four devices: the whole node
+    sim.arrive(t("other", 200))  # three devices: not on h100-1 beside the wide one
+    assert [c.node for c in sim.take_changes()] == ["h100-1", "h100-2"]
+
+
+def test_asks_stop_at_max_and_the_worker_waits() -> None:
+    sim = AutoscaledSimulation((), [group(template=SOLO, max_=1)])
+    sim.arrive(t("a", 300))
+    sim.arrive(t("b", 300))
+    assert [c.node for c in sim.take_changes()] == ["h100-1"]
+    sim.advance(300)
+    sim.take_changes()
+    assert sim.state("b").node is None and sim.coming_for("b") is None
+
+
+def test_a_worker_no_template_fits_asks_for_nothing() -> None:
+    sim = AutoscaledSimulation((), [group()])
+    sim.arrive(t("huge", 700))  # more than four 80Gi devices
+    assert sim.take_changes() == []
+
+
+def test_a_node_idle_for_its_idle_time_goes_but_never_below_min() -> None:
+    sim = AutoscaledSimulation((), [group(template=SOLO, min_=1, boot=0, idle=600)])
+    sim.arrive(t("a", 300))  # fills h100-1
+    sim.arrive(t("b", 300))  # asks h100-2, up at once
+    sim.advance(0)
+    sim.take_changes()
+    sim.advance(100)
+    sim.leave("b")  # h100-2 idle from 100
+    sim.leave("a")  # h100-1 idle from 100 too
+    sim.advance(699)
+    assert sim.take_changes() == []
+    sim.advance(700)
+    changes = sim.take_changes()
+    assert [(type(c), c.node.name) for c in changes if isinstance(c, NodeDown)] == [
+        (NodeDown, "h100-2")]  # the first to go idle goes; the other is the floor
+    assert nodes(sim) == ["h100-1"]
+    sim.advance(10_000)
+    assert nodes(sim) == ["h100-1"]
+
+
+def test_a_claim_stops_the_idle_clock() -> None:
+    sim = AutoscaledSimulation((), [group(min_=0, boot=0, idle=600)])
+    sim.arrive(t("a"))
+    sim.advance(0)
+    sim.take_changes()
+    sim.advance(100)
+    sim.leave("a")  # idle from 100: would go at 700
+    sim.advance(500)
+    sim.arrive(t("b"))  # seated there at 500: stays
+    sim.advance(1000)
+    assert nodes(sim) == ["h100-1"]
+    sim.leave("b")
+    sim.advance(1600)
+    assert nodes(sim) == []
+
+
+def test_the_oldest_waiting_worker_gets_the_node_the_younger_asks_again() -> None:
+    # b asked for h100-1; before it comes, the older a (which a fixed node was
+    # coming to free) is still waiting and takes it: b is counted again.
+    fixed = Node("fixed", 4, 80 * GiB, 1024 * GiB)
+    sim = AutoscaledSimulation((fixed,), [group(template=SOLO, boot=300, max_=2)])
+    sim.arrive(t("holder", 300))  # fixed is full
+    sim.arrive(t("a", 300))  # asks h100-1
+    sim.arrive(t("b", 300))  # asks h100-2
+    assert [c.node for c in sim.take_changes()] == ["h100-1", "h100-2"]
+    sim.advance(300)
+    assert sim.state("a").node == "h100-1" and sim.state("b").node == "h100-2"
+
+
+def test_a_counted_worker_that_leaves_frees_its_place_on_the_plan() -> None:
+    sim = AutoscaledSimulation((), [group(template=SOLO, boot=300)])
+    sim.arrive(t("a", 300))
+    sim.leave("a")
+    sim.arrive(t("b", 300))  # h100-1 is coming and now has room for b
+    assert [c.node for c in sim.take_changes()] == ["h100-1"]
+    assert sim.coming_for("b") is not None
+
+
+def test_binpack_keeps_devices_free_for_a_wide_worker_where_spread_asks_a_node() -> None:
+    asked = {}
+    for strategy in Strategy:
+        sim = AutoscaledSimulation((), [group(min_=1)], policy=Policy(strategy))
+        for index in range(5):
+            sim.arrive(Request(f"s{index}", Role.SAMPLER, 10 * GiB))
+        sim.arrive(t("wide", 140))
+        asked[strategy] = [c.node for c in sim.take_changes()]
+    assert asked == {Strategy.SPREAD: ["h100-2"], Strategy.BINPACK: []}
+
+
+# ------------------------------------------------------------------- invariants
+
+actions = st.lists(st.tuples(st.integers(0, 400), st.sampled_from(["arrive", "leave"]),
+                             st.sampled_from([10, 60, 140, 300, 700])), max_size=40)
+
+
+@settings(max_examples=60, deadline=None)
+@given(actions, st.integers(0, 2), st.integers(1, 3), st.sampled_from(list(Strategy)))
+def test_under_churn_groups_stay_in_bounds_and_no_fitting_worker_is_forgotten(
+        script: list[tuple[int, str, int]], min_: int, extra: int, strategy: Strategy) -> None:
+    small = Node("template", 2, 80 * GiB, 256 * GiB, frozenset(), 2)
+    groups = [group(min_=min_, max_=min_ + extra, boot=120, idle=300),
+              group(name="small", template=small, max_=2, boot=60, idle=60)]
+    sim = AutoscaledSimulation((Node("fixed", 1, 80 * GiB),), groups, policy=Policy(strategy))
+    now, serial, present = 0.0, 0, []
+    for gap, action, gib in script:
+        now += gap
+        sim.advance(now)
+        if action == "leave" and present:
+            sim.leave(present.pop(gap % len(present)))
+        else:
+            serial += 1
+            present.append(f"w{serial}")
+            sim.arrive(t(f"w{serial}", gib))
+        for change in sim.take_changes():
+            if isinstance(change, NodeDown):  # only an empty node goes
+                assert change.node.name not in {c.node for c in sim.fleet.claims}
+        for index, g in enumerate(sim.groups):
+            up = [n for n in sim.fleet.nodes if sim.group_of(n.name) == g.name]
+            assert g.min <= len(up) <= g.max
+            assert sim._count[index] <= g.max
+        for worker in present:
+            if sim.fleet.claim_of(worker) is not None:
+                continue
+            fits = [i for i in range(len(groups)) if sim._template_fits(i, sim._requests[worker])]
+            # A waiting worker some group could seat is counted on a node coming, or
+            # every such group is full.
+            assert (not fits or sim.coming_for(worker) is not None
+                    or all(sim._count[i] >= groups[i].max for i in fits))
