@@ -7,7 +7,6 @@ mode and by /metrics, and their absence in the cluster mode is one clear error.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 from pathlib import Path
 
@@ -78,10 +77,13 @@ def command(node: str, kubelet_root: Path, quantum: float, min_resident: float,
         raise click.UsageError("--node (or NODE_NAME) is needed unless --local is given")
     if local is not None and not local.is_dir():
         raise click.UsageError(f"--local {local}: not a directory")
-    if local is None and importlib.util.find_spec("kubernetes") is None:
-        raise click.UsageError("the cluster mode needs the controller extra (kubernetes not "
-                               "installed): pip install 'openrl-place[controller]', or run "
-                               "--local DIR")
+    if local is None:
+        try:
+            import kubernetes  # noqa: F401 - the cluster mode's client, imported only for it
+        except ModuleNotFoundError:
+            raise click.UsageError("the cluster mode needs the controller extra (kubernetes "
+                                   "not installed): pip install 'openrl-place[controller]', "
+                                   "or run --local DIR") from None
     logs.configure(log_format, getattr(logging, log_level.upper()))
     run(Options(settings, node=node, kubelet_root=kubelet_root, local=local,
                 metrics_address=metrics_address, nvml=nvml == "auto",

@@ -350,7 +350,6 @@ class Agent:
         if frees and view.turn:
             log.info("%s parked turn %d", member.name, turn, extra=_fields(member, turn=turn))
         elif not frees:
-            self.metrics.stale_parks.inc()
             log.info("%s parked turn %d while holding turn %d: its grant is on the way, "
                      "nothing freed", member.name, turn, view.turn,
                      extra=_fields(member, turn=turn))

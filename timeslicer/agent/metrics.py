@@ -56,7 +56,6 @@ class AgentMetrics:
     nvml: Any
     members: Any
     bad_messages: Any
-    stale_parks: Any
 
     def __init__(self, enabled: bool = True) -> None:
         try:
@@ -67,7 +66,7 @@ class AgentMetrics:
         if not enabled:
             self.wait = self.restore = self.park = self.switches = self.overruns = \
                 self.evictions = self.resident = self.nvml = self.members = \
-                self.bad_messages = self.stale_parks = _Nothing()
+                self.bad_messages = _Nothing()
             return
         self.registry = r = prom.CollectorRegistry()
         self.wait = prom.Histogram(f"{PREFIX}_turn_wait_seconds",
@@ -98,6 +97,3 @@ class AgentMetrics:
             f"{PREFIX}_bad_messages_total", "Lines refused with an error, and members dropped "
             "for leaving replies unread, by kind (unreadable, order, too_long, backlog).",
             ["kind"], registry=r)
-        self.stale_parks = prom.Counter(
-            f"{PREFIX}_stale_parks_total", "Parks naming an earlier turn than the member "
-            "holds (they crossed its grant on the wire), which free nothing.", registry=r)
