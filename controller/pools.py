@@ -33,7 +33,7 @@ from placement.model import Node, Role, devices_needed, per_device_share
 from placement.quantity import QuantityError, format_quantity, parse_quantity
 
 __all__ = ["MAX_ALTERNATIVES", "Alternative", "DeclaredPool", "PoolError", "Verdict",
-           "alternatives", "parse_pools"]
+           "alternatives", "can_grow", "parse_pools"]
 
 # DRA lists at most this many subrequests in one request's prioritized list.
 MAX_ALTERNATIVES = 8
@@ -127,6 +127,13 @@ class Verdict:
         if not self.declared:
             return f"waiting for a node to be added (standing claim asks for {shapes})"
         return f"waiting for kube-scheduler or the autoscaler (standing claim asks for {shapes})"
+
+
+def can_grow(role: Role, memory: int, pools: tuple[DeclaredPool, ...]) -> bool:
+    """Whether a node the autoscaler adds could hold the worker: some declared pool fits
+    it, or none is declared (then nobody can say it cannot)."""
+    return not pools or any(
+        p.accepts(role) and devices_needed(memory, p.device_memory) <= p.devices for p in pools)
 
 
 def alternatives(role: Role, memory: int, nodes: Iterable[Node],

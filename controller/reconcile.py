@@ -167,8 +167,8 @@ class Reconciler:
             return prepared
         with self.cache.lock:  # decide and assume as one step: no decision in between
             done = moves.explain(ctx, worker, steps.seat(ctx, worker, prepared))
-            if self.settings.autoscaling and done.decided in standing.WAITS:
-                done = standing.stand(ctx, worker, prepared, done)
+            if self.settings.autoscaling:
+                done = standing.instead(ctx, worker, prepared, done)
             for write in done.writes:
                 if write.assumed:
                     self.cache.assume(write.res, write.body)

@@ -12,14 +12,15 @@ enabled nodes of its role and names no node.
   ------------------------------------------  --------------------------------------------
   no seat now; pools are declared and         NoCapacity, as without autoscaling (fails
     neither they nor a node fit (stand)         Unsatisfiable after the placement timeout)
-  no seat now, otherwise (stand)              standing: claim and pod created, Pending
+  no seat now, otherwise; or, under spread,   standing: claim and pod created, Pending
+    only a seat on a shared claim (instead)
                                                 WaitingForCapacity saying what it waits for
                                                 ("waiting for a node to be added" when no
                                                 pool is declared); never times out
   standing, its claim allocated (with_pod)    placed there: the ordinary path (Placing,
                                                 Running), booked like any allocation
-  standing, unallocated, a seat on a claim    standing pod and claim deleted; it joins in a
-    now takes it (with_pod)                     later reconcile, once both are gone
+  standing, unallocated, binpack, a seat on   standing pod and claim deleted; it joins in a
+    a claim now takes it (with_pod)             later reconcile, once both are gone
   standing, unallocated, otherwise            stays; its status says what it waits for
   no pod, its standing claim left (without)   the claim deleted (if it is not going yet);
                                                 decided afresh once it is gone
@@ -35,6 +36,10 @@ Rules:
   standing pod and claim; the join is decided afresh once both are gone.
   Nothing else leaves a standing claim: a new claim placement would cut is
   the standing claim kube-scheduler will allocate.
+* Under spread, a worker shares a claim only under contention; an autoscaled
+  pool has none while it can grow, so a worker that spread would seat only by
+  joining stands for a node instead (unless no pool can fit it: then it
+  joins). Under binpack a standing worker takes any seat that frees.
 * A standing claim carries no booked list: its worker's seat is its pod.
 * No worker fails because of a race: a pinned pod whose devices a standing
   claim took, or whose node cannot run it, stays unschedulable and is placed
@@ -53,14 +58,14 @@ from controller.claims import memory_selector
 from controller.logs import kv
 from controller.naming import ReasonKind, WorkerPhase
 from controller.objects import Obj, Worker, is_deleting, labels_of, name_of, pod_alive, uid_of
-from controller.pools import Alternative, Verdict, alternatives
+from controller.pools import Alternative, Verdict, alternatives, can_grow
 from controller.status import Outcome
 from controller.steps import Conclusion, Context
 from controller.writes import Write
-from placement import JoinClaim, Request, decide
+from placement import JoinClaim, Request, Strategy, decide
 
-__all__ = ["LABEL_STANDING", "WAITS", "build_standing_claim", "is_standing", "stand",
-           "standing_claim_name", "with_pod", "without_pod"]
+__all__ = ["LABEL_STANDING", "WAITS", "build_standing_claim", "instead", "is_standing",
+           "stand", "standing_claim_name", "with_pod", "without_pod"]
 
 log = logging.getLogger("openrl.controller")
 
@@ -116,6 +121,18 @@ def _waiting(worker: Worker, verdict: Verdict, claim: str, retry: float) -> Conc
 def _verdict(ctx: Context, worker: Worker) -> Verdict:
     return alternatives(worker.role, worker.memory, ctx.cache.view.nodes.values(),
                         ctx.settings.autoscale_pools)
+
+
+def instead(ctx: Context, worker: Worker, prepared: Obj, done: Conclusion) -> Conclusion:
+    """What the worker does with autoscaling on, given the seat step's conclusion: a
+    wait stands; under spread, a join stands unless no pool can fit the worker. Run
+    under the cache's lock, before anything of ``done`` is assumed."""
+    if done.decided in WAITS:
+        return stand(ctx, worker, prepared, done)
+    if (done.decided == "join_claim" and ctx.settings.policy.strategy == Strategy.SPREAD
+            and can_grow(worker.role, worker.memory, ctx.settings.autoscale_pools)):
+        return stand(ctx, worker, prepared, done)
+    return done
 
 
 def stand(ctx: Context, worker: Worker, prepared: Obj, waited: Conclusion) -> Conclusion:
@@ -176,7 +193,7 @@ def with_pod(ctx: Context, worker: Worker, pod: Obj) -> Conclusion | None:
                           worker.exclusive)
         decision = decide(request, view.fleet, ctx.settings.policy)
         verdict = _verdict(ctx, worker)
-    if isinstance(decision, JoinClaim):
+    if isinstance(decision, JoinClaim) and ctx.settings.policy.strategy == Strategy.BINPACK:
         log.info("leaving standing claim for a seat", extra=kv(
             worker=worker.name, claim=name, joins=decision.claim))
         writes = (Write("delete", kube.PODS, name_of(pod), {}, uid=uid_of(pod)),

@@ -223,3 +223,33 @@ def test_a_pinned_pod_whose_device_a_standing_claim_took_waits_again_never_fails
     mine = [o for o in c.api.all(kube.CLAIMS)
             if o["metadata"]["annotations"].get("openrl.io/worker") == "new"]
     assert len(mine) == 1  # the pinned claim it gave back is gone: one claim per worker
+
+
+@pytest.mark.parametrize(("strategy", "third"), [("spread", "stands"), ("binpack", "joins")])
+def test_a_full_node_spread_stands_for_a_new_node_binpack_joins(strategy: str,
+                                                               third: str) -> None:
+    c = Cluster(nodes=0, autoscaling=True, strategy=strategy)
+    add_node(c, "gpu-a", devices=2, labels=SHARED)
+    for name in ("a", "b"):
+        c.place(name)
+        c.allocate_and_run(name)
+    status = c.place("c")  # both devices taken: a seat on a shared claim is all there is
+    if third == "stands":
+        assert status["phase"] == "Pending" and standing_claim(c, "c") is not None
+        assert "waiting for a node to be added" in status["reason"]
+    else:
+        assert status["phase"] == "Placing" and standing_claim(c, "c") is None
+        assert status["claimName"] in (c.status("a")["claimName"], c.status("b")["claimName"])
+
+
+def test_spread_joins_when_no_declared_pool_could_add_a_node() -> None:
+    c = Cluster(nodes=0, autoscaling=True, autoscale_pools="8x40Gi")
+    add_node(c, "gpu-a", devices=1, labels=SHARED)
+    c.place("a")
+    c.allocate_and_run("a")
+    assert c.place("b")["phase"] == "Pending"  # 2 x 40Gi of the declared pool fits it
+    c2 = Cluster(nodes=0, autoscaling=True, autoscale_pools="1x40Gi")
+    add_node(c2, "gpu-a", devices=1, labels=SHARED)
+    c2.place("a")
+    c2.allocate_and_run("a")
+    assert c2.place("b")["phase"] == "Placing"  # no pool can grow for it: it shares
