@@ -10,7 +10,10 @@ summarised in one row (see ``cli.timeline`` for what the columns count).
 combination (a turn setting beside a node key, say, to see the turn wait and
 the switching under each ``maxWorkersPerClaim``). The placement policy's two
 keys are the scenario's too, like the turn settings: ``strategy=spread,binpack``
-and ``ownerAffinity=on,off``.
+and ``ownerAffinity=on,off``. A node key applies to the templates of the
+node groups ``--nodes`` selects too (by the group's name or its nodes'), and
+with node groups each row adds the most nodes at once and the GPU-hours
+paid for (``cli.timeline``).
 
 Variants are independent replays, so with several variants and several cores
 they run in separate processes; the scenario is parsed once, before.
@@ -115,7 +118,8 @@ def variants_of(scenario: Scenario, key: str, values: list[str],
     attribute, parse = KEYS[key]
     names = [spec.name for spec in scenario.nodes] + [
         event.node.name for event in scenario.events if isinstance(event, AddNode)]
-    if not any(fnmatch.fnmatchcase(name, pattern) for name in names):
+    if not any(fnmatch.fnmatchcase(name, pattern) for name in names) and not any(
+            _selects(pattern, group.name) for group in scenario.groups):
         raise ValueError(f'--nodes "{pattern}" matches no node (the nodes: '
                          f"{', '.join(names) if len(names) <= 10 else f'{len(names)} of them'})")
     out = []
@@ -133,9 +137,20 @@ def variants_of(scenario: Scenario, key: str, values: list[str],
 
         events = tuple(AddNode(apply(event.node)) if isinstance(event, AddNode) else event
                        for event in scenario.events)
+        setting: dict[str, Any] = {attribute: value}
+        groups = tuple(attrs.evolve(group, template=attrs.evolve(group.template, **setting))
+                       if _selects(pattern, group.name) else group
+                       for group in scenario.groups)
         out.append((f"{key}={text}", attrs.evolve(
-            scenario, nodes=tuple(apply(spec) for spec in scenario.nodes), events=events)))
+            scenario, nodes=tuple(apply(spec) for spec in scenario.nodes), events=events,
+            groups=groups)))
     return out
+
+
+def _selects(pattern: str, group: str) -> bool:
+    """Whether ``--nodes`` picks a group's template: by its nodes' names (``<group>-1``, ...)
+    or the group's own."""
+    return fnmatch.fnmatchcase(group, pattern) or fnmatch.fnmatchcase(f"{group}-1", pattern)
 
 
 def crossed(scenario: Scenario, sets: list[tuple[str, list[str]]],
@@ -314,6 +329,9 @@ def _document(key: str, pattern: str, timed: bool, results: list[Variant]) -> di
                       "max": variant.summary.waits.longest},
             "seatsUsed": variant.summary.seats_peak,
             idle: round(variant.summary.idle, 3),
+            **({"nodesPeak": variant.summary.nodes_peak,
+                "gpuHours": round(variant.summary.gpu_hours, 3)}
+               if variant.summary.gpu_hours is not None else {}),
             "turns": None if variant.turns is None else {
                 "switches": variant.turns.switches,
                 "switchingShare": variant.turns.switching_share,
@@ -334,6 +352,11 @@ def _table(name: str, key: str, pattern: str, timed: bool,
              f"{v.summary.idle:,.1f}"] for v in results]
     headers = ["variant", "placed", "pending", "median wait", "p95 wait", "longest wait",
                "seats (peak)", "device-hours idle" if timed else "device-events idle"]
+    if any(v.summary.gpu_hours is not None for v in results):
+        # An autoscaled fleet: what the policy cost in nodes and in GPU-hours paid for.
+        headers += ["nodes (peak)", "GPU-hours"]
+        for row, v in zip(rows, results, strict=True):
+            row += [f"{v.summary.nodes_peak or 0:,}", f"{v.summary.gpu_hours or 0.0:,.1f}"]
     if any(v.turns is not None for v in results):
         # The trade a quantum makes: the wait for a turn against the time spent switching.
         headers += ["turn wait (median)", "turn wait (longest)", "switches", "switching"]

@@ -28,7 +28,9 @@ The rules, as the simulation applies them:
     a group's node takes a claim      its idle clock stops, to start again when
                                       its last claim goes
 
-Waiting workers are considered oldest first.
+Waiting workers are considered oldest first. A waiting worker some group
+could seat is waiting for capacity, never "NoCapacity", and its reason says
+which node is on its way for it, or that the groups are at their ``max``.
 
 *Would seat* is the decision's own answer, under the run's policy: a node
 on its way carries a plan, an empty copy of it with the workers counted on
@@ -51,11 +53,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from heapq import heappop, heappush
 
-from placement.decide import best_claim, best_pool
+from placement.decide import Reason, WaitKind, best_claim, best_pool
 from placement.fleet import Fleet
 from placement.model import Node, PlacementError, Request, Role
 from placement.policy import DEFAULT_POLICY, Policy, Step, steps_for
-from placement.simulator.simulation import Placement, Simulation
+from placement.simulator.simulation import Placement, Simulation, WorkerState
 
 __all__ = ["AutoscaledSimulation", "Change", "NodeAsked", "NodeDown", "NodeGroup", "NodeUp"]
 
@@ -194,6 +196,26 @@ class AutoscaledSimulation(Simulation):
             return None
         return NodeAsked(self.now, self.groups[coming.group].name, coming.node.name, worker,
                          coming.ready)
+
+    def state(self, worker: str) -> WorkerState:
+        state = super().state(worker)
+        reason = state.reason
+        if reason is None:
+            return state
+        request = self._requests[worker]
+        fitting = [group for index, group in enumerate(self.groups)
+                   if self._template_fits(index, request)]
+        if not fitting:
+            return state
+        coming = self._counted.get(worker)
+        if coming is not None:
+            note = (f"node {coming.node.name} of group {self.groups[coming.group].name} "
+                    "is on its way")
+        else:
+            note = "the groups that could add a node for it are at their max: " + ", ".join(
+                f"{group.name} ({group.max})" for group in fitting)
+        return dataclasses.replace(state, reason=Reason(WaitKind.WAITING_FOR_CAPACITY,
+                                                        f"{reason.detail}; {note}"))
 
     # ----------------------------------------------------------------- events
 

@@ -1,0 +1,126 @@
+"""Node groups in scenarios: read strictly, played by `simulate` (table and JSON), and
+compared under `compare --set strategy=spread,binpack`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from cli.main import main
+from tests.unit.cli.conftest import Run
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "autoscaled.yaml"
+
+# One node always up, four devices, no sharing; a node joins 5 minutes after it is asked.
+POOL = """
+nodeGroups:
+  - name: gpu
+    template: {devices: 4, deviceMemory: 80Gi, hostMemory: 1Ti}
+    min: 1
+    max: 2
+    bootTime: 5m
+    idleTime: 10m
+events:
+  - {at: 1m, arrive: {name: big, role: trainer, memory: 300Gi}}
+  - {at: 2m, arrive: {name: wide, role: trainer, memory: 140Gi}}
+  - expect: {worker: wide, phase: Pending, reason: "node gpu-2 of group gpu is on its way"}
+  - {at: 8m, expect: {worker: wide, node: gpu-2}}
+  - {at: 20m, leave: wide}
+  - {at: 1h, leave: big}
+"""
+
+
+def test_a_waiting_worker_gets_a_node_that_leaves_once_idle(run: Run) -> None:
+    result = run(POOL)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    # The autoscaler's steps sit among the events at their times, without a number.
+    assert any(line.split()[:3] == ["2m", "askNode", "gpu-2"] for line in lines)
+    assert any(line.split()[:3] == ["7m", "nodeUp", "gpu-2"] for line in lines)
+    assert any(line.split()[:3] == ["30m", "nodeDown", "gpu-2"] for line in lines)
+    assert "Node groups" in result.output
+    assert "gpu nodes over time: 1 at 0s, 2 at 7m, 1 at 30m" in result.output
+
+
+def test_the_json_says_nodes_over_time_gpu_hours_and_waits(run: Run) -> None:
+    result = run(POOL, "-o", "json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.output)
+    groups = document["nodeGroups"]
+    assert groups["groups"]["gpu"]["nodes"] == [[0, 1], [420, 2], [1800, 1]]
+    assert groups["groups"]["gpu"] | {"nodes": None} == {
+        "nodes": None, "peak": 2, "asked": 1, "joined": 1, "removed": 1,
+        # gpu-1 all hour (4 devices) and gpu-2 from 7m to 30m (4 devices, 23 minutes).
+        "gpuHours": pytest.approx(4 * 1 + 4 * 23 / 60)}
+    assert groups["nodesPeak"] == 2 and groups["gpuHours"] == pytest.approx(4 + 4 * 23 / 60)
+    assert groups["waits"] | {"median": None} == {
+        "workers": 2, "neverSeated": 0, "median": None, "p95": 300, "max": 300}
+    events = [step["event"] for step in document["steps"]]
+    assert events[:4] == ["arrive", "arrive", "askNode", "expect"]
+    assert "nodeUp" in events and events[-2:] == ["nodeDown", "leave"]
+
+
+def test_an_expectation_naming_a_group_node_not_there_fails_rather_than_errs(run: Run) -> None:
+    result = run(POOL.replace("{at: 8m, expect: {worker: wide, node: gpu-2}}",
+                              "{at: 8m, expect: {worker: wide, node: gpu-7}}"))
+    assert result.exit_code == 1, result.output
+    assert "node: expected gpu-7, saw Placed on claim-wide on gpu-2" in result.output
+
+
+@pytest.mark.parametrize(("change", "where", "message"), [
+    ("min: 1", "nodeGroups[0].max", 'group "gpu": must be at least min (3), got 2'),
+    ("bootTime: 5m", "nodeGroups[0].bootTime", 'group "gpu": "5q" is not a duration'),
+    ("{devices: 4,", "nodeGroups[0].template.name", 'group "gpu": a group names its nodes'),
+    ("deviceMemory: 80Gi", "nodeGroups[0].template.deviceMemory", 'group "gpu": "80Gb"'),
+    ("idleTime: 10m", "nodeGroups[0].idleTime", 'group "gpu": is required'),
+])
+def test_a_bad_group_is_named_with_its_field(run: Run, change: str, where: str,
+                                             message: str) -> None:
+    bad = {"min: 1": "min: 3", "bootTime: 5m": "bootTime: 5q",
+           "{devices: 4,": "{name: x, devices: 4,", "deviceMemory: 80Gi": "deviceMemory: 80Gb",
+           "idleTime: 10m": ""}[change]
+    result = run(POOL.replace(change, bad, 1))
+    assert result.exit_code == 2
+    assert f"scenario.yaml: {where}: {message}" in result.output
+
+
+def test_node_groups_need_a_clock_and_their_node_names(run: Run) -> None:
+    untimed = POOL.replace("{at: 1m, ", "{").replace("{at: 2m, ", "{").replace(
+        "{at: 8m, expect: {worker: wide, node: gpu-2}}", "expect: {worker: wide}").replace(
+        "{at: 20m, ", "{").replace("{at: 1h, ", "{")
+    result = run(untimed)
+    assert result.exit_code == 2 and "nodeGroups: node groups need a clock" in result.output
+    taken = run("nodes: [{name: gpu-3, devices: 1, deviceMemory: 80Gi}]\n" + POOL)
+    assert taken.exit_code == 2
+    assert 'nodes[0].name: node "gpu-3" takes a name of group "gpu"' in taken.output
+
+
+def test_binpack_pays_for_fewer_nodes_and_gpu_hours_than_spread_on_the_example() -> None:
+    # The example's story: binpack keeps h100-1's devices free for the wide workers, where
+    # spread's samplers take them and each wide worker waits for a node of its own.
+    result = CliRunner().invoke(main, ["compare", str(EXAMPLE), "--set",
+                                       "strategy=spread,binpack", "-o", "json"])
+    assert result.exit_code == 0, result.output
+    spread, binpack = json.loads(result.output)["variants"]
+    assert (spread["variant"], binpack["variant"]) == ("strategy=spread", "strategy=binpack")
+    assert binpack["nodesPeak"] < spread["nodesPeak"]
+    assert binpack["gpuHours"] < spread["gpuHours"]
+    assert binpack["waits"]["p95"] <= spread["waits"]["p95"]
+    assert binpack["placed"] == spread["placed"] and binpack["pending"] == 0
+    table = CliRunner().invoke(main, ["compare", str(EXAMPLE), "--set",
+                                      "strategy=spread,binpack"])
+    assert "nodes (peak)" in table.output and "GPU-hours" in table.output
+
+
+def test_a_node_key_in_compare_reaches_the_group_templates(tmp_path: Path) -> None:
+    path = tmp_path / "pool.yaml"
+    path.write_text(POOL)
+    result = CliRunner().invoke(main, ["compare", str(path), "--set", "devices=4,8",
+                                       "--nodes", "gpu-*", "-o", "json"])
+    assert result.exit_code == 0, result.output
+    four, eight = json.loads(result.output)["variants"]
+    # Eight devices seat both workers on gpu-1: no node is asked for.
+    assert (four["nodesPeak"], eight["nodesPeak"]) == (2, 1)
