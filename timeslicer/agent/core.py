@@ -267,35 +267,15 @@ class Agent:
             peer = writer.get_extra_info("socket").getsockopt(
                 socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
             member.extra["pid"] = struct.unpack("3i", peer)[0]
-        lines = protocol.LineReader()
-        allowance, since = float(LINE_BURST), time.monotonic()
+        pace = _Pace()
         try:
+            lines = protocol.LineReader()
             while member.writer is writer:
                 data = await reader.read(READ_SLICE)
                 if not data:
                     break
                 lines.feed(data)
-                handled = 0
-                while member.writer is writer:
-                    try:
-                        line = lines.next_line()
-                    except protocol.ProtocolError as exc:
-                        self._refuse(member, writer, "too_long", str(exc))
-                        continue
-                    if line is None:
-                        break
-                    now = time.monotonic()
-                    allowance = min(float(LINE_BURST), allowance + (now - since) * LINE_RATE)
-                    since = now
-                    if allowance < 1:  # a flood: this connection waits, nobody else does
-                        await asyncio.sleep((1 - allowance) / LINE_RATE)
-                        allowance, since = 1.0, time.monotonic()
-                    allowance -= 1
-                    self._message(member, writer, line)
-                    handled += 1
-                    if handled % LINES_PER_SLICE == 0:
-                        await asyncio.sleep(0)  # let every other member's lines in
-                await asyncio.sleep(0)
+                await self._handle(member, writer, lines, pace)
         except (ConnectionError, OSError):
             pass
         finally:
@@ -306,6 +286,27 @@ class Agent:
                     group = self.groups[member.group]
                     self._apply(member.group, group.disconnected(member.id, self.clock()),
                                 member.id)
+
+    async def _handle(self, member: Member, writer: asyncio.StreamWriter,
+                      lines: protocol.LineReader, pace: _Pace) -> None:
+        """Every whole line read so far, a few at a time, at the connection's pace."""
+        handled = 0
+        while member.writer is writer:
+            try:
+                line = lines.next_line()
+            except protocol.ProtocolError as exc:
+                self._refuse(member, writer, "too_long", str(exc))
+                continue
+            if line is None:
+                break
+            wait = pace.take()
+            if wait:  # a flood: this connection waits, nobody else does
+                await asyncio.sleep(wait)
+            self._message(member, writer, line)
+            handled += 1
+            if handled % LINES_PER_SLICE == 0:
+                await asyncio.sleep(0)  # let every other member's lines in
+        await asyncio.sleep(0)
 
     def _refuse(self, member: Member, writer: asyncio.StreamWriter, kind: str,
                 why: str) -> None:
@@ -451,6 +452,27 @@ class Agent:
             if group is not None:
                 self._apply(name, group.tick(now))
         self._arm()
+
+
+class _Pace:
+    """One connection's allowance of lines: ``LINE_BURST`` at once, ``LINE_RATE`` a second."""
+
+    __slots__ = ("allowance", "since")
+
+    def __init__(self) -> None:
+        self.allowance, self.since = float(LINE_BURST), time.monotonic()
+
+    def take(self) -> float:
+        """Take one line's allowance: the seconds to wait first (0 within it)."""
+        now = time.monotonic()
+        self.allowance = min(float(LINE_BURST), self.allowance + (now - self.since) * LINE_RATE)
+        self.since = now
+        wait = 0.0
+        if self.allowance < 1:
+            wait = (1 - self.allowance) / LINE_RATE
+            self.allowance, self.since = 1.0, now + wait
+        self.allowance -= 1
+        return wait
 
 
 def _fields(member: Member, **more: Any) -> dict[str, Any]:

@@ -45,7 +45,7 @@ from timeslicer.agent import replies
 from timeslicer.client import _Session
 
 EXAMPLES = int(os.environ.get("TURN_INTERLEAVINGS", "300"))
-POLICY = TurnSettings(quantum=2.0, min_resident=0.5, yield_grace=3.0)
+POLICY = TurnSettings(quantum=1.0, min_resident=0.25, yield_grace=8.0)
 OWNERS = ["alice", "bob", "alice"]
 PLAYED = {"interleavings": 0, "steps": 0, "grants": 0, "most_holding": 0}
 
@@ -196,7 +196,15 @@ class Model:
         w.conn.to_agent.extend(_lines(w.session.hello()))
 
     def step(self, kind: str, i: int, pick: int) -> None:
-        w = self.workers[i]
+        # The busy steps go to a worker with something to do (the i-th of them), so that
+        # few steps are idle; the rest to worker i.
+        busy = {"agent reads": lambda w: (c := self.current.get(w.id)) is not None
+                and bool(c.to_agent),
+                "worker reads": lambda w: w.conn is not None and bool(w.conn.to_worker),
+                "worker acts": lambda w: (w.session.holding and not w.memory)
+                or w.session.yielding is not None}.get(kind)
+        ready = [w for w in self.workers if busy(w)] if busy is not None else []
+        w = ready[i % len(ready)] if ready else self.workers[i]
         served = self.current.get(w.id)  # the agent reads only the connection it serves
         if kind == "agent reads" and served is not None and served.to_agent:
             self.agent_reads(w, served)
@@ -219,15 +227,15 @@ class Model:
                 w.conn.to_worker.insert(0, w.conn.to_worker[0])
             elif served is not None and served.to_agent:
                 served.to_agent.insert(0, served.to_agent[0])
-        elif kind == "drop" and w.conn is not None:
+        elif kind == "drop" and w.conn is not None and pick < 3:
             self.drop(w)
         elif kind == "connect" and w.conn is None:
             self.connect(w)
         elif kind == "time":
-            self.now += (0.25, 1.0, 3.0)[pick % 3]
+            self.now += (0.25, 0.5, 1.0, 2.0)[pick % 4]
             self._apply(self.group.tick(self.now))
-        elif kind == "restart agent":
-            self.restart_agent(0 if pick % 2 else self.group.last_turn)
+        elif kind == "restart agent" and pick == 0 and i < 2:  # now and then: turns go round
+            self.restart_agent(0 if i else self.group.last_turn)
         elif kind == "device" and self.nvml:
             self.device_sample()
         elif kind == "delete pod" and i in self.evicted:
@@ -241,10 +249,9 @@ def _lines(data: bytes) -> list[bytes]:
     return [line + b"\n" for line in data.split(b"\n") if line]
 
 
-KINDS = ["agent reads"] * 6 + ["worker reads"] * 6 + ["worker acts"] * 5 + [
-    "accept", "accept", "agent sees an end", "stray parked", "want", "duplicate", "drop",
-    "connect", "connect", "time", "time", "time", "restart agent", "device", "delete pod",
-    "delete pod"]
+KINDS = ["agent reads"] * 8 + ["worker reads"] * 8 + ["worker acts"] * 6 + ["accept"] * 3 + [
+    "connect"] * 3 + ["time"] * 3 + ["delete pod"] * 2 + [
+    "agent sees an end", "stray parked", "want", "duplicate", "drop", "restart agent", "device"]
 steps = st.lists(st.tuples(st.sampled_from(KINDS), st.integers(0, len(OWNERS) - 1),
                            st.integers(0, 5)), min_size=30, max_size=150)
 
