@@ -190,14 +190,13 @@ def best_claim(request: Request, fleet: Fleet, owner_affinity: bool = True) -> s
     second, third, fourth, sixth and seventh of ``JOIN_CHECKS``), each with
     its room (``join_room``: the fifth and eighth), so the check left is one
     comparison inside a bucket; the first (an exclusive joiner) is checked
-    here. With owner affinity the same search runs first over the claims the
-    index files under the joiner's owner.
+    here. With owner affinity the claims the index files under the joiner's
+    owner are searched first, in the same order.
     """
     if request.exclusive:
         return None
     if owner_affinity:
-        found = _first_open(fleet.index.owner_seats(request.owner, request.role),
-                            request.memory)
+        found = fleet.index.first_of_owner(request.owner, request.role, request.memory)
         if found is not None:
             return found
     return _first_open(fleet.index.open_seats(request.role), request.memory)
@@ -207,6 +206,13 @@ def _first_open(open_seats: list[dict[int, RoomIndex]], memory: int) -> str | No
     # JOIN_RANKING after the owner: fewest workers first (one bucket per count), then
     # the smallest claim name across every role policy's bucket of that count.
     if not open_seats:
+        return None
+    if len(open_seats) == 1:  # one role policy (the common case): its buckets in order
+        (by_workers,) = open_seats
+        for workers in sorted(by_workers):
+            name = by_workers[workers].first(memory)
+            if name is not None:
+                return name
         return None
     for workers in sorted({n for by_workers in open_seats for n in by_workers}):
         found = None

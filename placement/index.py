@@ -17,9 +17,13 @@ What is filed, and for which part of the policy in ``policy.py``:
   decision visits a bucket or two per worker count whatever the fleet's size
   or hardware mix, and skips the claims that cannot take the worker.
 * The same open seats again by owner, for owner affinity: each open claim is
-  filed, with the same room, under every owner of its workers, then by role
-  policy and workers like the open seats. A joiner's same-owner claims are
-  one lookup away, never found by walking the claims.
+  filed under every owner of its workers, then by role policy, in one list
+  sorted by the join ranking (workers, then name). A joiner's same-owner
+  claims are one lookup away, never found among all the claims, and the
+  first with room enough in each list is its best: the walk reads that
+  owner's claims only, in rank order, and stops at the first that fits. The
+  rooms stay in the open seats' buckets, so a node's parked load moving
+  touches no owner list (keeping them as rooms too cost a third of a replay).
 * A claim an exclusive worker is on takes no joiner, so it is filed apart:
   counted per seat group for the reasons, never among the open seats.
 * A node at its pod limit takes no worker at all, so it is filed apart: its
@@ -45,7 +49,7 @@ from typing import Any
 
 from placement.model import Node, Role
 from placement.policy import join_room
-from placement.records import ClaimRow, Groups, NodeRow, PoolGroup, SeatGroup
+from placement.records import ClaimRow, Groups, NodeRow, OwnerEntry, PoolGroup, SeatGroup
 from placement.rooms import Room, RoomIndex
 
 
@@ -58,8 +62,9 @@ class Index:
         self._groups = Groups()
         self._pools: dict[PoolGroup, dict[int, list[str]]] = {}
         self._seats: dict[frozenset[Role], dict[int, RoomIndex]] = {}
-        # The open seats again, under each owner of a claim's workers.
-        self._owners: dict[str, dict[frozenset[Role], dict[int, RoomIndex]]] = {}
+        # The open seats again, under each owner of a claim's workers: (workers, name,
+        # row), sorted (names are unique, so rows are never compared).
+        self._owners: dict[str, dict[frozenset[Role], list[OwnerEntry]]] = {}
         self._exclusive: dict[SeatGroup, int] = {}
         self._shapes: dict[tuple[PoolGroup, int], int] = {}
         self._open: dict[SeatGroup, int] = {}
@@ -163,46 +168,41 @@ class Index:
         bucket = by_workers.get(workers)
         if bucket is None:
             bucket = by_workers[workers] = RoomIndex()
-        room = join_room(claim.devices, workers, claim.footprint, node.device_memory, host_left)
-        bucket.add(claim.name, room)
+        bucket.add(claim.name, join_room(claim.devices, workers, claim.footprint,
+                                         node.device_memory, host_left))
         claim.bucket = bucket
         self._open[group] = self._open.get(group, 0) + 1
         claim.open_key = group
-        self._file_owners(claim, group.roles, workers, room)
+        if workers:
+            self._file_owners(claim, group.roles, workers)
 
-    def _file_owners(self, claim: ClaimRow, roles: frozenset[Role], workers: int,
-                     room: Room) -> None:
+    def _file_owners(self, claim: ClaimRow, roles: frozenset[Role], workers: int) -> None:
         bookings = claim.bookings
         # One worker (the common case) has one owner: no set to build.
         owners = ((next(iter(bookings.values()))[0],) if workers == 1
                   else {owner for owner, _parked, _exclusive in bookings.values()})
-        filed = claim.owner_buckets
+        entry = (workers, claim.name, claim)
+        filed = claim.owner_lists = []
         for owner in owners:
             by_roles = self._owners.get(owner)
             if by_roles is None:
                 by_roles = self._owners[owner] = {}
-            by_workers = by_roles.get(roles)
-            if by_workers is None:
-                by_workers = by_roles[roles] = {}
-            bucket = by_workers.get(workers)
-            if bucket is None:
-                bucket = by_workers[workers] = RoomIndex()
-            bucket.add(claim.name, room)
-            filed.append((owner, bucket))
+            entries = by_roles.get(roles)
+            if entries is None:
+                entries = by_roles[roles] = []
+            insort(entries, entry)
+            filed.append((owner, entries))
 
     def _unfile_owners(self, claim: ClaimRow, roles: frozenset[Role]) -> None:
-        workers = len(claim.bookings)
-        for owner, bucket in claim.owner_buckets:
-            bucket.remove(claim.name)
-            if not bucket:
+        key = (len(claim.bookings), claim.name)  # sorts just before its entry
+        for owner, entries in claim.owner_lists or ():
+            del entries[bisect_left(entries, key)]
+            if not entries:
                 by_roles = self._owners[owner]
-                by_workers = by_roles[roles]
-                del by_workers[workers]
-                if not by_workers:
-                    del by_roles[roles]
-                    if not by_roles:
-                        del self._owners[owner]
-        claim.owner_buckets = []
+                del by_roles[roles]
+                if not by_roles:
+                    del self._owners[owner]
+        claim.owner_lists = None
 
     def unfile_claim(self, claim: ClaimRow) -> None:
         bucket = claim.bucket
@@ -215,7 +215,7 @@ class Index:
             claim.bucket = None
             self._open[group] -= 1
             claim.open_key = None
-            if claim.owner_buckets:
+            if claim.owner_lists:
                 self._unfile_owners(claim, group.roles)
         elif claim.exclusive_key is not None:
             self._exclusive[claim.exclusive_key] -= 1
@@ -236,11 +236,8 @@ class Index:
         for claim in claims:
             bucket = claim.bucket
             if bucket is not None:
-                room = join_room(claim.devices, len(claim.bookings), claim.footprint,
-                                 device_memory, host_left)
-                bucket.update(claim.name, room)
-                for _owner, by_owner in claim.owner_buckets:
-                    by_owner.update(claim.name, room)
+                bucket.update(claim.name, join_room(claim.devices, len(claim.bookings),
+                                                    claim.footprint, device_memory, host_left))
 
     # -------------------------------------------------------- the decision reads
 
@@ -265,16 +262,25 @@ class Index:
             self._seat_views[role] = views
         return views
 
-    def owner_seats(self, owner: str, role: Role) -> list[dict[int, RoomIndex]]:
-        """``open_seats`` narrowed to the claims holding a worker of ``owner``."""
+    def first_of_owner(self, owner: str, role: Role, memory: int) -> str | None:
+        """The best-ranked open claim holding a worker of ``owner`` that takes a joiner of
+        ``role`` and ``memory`` bytes: fewest workers, then name; None: none does."""
         by_roles = self._owners.get(owner)
         if by_roles is None:
-            return []
-        if len(by_roles) == 1:  # most owners' claims are on nodes of one role policy
-            ((roles, by_workers),) = by_roles.items()
-            return [by_workers] if not roles or role in roles else []
-        return [by_roles[roles] for roles in sorted(by_roles, key=_roles_key)
-                if not roles or role in roles]
+            return None
+        best: OwnerEntry | None = None
+        for roles, entries in by_roles.items():
+            if roles and role not in roles:
+                continue
+            for entry in entries:  # in rank order: the first that fits is this list's best
+                if best is not None and entry >= best:
+                    break
+                claim = entry[2]
+                bucket = claim.bucket
+                if bucket is not None and bucket.room(claim.name) >= memory:
+                    best = entry
+                    break
+        return None if best is None else best[1]
 
     @staticmethod
     def largest_room(claims: Iterable[ClaimRow]) -> Room | None:
@@ -339,10 +345,8 @@ class Index:
                                                          for name in bucket)
                                           for workers, bucket in by_workers.items()}
                       for roles, by_workers in self._seats.items() if by_workers},
-            "owners": {owner: {_roles_key(roles): {workers: tuple((name, bucket.room(name))
-                                                                  for name in bucket)
-                                                   for workers, bucket in by_workers.items()}
-                               for roles, by_workers in by_roles.items()}
+            "owners": {owner: {_roles_key(roles): tuple(entry[:2] for entry in entries)
+                               for roles, entries in by_roles.items()}
                        for owner, by_roles in self._owners.items()},
             "exclusive": {shape(g): n for g, n in self._exclusive.items() if n},
             "shapes": {(shape(g), devices): n for (g, devices), n in self._shapes.items() if n},
@@ -355,9 +359,7 @@ class Index:
             "podless": {(shape(g), devices): n for (g, devices), n in self._podless.items() if n},
             "blocked": {shape(g): n for g, n in self._blocked.items() if n},
             "bounds_hold": all(bucket.bounds_hold() for by_workers in self._seats.values()
-                               for bucket in by_workers.values())
-            and all(bucket.bounds_hold() for by_roles in self._owners.values()
-                    for by_workers in by_roles.values() for bucket in by_workers.values()),
+                               for bucket in by_workers.values()),
         }
 
 

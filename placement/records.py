@@ -90,12 +90,16 @@ class Groups:
         return group
 
 
+# An open claim as an owner's list files it: (workers, name, the row), the join ranking.
+OwnerEntry = tuple[int, str, "ClaimRow"]
+
+
 class ClaimRow:
     """A claim in the books: where it is, how wide, and who is booked on it."""
 
     __slots__ = ("allocated", "blocked_key", "bookings", "bucket", "devices", "exclusive",
                  "exclusive_key", "footprint", "full_key", "name", "node", "open_key",
-                 "owner_buckets", "shown", "unallocated_key")
+                 "owner_lists", "shown", "unallocated_key")
 
     def __init__(self, name: str, node: str, devices: int, allocated: bool) -> None:
         self.name = name
@@ -112,8 +116,8 @@ class ClaimRow:
         self.shown: Claim | None = None  # the last snapshot, until the claim changes
         # ---- the index's: where the claim is filed
         self.bucket: RoomIndex | None = None  # its open-seat bucket
-        # (owner, bucket) for each owner of its workers: the same seat filed by owner
-        self.owner_buckets: list[tuple[str, RoomIndex]] = []
+        # (owner, its list) for each owner of its workers: the same seat filed by owner
+        self.owner_lists: list[tuple[str, list[OwnerEntry]]] | None = None
         self.exclusive_key: SeatGroup | None = None  # counted as held by an exclusive worker
         self.open_key: SeatGroup | None = None  # counted as open (with a free seat)
         self.full_key: tuple[SeatGroup, int] | None = None  # counted as full
