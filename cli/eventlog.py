@@ -24,6 +24,11 @@ another's reading. Rules:
   for (``AskNodeStep``, which changes nothing yet), a group's node joining
   (an ``AddNodeStep`` naming its ``group``) and an idle one removed
   (``RemoveNodeStep``). A node's link names its group; a fixed node's none.
+* A worker that finishes is a ``FinishStep``: a departure, read as one.
+* A lost node is a ``LoseNodeStep``: each of its workers (oldest first) leaves
+  its claim and is pending again, as its arrival said, then the node leaves
+  the fleet, then the seats the step made follow as any step's do. ``walk``
+  hands a reader exactly those calls, so no reader needs a new one.
 """
 
 from __future__ import annotations
@@ -44,7 +49,10 @@ __all__ = [
     "AskNodeStep",
     "EventLog",
     "ExpectStep",
+    "FinishStep",
     "LeaveStep",
+    "LoseNodeStep",
+    "MovedWorker",
     "NodeLink",
     "Reader",
     "RemoveNodeStep",
@@ -82,6 +90,32 @@ class LeaveStep:
     worker: str
     claim: str | None  # the claim it left; None when it left while pending
     released: bool  # its claim had no one left and returned its devices
+    placed: tuple[Placement, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FinishStep(LeaveStep):
+    """A worker whose process completed: it leaves as a departure does."""
+
+
+@dataclass(frozen=True, slots=True)
+class MovedWorker:
+    """A worker a lost node held: the claim it left, and why it waits if it does."""
+
+    worker: str
+    claim: str
+    released: bool  # the last of its claim to go: the claim went with it
+    arrival: ArriveStep  # what it asked for, as it arrived
+    reason: str | None  # why it waits; None once placed again
+
+
+@dataclass(frozen=True, slots=True)
+class LoseNodeStep:
+    """A node lost with its claims; its workers placed again (``placed``) or waiting."""
+
+    node: str
+    spec: Node
+    moved: tuple[MovedWorker, ...]
     placed: tuple[Placement, ...]
 
 
@@ -145,7 +179,7 @@ class ExpectStep:
 
 
 Step = (ArriveStep | LeaveStep | AllocateStep | AddNodeStep | ExpectStep | AskNodeStep
-        | RemoveNodeStep)
+        | RemoveNodeStep | LoseNodeStep)
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,10 +210,16 @@ class Reader(Protocol):
 
 def walk(log: EventLog, reader: Reader) -> None:
     """The steps in order: the step, then each seat it made, then the step's end."""
+    def lose(step: LoseNodeStep, at: float) -> None:
+        for moved in step.moved:
+            reader.leave(LeaveStep(moved.worker, moved.claim, moved.released, ()), at)
+            reader.arrive(moved.arrival, at)
+        reader.remove_node(RemoveNodeStep(step.node, "", step.spec), at)
+
     kinds: dict[type, Callable[[Any, float], None]] = {
         ArriveStep: reader.arrive, LeaveStep: reader.leave, AllocateStep: reader.allocate,
         AddNodeStep: reader.add_node, ExpectStep: _nothing, AskNodeStep: _nothing,
-        RemoveNodeStep: reader.remove_node}
+        RemoveNodeStep: reader.remove_node, FinishStep: reader.leave, LoseNodeStep: lose}
     seat, stepped = reader.seat, reader.stepped
     for step, at in zip(log.steps, log.clock, strict=True):
         kinds[step.__class__](step, at)

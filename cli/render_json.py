@@ -31,7 +31,9 @@ from cli.eventlog import (
     ArriveStep,
     AskNodeStep,
     ExpectStep,
+    FinishStep,
     LeaveStep,
+    LoseNodeStep,
     RemoveNodeStep,
     Step,
 )
@@ -180,9 +182,17 @@ def _step(step: Step, at: float) -> dict[str, Any]:
     if isinstance(step, ArriveStep):
         return {"event": "arrive", "at": at, "worker": step.worker,
                 "placed": _seats(step.placed), "reason": step.reason}
+    if isinstance(step, LoseNodeStep):
+        seats = {seat.worker: seat for seat in step.placed}
+        return {"event": "loseNode", "at": at, "node": step.node,
+                "moved": [{"worker": m.worker, "claim": m.claim, "released": m.released,
+                           "placed": _seats(tuple(filter(None, [seats.get(m.worker)]))),
+                           "reason": m.reason} for m in step.moved],
+                "placed": _seats(step.placed)}
     if isinstance(step, LeaveStep):
-        return {"event": "leave", "at": at, "worker": step.worker, "claim": step.claim,
-                "released": step.released, "placed": _seats(step.placed)}
+        return {"event": "finish" if isinstance(step, FinishStep) else "leave", "at": at,
+                "worker": step.worker, "claim": step.claim, "released": step.released,
+                "placed": _seats(step.placed)}
     if isinstance(step, AllocateStep):
         return {"event": "allocate", "at": at, "worker": step.worker, "claim": step.claim,
                 "node": step.node, "placed": _seats(step.placed)}

@@ -28,7 +28,9 @@ from cli.eventlog import (
     ArriveStep,
     AskNodeStep,
     ExpectStep,
+    FinishStep,
     LeaveStep,
+    LoseNodeStep,
     RemoveNodeStep,
     Step,
 )
@@ -47,8 +49,9 @@ def render_table(report: Report, title: str) -> Iterator[str]:
     """The report as lines of text (without newlines)."""
     nodes = {summary.node.name: summary.node for summary in report.nodes}
     if report.log.groups:  # a group's node may have left the fleet by the end
-        nodes |= {step.node: step.spec for step in report.steps
+            nodes |= {step.node: step.spec for step in report.steps
                   if isinstance(step, AddNodeStep | RemoveNodeStep) and step.spec is not None}
+    nodes |= {step.node: step.spec for step in report.steps if isinstance(step, LoseNodeStep)}
     yield click.style(title, bold=True)
     yield ""
     numbered = list(_event_rows(report.steps, nodes))
@@ -108,8 +111,16 @@ def _event_rows(steps: Sequence[Step],
             outcome = (_seat_text(own, nodes) if own is not None
                        else click.style("waits", fg="yellow") + f"  {step.reason}")
             row = [str(number), "arrive", shown(step.worker), outcome]
+        elif isinstance(step, FinishStep):
+            row = [str(number), "finish", shown(step.worker),
+                   "completes and " + _leave_text(step)]
         elif isinstance(step, LeaveStep):
             row = [str(number), "leave", shown(step.worker), _leave_text(step)]
+        elif isinstance(step, LoseNodeStep):
+            row = [str(number), "loseNode", shown(step.node),
+                   click.style("lost", fg="red") + f": its {_plural(len(step.moved), 'worker')}"
+                   " placed again, oldest first"]
+            retried = ()
         elif isinstance(step, AllocateStep):
             row = [str(number), "allocate", shown(step.worker),
                    f"DRA allocates {shown(step.claim)} on {shown(step.node)}"]
@@ -126,6 +137,8 @@ def _event_rows(steps: Sequence[Step],
         for seat in retried:
             yield None, ["", "", f"  + {shown(seat.worker)}",
                          f"was pending: {_seat_text(seat, nodes)}"]
+        if isinstance(step, LoseNodeStep):
+            yield from ((None, row) for row in _moved_rows(step, nodes))
 
 
 def _autoscaler_row(step: AddNodeStep | AskNodeStep | RemoveNodeStep,
@@ -150,6 +163,18 @@ def _seat_text(seat: Placement, nodes: dict[str, Node]) -> str:
     limit = nodes[seat.node].seats_per_claim
     return (click.style("shares", fg="cyan") + f" {shown(seat.claim)} on {shown(seat.node)} "
             f"({devices}, {seat.workers}/{limit} workers)")
+
+
+def _moved_rows(step: LoseNodeStep, nodes: dict[str, Node]) -> Iterator[list[str]]:
+    """A lost node's workers: where each was placed again, or why it waits."""
+    seats = {seat.worker: seat for seat in step.placed}
+    for moved in step.moved:
+        seat = seats.get(moved.worker)
+        outcome = (f"left {shown(moved.claim)}, placed again: {_seat_text(seat, nodes)}"
+                   if seat is not None else
+                   f"left {shown(moved.claim)}, " + click.style("waits", fg="yellow")
+                   + f"  {moved.reason}")
+        yield ["", "", f"  ~ {shown(moved.worker)}", outcome]
 
 
 def _leave_text(step: LeaveStep) -> str:

@@ -26,7 +26,10 @@ from cli.eventlog import (
     AskNodeStep,
     EventLog,
     ExpectStep,
+    FinishStep,
     LeaveStep,
+    LoseNodeStep,
+    MovedWorker,
     NodeLink,
     RemoveNodeStep,
     Step,
@@ -37,7 +40,9 @@ from cli.scenario import (
     Arrive,
     Event,
     Expect,
+    Finish,
     Leave,
+    LoseNode,
     NodeSpec,
     Scenario,
     ScenarioError,
@@ -149,6 +154,7 @@ class _Run:
                                          deferred_allocation=scenario.deferred,
                                          policy=scenario.policy))
         self.arrived_at: dict[str, int] = {}
+        self.arrivals: dict[str, ArriveStep] = {}  # what each present worker asked for
         self.left_at: dict[str, int] = {}
         self.idle_allocations = False
 
@@ -156,9 +162,11 @@ class _Run:
         try:
             if isinstance(event, Arrive):
                 return self._arrive(index, event)
-            if isinstance(event, Leave):
+            if isinstance(event, Leave | Finish):
                 return self._leave(index, event)
             where = _where_in_scenario(index, event)
+            if isinstance(event, LoseNode):
+                return self._lose_node(event.node, where)
             if isinstance(event, Allocate):
                 return self._allocate(event.worker, where)
             if isinstance(event, AddNode):
@@ -219,18 +227,36 @@ class _Run:
         if not placed:
             state_reason = self.sim.state(event.name).reason
             reason = str(state_reason) if state_reason is not None else None
-        return ArriveStep(event.name, placed, reason, event.role, event.memory,
+        step = ArriveStep(event.name, placed, reason, event.role, event.memory,
                           event.owner or event.name, event.demand)
+        self.arrivals[event.name] = step
+        return step
 
-    def _leave(self, index: int, event: Leave) -> LeaveStep:
+    def _leave(self, index: int, event: Leave | Finish) -> LeaveStep:
         worker = event.worker
         if worker not in self.sim:
             self._require_worker(worker, _where_in_scenario(index, event))
         claim = self.sim.fleet.claim_of(worker)
         placed = tuple(self.sim.leave(worker))
         self.left_at[worker] = index
+        self.arrivals.pop(worker, None)
         released = claim is not None and not self.sim.fleet.has_claim(claim)
-        return LeaveStep(worker, claim, released, placed)
+        step = FinishStep if isinstance(event, Finish) else LeaveStep
+        return step(worker, claim, released, placed)
+
+    def _lose_node(self, node: str, where: str) -> LoseNodeStep:
+        """The node and its claims go; its workers are placed again, oldest first."""
+        spec = self.sim.fleet.node(node)
+        if spec is None:
+            raise ScenarioError(where, f"no node named {excerpt(node)}")
+        moves = self.sim.lose_node(node)
+        last = {m.claim: m.worker for m in moves}  # the claim goes with its last worker
+        moved = tuple(MovedWorker(m.worker, m.claim, last[m.claim] == m.worker,
+                                  self.arrivals[m.worker],
+                                  str(m.reason) if m.reason is not None else None)
+                      for m in moves)
+        return LoseNodeStep(node, spec, moved,
+                            tuple(m.placed for m in moves if m.placed is not None))
 
     def _allocate(self, worker: str, where: str) -> AllocateStep:
         self._require_worker(worker, where)

@@ -36,7 +36,9 @@ __all__ = [
     "Arrive",
     "Event",
     "Expect",
+    "Finish",
     "Leave",
+    "LoseNode",
     "NodeGroupSpec",
     "Scenario",
     "ScenarioError",
@@ -339,6 +341,22 @@ class Leave:
 
 
 @attrs.frozen
+class Finish:
+    """The worker's process completed: its seat and claim go as on a departure."""
+
+    kind: ClassVar[str] = "finish"
+    worker: str = _field("finish", _name)
+
+
+@attrs.frozen
+class LoseNode:
+    """The node is lost (a cloud took it): its workers are placed again on what is left."""
+
+    kind: ClassVar[str] = "loseNode"
+    node: str = _field("loseNode", _name)
+
+
+@attrs.frozen
 class Allocate:
     kind: ClassVar[str] = "allocate"
     worker: str = _field("allocate", _name)
@@ -372,7 +390,7 @@ class Expect:
                 if getattr(self, a.name) is not None}
 
 
-Event = Arrive | Leave | Allocate | AddNode | Expect
+Event = Arrive | Leave | Allocate | AddNode | Expect | Finish | LoseNode
 
 
 @attrs.frozen
@@ -400,7 +418,7 @@ class Scenario:
 
 _SCENARIO_KEYS = ("dra", "nodes", "events", "turns", "strategy", "ownerAffinity",
                   "nodeGroups")
-_EVENT_KINDS = ("arrive", "leave", "allocate", "addNode", "expect")
+_EVENT_KINDS = ("arrive", "leave", "allocate", "addNode", "expect", "finish", "loseNode")
 
 
 def load_scenario(text: str, *, kind: str = "") -> Scenario:
@@ -596,12 +614,17 @@ def _event(raw: object) -> Event:
             return Leave(body)  # `leave: w` has no inner keys: the event is the field
         if kind == "allocate":
             return Allocate(body)
+        if kind == "finish":
+            return Finish(body)
+        if kind == "loseNode":
+            return LoseNode(body)
         if kind == "expect":
             return _build(Expect, body)
         if kind == "addNode":
             return AddNode(_build(NodeSpec, body))
     except _FieldError as error:
-        raise _FieldError(_path(kind, "" if kind in ("leave", "allocate") else error.key),
+        raise _FieldError(_path(kind, "" if kind in ("leave", "allocate", "finish", "loseNode")
+                                else error.key),
                           error.message) from None
     raise _FieldError(_key_text(kind), _unknown_key_message(kind, _EVENT_KINDS, "event"))
 
