@@ -23,7 +23,11 @@ What is filed, and for which part of the policy in ``policy.py``:
   first with room enough in each list is its best: the walk reads that
   owner's claims only, in rank order, and stops at the first that fits. The
   rooms stay in the open seats' buckets, so a node's parked load moving
-  touches no owner list (keeping them as rooms too cost a third of a replay).
+  touches no owner list. (A room index per owner and role policy was tried:
+  at an owner's few hundred claims its blocks are walked the same way, and
+  re-tightening their bounds after each miss made the bench's replay 1.5x
+  slower.) Only an owner holding every claim of the fleet, with host memory
+  blocking them all, makes the walk as long as the fleet.
 * A claim an exclusive worker is on takes no joiner, so it is filed apart:
   counted per seat group for the reasons, never among the open seats.
 * A node at its pod limit takes no worker at all, so it is filed apart: its
