@@ -12,6 +12,13 @@ and a rare 700Gi worker no node can ever hold -- owned by a few dozen models.
 Arrivals fill the fleet to ``live`` workers, then arrivals and departures
 alternate at random around that level, so the fleet sits under contention:
 workers share, some wait, departures let them in.
+
+With ``groups`` (opt-in; ``--groups N``) the scenario also declares N node
+groups of the same nodes (none up at the start, up to a tenth of the fleet
+each, five minutes to come up, ten idle before going) for the simulated
+autoscaler, and since groups need a clock every event gets a time,
+``seconds_apart`` after the one before. Without it the output is what it
+always was for a seed.
 """
 
 from __future__ import annotations
@@ -32,8 +39,10 @@ TIERS = (("10Gi", 35), ("24Gi", 15), ("45Gi", 14), ("60Gi", 25), ("140Gi", 7), (
 LIVE_PER_NODE = 12
 
 
-def generate(nodes: int, events: int, *, seed: int = 1, live: int | None = None) -> dict[str, Any]:
-    """A scenario of ``nodes`` nodes and exactly ``events`` events around ``live`` workers."""
+def generate(nodes: int, events: int, *, seed: int = 1, live: int | None = None,
+             groups: int = 0, seconds_apart: float = 3) -> dict[str, Any]:
+    """A scenario of ``nodes`` nodes and exactly ``events`` events around ``live`` workers;
+    with ``groups``, that many node groups and an event every ``seconds_apart`` seconds."""
     rng = random.Random(seed)
     # A fleet ten times larger cannot be filled by the same number of events:
     # keep at most 40% of the events as the initial fill.
@@ -71,7 +80,24 @@ def generate(nodes: int, events: int, *, seed: int = 1, live: int | None = None)
             "memory": rng.choices(memories, weights)[0],
             "owner": rng.choice(owners),
         }})
-    return {"dra": "instant", "nodes": initial, "events": out}
+    document: dict[str, Any] = {"dra": "instant", "nodes": initial, "events": out}
+    if groups:
+        for index, event in enumerate(out):
+            event["at"] = index * seconds_apart
+        document["nodeGroups"] = node_groups(groups, max(1, nodes // 10),
+                                             random.Random(f"groups-{seed}"))
+    return document
+
+
+def node_groups(count: int, most: int, rng: random.Random) -> list[dict[str, Any]]:
+    """``count`` groups of the fleet's nodes, from a stream of their own (the rest of a
+    seed's scenario is unchanged): none up at first, at most ``most`` nodes each."""
+    out = []
+    for index in range(count):
+        template = {key: value for key, value in _node(rng, index).items() if key != "name"}
+        out.append({"name": f"pool-{index}", "template": template, "min": 0, "max": most,
+                    "bootTime": "5m", "idleTime": "10m"})
+    return out
 
 
 def _node(rng: random.Random, index: int) -> dict[str, Any]:
@@ -95,8 +121,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--events", type=int, default=30_000)
     parser.add_argument("--live", type=int, default=None)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--groups", type=int, default=0,
+                        help="declare this many node groups (and give every event a time)")
     args = parser.parse_args(argv)
-    json.dump(generate(args.nodes, args.events, seed=args.seed, live=args.live), sys.stdout)
+    json.dump(generate(args.nodes, args.events, seed=args.seed, live=args.live,
+                       groups=args.groups), sys.stdout)
 
 
 if __name__ == "__main__":

@@ -23,14 +23,21 @@ claim's turns are played; it prints both rates and their ratio. With
 ``--turns-growth`` (or SIMULATE_BENCH_TURNS_GROWTH=1) it does the same at
 ten times the fleet, and prints how the cost of the turns grew.
 
+Then node groups: the same timed 1,000-node day as it is and with one node
+group added (``bench/generate.py``'s, up to a tenth of the fleet more), so the
+simulated autoscaler asks for nodes for waiting workers and removes idle ones;
+it prints both rates and their ratio, measured in one run.
+
 Targets: >= 20,000 events/s end to end at 1,000 nodes, a ten times larger
-fleet costing at most twice as much per event, and turns costing at most 1.3x
-the events per second without them. This is a measurement, not a test: it
+fleet costing at most twice as much per event, turns costing at most 1.3x
+the events per second without them, and a node group keeping at least 0.8x
+the events per second without one. This is a measurement, not a test: it
 exits 0 unless --strict is given and a target is missed.
 
     .venv/bin/python bench/simulate_bench.py [--nodes 100 1000 10000] [--events 30000]
     .venv/bin/python bench/simulate_bench.py --nodes 1000 --repeat 1   # the short run
     .venv/bin/python bench/simulate_bench.py --only-turns [--turns-growth]
+    .venv/bin/python bench/simulate_bench.py --only-groups   # the node-group pair alone
     .venv/bin/python bench/simulate_bench.py --profile 1000   # where replay time goes
 """
 
@@ -42,6 +49,7 @@ import cProfile
 import json
 import os
 import pstats
+import random
 import subprocess
 import sys
 import time
@@ -52,7 +60,7 @@ import attrs
 # Run as a script from anywhere: the repository root holds bench/, cli/ and placement/.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.generate import generate
+from bench.generate import generate, node_groups
 from cli.render_json import render_json
 from cli.replay import Report, replay
 from cli.scenario import load_scenario
@@ -64,6 +72,7 @@ OUT = ROOT / "bench" / "out"
 TARGET_EVENTS_PER_SECOND = 20_000
 TARGET_RATIO = 2.0
 TARGET_TURNS = 1.3  # events/s without turns over events/s with them, at most
+TARGET_GROUPS = 0.8  # events/s with a node group over events/s without, at least
 SECONDS_APART = 3  # the timed copy: 30,000 events make a day
 
 
@@ -107,6 +116,42 @@ def timed_file(nodes: int, events: int, seed: int, *, turns: bool) -> Path:
             document["turns"] = {}
         path.write_text(json.dumps(document))
     return path
+
+
+def groups_file(nodes: int, events: int, seed: int) -> Path:
+    """The timed scenario with one node group of the fleet's nodes (up to a tenth more)."""
+    path = OUT / f"scenario-{nodes}n-{events}e-s{seed}-timed-groups.json"
+    if not path.exists():
+        document = json.loads(timed_file(nodes, events, seed, turns=False).read_text())
+        document["nodeGroups"] = node_groups(1, max(1, nodes // 10),
+                                             random.Random(f"groups-{seed}"))
+        path.write_text(json.dumps(document))
+    return path
+
+
+def print_groups(args: argparse.Namespace) -> bool:
+    """The rates without and with a node group, and their ratio; True when the target is
+    missed. Each case is run in turn, ``--groups-repeat`` times, best kept."""
+    nodes = 1000
+    plain = timed_file(nodes, args.events, args.seed, turns=False)
+    grouped = groups_file(nodes, args.events, args.seed)
+    off = on = float("inf")
+    for _ in range(args.groups_repeat):  # interleaved: the machine's load hits both alike
+        off = min(off, end_to_end(plain, 1))
+        on = min(on, end_to_end(grouped, 1))
+    report = replay(load_scenario(grouped.read_text()))
+    changes = sum(1 for step in report.steps if step.__class__.__name__ in (
+        "AskNodeStep", "RemoveNodeStep"))
+    ratio = (args.events / on) / (args.events / off)
+    print(f"\nnode groups: {args.events:,} timed events ({SECONDS_APART}s apart), {nodes:,} "
+          f"nodes, best of {args.groups_repeat}; the group's asks and removals: {changes:,}")
+    print(f"{'groups':>7} {'events/s':>9}")
+    print(f"{'none':>7} {args.events / off:>9,.0f}")
+    print(f"{'one':>7} {args.events / on:>9,.0f}")
+    verdict = "ok" if ratio >= TARGET_GROUPS else "MISSED"
+    print(f"with a node group: {ratio:.2f}x the events/s without (target >= {TARGET_GROUPS}x): "
+          f"{verdict}")
+    return verdict != "ok"
 
 
 def turns_pair(nodes: int, events: int, seed: int, repeat: int) -> tuple[float, float]:
@@ -232,6 +277,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="the turns pair at 10,000 nodes too")
     parser.add_argument("--turns-repeat", type=int, default=1,
                         help="end-to-end runs of each turns case; best is kept")
+    parser.add_argument("--only-groups", action="store_true",
+                        help="only the without / with a node group pair")
+    parser.add_argument("--groups-repeat", type=int, default=3,
+                        help="end-to-end runs of each node-group case; best is kept")
     args = parser.parse_args(argv)
     if args.profile:
         profile(args.profile, args.events, args.seed)
@@ -240,6 +289,8 @@ def main(argv: list[str] | None = None) -> int:
     compile_package()
     if args.only_turns:
         return 1 if print_turns(args) and args.strict else 0
+    if args.only_groups:
+        return 1 if print_groups(args) and args.strict else 0
     print(f"openrl-place simulate --output json, {args.events:,} events per scenario "
           f"(seed {args.seed}), 8 x 80Gi per node, best of {args.repeat}")
     print(f"{'nodes':>7} {'live':>7} {'pending':>8} {'end-to-end':>11} {'events/s':>9} "
@@ -279,6 +330,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {largest:,} / 1,000 nodes: {decisions[largest] / decisions[1000]:.1f}x")
     if print_turns(args):
         missed.append("turns")
+    if print_groups(args):
+        missed.append("groups")
     return 1 if missed and args.strict else 0
 
 

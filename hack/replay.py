@@ -43,6 +43,8 @@ disagreement.
 
   python -m hack.replay [SCENARIO.yaml ...]        play these files
   python -m hack.replay --generate N --seed S  play N generated scenarios
+  --groups (generated scenarios declare a node group and times: written with
+  --save for the simulator; playing them needs a live autoscaler, refused here),
   --keep-going, --save DIR (write each generated scenario), --verbose,
   --stay (leave the last fleet standing, for snapshot and explain to look at)
 
@@ -121,7 +123,7 @@ class Unplayable(Exception):
 # ----------------------------------------------------------------- generation
 
 
-def generate(seed: int) -> dict[str, Any]:
+def generate(seed: int, *, groups: bool = False) -> dict[str, Any]:
     """A small scenario that keeps a small fleet busy: mixed hardware, roles, host memory, churn.
 
     Small on purpose: each step costs real API round trips. Every node names
@@ -131,6 +133,11 @@ def generate(seed: int) -> dict[str, Any]:
     two tainted devices the scenario declares as ``leftOut``. The limits and
     the mixed nodes come from streams of their own: the rest of a seed's
     scenario is what it always was.
+
+    With ``groups`` (opt-in) it also declares one node group, its template
+    drawn like a node from a stream of its own (none up at first, up to two,
+    a minute to come up, two idle before going), and gives the events times a
+    minute apart, since groups need a clock; the rest is unchanged.
     """
     rng = random.Random(seed)
     extras = _Extras(random.Random(f"pods-{seed}"), random.Random(f"mixed-{seed}"))
@@ -163,7 +170,16 @@ def generate(seed: int) -> dict[str, Any]:
             if rng.random() < 0.5:
                 arrive["owner"] = rng.choice(["qwen", "llama"])
             events.append({"arrive": arrive})
-    return {"dra": "instant", "nodes": nodes, "events": events}
+    document: dict[str, Any] = {"dra": "instant", "nodes": nodes, "events": events}
+    if groups:
+        grown = random.Random(f"groups-{seed}")
+        template = _generated_node(grown, "template", _Extras(grown, grown))
+        del template["name"]
+        document["nodeGroups"] = [{"name": "pool", "template": template, "min": 0, "max": 2,
+                                   "bootTime": "1m", "idleTime": "2m"}]
+        for index, event in enumerate(events):
+            event["at"] = index * 60
+    return document
 
 
 @dataclass(frozen=True)
@@ -481,6 +497,10 @@ class Outcome:
 
 
 def playable(scenario: Scenario) -> Scenario:
+    if scenario.groups:
+        raise Unplayable("node groups are played by the simulator alone: on a cluster the "
+                         "cluster's own autoscaler adds and removes nodes, which this harness "
+                         "does not run")
     if scenario.deferred:
         raise Unplayable("dra: deferred cannot be played against a cluster: DRA allocates a "
                          "claim as soon as its pod is scheduled, so there is no moment to play "
@@ -572,15 +592,15 @@ def settle(stage: Stage, present: set[str], expected: View) -> View:
         time.sleep(POLL)
 
 
-def scenarios(paths: list[str], count: int, seed: int,
-              save: Path | None) -> Iterator[tuple[str, Scenario]]:
+def scenarios(paths: list[str], count: int, seed: int, save: Path | None,
+              groups: bool = False) -> Iterator[tuple[str, Scenario]]:
     for path in paths:
         try:
             yield path, load_scenario(Path(path).read_text(encoding="utf-8"))
         except (OSError, ScenarioError) as error:
             raise Unplayable(f"{path}: {error}") from None
     for index in range(count):
-        document = generate(seed + index)
+        document = generate(seed + index, groups=groups)
         name = f"seed-{seed + index}"
         if save is not None:
             save.mkdir(parents=True, exist_ok=True)
@@ -597,6 +617,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep-going", action="store_true",
                         help="play every step of a scenario after a disagreement")
     parser.add_argument("--save", type=Path, help="write each generated scenario here")
+    parser.add_argument("--groups", action="store_true",
+                        help="generated scenarios declare a node group (simulator only)")
     parser.add_argument("--stay", action="store_true",
                         help="leave the last scenario's fleet standing until interrupted")
     parser.add_argument("--verbose", "-v", action="store_true")
@@ -614,7 +636,7 @@ def main(argv: list[str] | None = None) -> int:
     run_tag = f"{int(time.time()) % 100000:05d}"
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # taken down like Ctrl-C
     try:
-        every = list(scenarios(args.files, args.generate, args.seed, args.save))
+        every = list(scenarios(args.files, args.generate, args.seed, args.save, args.groups))
         for number, (name, scenario) in enumerate(every):
             outcome = play(playable(scenario), name, f"r{run_tag}-{number}", kubeconfig,
                            args.keep_going, stay=args.stay and number == len(every) - 1)

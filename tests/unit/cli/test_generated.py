@@ -54,3 +54,15 @@ def test_a_generated_scenario_through_the_command(run: Run) -> None:
     result = run(text, "-o", "json", name="generated.json")
     assert result.exit_code == 0, result.output
     assert len(json.loads(result.stdout)["steps"]) == 200
+
+
+def test_generated_node_groups_are_opt_in_and_replay() -> None:
+    plain = generate(nodes=6, events=300, seed=4, live=60)
+    grouped = generate(nodes=6, events=300, seed=4, live=60, groups=1)
+    assert "nodeGroups" not in plain and "at" not in plain["events"][0]
+    assert [{k: v for k, v in e.items() if k != "at"} for e in grouped["events"]] == \
+        plain["events"]
+    doc = to_document(replay(build_scenario(json.loads(json.dumps(grouped)))))
+    assert set(doc["nodeGroups"]["groups"]) == {"pool-0", "(fixed)"}
+    # A contended fleet: the group is asked for nodes.
+    assert doc["nodeGroups"]["groups"]["pool-0"]["asked"] >= 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from cli.replay import replay as run_replay
 from cli.scenario import build_scenario
 from hack import replay
 from hack.fakenodes import fakenodes
@@ -24,6 +25,21 @@ def test_generated_scenarios_are_valid_repeatable_and_varied() -> None:
     # Some nodes are pod-limited, tightly enough to bind before devices or seats do.
     limits = [n.get("pods") for d in documents for n in d["nodes"]]
     assert {1, 2, 3} <= set(limits) and None in limits
+
+
+def test_generated_scenarios_declare_a_node_group_only_when_asked() -> None:
+    for seed in range(1, 11):
+        plain, grouped = replay.generate(seed), replay.generate(seed, groups=True)
+        assert "nodeGroups" not in plain
+        # The same scenario, with a group and a clock: it replays in the simulator.
+        assert [{k: v for k, v in e.items() if k != "at"} for e in grouped["events"]] == \
+            plain["events"] and grouped["nodes"] == plain["nodes"]
+        scenario = build_scenario(grouped)
+        assert [g.name for g in scenario.groups] == ["pool"] and scenario.times is not None
+        assert run_replay(scenario).log.groups == ("pool",)
+        # Nothing live: the harness refuses to play it.
+        with pytest.raises(replay.Unplayable, match="node groups are played by the simulator"):
+            replay.playable(scenario)
 
 
 def test_a_deferred_scenario_cannot_be_played() -> None:
