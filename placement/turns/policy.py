@@ -104,7 +104,7 @@ than the holder's) is in no row: it never moves a holder, by the fencing rule.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from enum import Enum
+from enum import IntEnum
 
 from placement.turns.rotation import Rotation
 from placement.turns.values import (
@@ -133,23 +133,24 @@ __all__ = [
 ]
 
 
-class Event(Enum):
-    """What happened to a member, as the policy classifies a call."""
+class Event(IntEnum):
+    """What happened to a member, as the policy classifies a call (numbered: looked up on
+    every call, and an int hashes fast)."""
 
-    WANT = "want"
-    IDLE = "idle"
-    DISCONNECT = "disconnect"
-    GRANT = "grant"
-    CLAIM_FREE = "claim, free"      # says (or is seen) holding memory; nobody else does
-    CLAIM_TAKEN = "claim, taken"    # the same while another member holds or intrudes
-    RESTORED = "restored"           # the holder says it restored under its turn
-    PARKED = "parked"               # holds nothing (a holder: naming its turn)
-    EARLIER = "earlier"             # a holder's parked naming an older turn: no row
-    YIELD_DUE = "yield due"
-    OVERRUN = "overrun"             # its deadline to park passed
-    SEEN_HOLDING = "seen holding"   # the device shows memory it has no turn for
-    DEVICE_FREE = "device free"     # the device shows it holds none
-    BOUND = "bound"                 # still unreported a grace after a restart
+    WANT = 1
+    IDLE = 2
+    DISCONNECT = 3
+    GRANT = 4
+    CLAIM_FREE = 5      # says (or is seen) holding memory; nobody else does
+    CLAIM_TAKEN = 6     # the same while another member holds or intrudes
+    RESTORED = 7        # the holder says it restored under its turn
+    PARKED = 8          # holds nothing (a holder: naming its turn)
+    EARLIER = 9         # a holder's parked naming an older turn: no row
+    YIELD_DUE = 10
+    OVERRUN = 11        # its deadline to park passed
+    SEEN_HOLDING = 12   # the device shows memory it has no turn for
+    DEVICE_FREE = 13    # the device shows it holds none
+    BOUND = 14          # still unreported a grace after a restart
 
 
 P, E = TurnPhase, Event
@@ -189,7 +190,39 @@ TRANSITIONS: dict[tuple[TurnPhase, Event], tuple[TurnPhase, str]] = {
 del P, E
 
 _HOLDING = frozenset({TurnPhase.GRANTED, TurnPhase.RESIDENT, TurnPhase.YIELDING})
-_ASKED = frozenset({TurnPhase.YIELDING, TurnPhase.INTRUDING, TurnPhase.SILENT})
+
+
+# What entering a phase does, worked out once per row (the policy's hot path):
+_NOTHING = 0
+_FREE = 1     # holds nothing now (Idle): the turn is free if it held it; wanting, it waits
+_QUEUE = 2    # Waiting: into the rotation
+_GRANT = 3    # Granted: it takes the turn, a grant is sent
+_TAKE = 4     # Resident from a claim: it takes the turn it says it holds
+_ASK = 5      # Yielding, Intruding, Silent: asked to park within the grace
+_EVICT = 6    # Evicting: its pod is to be deleted
+
+
+def _enter(was: TurnPhase, new: TurnPhase) -> int:
+    if new is TurnPhase.IDLE:
+        return _FREE
+    if new is TurnPhase.WAITING:
+        return _QUEUE
+    if new is TurnPhase.GRANTED:
+        return _GRANT
+    if new is TurnPhase.RESIDENT:
+        return _NOTHING if was is TurnPhase.GRANTED else _TAKE
+    if new is TurnPhase.EVICTING:
+        return _EVICT
+    # A silent member that comes back intruding keeps the deadline it had.
+    return _NOTHING if was is TurnPhase.SILENT else _ASK
+
+
+# Each phase's rows, keyed by event: (next phase, what entering it does, the next phase's
+# rows). A member keeps its phase's rows at hand, so a move is one lookup by an int.
+_Rows = dict[Event, tuple[TurnPhase, int, "_Rows"]]
+_ROWS: dict[TurnPhase, _Rows] = {phase: {} for phase in TurnPhase}
+for (_was, _event), (_new, _) in TRANSITIONS.items():
+    _ROWS[_was][_event] = (_new, _enter(_was, _new), _ROWS[_new])
 _EVICT_REASON = {TurnPhase.YIELDING: EvictReason.TURN_OVERRUN,
                  TurnPhase.INTRUDING: EvictReason.TURN_OVERRUN,
                  TurnPhase.SILENT: EvictReason.SILENT,
@@ -199,13 +232,14 @@ _EVICT_REASON = {TurnPhase.YIELDING: EvictReason.TURN_OVERRUN,
 
 class _Member:
     __slots__ = ("connected", "deadline", "held", "held_since", "member", "owner", "phase",
-                 "seq", "turn", "turns", "waiting_since", "wants")
+                 "rows", "seq", "turn", "turns", "waiting_since", "wants")
 
     def __init__(self, member: str, owner: str, seq: int, phase: TurnPhase) -> None:
         self.member = member
         self.owner = owner
         self.seq = seq
         self.phase = phase
+        self.rows = _ROWS[phase]            # its phase's rows of the table
         self.wants = False
         self.connected = phase is not TurnPhase.UNREPORTED
         self.turn = 0                       # the number of the turn it holds, or last named
@@ -214,6 +248,17 @@ class _Member:
         self.turns = 0
         self.held = 0.0
         self.held_since: float | None = None
+
+
+# The phases and events as plain names: an Enum's members are slow to reach through its class.
+(_E_WANT, _E_IDLE, _E_DISCONNECT, _E_GRANT, _E_CLAIM_FREE, _E_CLAIM_TAKEN, _E_RESTORED, _E_PARKED,
+ _E_YIELD_DUE, _E_OVERRUN, _E_SEEN_HOLDING, _E_DEVICE_FREE, _E_BOUND) = (
+    Event.WANT, Event.IDLE, Event.DISCONNECT, Event.GRANT, Event.CLAIM_FREE, Event.CLAIM_TAKEN,
+    Event.RESTORED, Event.PARKED, Event.YIELD_DUE, Event.OVERRUN, Event.SEEN_HOLDING,
+    Event.DEVICE_FREE, Event.BOUND)
+_UNREPORTED, _IDLE, _WAITING = TurnPhase.UNREPORTED, TurnPhase.IDLE, TurnPhase.WAITING
+_GRANTED, _RESIDENT, _YIELDING = TurnPhase.GRANTED, TurnPhase.RESIDENT, TurnPhase.YIELDING
+_INTRUDING, _SILENT, _EVICTING = TurnPhase.INTRUDING, TurnPhase.SILENT, TurnPhase.EVICTING
 
 
 class TurnGroup:
@@ -250,7 +295,7 @@ class TurnGroup:
         if self._recovering and self._recover_by is None:
             self._recover_by = now + self.settings.yield_grace
         self._members[member] = _Member(
-            member, owner, self._seq, TurnPhase.UNREPORTED if unreported else TurnPhase.IDLE)
+            member, owner, self._seq, _UNREPORTED if unreported else _IDLE)
         self._unreported += unreported
         self._owned[owner] = self._owned.get(owner, 0) + 1
         if owner not in self._owners:
@@ -273,13 +318,13 @@ class TurnGroup:
         m = self._get(member)
         m.wants = True
         if m.connected:
-            self._move(m, Event.WANT, now, [])
+            self._move(m, _E_WANT, now, [])
         return self._advance(now)
 
     def idle(self, member: str, now: float) -> list[Action]:
         m = self._get(member)
         m.wants = False
-        self._move(m, Event.IDLE, now, [])
+        self._move(m, _E_IDLE, now, [])
         return self._advance(now)
 
     def resident(self, member: str, now: float, turn: int | None = None) -> list[Action]:
@@ -288,7 +333,7 @@ class TurnGroup:
         hold memory: treated as a resident report."""
         m = self._get(member)
         if m is self._holder and (turn is None or turn == m.turn):
-            self._move(m, Event.RESTORED, now, [])
+            self._move(m, _E_RESTORED, now, [])
             return self._advance(now)
         actions: list[Action] = []
         self._claim(m, turn or 0, now, actions)
@@ -309,7 +354,7 @@ class TurnGroup:
         m.connected = False
         if m.phase not in _HOLDING:
             m.wants = False
-        self._move(m, Event.DISCONNECT, now, [])
+        self._move(m, _E_DISCONNECT, now, [])
         return self._advance(now)
 
     def gone(self, member: str, now: float) -> list[Action]:
@@ -317,7 +362,7 @@ class TurnGroup:
         m = self._members.pop(member, None)
         if m is None:
             return self._advance(now)
-        self._unreported -= m.phase is TurnPhase.UNREPORTED
+        self._unreported -= m.phase is _UNREPORTED
         self._leave(m, now)
         self._owned[m.owner] -= 1
         if not self._owner_has_members(m.owner):
@@ -330,10 +375,10 @@ class TurnGroup:
         """The device says this member's processes hold memory on it."""
         m = self._get(member)
         actions: list[Action] = []
-        if m.phase is TurnPhase.UNREPORTED:
+        if m.phase is _UNREPORTED:
             self._claim(m, 0, now, actions)
         else:
-            self._move(m, Event.SEEN_HOLDING, now, actions)
+            self._move(m, _E_SEEN_HOLDING, now, actions)
         return self._advance(now, actions)
 
     def device_free(self, member: str, now: float) -> list[Action]:
@@ -341,7 +386,7 @@ class TurnGroup:
         only for a member silent since a restart (one that reported speaks for itself)."""
         m = self._get(member)
         actions: list[Action] = []
-        self._move(m, Event.DEVICE_FREE, now, actions)
+        self._move(m, _E_DEVICE_FREE, now, actions)
         return self._advance(now, actions)
 
     def tick(self, now: float) -> list[Action]:
@@ -387,12 +432,12 @@ class TurnGroup:
         soonest = None
         if self._intruders:  # rare: no list to build on every call
             soonest = min((m.deadline for m in self._intruders.values()
-                           if m.deadline is not None and m.phase is not TurnPhase.EVICTING),
+                           if m.deadline is not None and m.phase is not _EVICTING),
                           default=None)
         if self._recovering and self._unreported and self._recover_by is not None:
             soonest = self._recover_by if soonest is None else min(soonest, self._recover_by)
         h = self._holder
-        if h is None or h.phase is TurnPhase.EVICTING:
+        if h is None or h.phase is _EVICTING:
             return soonest
         due = h.deadline
         if due is None and self._anyone_waiting():
@@ -412,55 +457,56 @@ class TurnGroup:
     def _claim(self, m: _Member, turn: int, now: float, actions: list[Action]) -> None:
         """``m`` says (or is seen) holding memory under ``turn``."""
         self._turn = max(self._turn, turn)
-        if m is self._holder or m.phase is TurnPhase.EVICTING:
+        if m is self._holder or m.phase is _EVICTING:
             return  # its memory is the turn's, or it is going anyway
         free = self._holder is None and all(i is m for i in self._intruders.values())
-        if free and m.phase is not TurnPhase.INTRUDING:
+        if free and m.phase is not _INTRUDING:
             m.turn = turn if turn > 0 else self._turn + 1
             self._turn = max(self._turn, m.turn)
-            self._move(m, Event.CLAIM_FREE, now, actions)
+            self._move(m, _E_CLAIM_FREE, now, actions)
         elif not free:
             m.turn = turn
-            self._move(m, Event.CLAIM_TAKEN, now, actions)
+            self._move(m, _E_CLAIM_TAKEN, now, actions)
 
     def _park(self, m: _Member, turn: int, now: float, actions: list[Action]) -> None:
         """``m`` says it holds nothing, as of ``turn``: the fencing rule."""
-        self._turn = max(self._turn, turn)
+        if turn > self._turn:
+            self._turn = turn
         if m is self._holder and turn != m.turn:
             return  # Event.EARLIER: it never saw this grant, which is on its way
-        self._move(m, Event.PARKED, now, actions)
+        self._move(m, _E_PARKED, now, actions)
 
     def _move(self, m: _Member, event: Event, now: float, actions: list[Action]) -> None:
-        """``m`` takes the row of ``TRANSITIONS`` for its phase and ``event``, if any."""
-        row = TRANSITIONS.get((m.phase, event))
-        if row is None:
+        """``m`` takes the row of ``TRANSITIONS`` for its phase and ``event``, if any, with
+        what entering its new phase does (``_ROWS``, the table with that worked out)."""
+        step = m.rows.get(event)
+        if step is None:
             return
-        was, m.phase = m.phase, row[0]
-        if was is TurnPhase.WAITING:
+        was = m.phase
+        m.phase, enter, m.rows = step
+        if was is _WAITING:
             m.waiting_since = None
             self._waiting.remove(self._owners[m.owner], m.seq)
-        elif was is TurnPhase.UNREPORTED:
+        elif was is _UNREPORTED:
             self._unreported -= 1
-        new = m.phase
-        if new is TurnPhase.WAITING:
+        if enter == _FREE:
+            self._leave(m, now)
+            if m.wants and m.connected:  # the row Idle + want, at once
+                m.phase, enter, m.rows = _WAITING, _QUEUE, _ROWS[_WAITING]
+        if enter == _QUEUE:
             m.waiting_since = now
             self._waiting.add(self._owners[m.owner], m.seq, m)
-        elif new is TurnPhase.IDLE:
-            self._leave(m, now)
-            if m.wants and m.connected:
-                self._move(m, Event.WANT, now, actions)
-        elif new is TurnPhase.GRANTED or (new is TurnPhase.RESIDENT
-                                          and was is not TurnPhase.GRANTED):
+        elif enter in (_GRANT, _TAKE):
             self._take(m, now)
-            if new is TurnPhase.GRANTED:
+            if enter == _GRANT:
                 actions.append(Grant(m.member, m.turn))
-        elif new in _ASKED and was is not TurnPhase.SILENT:
+        elif enter == _ASK:
             # Asked to park (a silent member is asked too: it hears it if it comes back).
             m.deadline = now + self.settings.yield_grace
-            if new is not TurnPhase.YIELDING:
+            if m.phase is not _YIELDING:
                 self._intruders[m.member] = m
             actions.append(Yield(m.member, self.settings.yield_grace, m.deadline, m.turn))
-        elif new is TurnPhase.EVICTING:
+        elif enter == _EVICT:
             m.deadline = None
             if m is not self._holder:
                 self._intruders[m.member] = m
@@ -473,14 +519,16 @@ class TurnGroup:
             if m.held_since is not None:
                 m.held += now - m.held_since
             m.held_since = None
-        if m.phase is TurnPhase.WAITING and m.member not in self._members:
+        if m.phase is _WAITING and m.member not in self._members:
             self._waiting.remove(self._owners[m.owner], m.seq)
-        self._intruders.pop(m.member, None)
+        if self._intruders:
+            self._intruders.pop(m.member, None)
         m.deadline = None
 
     def _take(self, m: _Member, now: float) -> None:
         self._holder = m
-        self._intruders.pop(m.member, None)
+        if self._intruders:
+            self._intruders.pop(m.member, None)
         m.deadline = None
         m.turns += 1
         m.held_since = now
@@ -507,30 +555,30 @@ class TurnGroup:
         actions = [] if actions is None else actions
         if self._intruders:
             for m in [i for i in self._intruders.values() if i.deadline is not None
-                      and now >= i.deadline and i.phase is not TurnPhase.EVICTING]:
-                self._move(m, Event.OVERRUN, now, actions)
+                      and now >= i.deadline and i.phase is not _EVICTING]:
+                self._move(m, _E_OVERRUN, now, actions)
         h = self._holder
         if h is not None:
-            if h.phase is TurnPhase.YIELDING:
+            if h.phase is _YIELDING:
                 if h.deadline is not None and now >= h.deadline:
-                    self._move(h, Event.OVERRUN, now, actions)
-            elif (h.phase is not TurnPhase.EVICTING and self._anyone_waiting()
+                    self._move(h, _E_OVERRUN, now, actions)
+            elif (h.phase is not _EVICTING and self._anyone_waiting()
                   and now >= self._yield_due(h)):
-                self._move(h, Event.YIELD_DUE, now, actions)
+                self._move(h, _E_YIELD_DUE, now, actions)
         if self._recovering:
             if not self._all_reported():
                 if self._recover_by is None or now < self._recover_by:
                     return actions
                 for m in [m for m in self._members.values()
-                          if m.phase is TurnPhase.UNREPORTED]:
-                    self._move(m, Event.BOUND, self._recover_by, actions)
+                          if m.phase is _UNREPORTED]:
+                    self._move(m, _E_BOUND, self._recover_by, actions)
             self._recovering = False
         if self._holder is None and not self._intruders:
             nxt = self._next()
             if nxt is not None:
                 self._turn += 1
                 nxt.turn = self._turn
-                self._move(nxt, Event.GRANT, now, actions)
+                self._move(nxt, _E_GRANT, now, actions)
         return actions
 
     def _next(self) -> _Member | None:

@@ -561,7 +561,7 @@ def _fire(group: TurnGroup, event: Event, now: float) -> None:
 
 
 @pytest.mark.parametrize(("row", "to"), list(TRANSITIONS.items()),
-                         ids=[f"{p.value}+{e.value}" for p, e in TRANSITIONS])
+                         ids=[f"{p.value}+{e.name.lower()}" for p, e in TRANSITIONS])
 def test_each_row_of_the_table_moves_a_member_as_it_says(
         row: tuple[TurnPhase, Event], to: tuple[TurnPhase, str]) -> None:
     phase, event = row
