@@ -348,7 +348,7 @@ class Agent:
         if frees and member.yielded_at is not None:
             self.metrics.park.observe(now - member.yielded_at)
             member.yielded_at = None
-        if frees and view.turn:
+        if frees and view.phase not in (TurnPhase.IDLE, TurnPhase.WAITING):
             log.info("%s parked turn %d", member.name, turn, extra=_fields(member, turn=turn))
         elif not frees:
             log.info("%s parked turn %d while holding turn %d: its grant is on the way, "

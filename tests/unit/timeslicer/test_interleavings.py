@@ -10,7 +10,7 @@ words on the channel (``timeslicer.agent.replies``) and the worker's client
 
 * a line delivered to the agent, or to a worker (messages delayed and
   crossed: each stream goes at its own pace);
-* a line duplicated in its stream;
+* a line duplicated in its stream, at once or late (after what follows it);
 * a worker acting on what its client says (restore on a grant, park on a
   yield), saying parked while it holds nothing (the sidecar's park of a
   server found awake), wanting or not;
@@ -222,11 +222,14 @@ class Model:
             w.say("parked")
         elif kind == "want":
             w.say("want" if pick % 3 else "idle")
-        elif kind == "duplicate":
-            if w.conn is not None and w.conn.to_worker and pick % 2:
-                w.conn.to_worker.insert(0, w.conn.to_worker[0])
-            elif served is not None and served.to_agent:
-                served.to_agent.insert(0, served.to_agent[0])
+        elif kind == "duplicate":  # at once, or late: after whatever follows it
+            stream = (w.conn.to_worker if w.conn is not None and w.conn.to_worker and pick % 2
+                      else served.to_agent if served is not None else None)
+            if stream:
+                if pick < 2:
+                    stream.insert(0, stream[0])
+                else:
+                    stream.append(stream[0])
         elif kind == "drop" and w.conn is not None and pick < 3:
             self.drop(w)
         elif kind == "connect" and w.conn is None:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import shutil
 import stat
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+
+import pytest
 
 from placement.turns import EvictReason, TurnPhase, TurnSettings
 from tests.unit.timeslicer.agent.workers import FakeWorker, no_overlap
@@ -239,3 +242,22 @@ def test_a_flooding_member_is_dropped_and_the_others_keep_their_turns(tmp_path: 
 
     asyncio.run(with_agent(tmp_path, FAST, body))
     assert no_overlap(log)
+
+
+def test_grants_yields_parks_and_the_start_are_logged_at_info(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    paths = members(tmp_path, "claim-a", {"a1": "alice", "b1": "bob"})
+    log: list[tuple[str, str]] = []
+
+    async def body(agent: Agent) -> None:
+        for name, path in paths.items():
+            FakeWorker(path, log, name).start()
+        while len(log) < 4:
+            await asyncio.sleep(0.01)
+
+    with caplog.at_level(logging.INFO, logger="openrl.timeslicer"):
+        asyncio.run(with_agent(tmp_path, FAST, body))
+    said = " | ".join(r.getMessage() for r in caplog.records)
+    for words in ("agent started: 1 groups recovering", "granted turn", "asked a1 to yield turn",
+                  "a1 parked turn"):
+        assert words in said, said
