@@ -22,7 +22,7 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator
 from cli.compact_svg import compact_svg
 from cli.timeline import ROLES, USES, Sampled, Timeline, Wait, downsample
 
-__all__ = ["over_time", "residency", "side_by_side", "switch_overhead", "waits"]
+__all__ = ["nodes", "over_time", "residency", "side_by_side", "switch_overhead", "waits"]
 
 COLOURS = {"trainer": "#4c72b0", "sampler": "#dd8452", "both": "#8172b3"}
 LABELS = {"trainer": "trainers", "sampler": "samplers", "both": "trainers and samplers"}
@@ -116,6 +116,25 @@ def waits(all_waits: Sequence[Wait], timed: bool) -> str:
     if ax.get_legend_handles_labels()[1]:
         ax.legend(loc="lower right")
     return _svg(figure, "waits")
+
+
+def nodes(lines: Sequence[tuple[str, Sequence[tuple[float, int]]]], timed: bool,
+          end: float) -> str:
+    """Nodes in the fleet over time, a step line each (a node group's, or a variant's)."""
+    figure = Figure(figsize=(10, 2.6), layout="constrained")
+    ax = figure.subplots()
+    axis = _Axis(timed, end)
+    for label, changes in lines:
+        times = [at for at, _ in changes]
+        counts = [count for _, count in changes]
+        ax.step(axis([*times, max(end, times[-1])]), [*counts, counts[-1]], where="post",
+                label=label)
+    ax.set_xlabel(axis.label)
+    ax.set_ylabel("nodes")
+    ax.set_ylim(bottom=0)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.legend(loc="upper right")
+    return _svg(figure, "nodes")
 
 
 # ------------------------------------------------------------------ internal

@@ -24,6 +24,7 @@ from cli.render_json import turns_document
 from cli.replay import Report
 from cli.timeline import (
     ROLES,
+    GroupUse,
     SharedClaim,
     Summary,
     Timeline,
@@ -57,7 +58,7 @@ figcaption { color: #555; font-size: 0.9em; }
 """
 # A numeric column right-aligned by its table's class (n3: the fourth column), not by a
 # class on every cell: cells are most of a page's weight. A row's cells are its children.
-NUMERIC_COLUMNS = 8  # the numeric columns a table may mark are among its first eight
+NUMERIC_COLUMNS = 10  # the numeric columns a table may mark are among its first ten
 _STYLE += ",".join(f".n{i} tr>:nth-child({i + 1})" for i in range(NUMERIC_COLUMNS)) \
     + "{text-align:right;font-variant-numeric:tabular-nums}"
 _POLICY = "default-src 'none'; style-src 'unsafe-inline'"
@@ -113,6 +114,7 @@ def scenario_page(name: str, report: Report, timeline: Timeline,
                 "both roles counts as both), against the devices in the fleet; seats taken and "
                 "pending workers by role. Each point is the busiest moment of its interval; "
                 "the thin line is the quietest."),
+        *_group_section(timeline, fmt),
         "<h2>Waits</h2>",
         "<p>From arrival to a seat. A worker that never got one counts with the time it "
         "waited until it left or the scenario ended.</p>",
@@ -148,6 +150,10 @@ def comparison_page(name: str, key: str, variants: Sequence[Variant]) -> str:
         f"<h1>{_e(name)}: {_e(key)}</h1>",
         f'<p class="lead">The same scenario replayed once per value of {_e(key)}.</p>',
         comparison_table(variants, timed),
+        *([_figure(figures.nodes([(v.label, total_nodes(v.timeline.fleet)) for v in variants],
+                                 timed, max(v.timeline.end for v in variants)), "nodes",
+                   "Per variant: nodes in the fleet over time, every group's and the fixed "
+                   "ones together.")] if any(v.timeline.fleet for v in variants) else []),
         _figure(figures.side_by_side([(v.label, v.timeline) for v in variants]), "side-by-side",
                 "Per variant: devices in use, seats taken and pending workers, on shared "
                 "scales. Each point is the busiest moment of its interval; the thin line is "
@@ -166,8 +172,52 @@ def comparison_table(variants: Sequence[Variant], timed: bool) -> str:
         rows.append([variant.label, f"{s.placed:,}", f"{s.pending:,}", fmt(s.waits.median),
                      fmt(s.waits.p95), fmt(s.waits.longest), f"{s.seats_peak:,}",
                      f"{s.idle:,.1f}"])
-    return _table(["variant", "placed", "pending at the end", "median wait", "p95 wait",
-                   "longest wait", "seats taken (peak)", idle], rows, numeric=range(1, 8))
+    header = ["variant", "placed", "pending at the end", "median wait", "p95 wait",
+              "longest wait", "seats taken (peak)", idle]
+    if any(variant.summary.gpu_hours is not None for variant in variants):
+        header += ["nodes (peak)", "GPU-hours"]
+        for row, variant in zip(rows, variants, strict=True):
+            row += [f"{variant.summary.nodes_peak or 0:,}",
+                    f"{variant.summary.gpu_hours or 0.0:,.1f}"]
+    return _table(header, rows, numeric=range(1, len(header)))
+
+
+def total_nodes(fleet: Sequence[GroupUse]) -> list[tuple[float, int]]:
+    """Every group's node counts over time added up: (time, nodes) at each change."""
+    changes = sorted((at, index, count) for index, use in enumerate(fleet)
+                     for at, count in use.nodes)
+    now = [0] * len(fleet)
+    out: list[tuple[float, int]] = []
+    for at, index, count in changes:
+        now[index] = count
+        if out and out[-1][0] == at:
+            out[-1] = (at, sum(now))
+        else:
+            out.append((at, sum(now)))
+    return out or [(0.0, 0)]
+
+
+def _group_section(timeline: Timeline, fmt: Formatter) -> list[str]:
+    """With node groups: each group's nodes over time and the GPU-hours paid for."""
+    if not timeline.fleet:
+        return []
+    summary = timeline.summary()
+    rows = [[use.group, f"{use.nodes[-1][1]:,}", f"{use.peak:,}", f"{use.asked:,}",
+             f"{use.added:,}", f"{use.removed:,}", f"{use.gpu_hours:,.1f}"]
+            for use in timeline.fleet]
+    return [
+        "<h2>Node groups</h2>",
+        f"<p>{timeline.nodes_peak:,} nodes at the peak; {summary.gpu_hours or 0.0:,.1f} "
+        "GPU-hours paid for (each node's devices times the hours it was in the fleet, from "
+        "the start or when it joined until it was removed or the scenario ended). Waits: "
+        f"median {fmt(summary.waits.median)}, p95 {fmt(summary.waits.p95)}, longest "
+        f"{fmt(summary.waits.longest)}.</p>",
+        _figure(figures.nodes([(use.group, use.nodes) for use in timeline.fleet],
+                              timeline.timed, timeline.end), "nodes",
+                "Nodes in the fleet over time, per node group, and the fixed nodes."),
+        _table(["group", "nodes at the end", "peak", "asked for", "joined", "removed",
+                "GPU-hours"], rows, numeric=range(1, 7)),
+    ]
 
 
 # ------------------------------------------------------------------ sections

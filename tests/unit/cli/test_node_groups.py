@@ -124,3 +124,18 @@ def test_a_node_key_in_compare_reaches_the_group_templates(tmp_path: Path) -> No
     four, eight = json.loads(result.output)["variants"]
     # Eight devices seat both workers on gpu-1: no node is asked for.
     assert (four["nodesPeak"], eight["nodesPeak"]) == (2, 1)
+
+
+def test_the_report_draws_nodes_over_time_and_prices_them(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    page, compared = tmp_path / "day.html", tmp_path / "compared.html"
+    simulate = CliRunner().invoke(main, ["simulate", str(EXAMPLE), "--report", str(page)])
+    assert simulate.exit_code == 0, simulate.output
+    text = page.read_text()
+    assert "<h2>Node groups</h2>" in text and 'id="figure-nodes"' in text
+    assert "2 nodes at the peak; 216.5 GPU-hours paid for" in text
+    compare = CliRunner().invoke(main, ["compare", str(EXAMPLE), "--set",
+                                        "strategy=spread,binpack", "--report", str(compared)])
+    assert compare.exit_code == 0, compare.output
+    text = compared.read_text()
+    assert "<th>nodes (peak)</th><th>GPU-hours</th>" in text and 'id="figure-nodes"' in text
