@@ -3,8 +3,11 @@ through the same decision the controller makes.
 
 - ``simulation``: ``Simulation``, the steps played, with the retry-oldest-first rule.
 - ``pending``: ``PendingQueue``, the waiting workers, oldest first by role and memory.
+- ``autoscaler``: ``AutoscaledSimulation``, the fleet grown and shrunk by ``NodeGroup``s.
 """
 
+from placement.simulator.autoscaler import AutoscaledSimulation, NodeGroup
 from placement.simulator.simulation import Moved, Placement, Seating, Simulation, WorkerState
 
-__all__ = ["Moved", "Placement", "Seating", "Simulation", "WorkerState"]
+__all__ = ["AutoscaledSimulation", "Moved", "NodeGroup", "Placement", "Seating", "Simulation",
+           "WorkerState"]

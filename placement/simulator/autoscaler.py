@@ -27,6 +27,10 @@ The rules, as the simulation applies them:
     ``idle`` seconds                  ``min``
     a group's node takes a claim      its idle clock stops, to start again when
                                       its last claim goes
+    a node is lost                    its workers placed again or waiting are
+                                      considered like any waiting worker; a
+                                      group's node lost leaves room under
+                                      ``max`` (nothing restores ``min``)
 
 Waiting workers are considered oldest first. A waiting worker some group
 could seat is waiting for capacity, never "NoCapacity", and its reason says
@@ -57,7 +61,7 @@ from placement.decide import Reason, WaitKind, best_claim, best_pool
 from placement.fleet import Fleet
 from placement.model import Node, PlacementError, Request, Role
 from placement.policy import DEFAULT_POLICY, Policy, Step, steps_for
-from placement.simulator.simulation import Placement, Simulation, WorkerState
+from placement.simulator.simulation import Moved, Placement, Simulation, WorkerState
 
 __all__ = ["AutoscaledSimulation", "Change", "NodeAsked", "NodeDown", "NodeGroup", "NodeUp"]
 
@@ -245,6 +249,20 @@ class AutoscaledSimulation(Simulation):
         placed = super().add_node(node)
         self._seated(placed)
         return placed
+
+    def lose_node(self, name: str) -> list[Moved]:
+        moved = super().lose_node(name)
+        index = self._group_of.pop(name, None)
+        self._seated(m.placed for m in moved if m.placed is not None)
+        waiting = [m.worker for m in moved if m.placed is None]
+        if index is not None:
+            self._idle.pop(name, None)
+            self._count[index] -= 1
+            waiting += self._blocked  # a group with room again
+        self._consider(waiting)
+        # Their reasons as a waiting worker's here read: with the node on its way, if any.
+        return [dataclasses.replace(m, reason=self.state(m.worker).reason)
+                if m.placed is None else m for m in moved]
 
     # --------------------------------------------------------------- internal
 

@@ -139,3 +139,21 @@ def test_the_report_draws_nodes_over_time_and_prices_them(tmp_path: Path) -> Non
     assert compare.exit_code == 0, compare.output
     text = compared.read_text()
     assert "<th>nodes (peak)</th><th>GPU-hours</th>" in text and 'id="figure-nodes"' in text
+
+
+def test_a_lost_group_node_is_replaced_for_the_workers_it_held(run: Run) -> None:
+    result = run("""
+        nodeGroups:
+          - {name: gpu, template: {devices: 4, deviceMemory: 80Gi}, min: 1, max: 2,
+             bootTime: 1m, idleTime: 5m}
+        events:
+          - {at: 1m, arrive: {name: a, role: trainer, memory: 300Gi}}
+          - {at: 2m, loseNode: gpu-1}
+          - expect: {worker: a, phase: Pending, reason: "node gpu-2 of group gpu is on its way"}
+          - {at: 4m, expect: {worker: a, node: gpu-2}}
+        """, "-o", "json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.output)
+    assert [s["event"] for s in document["steps"]] == [
+        "arrive", "loseNode", "askNode", "expect", "nodeUp", "expect"]
+    assert document["nodeGroups"]["groups"]["gpu"]["nodes"] == [[0, 1], [120, 0], [180, 1]]

@@ -142,6 +142,17 @@ def test_a_counted_worker_that_leaves_frees_its_place_on_the_plan() -> None:
     assert sim.coming_for("b") is not None
 
 
+def test_a_lost_nodes_workers_that_wait_ask_for_a_node_in_its_place() -> None:
+    sim = AutoscaledSimulation((), [group(template=SOLO, min_=1, max_=2, boot=60)])
+    sim.arrive(t("a", 300))
+    sim.advance(10)
+    (moved,) = sim.lose_node("h100-1")
+    assert moved.placed is None and nodes(sim) == []
+    assert [(c.node, c.worker) for c in sim.take_changes()] == [("h100-2", "a")]
+    sim.advance(70)
+    assert sim.state("a").node == "h100-2"
+
+
 def test_binpack_keeps_devices_free_for_a_wide_worker_where_spread_asks_a_node() -> None:
     asked = {}
     for strategy in Strategy:
