@@ -25,7 +25,16 @@ and restarted; two replicas with the leader killed, SIGTERMed, or stopped
 (SIGSTOP) past its lease and resumed; and under its feet: a pod deleted, a
 claim deleted, the node disabled, its seats per claim lowered, a slice
 deleted, the template removed or garbled (each undone before the round
-converges).
+converges). Node faults act on nodes this run plays itself
+(``CHAOS_SPARE_NODES``, 2, fake nodes of 2 x 80Gi from hack/fakenodes, beside
+the cluster's): a node lost (its kubelet stops and its Node object is
+deleted; a fresh node joins in its place once the round is checked) and a
+node not ready (its kubelet stops until the node controller marks it so,
+then resumes). Besides the invariants, every worker of a lost node must be
+placed again or wait with a reason, and every worker of a node not ready
+must say so, within ``CHAOS_MOVE_BOUND`` seconds (150: Kubernetes collects a
+deleted node's pods after 40s). ``CHAOS_FAULTS=lost,ready`` keeps only the
+faults whose names hold one of those words.
 
 ``CHAOS_SELF_TEST=1`` plants each kind of violation as admin (no scheduler
 running) and checks each is caught, so a quiet checker means something.
@@ -51,11 +60,13 @@ from pathlib import Path
 from typing import Any
 
 from hack.crashpoint import launcher
+from hack.fakenodes import fakenodes
 from hack.lib import invariants as inv
 from hack.lib import kube
 from hack.lib.kube import CLAIMS, CONFIGMAPS, NODES, PODS, SLICES, WORKERS, KubeError, Obj
 from hack.lib.names import (
     API_VERSION,
+    FAKE_NODE_LABEL,
     GROUP,
     KIND,
     LABEL_MANAGED,
@@ -74,6 +85,9 @@ ROOT = Path(__file__).resolve().parents[1]
 NS = os.environ.get("OPENRL_NAMESPACE", NAMESPACE)
 TEMPLATE = template_name("trainer")
 MAXW = int(os.environ.get("MAXW", "2"))
+MOVE_BOUND = float(os.environ.get("CHAOS_MOVE_BOUND", "150"))
+SPARE = fakenodes.Profile(devices=2, device_memory="80Gi", product="Chaos GPU 80GB",
+                          host_memory="1Ti", cpu="64")
 
 
 def seconds(text: str, default: float) -> float:
@@ -217,6 +231,8 @@ class Checker:
     def _node(self, kind: str, obj: Obj) -> None:
         if kind != "DELETED":
             self.world.seen_node(obj)
+        else:
+            self.world.nodes.pop(obj["metadata"]["name"], None)
 
     def full_read(self) -> None:
         workers, pods, claims, nodes = (self.api.workers(), self.api.pods(), self.api.claims(),
@@ -229,10 +245,12 @@ class Checker:
             self.world.claims = {}
             for c in claims:
                 self.world.seen_claim(c)
+            self.world.nodes = {}
             for n in nodes:
                 self.world.seen_node(n)
             found = inv.continuous(self.world)
             found += inv.orphans(self.world, dt.datetime.now(dt.UTC), self.older_than)
+            found += inv.stranded(self.world, dt.datetime.now(dt.UTC), MOVE_BOUND)
             self._record(found)
 
     def _periodic(self) -> None:
@@ -320,10 +338,57 @@ class Scheduler:
 # ------------------------------------------------------------------- faults
 
 
+class SpareNodes:
+    """Nodes the run plays itself (hack/fakenodes), so that it can lose one."""
+
+    def __init__(self) -> None:
+        driver = os.environ.get("OPENRL_DRIVER", "gpu.example.com")
+        self.fake = fakenodes.FakeNodes(None, [], SPARE, driver, {})
+        self.serial = 0
+
+    def start(self, count: int) -> None:
+        k = self.fake.api()
+        self.fake.kubelet_version = k.version()
+        self.fake.ensure_device_class(k)
+        for _ in range(count):
+            self.add()
+        for loop in (self.fake.heartbeat_loop, self.fake.kubelet_loop):
+            threading.Thread(target=loop, daemon=True).start()
+
+    def add(self) -> str:
+        self.serial += 1
+        name = f"chaos-spare-{os.getpid()}-{self.serial}"
+        self.fake.add(name, SPARE, {NODE_ENABLED: "true", NODE_MAX_WORKERS: str(MAXW),
+                                    FAKE_NODE_LABEL: "chaos"})
+        return name
+
+    def played(self) -> list[str]:
+        return list(self.fake.names)
+
+    def silence(self, name: str) -> None:
+        """Its kubelet stops: no heartbeat, no pod handled; the Node object stays."""
+        if name in self.fake.names:
+            self.fake.names.remove(name)
+
+    def resume(self, name: str) -> None:
+        if name not in self.fake.names:
+            self.fake.names.append(name)
+
+    def close(self) -> None:
+        self.fake.stop.set()
+        for name in list(self.fake.names):
+            with contextlib.suppress(Exception):
+                self.fake.remove(name)
+
+
 class Faults:
-    def __init__(self, api: Api, sched: Scheduler, rng: random.Random, nodes: list[str]) -> None:
+    def __init__(self, api: Api, sched: Scheduler, rng: random.Random, nodes: list[str],
+                 spare: SpareNodes | None = None) -> None:
         self.api, self.sched, self.rng, self.nodes = api, sched, rng, nodes
+        self.spare = spare
         self.undo: list[Callable[[], object]] = []
+        self.after_round: list[Callable[[], object]] = []
+        self.found: list[inv.Violation] = []  # what a fault's own checks saw
         self.saved_template: Obj = {}
 
     def menu(self) -> dict[str, Callable[[], None]]:
@@ -351,6 +416,9 @@ class Faults:
             "template removed": lambda: self.template(remove=True),
             "template garbled": lambda: self.template(remove=False),
         })
+        if self.spare is not None:
+            out["node lost"] = self.lose_node
+            out["node NotReady"] = self.node_not_ready
         return out
 
     def later(self, after: float) -> None:
@@ -449,6 +517,81 @@ class Faults:
             with contextlib.suppress(KubeError):
                 self.api.delete(SLICES, item["metadata"]["name"])
 
+    def _busiest_spare(self) -> tuple[str, list[Obj]]:
+        """The spare node holding the most workers (a fault there tells the most)."""
+        assert self.spare is not None
+        workers = self.api.workers()
+        held = {n: [w for w in workers if (w.get("status") or {}).get("nodeName") == n]
+                for n in self.spare.played()}
+        name = max(sorted(held), key=lambda n: len(held[n]))
+        return name, held[name]
+
+    def lose_node(self) -> None:
+        """A cloud takes a machine: its kubelet stops, its Node object is deleted. A fresh
+        node joins once the round's workers have been checked (``after_round``)."""
+        assert self.spare is not None
+        name, held = self._busiest_spare()
+        self.spare.silence(name)
+        with contextlib.suppress(KubeError):
+            self.api.delete(NODES, name)
+        lost_at = time.monotonic()
+        print(f"  lost node {name} with {len(held)} workers", flush=True)
+        self.after_round.append(functools.partial(self._moved_report, name, held, lost_at))
+        self.after_round.append(self.spare.add)
+
+    def _moved_report(self, node: str, held: list[Obj], lost_at: float) -> None:
+        """Each worker of the lost node Running elsewhere, or Pending with a reason, within
+        the bound: how long until then."""
+        uids = {w["metadata"]["uid"] for w in held}
+        deadline = lost_at + MOVE_BOUND
+        while True:
+            now = [w for w in self.api.workers() if w["metadata"]["uid"] in uids]
+            running = [w for w in now if (w.get("status") or {}).get("phase") == "Running"
+                       and w["status"].get("nodeName") != node]
+            waiting = [w for w in now if (w.get("status") or {}).get("phase") == "Pending"
+                       and node in str(w["status"].get("reason") or "")]
+            if len(running) == len(now) or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        took = time.monotonic() - lost_at
+        print(f"  {len(running)}/{len(now)} workers of {node} Running again elsewhere, "
+              f"{len(waiting)} waiting naming it, {took:.1f}s after the loss", flush=True)
+        for w in now:
+            if w not in running and w not in waiting:
+                self.found.append(inv.Violation(
+                    "stranded", w["metadata"]["uid"],
+                    f"worker {w['metadata']['name']} of lost node {node} neither Running "
+                    f"again nor waiting naming it after {MOVE_BOUND:.0f}s: "
+                    f"{(w.get('status') or {}).get('reason')}"))
+
+    def node_not_ready(self) -> None:
+        """A kubelet goes silent until the node controller marks its node not ready; the
+        workers there must say so (and nothing of theirs may be deleted); then it
+        comes back."""
+        assert self.spare is not None
+        name, held = self._busiest_spare()
+        pods = {p["metadata"]["uid"]: p["metadata"]["name"] for p in self.api.pods()
+                if (p.get("spec") or {}).get("nodeName") == name}
+        self.spare.silence(name)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            node = self.api.get(NODES, name)
+            if node is None or inv.not_ready(node):
+                break
+            time.sleep(2)
+        print(f"  node {name} not ready, {len(held)} workers and {len(pods)} pods on it",
+              flush=True)
+        time.sleep(min(MOVE_BOUND, 30.0))  # long enough for its workers to say so
+        saying = [w for w in self.api.workers()
+                  if str((w.get("status") or {}).get("reason") or "").startswith("NodeNotReady")]
+        left = {p["metadata"]["uid"] for p in self.api.pods()}
+        print(f"  {len(saying)} workers say NodeNotReady; {len(set(pods) - left)} of its "
+              "pods deleted meanwhile", flush=True)
+        for uid in set(pods) - left:
+            self.found.append(inv.Violation("forced", uid, f"pod {pods[uid]} on not-ready "
+                                            f"node {name} went while the node was down"))
+        self.spare.resume(name)
+
     def template(self, remove: bool) -> None:
         cm = self.api.get(CONFIGMAPS, TEMPLATE)
         if cm is None:
@@ -495,11 +638,14 @@ def run() -> int:
           f"({devices} devices x {MAXW}), nodes {','.join(nodes)}", flush=True)
     # The sweep's grace and interval, a lease takeover (15s) and slack.
     checker = Checker(api, older_than=grace + interval + 45)
+    spare = SpareNodes()
+    spare.start(int(os.environ.get("CHAOS_SPARE_NODES", "2")))
     checker.start()
     sched = Scheduler(state)
-    faults = Faults(api, sched, rng, nodes)
+    faults = Faults(api, sched, rng, nodes, spare)
     menu = faults.menu()
-    order = list(menu)
+    wanted = [w for w in os.environ.get("CHAOS_FAULTS", "").split(",") if w.strip()]
+    order = [f for f in menu if not wanted or any(w.strip() in f for w in wanted)]
     rng.shuffle(order)
     table: dict[str, dict[str, Any]] = defaultdict(lambda: {"n": 0, "transient": 0, "final": 0,
                                                             "converge": []})
@@ -529,6 +675,12 @@ def run() -> int:
             row["final"] += len(final_keys)
             row["transient"] += len(new - final_keys)
             row["converge"].append(took)
+            while faults.after_round:
+                with contextlib.suppress(Exception):
+                    faults.after_round.pop(0)()
+            checker._record(faults.found)
+            row["final"] += len(faults.found)
+            faults.found.clear()
             for v in left:
                 print(f"  not converged: {v.kind}: {v.detail}", flush=True)
             print(f"  converged in {took:.1f}s" if took is not None else "  did not converge",
@@ -536,6 +688,7 @@ def run() -> int:
             sched.ensure(1)
     finally:
         teardown(api, sched, checker)
+        spare.close()
     print()
     print(f"{'fault':32} {'times':>5} {'transient':>9} {'final':>5} {'converge max':>12}")
     failed = False
@@ -624,13 +777,19 @@ def self_test() -> int:
         world.pods.clear()
         checker._record(inv.orphans(world, dt.datetime.now(dt.UTC), 0))
         checker._record(inv.final(world))
+        # A worker left Running on a node that is gone, past the bound.
+        b["status"] = {"phase": "Running", "claimName": "planted-other",
+                       "nodeName": "planted-gone-node"}
+        now = dt.datetime.now(dt.UTC)
+        inv.stranded(world, now, 1)
+        checker._record(inv.stranded(world, now + dt.timedelta(seconds=2), 1))
     for i in range(MAXW + 1):
         api.delete(PODS, f"planted-{i}", grace=0)
     api.delete(CLAIMS, "planted-claim")
     for name in ("planted-a", "planted-b"):
         api.delete_worker(name)
     kinds = {"seats", "device-twice", "host-memory", "moved", "pod-outlived-worker",
-             "orphan-claim", "final"}
+             "orphan-claim", "final", "stranded"}
     caught = {kind for kind, _ in checker.seen}
     missed = sorted(kinds - caught)
     print(f"chaos self-test: {'FAIL' if missed else 'PASS'} "

@@ -15,12 +15,17 @@ Kinds:
 * ``host-memory``: a node whose workers on shared claims park more than its
   allocatable memory.
 * ``moved``: a placed worker now on another claim, although its old claim was
-  never deleted.
+  never deleted and its status records no move off it (``status.moves``: a
+  lost or not-ready node, a wedged pod).
+* ``stranded``: a worker placed on a node that is gone, still there (not
+  placed again, nor Pending with a reason) past a bound; or on a node not
+  ready, not saying so (``NodeNotReady``) past the bound.
 * ``pod-outlived-worker``: a worker gone while a pod it owned still exists.
 * ``orphan-claim``: a managed claim nothing references, older than the
   sweep's grace plus its interval plus a margin.
 * ``final``: at the end of a round, a worker neither Running nor Pending with
-  a reason, or whose status disagrees with its pod, claim or node.
+  a reason, or whose status disagrees with its pod, claim or node, or one
+  still placed on a node that is gone.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from typing import Any
 # The controller's names as the checker spells them (hack/lib/names.py says why).
 from hack.lib.names import LABEL_MANAGED, NODE_MAX_WORKERS, SIZED_FOR
 
-__all__ = ["Violation", "World", "continuous", "final"]
+__all__ = ["Violation", "World", "continuous", "final", "not_ready", "stranded"]
 
 Obj = dict[str, Any]
 
@@ -105,6 +110,8 @@ class World:
     placed: dict[str, str] = dataclasses.field(default_factory=dict)  # worker uid -> claim
     deleted_claims: set[str] = dataclasses.field(default_factory=set)
     unreferenced: dict[str, dt.datetime] = dataclasses.field(default_factory=dict)  # since
+    # worker uid -> since when it has sat on a node gone or not ready
+    stuck: dict[str, dt.datetime] = dataclasses.field(default_factory=dict)
 
     def seen_node(self, node: Obj) -> None:
         raw = str((node["metadata"].get("labels") or {}).get(NODE_MAX_WORKERS, "1"))
@@ -125,7 +132,7 @@ class World:
         out: dict[str, list[Obj]] = defaultdict(list)
         for w in self.workers.values():
             claim = _status(w).get("claimName")
-            if claim and _status(w).get("phase") != "Failed":
+            if claim and _status(w).get("phase") not in ("Failed", "Succeeded"):
                 out[str(claim)].append(w)
         return out
 
@@ -179,10 +186,49 @@ def continuous(world: World) -> list[Violation]:
         if not held or _status(w).get("phase") not in ("Placing", "Running"):
             continue
         before = world.placed.get(_uid(w))
-        if before and before != held and before not in world.deleted_claims:
+        left = {str(m.get("claim")) for m in _status(w).get("moves") or []
+                if isinstance(m, dict)}
+        if before and before != held and before not in world.deleted_claims | left:
             found.append(Violation("moved", _uid(w),
                                    f"worker {_name(w)} moved from claim {before} to {held}"))
         world.placed[_uid(w)] = held
+    return found
+
+
+def not_ready(node: Obj) -> bool:
+    """Whether a node cannot keep its workers though it exists (the controller's rule)."""
+    for taint in (node.get("spec") or {}).get("taints") or []:
+        if taint.get("key") in ("node.kubernetes.io/out-of-service",
+                                "node.kubernetes.io/not-ready",
+                                "node.kubernetes.io/unreachable"):
+            return True
+    return any(c.get("type") == "Ready" and c.get("status") != "True"
+               for c in _status(node).get("conditions") or [])
+
+
+def stranded(world: World, now: dt.datetime, bound: float) -> list[Violation]:
+    """Workers left on a lost node, or silent on a node not ready, for over ``bound`` s."""
+    found = []
+    stuck = set()
+    for w in world.workers.values():
+        s = _status(w)
+        node = str(s.get("nodeName") or "")
+        if not node or s.get("phase") not in ("Placing", "Running"):
+            continue
+        lost = node not in world.nodes
+        silent = not lost and not_ready(world.nodes[node]) and \
+            not str(s.get("reason") or "").startswith("NodeNotReady")
+        if not (lost or silent):
+            continue
+        stuck.add(_uid(w))
+        since = world.stuck.setdefault(_uid(w), now)
+        if (now - since).total_seconds() > bound:
+            what = "gone" if lost else "not ready, and the worker does not say so"
+            found.append(Violation("stranded", _uid(w),
+                                   f"worker {_name(w)} still {s.get('phase')} on node {node} "
+                                   f"({what}) after {bound:.0f}s"))
+    for uid in set(world.stuck) - stuck:
+        del world.stuck[uid]
     return found
 
 
@@ -232,6 +278,10 @@ def final(world: World) -> list[Violation]:
         elif phase == "Pending":
             if not s.get("reason"):
                 found.append(Violation("final", name, f"worker {name} Pending without a reason"))
+        elif phase in ("Running", "Placing") and s.get("nodeName") and \
+                s.get("nodeName") not in world.nodes:
+            found.append(Violation("final", name, f"worker {name} still {phase} on node "
+                                   f"{s.get('nodeName')}, which is gone"))
         elif phase == "Running":
             pod = world.pods.get(str(s.get("podName") or ""))
             claim = world.claims.get(str(s.get("claimName") or ""))

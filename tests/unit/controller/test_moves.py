@@ -207,3 +207,30 @@ def test_a_failed_worker_releases_its_claim_at_once_unless_shared() -> None:
     c.reconcile("a")
     assert c.status("a")["phase"] == "Failed"
     assert c.api.obj(kube.CLAIMS, claim) is not None  # b still sits on it
+
+
+def test_a_node_gone_or_not_ready_queues_its_workers_and_nothing_else_does() -> None:
+    from controller.queue import WorkQueue
+    from controller.watches import feeds
+    q = WorkQueue()
+    placed = {"n": ["w1", "w2"]}
+    node_feed = next(f for f in feeds(q, "gpu.example.com",
+                                      placed_on=lambda node: placed.get(node, []))
+                     if f.resource == kube.NODES)
+    node = {"metadata": {"name": "n", "uid": "u"}, "status": {"conditions": [
+        {"type": "Ready", "status": "True", "lastHeartbeatTime": "t1"}]}}
+    node_feed.event("ADDED", node)
+    beat = {**node, "status": {"conditions": [
+        {"type": "Ready", "status": "True", "lastHeartbeatTime": "t2"}]}}
+    node_feed.event("MODIFIED", beat)  # a heartbeat: no news
+    assert "w1" not in q._due
+    node_feed.event("MODIFIED", {**node, "status": {"conditions": [
+        {"type": "Ready", "status": "Unknown"}]}})
+    assert {"w1", "w2"} <= set(q._due)
+    q2 = WorkQueue()
+    gone = next(f for f in feeds(q2, "gpu.example.com",
+                                 placed_on=lambda node: placed.get(node, []))
+                if f.resource == kube.NODES)
+    gone.event("ADDED", node)
+    gone.event("DELETED", node)
+    assert {"w1", "w2"} <= set(q2._due)

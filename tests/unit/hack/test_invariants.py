@@ -1,0 +1,55 @@
+"""hack/lib/invariants.py's node rules: a lost node's workers, a node not ready."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from hack.lib import invariants as inv
+
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+def worker(name: str, **status: object) -> dict:
+    return {"metadata": {"name": name, "uid": f"uid-{name}"}, "status": status}
+
+
+def test_a_worker_left_on_a_lost_node_is_caught_only_past_the_bound() -> None:
+    world = inv.World(workers={"w": worker("w", phase="Running", nodeName="gone")})
+    assert inv.stranded(world, T0, 60) == []
+    assert inv.stranded(world, T0 + dt.timedelta(seconds=30), 60) == []
+    found = inv.stranded(world, T0 + dt.timedelta(seconds=61), 60)
+    assert [v.kind for v in found] == ["stranded"] and "gone" in found[0].detail
+    # Placed again (Pending with a reason, then elsewhere): nothing, and forgotten.
+    world.workers["w"] = worker("w", phase="Pending", reason="NodeLost: ...")
+    assert inv.stranded(world, T0 + dt.timedelta(seconds=90), 60) == []
+    assert world.stuck == {}
+
+
+def test_a_worker_on_a_node_not_ready_must_say_so() -> None:
+    node = {"metadata": {"name": "n"}, "status": {"conditions": [
+        {"type": "Ready", "status": "Unknown"}]}}
+    assert inv.not_ready(node)
+    world = inv.World(nodes={"n": node},
+                      workers={"w": worker("w", phase="Running", nodeName="n")})
+    inv.stranded(world, T0, 10)
+    assert inv.stranded(world, T0 + dt.timedelta(seconds=11), 10)
+    world.workers["w"] = worker("w", phase="Running", nodeName="n",
+                                reason="NodeNotReady: node n is not ready")
+    assert inv.stranded(world, T0 + dt.timedelta(seconds=20), 10) == []
+
+
+def test_a_move_the_status_records_is_no_violation() -> None:
+    world = inv.World()
+    world.workers["w"] = worker("w", phase="Running", claimName="old")
+    assert inv.continuous(world) == []
+    world.workers["w"] = worker("w", phase="Running", claimName="new",
+                                moves=[{"claim": "old", "reason": "NodeLost", "node": "n"}])
+    assert inv.continuous(world) == []
+    world.workers["w"] = worker("w", phase="Running", claimName="third")
+    assert [v.kind for v in inv.continuous(world)] == ["moved"]
+
+
+def test_final_catches_a_worker_still_placed_on_a_lost_node() -> None:
+    world = inv.World(workers={"w": worker("w", phase="Running", nodeName="gone",
+                                           claimName="c", podName="orw-w")})
+    assert any("which is gone" in v.detail for v in inv.final(world))
