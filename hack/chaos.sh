@@ -7,6 +7,11 @@
 #   CHAOS_SEED         random by default; printed, so a run can be repeated
 #   CHAOS_WORKERS      live workers each round (default: 3 per seat, at most 200)
 #   CHAOS_SETTLE (120) seconds a round may take to converge
+#   CHAOS_FAULTS       keep only the faults whose names hold one of these
+#                      comma-separated words (e.g. "node lost,node NotReady")
+#   CHAOS_SPARE_NODES (2)  fake nodes the run plays itself, for the node faults
+#   CHAOS_MOVE_BOUND (150) seconds a lost node's worker may take to be placed
+#                      again (or wait naming the node)
 #   CHAOS_SELF_TEST=1  plant each kind of violation as admin instead, and
 #                      check the checker catches every one
 # Plus the environment of hack/lib/common.sh (MAXW, OPENRL_NODES, ...). The
