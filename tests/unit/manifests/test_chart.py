@@ -432,6 +432,17 @@ def test_the_strategy_reaches_the_scheduler_only_when_not_the_default(
     assert "strategy" in refused(helm_env, "--set", "scheduler.strategy=pack")
 
 
+def test_the_move_settings_reach_the_scheduler_only_when_not_the_default(
+        helm_env: dict[str, str], defaults: list[Doc]) -> None:
+    assert not {"OPEN_RL_WEDGE_GRACE", "OPEN_RL_MOVE_LIMIT", "OPEN_RL_MOVE_WINDOW"} & set(
+        env_of(defaults))
+    docs = template(helm_env, "--set", "scheduler.wedgeGrace=5m", "--set",
+                    "scheduler.moveLimit=5", "--set", "scheduler.moveWindow=1h")
+    assert {k: v for k, v in env_of(docs).items() if "WEDGE" in k or "MOVE" in k} == {
+        "OPEN_RL_WEDGE_GRACE": "5m", "OPEN_RL_MOVE_LIMIT": "5", "OPEN_RL_MOVE_WINDOW": "1h"}
+    assert "moveLimit" in refused(helm_env, "--set", "scheduler.moveLimit=0")
+
+
 def test_autoscaling_reaches_the_scheduler_only_when_enabled(
         helm_env: dict[str, str], defaults: list[Doc]) -> None:
     assert "OPEN_RL_AUTOSCALING" not in env_of(defaults)
