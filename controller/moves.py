@@ -237,6 +237,10 @@ def leave(ctx: Context, worker: Worker, held: ClaimView | None) -> Conclusion | 
     kind = sick.kind if sick is not None else ReasonKind.POD_WEDGED
     why = sick.why if sick is not None else f"its pod was wedged on node {seat.node}"
     writes = _release(ctx, worker, seat, node_gone=sick is not None)
+    if not writes and sick is None and seat.name == worker.own_claim:
+        # Others sit on its own claim, whose name a new claim would need: it keeps the
+        # seat and tries it again; a pod wedged again counts as another move.
+        return None
     return Conclusion(Outcome(
         WorkerPhase.PENDING, kind,
         f"{why}; its seat on claim {seat.name} is given back and it is placed again",

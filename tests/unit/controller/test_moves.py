@@ -234,3 +234,23 @@ def test_a_node_gone_or_not_ready_queues_its_workers_and_nothing_else_does() -> 
     gone.event("ADDED", node)
     gone.event("DELETED", node)
     assert {"w1", "w2"} <= set(q2._due)
+
+
+def test_a_wedged_worker_sharing_its_own_claim_keeps_it_and_tries_again() -> None:
+    c = Cluster(nodes=1, devices=1, node_labels=TWO, wedge_grace="1m")
+    running(c, "a", "b")
+    claim = c.status("a")["claimName"]
+    assert c.status("b")["claimName"] == claim
+    c.api.delete(kube.PODS, "orw-a")
+    c.api.finish_pod("orw-a")
+    c.reconcile("a")  # recreated on its claim, then refused a place on its node
+    c.api.edit(kube.PODS, "orw-a", {"status": {"conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+         "message": "node(s) had untolerated taint"}]}})
+    c.api.advance(61)
+    c.reconcile("a")
+    assert c.status("a")["reason"].startswith("PodWedged: ")
+    result = c.reconcile("a")  # pod gone: b still sits on the claim, so a keeps it
+    assert c.api.obj(kube.CLAIMS, claim) is not None
+    assert c.status("a")["phase"] == "Placing" and c.status("a")["claimName"] == claim
+    assert result.requeue_after is not None and result.requeue_after > 1
