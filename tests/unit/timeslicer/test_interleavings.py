@@ -10,7 +10,8 @@ words on the channel (``timeslicer.agent.replies``) and the worker's client
 
 * a line delivered to the agent, or to a worker (messages delayed and
   crossed: each stream goes at its own pace);
-* a line duplicated in its stream, at once or late (after what follows it);
+* a line duplicated in its stream, at once or late (the copy held back and
+  sent after whatever came since);
 * a worker acting on what its client says (restore on a grant, park on a
   yield), saying parked while it holds nothing (the sidecar's park of a
   server found awake), wanting or not;
@@ -57,6 +58,7 @@ class Conn:
     worker_open: bool = True     # the worker still reads and writes it
     agent_open: bool = True      # the agent has not seen its end (or closed it)
     hello: bool = False          # the agent heard its hello
+    late: list[tuple[deque[bytes], bytes]] = field(default_factory=list)  # copies held back
 
 
 @dataclass(eq=False)
@@ -222,14 +224,17 @@ class Model:
             w.say("parked")
         elif kind == "want":
             w.say("want" if pick % 3 else "idle")
-        elif kind == "duplicate":  # at once, or late: after whatever follows it
-            stream = (w.conn.to_worker if w.conn is not None and w.conn.to_worker and pick % 2
-                      else served.to_agent if served is not None else None)
-            if stream:
+        elif kind == "duplicate":  # at once, or held back to come late ("late copy")
+            conn = w.conn if w.conn is not None and w.conn.to_worker and pick % 2 else served
+            stream = None if conn is None else conn.to_worker if conn is w.conn else conn.to_agent
+            if conn is not None and stream:
                 if pick < 2:
                     stream.insert(0, stream[0])
                 else:
-                    stream.append(stream[0])
+                    conn.late.append((stream, stream[0]))
+        elif kind == "late copy" and self.late_copies(w):
+            stream, line = self.late_copies(w).pop(pick % len(self.late_copies(w)))
+            stream.append(line)
         elif kind == "drop" and w.conn is not None and pick < 3:
             self.drop(w)
         elif kind == "connect" and w.conn is None:
@@ -244,6 +249,10 @@ class Model:
         elif kind == "delete pod" and i in self.evicted:
             self.delete_pod(w)
 
+    def late_copies(self, w: Worker) -> list[tuple[deque[bytes], bytes]]:
+        conn = w.conn if w.conn is not None else self.current.get(w.id)
+        return [] if conn is None else conn.late
+
     def holding(self) -> list[int]:
         return [w.index for w in self.workers if w.holds]
 
@@ -254,7 +263,8 @@ def _lines(data: bytes) -> list[bytes]:
 
 KINDS = ["agent reads"] * 8 + ["worker reads"] * 8 + ["worker acts"] * 6 + ["accept"] * 3 + [
     "connect"] * 3 + ["time"] * 3 + ["delete pod"] * 2 + [
-    "agent sees an end", "stray parked", "want", "duplicate", "drop", "restart agent", "device"]
+    "agent sees an end", "stray parked", "want", "duplicate", "late copy", "late copy", "drop",
+    "restart agent", "device"]
 steps = st.lists(st.tuples(st.sampled_from(KINDS), st.integers(0, len(OWNERS) - 1),
                            st.integers(0, 5)), min_size=30, max_size=150)
 
