@@ -31,6 +31,7 @@ import asyncio
 import json
 import os
 import shutil
+import signal
 import socket
 import statistics
 import sys
@@ -100,13 +101,24 @@ def flooder(path: Path) -> None:
     """The child: one member that writes lines as fast as its socket takes them, never
     reading (so the agent's replies to its malformed lines pile up), reconnecting whenever
     the agent drops it."""
+    sent = {"lines": 0, "connections": 0}
+
+    def report(*_: object) -> None:
+        sys.stdout.write(f"{sent['lines']} {sent['connections']}\n")
+        sys.stdout.flush()
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, report)
+    lines = FLOOD.count(b"\n")
     while True:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.connect(str(path))
+            sent["connections"] += 1
             sock.sendall(b'{"op":"hello","v":2,"resident":false}\n')
             while True:
                 sock.sendall(FLOOD)
+                sent["lines"] += lines
         except OSError:
             time.sleep(0.01)
         finally:
@@ -117,6 +129,7 @@ async def measure(groups: int, members: int, switches: int, quantum: float,
                   flood: bool = False) -> dict[str, float]:
     root = Path(tempfile.mkdtemp(prefix="timeslicer-bench-"))
     flooding: asyncio.subprocess.Process | None = None
+    flood_lines = flood_connections = 0
     try:
         for g in range(groups):
             for m in range(members):
@@ -132,7 +145,8 @@ async def measure(groups: int, members: int, switches: int, quantum: float,
         await agent.stdout.readline()  # running
         if flood:
             flooding = await asyncio.create_subprocess_exec(
-                sys.executable, __file__, "--flooder", str(root / "flood" / "m000" / "turn.sock"))
+                sys.executable, __file__, "--flooder", str(root / "flood" / "m000" / "turn.sock"),
+                stdout=asyncio.subprocess.PIPE)
         tally = Tally()
         tasks = [asyncio.create_task(worker(root / f"g{g}" / f"m{m:03d}" / "turn.sock", g, tally))
                  for g in range(groups) for m in range(members)]
@@ -148,7 +162,9 @@ async def measure(groups: int, members: int, switches: int, quantum: float,
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         if flooding is not None:
-            flooding.kill()
+            flooding.terminate()
+            assert flooding.stdout is not None
+            flood_lines, flood_connections = map(int, (await flooding.stdout.read()).split())
             await flooding.wait()
             flooding = None
         await asyncio.sleep(0.2)  # the agent sees every connection close before it stops
@@ -161,7 +177,8 @@ async def measure(groups: int, members: int, switches: int, quantum: float,
     ms = sorted(x * 1000 for x in tally.latencies)
     return {"p50": statistics.median(ms), "p99": ms[max(0, int(len(ms) * 0.99) - 1)],
             "max": ms[-1], "cpu": cpu / switched, "rate": switched / elapsed,
-            "samples": len(ms)}
+            "samples": len(ms), "flood_lines": flood_lines,
+            "flood_connections": flood_connections}
 
 
 async def agent_main(root: Path, quantum: float) -> None:
@@ -225,7 +242,9 @@ def main() -> None:
     print(f"{groups}x{members} beside one flooding member: release -> next grant p99 "
           f"{calm['p99']:.2f} ms without, {flooded['p99']:.2f} ms with (p50 {calm['p50']:.2f} / "
           f"{flooded['p50']:.2f} ms); ratio {ratio:.2f}x (target <= 1.2x: "
-          f"{'met' if ratio <= 1.2 else 'MISSED'})", flush=True)
+          f"{'met' if ratio <= 1.2 else 'MISSED'}); the flooder wrote "
+          f"{flooded['flood_lines']:.0f} lines over {flooded['flood_connections']:.0f} "
+          f"connections", flush=True)
 
 
 def shapes(args: argparse.Namespace) -> None:
