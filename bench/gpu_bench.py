@@ -90,20 +90,23 @@ def worker(cuda: Cuda, path: Path, size: int, switches: list[float], stop: threa
         time.sleep(0.01)
     conn = socket.socket(socket.AF_UNIX)
     conn.connect(str(path))
-    conn.sendall(b'{"op":"hello","v":1,"resident":false}\n{"op":"want"}\n')
+    conn.sendall(b'{"op":"hello","v":2,"resident":false}\n{"op":"want"}\n')
     stream = conn.makefile("rb")
+    turn = 0  # the turn it holds or last parked: every resident and parked names it
     while not stop.is_set() and (line := stream.readline()):
-        op = json.loads(line)["op"]
+        message = json.loads(line)
+        op = message["op"]
         t0 = time.perf_counter()
-        if op == "grant":
+        if op == "grant" and message["turn"] > turn:
+            turn = message["turn"]
             dev = cuda.alloc(size)
             cuda.to_device(dev, host, size)
-            conn.sendall(b'{"op":"resident"}\n')
+            conn.sendall(b'{"op":"resident","turn":%d}\n' % turn)
         elif op == "yield" and dev is not None:
             cuda.to_host(host, dev, size)
             cuda.free(dev)
             dev = None
-            conn.sendall(b'{"op":"parked"}\n')
+            conn.sendall(b'{"op":"parked","turn":%d}\n' % turn)
         else:
             continue
         switches.append(time.perf_counter() - t0)
