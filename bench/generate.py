@@ -32,7 +32,7 @@ from typing import Any
 DEVICES_PER_NODE = 8
 DEVICE_MEMORY = "80Gi"
 HOST_MEMORY = ("512Gi", "1Ti", "2Ti")
-ROLE_POLICIES = (["trainer"], ["sampler"], [], [])
+ROLE_POLICIES: tuple[list[str], ...] = (["trainer"], ["sampler"], [], [])
 # (memory, weight): the estimator's tier table and a tail of wide and impossible workers.
 TIERS = (("10Gi", 35), ("24Gi", 15), ("45Gi", 14), ("60Gi", 25), ("140Gi", 7), ("300Gi", 3.9),
          ("700Gi", 0.1))

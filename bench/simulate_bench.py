@@ -50,6 +50,7 @@ import json
 import os
 import pstats
 import random
+import resource
 import subprocess
 import sys
 import time
@@ -131,26 +132,34 @@ def groups_file(nodes: int, events: int, seed: int) -> Path:
 
 def print_groups(args: argparse.Namespace) -> bool:
     """The rates without and with a node group, and their ratio; True when the target is
-    missed. Each case is run in turn, ``--groups-repeat`` times, best kept."""
+    missed. The two cases alternate, ``--groups-repeat`` times each, best kept; the target
+    is judged on CPU seconds (the process's and its children's), which other work on a
+    shared machine disturbs far less than the wall clock."""
     nodes = 1000
     plain = timed_file(nodes, args.events, args.seed, turns=False)
     grouped = groups_file(nodes, args.events, args.seed)
-    off = on = float("inf")
-    for _ in range(args.groups_repeat):  # interleaved: the machine's load hits both alike
-        off = min(off, end_to_end(plain, 1))
-        on = min(on, end_to_end(grouped, 1))
+    wall = {plain: float("inf"), grouped: float("inf")}
+    cpu = dict(wall)
+    for _ in range(args.groups_repeat):  # alternating: the machine's load hits both alike
+        for path in (plain, grouped):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            wall[path] = min(wall[path], end_to_end(path, 1))
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu[path] = min(cpu[path], after.ru_utime - before.ru_utime
+                            + after.ru_stime - before.ru_stime)
     report = replay(load_scenario(grouped.read_text()))
     changes = sum(1 for step in report.steps if step.__class__.__name__ in (
         "AskNodeStep", "RemoveNodeStep"))
-    ratio = (args.events / on) / (args.events / off)
     print(f"\nnode groups: {args.events:,} timed events ({SECONDS_APART}s apart), {nodes:,} "
           f"nodes, best of {args.groups_repeat}; the group's asks and removals: {changes:,}")
-    print(f"{'groups':>7} {'events/s':>9}")
-    print(f"{'none':>7} {args.events / off:>9,.0f}")
-    print(f"{'one':>7} {args.events / on:>9,.0f}")
+    print(f"{'groups':>7} {'events/s':>9} {'events/CPU-s':>13}")
+    for label, path in (("none", plain), ("one", grouped)):
+        print(f"{label:>7} {args.events / wall[path]:>9,.0f} {args.events / cpu[path]:>13,.0f}")
+    ratio = cpu[plain] / cpu[grouped]
     verdict = "ok" if ratio >= TARGET_GROUPS else "MISSED"
-    print(f"with a node group: {ratio:.2f}x the events/s without (target >= {TARGET_GROUPS}x): "
-          f"{verdict}")
+    print(f"with a node group: {ratio:.2f}x the events per CPU-second without "
+          f"({wall[plain] / wall[grouped]:.2f}x by the wall clock) (target >= "
+          f"{TARGET_GROUPS}x): {verdict}")
     return verdict != "ok"
 
 
