@@ -198,13 +198,19 @@ def test_a_park_that_crosses_its_grant_is_fenced_and_the_grant_still_restores(
     assert not server.asleep and server.posts() == ["POST /sleep?level=1", "POST /wake_up"]
 
 
-def test_an_agent_restart_mid_turn_says_resident_with_its_turn(
-        server: FakeServer, agent: FakeAgent) -> None:
+def _restored(server: FakeServer, agent: FakeAgent, turn: int) -> Sidecar:
+    """A vLLM sidecar that started asleep, was granted ``turn`` and restored."""
     server.asleep = True
     sidecar = _sidecar("vllm", server, agent)
-    agent.send({"op": "grant", "turn": 6})
+    agent.send({"op": "grant", "turn": turn})
     _steps(sidecar, 2)
     agent.wait_for("resident")
+    return sidecar
+
+
+def test_an_agent_restart_mid_turn_says_resident_with_its_turn(
+        server: FakeServer, agent: FakeAgent) -> None:
+    sidecar = _restored(server, agent, turn=6)
     agent.restart()
     agent.restart()  # twice, before any welcome is read
     _steps(sidecar, 5)
@@ -215,11 +221,7 @@ def test_an_agent_restart_mid_turn_says_resident_with_its_turn(
 
 def test_a_yield_lost_with_the_connection_is_told_again_and_parks(
         server: FakeServer, agent: FakeAgent) -> None:
-    server.asleep = True
-    sidecar = _sidecar("vllm", server, agent)
-    agent.send({"op": "grant", "turn": 2})
-    _steps(sidecar, 2)
-    agent.wait_for("resident")
+    sidecar = _restored(server, agent, turn=2)
     # The agent asks it to yield on a connection that drops before the sidecar reads it;
     # the restarted agent tells it again with the time left.
     agent.after_hello = [{"op": "yield", "grace": 4, "turn": 2}]

@@ -183,13 +183,19 @@ def test_a_member_gone_while_unreported_lets_the_others_go_on() -> None:
     assert grants(group.gone("lost", 2)) == ["a"]
 
 
-def test_a_member_silent_after_a_restart_is_evicted_a_grace_after_the_bound() -> None:
-    # Without the device's word, silence ends in an eviction, never in a stall.
+def quiet_after_a_restart() -> TurnGroup:
+    """Rebuilt after a restart: b reports and wants the turn, quiet says nothing."""
     group = TurnGroup(FAST, recovering=True)
     group.join("quiet", "alice", 0)
     group.join("b", "bob", 0)
     group.hello("b", False, 1)
     group.want("b", 1)
+    return group
+
+
+def test_a_member_silent_after_a_restart_is_evicted_a_grace_after_the_bound() -> None:
+    # Without the device's word, silence ends in an eviction, never in a stall.
+    group = quiet_after_a_restart()
     assert group.next_deadline() == 30
     assert group.tick(30) == [Yield("quiet", 30, 60, 0)]
     assert group.view("quiet", 30).phase is TurnPhase.SILENT and not group.recovering
@@ -199,11 +205,7 @@ def test_a_member_silent_after_a_restart_is_evicted_a_grace_after_the_bound() ->
 
 
 def test_a_silent_member_the_device_shows_free_is_taken_as_parked() -> None:
-    group = TurnGroup(FAST, recovering=True)
-    group.join("quiet", "alice", 0)
-    group.join("b", "bob", 0)
-    group.hello("b", False, 1)
-    group.want("b", 1)
+    group = quiet_after_a_restart()
     assert group.device_free("quiet", 10) == []  # before the bound: its own word is awaited
     group.tick(30)
     assert grants(group.device_free("quiet", 31)) == ["b"]
