@@ -132,6 +132,9 @@ class FakeNodes:
         self.node_labels: dict[str, dict[str, str]] = {}
         self.stop = threading.Event()
         self.node_uids: dict[str, str] = {}
+        # Nodes someone else created and we play (hack/fakenodes/adopt.py): never
+        # registered again once gone.
+        self.adopted: set[str] = set()
         # Reported as the nodes' kubelet version: the API server's own.
         self.kubelet_version = "v0.0.0"
 
@@ -326,6 +329,15 @@ class FakeNodes:
         self.profiles.pop(name, None)
         self.node_labels.pop(name, None)
 
+    def forget(self, name: str) -> None:
+        """Stop playing an adopted node that is gone (nothing deleted: it is)."""
+        self.adopted.discard(name)
+        if name in self.names:
+            self.names.remove(name)
+        self.node_uids.pop(name, None)
+        self.profiles.pop(name, None)
+        self.node_labels.pop(name, None)
+
     def heartbeat_loop(self) -> None:
         k = self.api()
         last_status = last_slices = time.monotonic()
@@ -336,6 +348,9 @@ class FakeNodes:
                     continue  # removed meanwhile: never bring it back
                 try:
                     if name not in self.node_uids or not self.node_exists(k, name):
+                        if name in self.adopted:
+                            self.forget(name)  # the autoscaler took it away
+                            continue
                         self.register_node(k, name)
                     self.renew_lease(k, name)
                     if t - last_status >= STATUS_EVERY:

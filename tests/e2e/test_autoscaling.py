@@ -1,0 +1,212 @@
+"""Autoscaled GPU pools on the local control plane, with Karpenter as the autoscaler.
+
+Karpenter (hack/karpenter.sh: built from its Go module, DRA-aware, the KWOK
+cloud provider with a gpu-8x80gi instance type) adds fake GPU nodes that
+hack/fakenodes/adopt.py plays; the controller runs with autoscaling on, in a
+device class of its own (so the session's fixed fake nodes never count): the
+pool starts from zero nodes.
+
+Short by default; OPENRL_E2E_AUTOSCALING_LONG=1 doubles the waves. The module
+skips, saying why, when hack/bin/karpenter is not built: building it is
+opt-in (OPENRL_E2E_KARPENTER_BUILD=1 here, or ``hack/karpenter.sh build``;
+10-20 minutes cold, and it needs the Go module proxy).
+
+Checked at every step (``Books``): no device allocated to two claims, never
+two live claims cut for one worker, no worker Failed; at the end, no standing
+claim left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from controller_fixtures import TEMPLATES, Env, crd  # noqa: F401
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "hack" / "karpenter.sh"
+BINARY = REPO / "hack" / "bin" / "karpenter"
+DRIVER = "gpu-autoscaled.example.com"
+AUTOSCALED = "openrl.io/autoscaled=true"
+LONG = os.environ.get("OPENRL_E2E_AUTOSCALING_LONG") == "1"
+SCALE = 2 if LONG else 1
+
+
+def _script(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True,
+                          timeout=timeout, check=False, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="module")
+def karpenter(cluster: Any) -> Iterator[None]:
+    if not BINARY.exists():
+        if os.environ.get("OPENRL_E2E_KARPENTER_BUILD") != "1":
+            pytest.skip("hack/bin/karpenter is not built: run `hack/karpenter.sh build` (10-20 "
+                        "min cold, needs the Go module proxy), or set "
+                        "OPENRL_E2E_KARPENTER_BUILD=1 to build it here")
+        built = _script("build", timeout=3600)
+        if built.returncode != 0:
+            pytest.skip(f"Karpenter could not be built here: {built.stderr[-1500:]}")
+    up = _script("up", timeout=300)
+    if up.returncode != 0:
+        _script("down", timeout=180)
+        pytest.fail(f"hack/karpenter.sh up failed:\n{up.stderr[-3000:]}", pytrace=False)
+    try:
+        yield
+    finally:
+        _script("down", timeout=180)
+
+
+class Books:
+    """What must hold at every step, and what the autoscaler did (nodes seen)."""
+
+    def __init__(self, env: Env) -> None:
+        self.env = env
+        self.nodes_seen: set[str] = set()
+
+    def nodes(self) -> list[Any]:
+        return [n for n in self.env.core.list_node(label_selector=AUTOSCALED).items
+                if not n.metadata.deletion_timestamp]
+
+    def check(self) -> None:
+        self.nodes_seen |= {n.metadata.name for n in self.nodes()}
+        claims = self.env.claims()
+        held: dict[tuple[str, str], str] = {}
+        cut: dict[str, list[str]] = {}
+        for name, claim in claims.items():
+            allocation = (claim.get("status") or {}).get("allocation") or {}
+            for result in (allocation.get("devices") or {}).get("results") or []:
+                device = (result["pool"], result["device"])
+                assert device not in held, f"{device} allocated to {held[device]} and {name}"
+                held[device] = name
+            if not claim["metadata"].get("deletionTimestamp"):
+                worker = (claim["metadata"].get("annotations") or {}).get("openrl.io/worker", "")
+                cut.setdefault(worker, []).append(name)
+        two = {w: c for w, c in cut.items() if len(c) > 1}
+        assert not two, f"two live claims for one worker: {two}"
+        failed = {w["metadata"]["name"]: w["status"].get("reason")
+                  for w in self.env.workers()
+                  if (w.get("status") or {}).get("phase") == "Failed"}
+        assert not failed, f"failed workers: {failed}"
+
+    def wait_running(self, names: list[str], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            self.check()
+            phases = {w["metadata"]["name"]: (w.get("status") or {}).get("phase")
+                      for w in self.env.workers()}
+            waiting = sorted(n for n in names if phases.get(n) != "Running")
+            if not waiting:
+                return
+            assert time.monotonic() < deadline, (
+                f"not Running after {timeout:.0f}s: {waiting[:8]} "
+                f"({[self.env.status(n).get('reason') for n in waiting[:3]]})")
+            time.sleep(2)
+
+    def standing_left(self) -> list[str]:
+        return [name for name, claim in self.env.claims().items()
+                if (claim["metadata"].get("labels") or {}).get("openrl.io/standing") == "true"
+                and not (claim.get("status") or {}).get("allocation")]
+
+
+@pytest.fixture
+def auto(cluster: Any, namespace: str, crd: None, karpenter: None) -> Iterator[Env]:  # noqa: F811
+    text = TEMPLATES.read_text().replace("namespace: openrl", f"namespace: {namespace}")
+    cluster.kubectl("-n", namespace, "apply", "-f", "-", input=text)
+    env = Env(cluster, namespace)
+    try:
+        yield env
+    finally:
+        env.cleanup()
+
+
+def _start(env: Env, **settings: Any) -> None:
+    env.start(device_class=DRIVER, autoscaling=True, retry_interval="2s", **settings)
+
+
+def _wait_nodes(books: Books, count: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while len(books.nodes()) != count:
+        books.check()
+        assert time.monotonic() < deadline, (
+            f"{len(books.nodes())} autoscaled nodes after {timeout:.0f}s, want {count}")
+        time.sleep(2)
+
+
+@pytest.mark.parametrize(("strategy", "second_wave_nodes"), [("binpack", 0), ("spread", 1)])
+def test_from_zero_two_waves(auto: Env, strategy: str, second_wave_nodes: int) -> None:
+    books = Books(auto)
+    assert books.nodes() == [], "the pool does not start from zero: a node is left over"
+    _start(auto, strategy=strategy)
+    first = [f"w{i:02d}" for i in range(20 * SCALE)]
+    t0 = time.monotonic()
+    for name in first:
+        auto.create_worker(name, "50Gi")
+    books.wait_running(first, timeout=300 * SCALE)
+    added = len(books.nodes_seen)
+    print(f"\n[{strategy}] wave 1: {len(first)} workers of 50Gi from zero on 8 x 80Gi nodes, "
+          f"max 4 per claim: Running in {time.monotonic() - t0:.0f}s, 0 Failed, "
+          f"nodes added = {added}")
+    assert added == 3 * SCALE
+    second = [f"x{i:02d}" for i in range(12 * SCALE)]
+    before = set(books.nodes_seen)
+    for name in second:
+        auto.create_worker(name, "50Gi")
+    books.wait_running(first + second, timeout=300 * SCALE)
+    more = len(books.nodes_seen - before)
+    print(f"[{strategy}] wave 2: {len(second)} more: nodes added = {more}")
+    assert more == second_wave_nodes * SCALE
+    assert books.standing_left() == []
+    # A node running a worker is never drained: the pool consolidates only empty nodes
+    # (consolidationPolicy WhenEmpty), so past its 15s every node hosting a worker stays.
+    hosting = {auto.status(n).get("nodeName") for n in first + second}
+    time.sleep(30)
+    books.check()
+    assert hosting <= {n.metadata.name for n in books.nodes()}
+    # Scale-down: the workers gone, every node is empty and goes.
+    for item in auto.workers():
+        auto.delete_worker(item["metadata"]["name"])
+    auto.cluster.wait_for(lambda: not auto.workers(), timeout=120, what="workers gone")
+    _wait_nodes(books, 0, timeout=180)
+    print(f"[{strategy}] scale-down: every empty node removed ({len(books.nodes_seen)} seen)")
+
+
+def test_a_declared_pool_that_cannot_fit_is_no_capacity_at_once(auto: Env) -> None:
+    _start(auto, autoscale_pools="8x80Gi")
+    auto.create_worker("huge", "700Gi")
+    status = auto.cluster.wait_for(lambda: (s := auto.status("huge")).get("reason") and s,
+                                   timeout=30, what="a reason")
+    assert status["reason"].startswith("NoCapacity: no declared autoscaled pool fits it")
+    assert auto.pod("orw-huge") is None and auto.claims() == {}
+
+
+def test_undeclared_a_worker_waits_for_a_node_and_says_so(auto: Env) -> None:
+    books = Books(auto)
+    _start(auto)
+    auto.create_worker("huge", "700Gi")  # no instance type holds it: nothing is added
+    status = auto.cluster.wait_for(lambda: (s := auto.status("huge")).get("reason") and s,
+                                   timeout=30, what="a reason")
+    assert status["phase"] == "Pending"
+    assert "waiting for a node to be added" in status["reason"]
+    assert auto.pod("orw-huge") is not None
+    time.sleep(20)
+    books.check()
+    assert books.nodes() == [] and auto.status("huge")["phase"] == "Pending"
+
+
+def test_books_hold_when_a_worker_leaves_a_standing_claim(auto: Env) -> None:
+    """binpack: workers standing while the first node comes up move onto its claims."""
+    books = Books(auto)
+    _start(auto, strategy="binpack")
+    names = [f"b{i}" for i in range(6)]
+    for name in names:
+        auto.create_worker(name, "50Gi")
+    books.wait_running(names, timeout=300)
+    claims = {auto.status(n)["claimName"] for n in names}
+    assert len(claims) < len(names) or len(books.nodes_seen) >= 1
+    assert books.standing_left() == []
