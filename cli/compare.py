@@ -177,7 +177,7 @@ def _turn_variants(scenario: Scenario, key: str, values: list[str],
         try:
             settings = settings_with(scenario.turns or TurnSettings(),
                                      {SETTING_KEYS[key]: parse_duration(text)})
-            check_node_turns(scenario.nodes, scenario.events, settings)
+            check_node_turns(scenario.nodes, scenario.events, settings, scenario.groups)
         except ValueError as error:  # a ScenarioError too: a node's own turns against it
             raise ValueError(f'--set {key}: "{text}": {error}') from None
         out.append((f"{key}={text}", attrs.evolve(scenario, turns=settings)))
