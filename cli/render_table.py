@@ -130,9 +130,8 @@ def _event_rows(steps: Sequence[Step],
         elif isinstance(step, ExpectStep):
             row = [str(number), "expect", shown(step.worker), _expect_text(step)]
         else:
-            row = ["", *_autoscaler_row(step, nodes)]
-            number -= 1
-        number += 1
+            row = ["", *_autoscaler_row(step, nodes)]  # not the scenario's: no number
+        number += bool(row[0])
         yield at, row
         for seat in retried:
             yield None, ["", "", f"  + {shown(seat.worker)}",
