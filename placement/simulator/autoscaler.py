@@ -23,8 +23,9 @@ The rules, as the simulation applies them:
                                       retried on it, oldest first (the
                                       simulation's rule); those counted on it
                                       that still wait are considered again
-    a group's node held no claim for  it is removed, unless its group is at
-    ``idle`` seconds                  ``min``
+    a group's node held no claim for  it is removed, unless its group has only
+    ``idle`` seconds                  ``min`` up: then it goes once another
+                                      node of its group is up
     a group's node takes a claim      its idle clock stops, to start again when
                                       its last claim goes
     a node is lost                    its workers placed again or waiting are
@@ -161,6 +162,7 @@ class AutoscaledSimulation(Simulation):
         self._due: list[tuple[float, int, int, str, int]] = []  # (at, seq, kind, node, token)
         self._seq = itertools.count()
         self._idle: dict[str, int] = {}  # group node holding nothing -> its removal's token
+        self._floor: dict[int, list[str]] = {}  # idle nodes kept because their group was at min
         self._coming_by_name: dict[str, _Coming] = {}
         self._plan_names = itertools.count(1)
         self._changes: list[Change] = []
@@ -369,6 +371,10 @@ class AutoscaledSimulation(Simulation):
         self._changes.append(NodeUp(self.now, self.groups[coming.group].name, coming.node,
                                     tuple(placed)))
         self._maybe_idle(name)
+        for idle in self._floor.pop(coming.group, []):  # above the floor again
+            token = self._idle.get(idle)
+            if token is not None:
+                heappush(self._due, (self.now, next(self._seq), _DOWN, idle, token))
         self._consider(worker for worker in counted if worker in self._requests)
 
     def _maybe_idle(self, node: str) -> None:
@@ -384,10 +390,13 @@ class AutoscaledSimulation(Simulation):
         heappush(self._due, (self.now + group.idle, token, _DOWN, node, token))
 
     def _remove_idle(self, name: str) -> None:
-        del self._idle[name]
         index = self._group_of[name]
-        if self._count[index] <= self.groups[index].min or self.fleet.node(name) is None:
-            return  # at its floor it stays (until it holds a claim and goes idle again)
+        up = self._count[index] - sum(1 for coming in self._coming if coming.group == index)
+        if up <= self.groups[index].min:
+            # At its floor it stays; due again as soon as another node of its group is up.
+            self._floor.setdefault(index, []).append(name)
+            return
+        del self._idle[name]
         node = self.fleet.remove_node(name)
         del self._group_of[name]
         self._count[index] -= 1

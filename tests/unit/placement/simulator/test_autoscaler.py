@@ -104,6 +104,24 @@ def test_a_node_idle_for_its_idle_time_goes_but_never_below_min() -> None:
     assert nodes(sim) == ["h100-1"]
 
 
+def test_an_idle_node_kept_at_the_floor_goes_once_another_of_its_group_is_up() -> None:
+    fixed = Node("fixed", 4, 80 * GiB)
+    sim = AutoscaledSimulation((fixed,), [group(template=SOLO, min_=1, boot=300, idle=60)])
+    sim.arrive(t("holder", 300))  # fills fixed
+    sim.arrive(t("w1", 300))  # fills h100-1
+    sim.arrive(t("w2", 300))  # asks h100-2, up at 300
+    sim.advance(10)
+    sim.leave("holder")  # w2 takes fixed: h100-2 comes for no one
+    sim.advance(20)
+    sim.leave("w1")  # h100-1 idle from 20, due at 80 -- but it is the group's only node up
+    sim.advance(299)
+    assert nodes(sim) == ["fixed", "h100-1"]
+    sim.advance(300)  # h100-2 is up: h100-1, idle long since, goes now
+    assert nodes(sim) == ["fixed", "h100-2"]
+    sim.advance(10_000)  # and h100-2 is the floor
+    assert nodes(sim) == ["fixed", "h100-2"]
+
+
 def test_a_claim_stops_the_idle_clock() -> None:
     sim = AutoscaledSimulation((), [group(min_=0, boot=0, idle=600)])
     sim.arrive(t("a"))
@@ -170,7 +188,7 @@ actions = st.lists(st.tuples(st.integers(0, 400), st.sampled_from(["arrive", "le
                              st.sampled_from([10, 60, 140, 300, 700])), max_size=40)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(actions, st.integers(0, 2), st.integers(1, 3), st.sampled_from(list(Strategy)))
 def test_under_churn_groups_stay_in_bounds_and_no_fitting_worker_is_forgotten(
         script: list[tuple[int, str, int]], min_: int, extra: int, strategy: Strategy) -> None:
@@ -179,9 +197,28 @@ def test_under_churn_groups_stay_in_bounds_and_no_fitting_worker_is_forgotten(
               group(name="small", template=small, max_=2, boot=60, idle=60)]
     sim = AutoscaledSimulation((Node("fixed", 1, 80 * GiB),), groups, policy=Policy(strategy))
     now, serial, present = 0.0, 0, []
+    empty_since: dict[str, float] = {}  # group nodes holding no claim, since when
+
+    def empty(node: str) -> bool:
+        return node not in {c.node for c in sim.fleet.claims}
+
+    for node in sim.started:
+        empty_since[node.name] = 0.0
     for gap, action, gib in script:
         now += gap
         sim.advance(now)
+        for change in sim.take_changes():
+            if isinstance(change, NodeUp) and empty(change.node.name):
+                empty_since[change.node.name] = change.at
+            if isinstance(change, NodeDown):  # only an empty node goes, idle long enough
+                assert empty(change.node.name)
+                assert change.at == empty_since.pop(change.node.name) + sim.groups[
+                    [g.name for g in sim.groups].index(change.group)].idle
+        # A node empty for its idle time is gone, unless its group has only its min up.
+        for g in sim.groups:
+            up = [n.name for n in sim.fleet.nodes if sim.group_of(n.name) == g.name]
+            idle = [n for n in up if n in empty_since and empty_since[n] + g.idle <= now]
+            assert not idle or len(up) <= g.min
         if action == "leave" and present:
             sim.leave(present.pop(gap % len(present)))
         else:
@@ -189,8 +226,14 @@ def test_under_churn_groups_stay_in_bounds_and_no_fitting_worker_is_forgotten(
             present.append(f"w{serial}")
             sim.arrive(t(f"w{serial}", gib))
         for change in sim.take_changes():
-            if isinstance(change, NodeDown):  # only an empty node goes
-                assert change.node.name not in {c.node for c in sim.fleet.claims}
+            assert not isinstance(change, NodeDown)  # nothing goes but on the clock
+        for node in sim.fleet.nodes:
+            if sim.group_of(node.name) is None:
+                continue
+            if not empty(node.name):
+                empty_since.pop(node.name, None)
+            else:
+                empty_since.setdefault(node.name, now)
         for index, g in enumerate(sim.groups):
             up = [n for n in sim.fleet.nodes if sim.group_of(n.name) == g.name]
             assert g.min <= len(up) <= g.max
