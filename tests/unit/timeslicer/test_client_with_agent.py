@@ -58,3 +58,32 @@ def test_the_blocking_client_is_welcomed_by_the_agent(tmp_path: Path) -> None:
         await asyncio.to_thread(worker)
 
     asyncio.run(with_agent(tmp_path, FAST, body))
+
+
+def test_a_parked_sent_while_its_grant_is_on_the_wire_frees_nothing(tmp_path: Path) -> None:
+    # The sidecar's race made certain: the agent has granted b1, and b1, not having read the
+    # grant, says parked (a server it found awake, parked). The turn must stay with b1, a1
+    # must not be granted, and b1 restores on the grant it then reads.
+    paths = members(tmp_path, "claim-a", {"a1": "alice", "b1": "bob"})
+
+    async def body(agent: Agent) -> None:
+        group = agent.groups["claim-a"]
+        async with AsyncTurnClient(paths["a1"], connect_timeout=5) as a1, \
+                AsyncTurnClient(paths["b1"], connect_timeout=5) as b1:
+            await a1.want()
+            assert await a1.wait_for_turn(5)
+            await a1.resident()
+            await b1.want()
+            assert await a1.wait_for_yield(5) is not None
+            await a1.parked()
+            b1_id = agent.members["claim-a/b1"].id
+            while group.holder != b1_id:  # granted: the grant is on the wire, unread
+                await asyncio.sleep(0.001)
+            await b1.parked()  # names turn 0: it never saw this grant
+            await asyncio.sleep(0.2)
+            assert group.holder == b1_id and not a1.holds_turn
+            assert await b1.wait_for_turn(5) and b1.turn == group.view(b1_id, 0).turn
+            await a1.want()
+            assert await a1.wait_for_turn(0.3) is False  # b1 holds it
+
+    asyncio.run(with_agent(tmp_path, FAST, body))
