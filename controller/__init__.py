@@ -19,6 +19,9 @@ to the package's files):
 * ``privileges``, ``pod_security``: what a template may hand its worker, and
   the Pod Security Standards held control by control.
 * ``writes``: each reconcile's writes as one plan, plans on a bounded pool.
+* ``standing``: autoscaling, a worker that must wait keeping a standing claim
+  and pod for an autoscaler to act on; ``pools``: the pools an autoscaler can
+  add, and the device sizes a standing claim lists.
 * ``events``: Events on workers, what ``kubectl describe`` shows.
 * ``fleet_rules``: the rules of reading the fleet (who holds which seat, what
   placement is told); ``fleet_reader``: the cluster as placement's data;
