@@ -13,7 +13,7 @@ module named as a string for loading later (``"package.module:attribute"``, or
 
 Within the packages, no module imports itself around a circle: the graph of
 every module of every package (subpackages too, by the same count of imports)
-has no cycle, but for the edges ``CIRCLE_EDGES_LEFT`` lists.
+has no cycle.
 """
 
 from __future__ import annotations
@@ -100,17 +100,6 @@ def test_the_worker_side_imports_the_standard_library_alone() -> None:
 
 
 # ------------------------------------------------------------------ circles
-
-# Import edges that still close a circle, being taken apart (2026-12-02): this must
-# shrink to nothing, never grow. cli.replay -> cli.turns -> cli.timeline -> cli.replay,
-# and cli.turns -> cli.replay beside it.
-CIRCLE_EDGES_LEFT = {
-    ("cli.replay", "cli.turns"),
-    ("cli.turns", "cli.timeline"),
-    ("cli.timeline", "cli.replay"),
-    ("cli.turns", "cli.replay"),
-}
-
 
 def _module_of(path: Path, root: Path = ROOT) -> str:
     parts = list(path.relative_to(root).with_suffix("").parts)
@@ -200,27 +189,14 @@ def _graph() -> dict[str, dict[str, int]]:
 
 def test_no_module_imports_itself_around_a_circle() -> None:
     graph = _graph()
-    left = {module: {t: line for t, line in targets.items()
-                     if (module, t) not in CIRCLE_EDGES_LEFT}
-            for module, targets in graph.items()}
     lines = []
-    for knot in _circles(left):
+    for knot in _circles(graph):
         lines.append(" <-> ".join(knot))
         lines += [f"    {_modules()[a].relative_to(ROOT)}:{line} imports {b}"
-                  for a in knot for b, line in sorted(left[a].items()) if b in knot]
+                  for a in knot for b, line in sorted(graph[a].items()) if b in knot]
     assert not lines, ("modules import one another in a circle (every import counts, inside "
                        "functions too); break it by moving what both need down a layer:\n  "
                        + "\n  ".join(lines))
-
-
-def test_every_edge_left_in_a_circle_is_still_there() -> None:
-    graph = _graph()
-    gone = sorted(edge for edge in CIRCLE_EDGES_LEFT if edge[1] not in graph.get(edge[0], {}))
-    knotted = {m for knot in _circles(graph) for m in knot}
-    untied = sorted(e for e in CIRCLE_EDGES_LEFT - set(gone)
-                    if not {e[0], e[1]} <= knotted)
-    assert not gone + untied, (f"take {gone + untied} out of CIRCLE_EDGES_LEFT in "
-                               "tests/test_layers.py: no longer in a circle")
 
 
 def test_the_circle_check_sees_every_kind_of_import(tmp_path: Path) -> None:
