@@ -284,7 +284,9 @@ def _seconds(value: object) -> float:
 
 def _floor(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     # A group may shrink to nothing: zero is a floor.
-    if isinstance(value, int) and not isinstance(value, bool) and value == 0:
+    if isinstance(value, int) and not isinstance(value, bool) and value <= 0:
+        if value < 0:
+            raise _FieldError(_key(attribute), f"must be at least 0, got {describe(value)}")
         return
     _count(_instance, attribute, value)
 
@@ -487,9 +489,11 @@ def _groups(document: Mapping[str, object], nodes: tuple[NodeSpec, ...],
                 if type(template) is dict and "name" in template:
                     raise _FieldError("template.name", "a group names its nodes itself "
                                       "(<group>-1, <group>-2, ...): leave name out")
+                if type(template) is not dict:
+                    raise _FieldError("template", "must be a mapping of a node's keys but its "
+                                      f"name, got {describe(template)}")
                 try:
-                    body = _build(NodeSpec, {"name": "template", **template}
-                                  if type(template) is dict else template)
+                    body = _build(NodeSpec, {"name": "template", **template})
                 except _FieldError as error:
                     raise _FieldError(_path("template", error.key), error.message) from None
                 raw = {**raw, "template": body}

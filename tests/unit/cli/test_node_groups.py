@@ -70,19 +70,22 @@ def test_an_expectation_naming_a_group_node_not_there_fails_rather_than_errs(run
     assert "node: expected gpu-7, saw Placed on claim-wide on gpu-2" in result.output
 
 
-@pytest.mark.parametrize(("change", "where", "message"), [
-    ("min: 1", "nodeGroups[0].max", 'group "gpu": must be at least min (3), got 2'),
-    ("bootTime: 5m", "nodeGroups[0].bootTime", 'group "gpu": "5q" is not a duration'),
-    ("{devices: 4,", "nodeGroups[0].template.name", 'group "gpu": a group names its nodes'),
-    ("deviceMemory: 80Gi", "nodeGroups[0].template.deviceMemory", 'group "gpu": "80Gb"'),
-    ("idleTime: 10m", "nodeGroups[0].idleTime", 'group "gpu": is required'),
+@pytest.mark.parametrize(("old", "new", "where", "message"), [
+    ("min: 1", "min: 3", "nodeGroups[0].max", 'group "gpu": must be at least min (3), got 2'),
+    ("min: 1", "min: -1", "nodeGroups[0].min", 'group "gpu": must be at least 0, got -1'),
+    ("bootTime: 5m", "bootTime: 5q", "nodeGroups[0].bootTime",
+     'group "gpu": "5q" is not a duration'),
+    ("{devices: 4,", "{name: x, devices: 4,", "nodeGroups[0].template.name",
+     'group "gpu": a group names its nodes'),
+    ("deviceMemory: 80Gi", "deviceMemory: 80Gb", "nodeGroups[0].template.deviceMemory",
+     'group "gpu": "80Gb"'),
+    ("idleTime: 10m", "", "nodeGroups[0].idleTime", 'group "gpu": is required'),
+    ("template: {devices: 4, deviceMemory: 80Gi, hostMemory: 1Ti}", "template: 5",
+     "nodeGroups[0].template", 'group "gpu": must be a mapping of a node\'s keys but its name'),
 ])
-def test_a_bad_group_is_named_with_its_field(run: Run, change: str, where: str,
+def test_a_bad_group_is_named_with_its_field(run: Run, old: str, new: str, where: str,
                                              message: str) -> None:
-    bad = {"min: 1": "min: 3", "bootTime: 5m": "bootTime: 5q",
-           "{devices: 4,": "{name: x, devices: 4,", "deviceMemory: 80Gi": "deviceMemory: 80Gb",
-           "idleTime: 10m": ""}[change]
-    result = run(POOL.replace(change, bad, 1))
+    result = run(POOL.replace(old, new, 1))
     assert result.exit_code == 2
     assert f"scenario.yaml: {where}: {message}" in result.output
 
