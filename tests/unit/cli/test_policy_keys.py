@@ -95,3 +95,19 @@ def test_bad_policy_values_are_clear_errors(tmp_path: Path, options: list[str],
     result = compare(tmp_path, *options)
     assert result.exit_code == 2
     assert message in result.output
+
+
+def test_explain_says_where_a_worker_would_be_seated_and_why() -> None:
+    from cli.explain import _explanation_lines
+    from placement import Fleet, GiB, Node, Request, Role
+    from placement.remedy import diagnose
+
+    fleet = Fleet([Node("gpu-a", 1, 80 * GiB, max_workers_per_claim=4),
+                   Node("gpu-b", 1, 80 * GiB, max_workers_per_claim=4)])
+    fleet.cut("claim-a-train", "gpu-a", 1, Request("a-train", Role.TRAINER, 10 * GiB, "alpha"))
+    fleet.cut("claim-b-train", "gpu-b", 1, Request("b-train", Role.TRAINER, 10 * GiB, "beta"))
+    diagnosis = diagnose(Request("b-sample", Role.SAMPLER, 10 * GiB, "beta"), fleet)
+    document = {"worker": "b-sample", "role": "sampler", "memory": "10Gi", "owner": "beta",
+                "phase": "Pending", "claim": None, "reason": None, "devicesLeftOut": []}
+    assert _explanation_lines(document, diagnosis)[1] == (
+        "placement now: it would be seated at its next retry: joins claim-b-train: same owner")
