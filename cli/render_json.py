@@ -38,7 +38,7 @@ from cli.eventlog import (
     Step,
 )
 from cli.replay import Report
-from cli.timeline import Timeline, timeline_of
+from cli.timeline import FleetUse, fleet_of
 from cli.turns import Turns
 from placement import Fleet, Request, Role
 from placement.quantity import format_gib
@@ -109,22 +109,21 @@ def to_document(report: Report) -> dict[str, Any]:
         # Without a clock no turn is played, and the document keeps its four keys.
         **({"turns": turns_document(report.turns)}
            if report.turns is not None and report.turns.note is None else {}),
-        **({"nodeGroups": groups_document(timeline_of(report.log))}
+        **({"nodeGroups": groups_document(fleet_of(report.log))}
            if report.log.groups else {}),
     }
 
 
-def groups_document(timeline: Timeline) -> dict[str, Any]:
+def groups_document(fleet: FleetUse) -> dict[str, Any]:
     """The fleet the autoscaler kept (``cli.timeline``): nodes over time, GPU-hours, waits."""
-    summary = timeline.summary()
-    waits = summary.waits
+    waits = fleet.waits
     return {
         "groups": {use.group: {"nodes": [[_number(at), count] for at, count in use.nodes],
                                "peak": use.peak, "asked": use.asked, "joined": use.added,
                                "removed": use.removed, "gpuHours": use.gpu_hours}
-                   for use in timeline.fleet},
-        "nodesPeak": timeline.nodes_peak,
-        "gpuHours": summary.gpu_hours,
+                   for use in fleet.groups},
+        "nodesPeak": fleet.nodes_peak,
+        "gpuHours": fleet.gpu_hours,
         "waits": {"workers": waits.count, "neverSeated": waits.unseated,
                   "median": waits.median, "p95": waits.p95, "max": waits.longest},
     }

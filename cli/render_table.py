@@ -36,7 +36,7 @@ from cli.eventlog import (
 )
 from cli.replay import NodeSummary, Report
 from cli.show import printable as shown
-from cli.timeline import FIXED, Timeline, timeline_of
+from cli.timeline import FIXED, FleetUse, fleet_of
 from cli.turns import Turns
 from placement import Node
 from placement.quantity import format_gib
@@ -89,7 +89,7 @@ def render_table(report: Report, title: str) -> Iterator[str]:
         yield "  (none)"
     yield ""
     if report.log.groups:
-        yield from group_section(timeline_of(report.log))
+        yield from group_section(fleet_of(report.log))
     if report.turns is not None:
         yield from turn_section(report.turns)
     yield from _totals(report)
@@ -208,23 +208,22 @@ def _yaml_value(value: object) -> str:
 CHANGES = 12  # node counts over time shown per group, the first ones
 
 
-def group_section(timeline: Timeline) -> Iterator[str]:
+def group_section(fleet: FleetUse) -> Iterator[str]:
     """Each group's nodes over time and the GPU-hours paid for, then the waits."""
     yield click.style("Node groups", bold=True)
     yield from columns(
         ["group", "nodes now", "peak", "asked", "joined", "removed", "GPU-hours"],
         [[shown(use.group), str(use.nodes[-1][1]), str(use.peak), str(use.asked),
           str(use.added), str(use.removed), f"{use.gpu_hours:,.1f}"]
-         for use in timeline.fleet], right={1, 2, 3, 4, 5, 6})
-    summary = timeline.summary()
-    yield (f"  total    {_plural(timeline.nodes_peak, 'node')} at the peak, "
-           f"{summary.gpu_hours or 0.0:,.1f} GPU-hours paid for (devices x hours in the fleet)")
-    waits = summary.waits
+         for use in fleet.groups], right={1, 2, 3, 4, 5, 6})
+    yield (f"  total    {_plural(fleet.nodes_peak, 'node')} at the peak, "
+           f"{fleet.gpu_hours:,.1f} GPU-hours paid for (devices x hours in the fleet)")
+    waits = fleet.waits
     never = f", {waits.unseated} never seated" if waits.unseated else ""
     yield (f"  waits    {_plural(waits.count, 'worker')}: median "
            f"{format_duration(waits.median)}, p95 {format_duration(waits.p95)}, longest "
            f"{format_duration(waits.longest)}{never}")
-    for use in timeline.fleet:
+    for use in fleet.groups:
         if use.group == FIXED:
             continue
         shown_changes = [f"{count} at {format_duration(at, units=4)}"

@@ -49,6 +49,7 @@ __all__ = [
     "FIXED",
     "ROLES",
     "USES",
+    "FleetUse",
     "GroupUse",
     "Sampled",
     "SharedClaim",
@@ -58,6 +59,7 @@ __all__ = [
     "WaitStats",
     "build_timeline",
     "downsample",
+    "fleet_of",
     "timeline_of",
     "wait_stats",
 ]
@@ -130,6 +132,19 @@ class GroupUse:
     @property
     def peak(self) -> int:
         return max(count for _, count in self.nodes)
+
+
+@dataclass(frozen=True, slots=True)
+class FleetUse:
+    """A replay with node groups in brief: each group's nodes, the GPU-hours, the waits."""
+
+    groups: tuple[GroupUse, ...]  # each group's, then the fixed nodes'
+    nodes_peak: int
+    waits: WaitStats
+
+    @property
+    def gpu_hours(self) -> float:
+        return sum(use.gpu_hours for use in self.groups)
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +240,16 @@ def timeline_of(log: EventLog) -> Timeline:
     return counters.timeline(log)
 
 
+def fleet_of(log: EventLog) -> FleetUse:
+    """What ``timeline_of`` says of the node groups and the waits, read without the series
+    and claims (the table and the JSON need only this)."""
+    reader = _FleetReader(log)
+    walk(log, reader)
+    end = log.clock[-1] if log.steps else 0.0
+    return FleetUse(reader.paying.uses(log, end), reader.paying.peak,
+                    wait_stats(reader.book.close(end)))
+
+
 def build_timeline(scenario: object, report: Report) -> Timeline:
     """``timeline_of(report.log)``, in the form ``compare`` calls: the scenario is not read
     (the log carries all of it)."""
@@ -240,8 +265,7 @@ class _Counters:
         self.seat_of: dict[str, str] = {}  # worker -> claim
         self.claims: dict[str, _Claim] = {}
         self.every_claim: list[tuple[str, _Claim]] = []
-        self.waits: list[Wait] = []
-        self.waiting: dict[str, int] = {}  # worker -> its index in ``waits`` while unseated
+        self.book = _WaitBook()
         self.capacity = self.start_capacity = sum(link.devices for link in log.nodes)
         self.in_use = dict.fromkeys(USES, 0)
         self.seated = dict.fromkeys(ROLES, 0)
@@ -254,8 +278,7 @@ class _Counters:
 
     def arrive(self, step: ArriveStep, at: float) -> None:
         self.arrivals[step.worker] = step
-        self.waiting[step.worker] = len(self.waits)
-        self.waits.append(Wait(step.worker, step.owner, step.role, at, None, at))
+        self.book.arrived(step, at)
         self.pending[step.role] += 1
 
     def leave(self, step: LeaveStep, at: float) -> None:
@@ -263,7 +286,7 @@ class _Counters:
         claim_name = self.seat_of.pop(step.worker, None)
         if claim_name is None:
             self.pending[role] -= 1
-            self._waited(self.waiting.pop(step.worker), None, at)
+            self.book.ended(step.worker, None, at)
             return
         claim = self.claims[claim_name]
         self.in_use[claim.use] -= claim.devices
@@ -303,10 +326,8 @@ class _Counters:
         self.in_use[claim.use] += claim.devices
         self.seat_of[worker] = seat.claim
         self.seated[role] += 1
-        index = self.waiting.pop(worker, None)
-        if index is not None:
+        if self.book.ended(worker, at, at):
             self.pending[role] -= 1
-            self._waited(index, at, at)
 
     def stepped(self, at: float) -> None:
         self.series_capacity.append(self.capacity)
@@ -316,14 +337,9 @@ class _Counters:
             self.series_seats[role].append(self.seated[role])
             self.series_pending[role].append(self.pending[role])
 
-    def _waited(self, index: int, placed: float | None, until: float) -> None:
-        wait = self.waits[index]
-        self.waits[index] = Wait(wait.worker, wait.owner, wait.role, wait.arrived, placed, until)
-
     def timeline(self, log: EventLog) -> Timeline:
         end = log.clock[-1] if log.steps else 0.0
-        for index in self.waiting.values():
-            self._waited(index, None, end)
+        waits = self.book.close(end)
         memory = {name: arrival.memory for name, arrival in self.arrivals.items()}
         shared = [
             SharedClaim(name, claim.node, claim.devices,
@@ -334,9 +350,68 @@ class _Counters:
         paying = self.paying
         return Timeline(log.times is not None, log.clock, self.series_capacity,
                         self.series_devices, self.series_seats, self.series_pending,
-                        self.waits, shared, self.start_capacity,
+                        waits, shared, self.start_capacity,
                         paying.uses(log, end) if paying is not None else (),
                         paying.peak if paying is not None else 0)
+
+
+class _FleetReader:
+    """The log read for ``fleet_of`` (``cli.eventlog``'s reader): nodes in and out, waits."""
+
+    def __init__(self, log: EventLog) -> None:
+        self.paying = _Paying(log)
+        self.book = _WaitBook()
+
+    def arrive(self, step: ArriveStep, at: float) -> None:
+        self.book.arrived(step, at)
+
+    def leave(self, step: LeaveStep, at: float) -> None:
+        if step.claim is None:  # it left waiting
+            self.book.ended(step.worker, None, at)
+
+    def allocate(self, step: AllocateStep, at: float) -> None:
+        pass
+
+    def add_node(self, step: AddNodeStep, at: float) -> None:
+        self.paying.joined(step.node, step.group or FIXED, step.link.devices, at)
+
+    def remove_node(self, step: RemoveNodeStep, at: float) -> None:
+        self.paying.left(step.node, at)
+
+    def seat(self, seat: Placement, at: float) -> None:
+        self.book.ended(seat.worker, at, at)
+
+    def stepped(self, at: float) -> None:
+        pass
+
+
+class _WaitBook:
+    """Each arrival's wait by the module's rule: to its seat, or until it left or the end."""
+
+    __slots__ = ("waiting", "waits")
+
+    def __init__(self) -> None:
+        self.waits: list[Wait] = []
+        self.waiting: dict[str, int] = {}  # worker -> its index in ``waits`` while unseated
+
+    def arrived(self, step: ArriveStep, at: float) -> None:
+        self.waiting[step.worker] = len(self.waits)
+        self.waits.append(Wait(step.worker, step.owner, step.role, at, None, at))
+
+    def ended(self, worker: str, placed: float | None, until: float) -> bool:
+        """The worker's wait ends (``placed``: with a seat); False when it was not waiting."""
+        index = self.waiting.pop(worker, None)
+        if index is None:
+            return False
+        wait = self.waits[index]
+        self.waits[index] = Wait(wait.worker, wait.owner, wait.role, wait.arrived, placed, until)
+        return True
+
+    def close(self, end: float) -> list[Wait]:
+        """Every wait, those still running ended at ``end`` (never seated)."""
+        for worker in list(self.waiting):
+            self.ended(worker, None, end)
+        return self.waits
 
 
 class _Paying:

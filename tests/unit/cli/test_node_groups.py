@@ -9,7 +9,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from bench.generate import generate
 from cli.main import main
+from cli.replay import replay
+from cli.scenario import build_scenario
+from cli.timeline import fleet_of, timeline_of
 from tests.unit.cli.conftest import Run
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "autoscaled.yaml"
@@ -160,3 +164,16 @@ def test_a_lost_group_node_is_replaced_for_the_workers_it_held(run: Run) -> None
     assert [s["event"] for s in document["steps"]] == [
         "arrive", "loseNode", "askNode", "expect", "nodeUp", "expect"]
     assert document["nodeGroups"]["groups"]["gpu"]["nodes"] == [[0, 1], [120, 0], [180, 1]]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_brief_reading_agrees_with_the_timeline(seed: int) -> None:
+    # fleet_of (what the table and JSON read) against timeline_of, the full reading.
+    document = generate(nodes=8, events=600, seed=seed, live=80, groups=2)
+    document["events"].insert(300, {"at": document["events"][300]["at"],
+                                    "loseNode": document["nodes"][0]["name"]})
+    log = replay(build_scenario(document)).log
+    brief, full = fleet_of(log), timeline_of(log)
+    assert brief.groups == full.fleet and brief.nodes_peak == full.nodes_peak
+    assert brief.waits == full.summary().waits
+    assert brief.gpu_hours == full.summary().gpu_hours
