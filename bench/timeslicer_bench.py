@@ -242,9 +242,9 @@ def main() -> None:
     print(f"{groups}x{members} beside one flooding member: release -> next grant p99 "
           f"{calm['p99']:.2f} ms without, {flooded['p99']:.2f} ms with (p50 {calm['p50']:.2f} / "
           f"{flooded['p50']:.2f} ms); ratio {ratio:.2f}x (target <= 1.2x: "
-          f"{'met' if ratio <= 1.2 else 'MISSED'}); the flooder wrote "
+          f"{'met' if ratio <= 1.2 else 'MISSED'}); the flooder's socket took "
           f"{flooded['flood_lines']:.0f} lines over {flooded['flood_connections']:.0f} "
-          f"connections", flush=True)
+          f"connection(s) (the agent reads them at its pace)", flush=True)
 
 
 def shapes(args: argparse.Namespace) -> None:

@@ -278,6 +278,8 @@ class Agent:
                 await self._handle(member, writer, lines, pace)
         except (ConnectionError, OSError):
             pass
+        except asyncio.CancelledError:
+            pass  # the agent stopping: the connection ends here, not as an error in the log
         finally:
             writer.close()
             if member.writer is writer:
