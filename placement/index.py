@@ -16,18 +16,17 @@ What is filed, and for which part of the policy in ``policy.py``:
   its room (``join_room``: the fit and host-memory checks as one number). A
   decision visits a bucket or two per worker count whatever the fleet's size
   or hardware mix, and skips the claims that cannot take the worker.
-* The same open seats again by owner, for owner affinity: each open claim is
-  filed under every owner of its workers, then by role policy, in one list
-  sorted by the join ranking (workers, then name). A joiner's same-owner
-  claims are one lookup away, never found among all the claims, and the
-  first with room enough in each list is its best: the walk reads that
-  owner's claims only, in rank order, and stops at the first that fits. The
-  rooms stay in the open seats' buckets, so a node's parked load moving
-  touches no owner list. (A room index per owner and role policy was tried:
-  at an owner's few hundred claims its blocks are walked the same way, and
-  re-tightening their bounds after each miss made the bench's replay 1.5x
-  slower.) Only an owner holding every claim of the fleet, with host memory
-  blocking them all, makes the walk as long as the fleet.
+* The same open seats again by owner, for owner affinity: each open claim's
+  name is filed under every owner of its workers, then by role policy and
+  workers like the open seats, in sorted lists. A joiner's same-owner claims
+  are one lookup away, never found among all the claims; their rooms are
+  read from the open seats' bucket of the same keys, so a node's parked load
+  moving touches no owner list. The search reads that owner's names in rank
+  order and stops at the first that fits: only an owner holding every claim
+  of the fleet, with host memory blocking them all, makes it as long as the
+  fleet. (A room index per owner was tried: at an owner's few hundred
+  claims its blocks are walked the same way, and re-tightening their bounds
+  after each miss made the bench's replay 1.5x slower.)
 * A claim an exclusive worker is on takes no joiner, so it is filed apart:
   counted per seat group for the reasons, never among the open seats.
 * A node at its pod limit takes no worker at all, so it is filed apart: its
@@ -53,7 +52,7 @@ from typing import Any
 
 from placement.model import Node, Role
 from placement.policy import join_room
-from placement.records import ClaimRow, Groups, NodeRow, OwnerEntry, PoolGroup, SeatGroup
+from placement.records import ClaimRow, Groups, NodeRow, PoolGroup, SeatGroup
 from placement.rooms import Room, RoomIndex
 
 
@@ -66,9 +65,9 @@ class Index:
         self._groups = Groups()
         self._pools: dict[PoolGroup, dict[int, list[str]]] = {}
         self._seats: dict[frozenset[Role], dict[int, RoomIndex]] = {}
-        # The open seats again, under each owner of a claim's workers: (workers, name,
-        # row), sorted (names are unique, so rows are never compared).
-        self._owners: dict[str, dict[frozenset[Role], list[OwnerEntry]]] = {}
+        # The open seats again, under each owner of a claim's workers: role policy ->
+        # workers -> sorted names, the open seats' own keys (their rooms are there).
+        self._owners: dict[str, dict[frozenset[Role], dict[int, list[str]]]] = {}
         self._exclusive: dict[SeatGroup, int] = {}
         self._shapes: dict[tuple[PoolGroup, int], int] = {}
         self._open: dict[SeatGroup, int] = {}
@@ -185,27 +184,35 @@ class Index:
         # One worker (the common case) has one owner: no set to build.
         owners = ((next(iter(bookings.values()))[0],) if workers == 1
                   else {owner for owner, _parked, _exclusive in bookings.values()})
-        entry = (workers, claim.name, claim)
+        name = claim.name
         filed = claim.owner_lists = []
         for owner in owners:
             by_roles = self._owners.get(owner)
             if by_roles is None:
                 by_roles = self._owners[owner] = {}
-            entries = by_roles.get(roles)
-            if entries is None:
-                entries = by_roles[roles] = []
-            insort(entries, entry)
-            filed.append((owner, entries))
+            by_workers = by_roles.get(roles)
+            if by_workers is None:
+                by_workers = by_roles[roles] = {}
+            names = by_workers.get(workers)
+            if names is None:
+                by_workers[workers] = [name]
+                filed.append((owner, by_workers[workers]))
+            else:
+                insort(names, name)
+                filed.append((owner, names))
 
     def _unfile_owners(self, claim: ClaimRow, roles: frozenset[Role]) -> None:
-        key = (len(claim.bookings), claim.name)  # sorts just before its entry
-        for owner, entries in claim.owner_lists or ():
-            del entries[bisect_left(entries, key)]
-            if not entries:
+        name = claim.name
+        for owner, names in claim.owner_lists or ():
+            del names[bisect_left(names, name)]
+            if not names:
                 by_roles = self._owners[owner]
-                del by_roles[roles]
-                if not by_roles:
-                    del self._owners[owner]
+                by_workers = by_roles[roles]
+                del by_workers[len(claim.bookings)]
+                if not by_workers:
+                    del by_roles[roles]
+                    if not by_roles:
+                        del self._owners[owner]
         claim.owner_lists = None
 
     def unfile_claim(self, claim: ClaimRow) -> None:
@@ -272,17 +279,21 @@ class Index:
         by_roles = self._owners.get(owner)
         if by_roles is None:
             return None
-        best: OwnerEntry | None = None
-        for roles, entries in by_roles.items():
+        best: tuple[int, str] | None = None
+        for roles, by_workers in by_roles.items():
             if roles and role not in roles:
                 continue
-            for entry in entries:  # in rank order: the first that fits is this list's best
-                if best is not None and entry >= best:
+            seats = self._seats[roles]
+            # In rank order: the first that fits is this role policy's best.
+            for workers in sorted(by_workers):
+                if best is not None and workers > best[0]:
                     break
-                claim = entry[2]
-                bucket = claim.bucket
-                if bucket is not None and bucket.room(claim.name) >= memory:
-                    best = entry
+                room = seats[workers].room
+                found = next((name for name in by_workers[workers] if room(name) >= memory),
+                             None)
+                if found is not None:
+                    if best is None or (workers, found) < best:
+                        best = (workers, found)
                     break
         return None if best is None else best[1]
 
@@ -349,8 +360,9 @@ class Index:
                                                          for name in bucket)
                                           for workers, bucket in by_workers.items()}
                       for roles, by_workers in self._seats.items() if by_workers},
-            "owners": {owner: {_roles_key(roles): tuple(entry[:2] for entry in entries)
-                               for roles, entries in by_roles.items()}
+            "owners": {owner: {_roles_key(roles): {workers: tuple(names)
+                                                   for workers, names in by_workers.items()}
+                               for roles, by_workers in by_roles.items()}
                        for owner, by_roles in self._owners.items()},
             "exclusive": {shape(g): n for g, n in self._exclusive.items() if n},
             "shapes": {(shape(g), devices): n for (g, devices), n in self._shapes.items() if n},

@@ -90,10 +90,6 @@ class Groups:
         return group
 
 
-# An open claim as an owner's list files it: (workers, name, the row), the join ranking.
-OwnerEntry = tuple[int, str, "ClaimRow"]
-
-
 class ClaimRow:
     """A claim in the books: where it is, how wide, and who is booked on it."""
 
@@ -116,8 +112,8 @@ class ClaimRow:
         self.shown: Claim | None = None  # the last snapshot, until the claim changes
         # ---- the index's: where the claim is filed
         self.bucket: RoomIndex | None = None  # its open-seat bucket
-        # (owner, its list) for each owner of its workers: the same seat filed by owner
-        self.owner_lists: list[tuple[str, list[OwnerEntry]]] | None = None
+        # (owner, its list of names) for each owner of its workers: the seat filed by owner
+        self.owner_lists: list[tuple[str, list[str]]] | None = None
         self.exclusive_key: SeatGroup | None = None  # counted as held by an exclusive worker
         self.open_key: SeatGroup | None = None  # counted as open (with a free seat)
         self.full_key: tuple[SeatGroup, int] | None = None  # counted as full
