@@ -11,6 +11,12 @@ The rules, as the simulation applies them:
     when                              what happens
     --------------------------------  ------------------------------------------
     the run starts                    each group has its ``min`` nodes, up, empty
+    under spread, a worker some       it takes a new claim only, never a seat on
+    group's template would seat       another's claim: spread shares only under
+                                      contention, and a pool that can grow has
+                                      none (the controller's rule), so it waits
+                                      for a node instead (others may still join
+                                      its claim)
     a worker waits (no node in the    a node on its way whose plan seats it
     fleet seats it now)               counts it; else the first group whose
                                       template, empty, would seat it and whose
@@ -61,7 +67,7 @@ from heapq import heappop, heappush
 from placement.decide import Reason, WaitKind, best_claim, best_pool
 from placement.fleet import Fleet
 from placement.model import Node, PlacementError, Request, Role
-from placement.policy import DEFAULT_POLICY, Policy, Step, steps_for
+from placement.policy import ALONE, DEFAULT_POLICY, Policy, Step, Strategy, steps_for
 from placement.simulator.simulation import Moved, Placement, Simulation, WorkerState
 
 __all__ = ["AutoscaledSimulation", "Change", "NodeAsked", "NodeDown", "NodeGroup", "NodeUp"]
@@ -141,6 +147,8 @@ class AutoscaledSimulation(Simulation):
             raise PlacementError("node group names must be unique")
         self.groups = tuple(groups)
         self.now = 0.0
+        self._grows: dict[tuple[Role, int], bool] = {}  # some group's template seats it
+        self._spread = policy.strategy is Strategy.SPREAD
         self._count = [group.min for group in self.groups]  # nodes up or on their way
         self._serial = [group.min for group in self.groups]  # the last number given
         group_of = {group.node(number).name: index for index, group in enumerate(self.groups)
@@ -332,9 +340,22 @@ class AutoscaledSimulation(Simulation):
         self._counted[worker] = coming
         self._blocked.pop(worker, None)
 
+    def _new_claim_only(self, request: Request) -> bool:
+        if request.exclusive:
+            return True
+        if not self._spread:
+            return False
+        key = (request.role, request.memory)
+        grows = self._grows.get(key)
+        if grows is None:
+            grows = self._grows[key] = any(self._template_fits(index, request)
+                                           for index in range(len(self.groups)))
+        return grows
+
     def _plan_seats(self, plan: Fleet, request: Request) -> bool:
         """Seat ``request`` on the plan by the simulation's steps; whether it could be."""
-        for step in steps_for(self.policy, request):
+        steps = ALONE if self._new_claim_only(request) else steps_for(self.policy, request)
+        for step in steps:
             if step is Step.NEW_CLAIM:
                 pool = best_pool(request, plan)
                 if pool is not None:

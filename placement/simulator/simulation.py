@@ -37,7 +37,8 @@ result against a plain full scan):
   worker of the same role: more memory never needs fewer devices, a smaller
   share or less host RAM. Exclusive workers wait in a queue of their own,
   against the node's free devices alone (``NodeOffer.alone``): one of them
-  failing says nothing of a worker that could join.
+  failing says nothing of a worker that could join. (A subclass may send
+  more workers that way, new claim only: ``_new_claim_only``.)
 * An arrival is decided alone: the pending workers were already tried
   against the same fleet. Only a new allocated claim can give them something
   (a seat to join), so only then are they retried.
@@ -56,7 +57,7 @@ from heapq import heappop, heappush
 from placement.decide import Reason, best_claim, best_pool, explain, offer_of
 from placement.fleet import Fleet
 from placement.model import Node, PlacementError, Request, Role, per_device_share
-from placement.policy import DEFAULT_POLICY, Policy, Step, steps_for
+from placement.policy import ALONE, DEFAULT_POLICY, Policy, Step, steps_for
 from placement.simulator.pending import PendingQueue
 
 __all__ = ["Moved", "Placement", "Seating", "Simulation", "WorkerState"]
@@ -132,7 +133,7 @@ class Simulation:
         self._next_arrival += 1
         placed = self._try_place(request, retried=False)
         if placed is None:
-            queue = self._alone if request.exclusive else self._pending
+            queue = self._alone if self._new_claim_only(request) else self._pending
             queue.add(self._arrival[request.name], request.name, request.role, request.memory)
             return []
         if not (placed.new_claim and placed.allocated):
@@ -147,7 +148,7 @@ class Simulation:
         arrival = self._arrival.pop(worker)
         claim = self.fleet.claim_of(worker)
         if claim is None:
-            (self._alone if request.exclusive else self._pending).remove(arrival)
+            (self._alone if self._new_claim_only(request) else self._pending).remove(arrival)
             return []
         node = self.fleet.claim_node(claim)
         self.fleet.unbook(worker)
@@ -191,7 +192,7 @@ class Simulation:
             request = self._requests[worker]
             placed = self._try_place(request, retried=True)
             if placed is None:
-                queue = self._alone if request.exclusive else self._pending
+                queue = self._alone if self._new_claim_only(request) else self._pending
                 queue.add(arrival, worker, request.role, request.memory)
             moved.append(Moved(worker, name, claim, placed,
                                None if placed else explain(request, fleet)))
@@ -238,10 +239,14 @@ class Simulation:
 
     # --------------------------------------------------------------- internal
 
+    def _new_claim_only(self, request: Request) -> bool:
+        """Whether the worker takes the new-claim step alone, waiting with the exclusive."""
+        return request.exclusive
+
     def _try_place(self, request: Request, *, retried: bool) -> Placement | None:
         # find_seat's steps, read plainly: no decision object per event.
         fleet = self.fleet
-        for step in steps_for(self.policy, request):
+        for step in ALONE if self._new_claim_only(request) else steps_for(self.policy, request):
             if step is Step.NEW_CLAIM:
                 pool = best_pool(request, fleet)
                 if pool is not None:

@@ -54,11 +54,27 @@ def test_a_waiting_worker_asks_for_a_node_which_seats_it_after_its_boot_time() -
 
 
 def test_workers_a_coming_node_will_seat_ask_for_no_other() -> None:
-    sim = AutoscaledSimulation((), [group()])
-    for name in "abcde":  # four devices: a..d each cut a claim there, e joins one
+    sim = AutoscaledSimulation((), [group()], policy=Policy(Strategy.BINPACK))
+    for name in "abcdefgh":  # on h100-1's plan: a cuts a claim, b-d join it, e cuts ...
         sim.arrive(t(name))
     asked = [c for c in sim.take_changes() if isinstance(c, NodeAsked)]
     assert [c.node for c in asked] == ["h100-1"]
+
+
+def test_under_spread_a_worker_that_could_only_share_waits_for_a_node_instead() -> None:
+    # A pool that can grow has no contention: spread shares no claim while a group fits.
+    sim = AutoscaledSimulation((), [group(min_=1)])
+    for name in "abcd":  # h100-1's four devices, a claim each
+        sim.arrive(t(name))
+    assert sim.arrive(t("e")) == []  # it could join a's claim, but waits for h100-2
+    assert [c.node for c in sim.take_changes()] == ["h100-2"]
+    sim.advance(300)
+    assert sim.state("e").node == "h100-2" and sim.state("e").claim == "claim-e"
+    # Workers no group could seat still share under contention.
+    fixed = Node("fixed", 1, 400 * GiB, max_workers_per_claim=2)
+    sim = AutoscaledSimulation((fixed,), [group()])
+    sim.arrive(t("x", 350))  # more than a template's four 80Gi devices
+    assert [seat.claim for seat in sim.arrive(t("y", 350))] == ["claim-x"]
 
 
 def test_a_worker_the_coming_node_cannot_also_take_asks_for_a_second() -> None:
