@@ -221,6 +221,12 @@ class AutoscaledSimulation(Simulation):
                    if self._template_fits(index, request)]
         if not fitting:
             return state
+        detail = reason.detail
+        if self._spread and not request.exclusive:
+            join = best_claim(request, self.fleet, self.policy.owner_affinity)
+            if join is not None:  # explain() knows nothing of the rule that kept it out
+                detail = (f"no free devices for it, and under spread it joins no claim (it "
+                          f"could join {join}) while a node group can add a node for it")
         coming = self._counted.get(worker)
         if coming is not None:
             note = (f"node {coming.node.name} of group {self.groups[coming.group].name} "
@@ -229,7 +235,7 @@ class AutoscaledSimulation(Simulation):
             note = "the groups that could add a node for it are at their max: " + ", ".join(
                 f"{group.name} ({group.max})" for group in fitting)
         return dataclasses.replace(state, reason=Reason(WaitKind.WAITING_FOR_CAPACITY,
-                                                        f"{reason.detail}; {note}"))
+                                                        f"{detail}; {note}"))
 
     # ----------------------------------------------------------------- events
 

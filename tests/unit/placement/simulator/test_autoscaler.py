@@ -67,6 +67,10 @@ def test_under_spread_a_worker_that_could_only_share_waits_for_a_node_instead() 
     for name in "abcd":  # h100-1's four devices, a claim each
         sim.arrive(t(name))
     assert sim.arrive(t("e")) == []  # it could join a's claim, but waits for h100-2
+    assert str(sim.state("e").reason) == (
+        "WaitingForCapacity: no free devices for it, and under spread it joins no claim (it "
+        "could join claim-a) while a node group can add a node for it; node h100-2 of group "
+        "h100 is on its way")
     assert [c.node for c in sim.take_changes()] == ["h100-2"]
     sim.advance(300)
     assert sim.state("e").node == "h100-2" and sim.state("e").claim == "claim-e"
