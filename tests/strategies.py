@@ -196,7 +196,8 @@ def fake_worker(draw: st.DrawFn) -> dict[str, Any]:
                      "creationTimestamp": "2026-01-01T00:00:00Z"},
         "spec": {"role": draw(st.sampled_from(["trainer", "sampler"])), "modelId": "m",
                  "memory": draw(st.sampled_from(["10Gi", "10Gi", "30Gi", "50Gi", "90Gi"])),
-                 "ownerId": draw(st.sampled_from(["", "team-a"]))},
+                 "ownerId": draw(st.sampled_from(["", "team-a"])),
+                 "exclusive": draw(st.sampled_from([False, False, False, True]))},
     }
 
 
