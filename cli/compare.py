@@ -336,7 +336,9 @@ def _document(key: str, pattern: str, timed: bool, results: list[Variant]) -> di
                 "switches": variant.turns.switches,
                 "switchingShare": variant.turns.switching_share,
                 "waits": {"median": variant.turns.median_wait,
-                          "max": variant.turns.longest_wait}},
+                          "max": variant.turns.longest_wait},
+                "servedShare": variant.turns.served_share,
+                "usefulShare": variant.turns.useful_share},
         } for variant in results],
     }
 
@@ -358,13 +360,17 @@ def _table(name: str, key: str, pattern: str, timed: bool,
         for row, v in zip(rows, results, strict=True):
             row += [f"{v.summary.nodes_peak or 0:,}", f"{v.summary.gpu_hours or 0.0:,.1f}"]
     if any(v.turns is not None for v in results):
-        # The trade a quantum makes: the wait for a turn against the time spent switching.
-        headers += ["turn wait (median)", "turn wait (longest)", "switches", "switching"]
+        # The trade a quantum makes: the wait for a turn against the time spent switching;
+        # then what workers got of what they wanted, and the devices' useful time.
+        headers += ["turn wait (median)", "turn wait (longest)", "switches", "switching",
+                    "served", "useful busy"]
         for row, v in zip(rows, results, strict=True):
             t = v.turns
-            row += (["-"] * 4 if t is None else
+            row += (["-"] * 6 if t is None else
                     [wait(t.median_wait), wait(t.longest_wait), f"{t.switches:,}",
-                     f"{t.switching_share:.1%}"])
+                     f"{t.switching_share:.1%}",
+                     "-" if t.served_share is None else f"{t.served_share:.1%}",
+                     f"{t.useful_share:.1%}"])
     where = "every node" if pattern == "*" else f'nodes matching "{pattern}"'
     lines = [
         click.style(f"{name}: {key} on {where}", bold=True),

@@ -39,7 +39,7 @@ from cli.eventlog import (
 )
 from cli.replay import Report
 from cli.timeline import FleetUse, fleet_of
-from cli.turns import Turns
+from cli.turns import Turns, useful_share
 from placement import Fleet, Request, Role
 from placement.quantity import format_gib
 from placement.remedy import smallest_change
@@ -146,18 +146,27 @@ def turns_document(turns: Turns) -> dict[str, Any]:
         "switches": s.switches,
         "switchingShare": s.switching_share,
         "waits": {"median": s.median_wait, "max": s.longest_wait},
+        "servedShare": s.served_share,
+        "usefulShare": s.useful_share,
         "claims": {c.claim: {"node": c.node, "switches": c.switches,
                              "switchingSeconds": c.switching,
                              "switchingShare": (c.switching / c.span(turns.end)
-                                                if c.span(turns.end) > 0 else 0.0)}
+                                                if c.span(turns.end) > 0 else 0.0),
+                             "usefulSeconds": c.useful,
+                             "usefulShare": useful_share(c, turns.end)}
                    for c in turns.claims},
         "workers": {w.worker: {"owner": w.owner, "claim": w.claim, "residentSeconds": w.resident,
-                               "residentShare": w.share, "turns": w.turns,
+                               "residentShare": w.share, "wantingSeconds": w.wanting,
+                               "servedSeconds": w.served, "servedShare": w.served_share,
+                               "turns": w.turns,
                                "evictions": w.evictions,
                                "waits": {"median": w.median_wait, "max": w.longest_wait}}
                     for w in turns.workers},
         "owners": {o.owner: {"workers": o.workers, "residentSeconds": o.resident,
-                             "residentShare": o.share} for o in turns.owners},
+                             "residentShare": o.share, "wantingSeconds": o.wanting,
+                             "servedSeconds": o.served, "servedShare": o.served_share,
+                             "waits": {"median": o.median_wait, "max": o.longest_wait}}
+                   for o in turns.owners},
     }
 
 

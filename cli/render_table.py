@@ -37,7 +37,7 @@ from cli.eventlog import (
 from cli.replay import NodeSummary, Report
 from cli.show import printable as shown
 from cli.timeline import FIXED, FleetUse, fleet_of
-from cli.turns import Turns
+from cli.turns import Turns, useful_share
 from placement import Node
 from placement.quantity import format_gib
 from placement.simulator.simulation import Placement, Seating
@@ -256,26 +256,38 @@ def turn_section(turns: Turns) -> Iterator[str]:
            f"{format_duration(s.median_wait)}, longest {format_duration(s.longest_wait)} "
            f"(quantum {format_duration(t.quantum)}, minResident "
            f"{format_duration(t.min_resident)}, yieldGrace {format_duration(t.yield_grace)})")
-    yield from columns(["owner", "workers", "resident share"],
-                       [[shown(o.owner), str(o.workers), f"{o.share:.1%}"]
+    yield (f"  served {_percent(s.served_share)} of the time workers wanted the turn; "
+           f"useful busy {s.useful_share:.1%} of the shared claims' time")
+    yield from columns(["owner", "workers", "resident share", "served share", "median wait",
+                        "longest wait"],
+                       [[shown(o.owner), str(o.workers), f"{o.share:.1%}",
+                         _percent(o.served_share), format_duration(o.median_wait),
+                         format_duration(o.longest_wait)]
                         for o in sorted(turns.owners, key=lambda o: (o.share, o.owner))[:TOP]],
-                       right={1, 2})
+                       right={1, 2, 3, 4, 5})
     yield from _more(len(turns.owners), "owners", "least resident first")
     yield from columns(
-        ["claim", "node", "switches", "switching"],
+        ["claim", "node", "switches", "switching", "useful busy"],
         [[shown(c.claim), shown(c.node), str(c.switches),
-          f"{c.switching / c.span(turns.end):.1%}" if c.span(turns.end) > 0 else "-"]
-         for c in turns.claims[:TOP]], right={2, 3})
+          f"{c.switching / c.span(turns.end):.1%}" if c.span(turns.end) > 0 else "-",
+          f"{useful_share(c, turns.end):.1%}" if c.span(turns.end) > 0 else "-"]
+         for c in turns.claims[:TOP]], right={2, 3, 4})
     yield from _more(len(turns.claims), "shared claims", "most switches first")
     worst = sorted(turns.workers, key=lambda w: (-w.longest_wait, w.worker))[:TOP]
     yield from columns(
-        ["worker", "owner", "claim", "resident", "share", "turns", "median wait",
+        ["worker", "owner", "claim", "resident", "share", "served", "turns", "median wait",
          "longest wait"],
         [[shown(w.worker), shown(w.owner), shown(w.claim), format_duration(w.resident),
-          f"{w.share:.1%}", str(w.turns), format_duration(w.median_wait),
-          format_duration(w.longest_wait)] for w in worst], right={3, 4, 5, 6, 7})
+          f"{w.share:.1%}", _percent(w.served_share), str(w.turns),
+          format_duration(w.median_wait), format_duration(w.longest_wait)] for w in worst],
+        right={3, 4, 5, 6, 7, 8})
     yield from _more(len(turns.workers), "workers", "longest wait first")
     yield ""
+
+
+def _percent(share: float | None) -> str:
+    """A share, or "-" where there is nothing to divide by (never wanted the turn)."""
+    return "-" if share is None else f"{share:.1%}"
 
 
 def _more(count: int, what: str, order: str) -> Iterator[str]:

@@ -12,6 +12,15 @@ What this adds is the reading:
   largest.
 * A claim's switching share is its seconds spent parking or restoring over
   the seconds it had workers (from the first to the last).
+* A worker's served share is the seconds it was resident while it wanted the
+  turn over the seconds it wanted it (None if it never did); an owner's sums
+  its workers'. Being resident is not enough: a holder keeps the turn while
+  nobody waits, even when it no longer wants it.
+* A claim's useful busy share is the seconds a resident member wanted the
+  turn over the claim's seconds with workers: switches, and a holder kept
+  resident wanting nothing, are busy but not useful.
+* An owner's waits are its workers' waits together: its median is that of
+  every wait of its workers (what a job's members waited for a turn).
 * A node's own ``turns`` play on its claims instead of the scenario's
   settings (key by key); its switches cost what the log's link for it says
   (the same figure the report's shared-claims table prices them at).
@@ -39,7 +48,8 @@ from placement.simulator.simulation import Placement
 from placement.turns import TurnSettings
 from placement.turns.play import ClaimTurns, MemberTurns, TurnPlay
 
-__all__ = ["NO_CLOCK", "OwnerTurns", "TurnSummary", "Turns", "WorkerTurns", "play_turns"]
+__all__ = ["NO_CLOCK", "OwnerTurns", "TurnSummary", "Turns", "WorkerTurns", "play_turns",
+           "useful_share"]
 
 NO_CLOCK = ("turns not played: they need a clock, and no event in this scenario says `at` "
             "(give the events times to see each worker's resident share and waits)")
@@ -56,10 +66,16 @@ class WorkerTurns:
     evictions: int
     longest_wait: float
     median_wait: float
+    wanting: float = 0.0  # seconds it wanted the turn
+    served: float = 0.0  # seconds resident while it wanted the turn
 
     @property
     def share(self) -> float:
         return self.resident / self.stayed if self.stayed > 0 else 0.0
+
+    @property
+    def served_share(self) -> float | None:
+        return _share(self.served, self.wanting)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,10 +84,28 @@ class OwnerTurns:
     workers: int
     stayed: float
     resident: float
+    wanting: float = 0.0
+    served: float = 0.0
+    median_wait: float = 0.0  # of every wait of its workers
+    longest_wait: float = 0.0
 
     @property
     def share(self) -> float:
         return self.resident / self.stayed if self.stayed > 0 else 0.0
+
+    @property
+    def served_share(self) -> float | None:
+        return _share(self.served, self.wanting)
+
+
+def useful_share(claim: ClaimTurns, end: float) -> float:
+    """A claim's useful busy share: a resident member wanting the turn, over its span."""
+    span = claim.span(end)
+    return claim.useful / span if span > 0 else 0.0
+
+
+def _share(part: float, whole: float) -> float | None:
+    return part / whole if whole > 0 else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +117,8 @@ class TurnSummary:
     switching_share: float  # of all shared claims' time
     median_wait: float
     longest_wait: float
+    served_share: float | None = None  # every worker's served over wanted; None: none wanted
+    useful_share: float = 0.0  # every shared claim's useful seconds over their seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,9 +135,13 @@ class Turns:
     def summary(self) -> TurnSummary:
         span = sum(claim.span(self.end) for claim in self.claims)
         switching = sum(claim.switching for claim in self.claims)
+        useful = sum(claim.useful for claim in self.claims)
         return TurnSummary(len(self.claims), sum(c.switches for c in self.claims),
                            switching / span if span > 0 else 0.0, _median(self.waits),
-                           self.waits[-1][0] if self.waits else 0.0)
+                           self.waits[-1][0] if self.waits else 0.0,
+                           _share(sum(w.served for w in self.workers),
+                                  sum(w.wanting for w in self.workers)),
+                           useful / span if span > 0 else 0.0)
 
 
 def play_turns(log: EventLog, *, keep: frozenset[str] = frozenset(),
@@ -183,6 +223,7 @@ def _read(settings: TurnSettings, end: float, play: TurnPlay,
         by_worker.setdefault(member.worker, []).append(member)
     workers = []
     waits: dict[float, int] = {}
+    owner_waits: dict[str, dict[float, int]] = {}
     for name in sorted(by_worker):
         stays = by_worker[name]
         if len(stays) == 1:  # nearly every worker: its stay's waits are its own
@@ -192,23 +233,29 @@ def _read(settings: TurnSettings, end: float, play: TurnPlay,
             for stay in stays:
                 for wait, times in stay.waits.items():
                     counted[wait] = counted.get(wait, 0) + times
+        last = stays[-1]
+        theirs = owner_waits.setdefault(last.owner, {})
         for wait, times in counted.items():
             waits[wait] = waits.get(wait, 0) + times
+            theirs[wait] = theirs.get(wait, 0) + times
         mine = sorted(counted.items())
-        last = stays[-1]
         figures = ((last.stayed(end), last.resident, last.turns, last.evictions)
                    if len(stays) == 1 else
                    (sum(s.stayed(end) for s in stays), sum(s.resident for s in stays),
                     sum(s.turns for s in stays), sum(s.evictions for s in stays)))
         workers.append(WorkerTurns(name, last.owner, last.claim, *figures,
-                                   mine[-1][0] if mine else 0.0, _median(mine)))
+                                   mine[-1][0] if mine else 0.0, _median(mine),
+                                   sum(s.wanting for s in stays), sum(s.served for s in stays)))
     owners: dict[str, list[WorkerTurns]] = {}
     for worker in workers:
         owners.setdefault(worker.owner, []).append(worker)
+    ordered = {owner: sorted(owner_waits.get(owner, {}).items()) for owner in owners}
     claims = sorted(play.claims.values(), key=lambda c: (-c.switches, c.claim))
     return Turns(settings, None, end, tuple(claims), tuple(workers),
                  tuple(OwnerTurns(owner, len(ws), sum(w.stayed for w in ws),
-                                  sum(w.resident for w in ws))
+                                  sum(w.resident for w in ws), sum(w.wanting for w in ws),
+                                  sum(w.served for w in ws), _median(ordered[owner]),
+                                  ordered[owner][-1][0] if ordered[owner] else 0.0)
                        for owner, ws in sorted(owners.items())),
                  tuple(sorted(waits.items())), nodes)
 

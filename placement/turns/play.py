@@ -12,6 +12,11 @@ workers would:
   then reports resident; asked to yield, it parks the same memory over the
   same link and then reports parked. So a switch costs the outgoing worker's
   park plus the incoming worker's restore.
+* What it wanted and got: its time wanting the turn, and the part of that it
+  was resident (served). One worker is resident at a time, so a claim's
+  useful time, a resident member wanting the turn, is its members' served
+  time summed; a holder kept resident while it wants nothing (nobody waits)
+  is busy but not useful.
 * A worker whose park outlasts the grace is evicted by the policy; its pod is
   recreated at once on the same claim, and it rejoins at the back.
 * Only claims that come to hold two workers get a group. The first worker's
@@ -64,6 +69,8 @@ from placement.turns.policy import Evict, Grant, TurnGroup, TurnSettings, Yield
 __all__ = ["CYCLE_STATES", "NS", "ClaimTurns", "MemberTurns", "TurnPlay"]
 
 Windows = tuple[tuple[float, float], ...]  # [start, end) of scenario time; end may be inf
+# A worker's figures a cycle adds: resident, turns, evictions, wanting, served.
+_Record = tuple[float, int, int, float, float]
 CYCLE_STATES = 4096  # states remembered while looking for a cycle: past them, play on
 NS = 10**9  # the player's clock ticks per second
 _STALL = 10_000  # steps at one instant: no well-behaved claim takes that many
@@ -82,6 +89,8 @@ class MemberTurns:
     turns: int
     evictions: int
     waits: dict[float, int]  # wait -> how many times
+    wanting: float = 0.0  # seconds it wanted the turn
+    served: float = 0.0  # seconds resident while it wanted the turn
 
     def stayed(self, end: float) -> float:
         return (self.left if self.left is not None else end) - self.joined
@@ -98,6 +107,7 @@ class ClaimTurns:
     switching: float  # seconds spent restoring or parking
     # (start, end, worker) resident; (start, end, "") switching: only when asked to keep them
     intervals: Intervals | None = None
+    useful: float = 0.0  # seconds a resident member wanted the turn (one is resident at a time)
 
     def span(self, end: float) -> float:
         return (self.last if self.last is not None else end) - self.first
@@ -116,8 +126,8 @@ def _in_ns(settings: TurnSettings) -> TurnSettings:
 class _Stay:
     """A ``MemberTurns`` while it is played: on the player's clock."""
 
-    __slots__ = ("claim", "evictions", "joined", "left", "owner", "resident", "turns", "waits",
-                 "worker")
+    __slots__ = ("claim", "evictions", "joined", "left", "owner", "resident", "served", "turns",
+                 "waits", "wanting", "worker")
 
     def __init__(self, worker: str, owner: str, claim: str, joined: float) -> None:
         self.worker = worker
@@ -129,6 +139,8 @@ class _Stay:
         self.turns = 0
         self.evictions = 0
         self.waits: dict[float, int] = {}
+        self.wanting: float = 0
+        self.served: float = 0
 
     def seconds(self) -> MemberTurns:
         waits = {wait / NS: times for wait, times in self.waits.items()}
@@ -138,12 +150,13 @@ class _Stay:
                 waits[wait / NS] = waits.get(wait / NS, 0) + times
         return MemberTurns(self.worker, self.owner, self.claim, self.joined / NS,
                            None if self.left is None else self.left / NS, self.resident / NS,
-                           self.turns, self.evictions, waits)
+                           self.turns, self.evictions, waits, self.wanting / NS,
+                           self.served / NS)
 
 
 class _Worker:
     __slots__ = ("demand", "joined", "link", "next_change", "record", "resident_since", "seq",
-                 "wants")
+                 "wants", "wants_since")
 
     def __init__(self, link: float, demand: Windows | None, record: _Stay, seq: int,
                  joined: float) -> None:
@@ -153,6 +166,7 @@ class _Worker:
         self.seq = seq  # its place in joining order, as the group numbers members
         self.joined = joined  # the group's time it (re)joined
         self.wants = False
+        self.wants_since: float = 0  # while it wants: since when, or since last counted
         self.resident_since: float | None = None
         self.next_change = 0  # index into demand of the next window edge to play
 
@@ -163,8 +177,8 @@ class _Claim:
 
     __slots__ = ("bandwidth", "claim", "first", "granted_at", "group", "intervals", "last",
                  "last_holder", "log", "node", "now", "owners", "seen", "seq", "served",
-                 "served_owner", "shift", "switches", "switching", "timers", "waiting_from",
-                 "windowed", "workers")
+                 "served_owner", "shift", "switches", "switching", "timers", "useful",
+                 "waiting_from", "windowed", "workers")
 
     def __init__(self, claim: str, node: str, bandwidth: int, first: float,
                  settings: TurnSettings, intervals: Intervals | None) -> None:
@@ -175,6 +189,7 @@ class _Claim:
         self.last: float | None = None
         self.switches = 0
         self.switching: float = 0
+        self.useful: float = 0  # its members' served time: one is resident at a time
         self.intervals = intervals
         self.group = TurnGroup(settings)
         self.workers: dict[str, _Worker] = {}
@@ -197,7 +212,7 @@ class _Claim:
 
     def seconds(self) -> ClaimTurns:
         return ClaimTurns(self.claim, self.node, self.bandwidth, self.first, self.last,
-                          self.switches, self.switching / NS, self.intervals)
+                          self.switches, self.switching / NS, self.intervals, self.useful / NS)
 
     def link(self, memory: int) -> float:
         """Nanoseconds to move ``memory`` bytes over the node's link, rounded."""
@@ -214,7 +229,7 @@ class _Mark:
     switching: float
     logged: int
     recorded: int
-    records: tuple[tuple[float, int, int], ...]  # each worker's resident, turns, evictions
+    records: tuple[_Record, ...]  # each worker's figures
 
 
 # The first worker of a claim with no group yet: played into the group when a second comes.
@@ -276,6 +291,7 @@ class TurnPlay:
             self._advance(live, at - live.shift)
             for worker in live.workers.values():
                 self._stop_resident(live, worker, at - live.shift)
+                _count_wanting(live, worker, at - live.shift)
         self.claims = {live.claim: live.seconds() for live in self._claims}
         self.members = [stay.seconds() for stay in self._stays]
 
@@ -309,6 +325,7 @@ class TurnPlay:
     def _gone(self, live: _Claim, worker: str, now: float) -> _Worker:
         w = live.workers.pop(worker)
         live.windowed -= w.demand is not None
+        _count_wanting(live, w, now)
         self._stop_resident(live, w, now)
         w.record.left = now + live.shift
         live.timers.pop(worker, None)
@@ -338,6 +355,7 @@ class TurnPlay:
             when = max(at, w.joined)
             if is_end:
                 if w.wants:
+                    _count_wanting(live, w, when)
                     w.wants = False
                     live.waiting_from.pop(name, None)
                     self._act(live, live.group.idle(name, when), when)
@@ -346,6 +364,7 @@ class TurnPlay:
                 self._want(live, name, when)
 
     def _want(self, live: _Claim, name: str, now: float) -> None:
+        live.workers[name].wants_since = now
         if live.group.holder != name:
             live.waiting_from[name] = now
         self._act(live, live.group.want(name, now), now)
@@ -472,10 +491,14 @@ class TurnPlay:
         live.switches += count * cycle.switches
         live.switching += count * cycle.switching
         workers = list(live.workers.values())
-        for w, (resident, turns, evictions) in zip(workers, cycle.records, strict=True):
+        for w, (resident, turns, evictions, wanting, served) in zip(workers, cycle.records,
+                                                                      strict=True):
             w.record.resident += count * resident
             w.record.turns += count * turns
             w.record.evictions += count * evictions
+            w.record.wanting += count * wanting
+            w.record.served += count * served
+            live.useful += count * served
         for place, wait in cycle.waits:
             waits = workers[place].record.waits
             waits[wait] = waits.get(wait, 0) + count
@@ -485,9 +508,12 @@ class TurnPlay:
         live.log.clear()
 
     def _mark(self, live: _Claim, now: float, names: tuple[str, ...]) -> _Mark:
+        for w in live.workers.values():  # the time wanted so far counted, so a cycle adds it
+            _count_wanting(live, w, now)
         return _Mark(now, names, live.switches, live.switching, len(live.log),
                      len(live.intervals.parts) if live.intervals is not None else 0,
-                     tuple((w.record.resident, w.record.turns, w.record.evictions)
+                     tuple((w.record.resident, w.record.turns, w.record.evictions,
+                            w.record.wanting, w.record.served)
                            for w in live.workers.values()))
 
     def _act(self, live: _Claim, actions: list[Grant | Yield | Evict], now: float) -> None:
@@ -533,11 +559,28 @@ class TurnPlay:
     def _stop_resident(self, live: _Claim, w: _Worker, now: float) -> None:
         if w.resident_since is None:
             return
+        _count_wanting(live, w, now)
         w.record.resident += now - w.resident_since
         if live.intervals is not None:
             live.intervals.append((w.resident_since + live.shift, now + live.shift,
                                    w.record.worker))
         w.resident_since = None
+
+
+def _count_wanting(live: _Claim, w: _Worker, now: float) -> None:
+    """``w``'s time wanting the turn up to ``now`` added to its figures (and, resident, its
+    served time to its own and the claim's useful time); called before it stops wanting or
+    stops being resident, when it goes, at the end, and where a cycle is marked."""
+    if not w.wants:
+        return
+    record = w.record
+    record.wanting += now - w.wants_since
+    since = w.resident_since
+    if since is not None:
+        served = now - (since if since > w.wants_since else w.wants_since)
+        record.served += served
+        live.useful += served
+    w.wants_since = now
 
 
 def _windows(demand: Windows | None) -> Windows | None:
@@ -551,7 +594,7 @@ class _Cycle:
     period: float
     switches: int
     switching: float
-    records: tuple[tuple[float, int, int], ...]  # each worker's resident, turns, evictions
+    records: tuple[_Record, ...]  # each worker's figures
     waits: tuple[tuple[int, float], ...]  # each grant's worker and its wait
 
 
@@ -559,9 +602,14 @@ def _cycle(live: _Claim, before: _Mark, mark: _Mark, now: float) -> _Cycle:
     places = {name: place for place, name in enumerate(live.workers)}
     return _Cycle(now - before.now, mark.switches - before.switches,
                   mark.switching - before.switching,
-                  tuple((r1 - r0, t1 - t0, e1 - e0) for (r0, t0, e0), (r1, t1, e1)
+                  tuple(_less(after, start) for start, after
                         in zip(before.records, mark.records, strict=True)),
                   tuple((places[name], wait) for name, wait in live.log[before.logged:mark.logged]))
+
+
+def _less(after: _Record, before: _Record) -> _Record:
+    return (after[0] - before[0], after[1] - before[1], after[2] - before[2],
+            after[3] - before[3], after[4] - before[4])
 
 
 def _state(live: _Claim, now: float) -> tuple[object, ...]:

@@ -67,7 +67,7 @@ def test_the_table_json_and_compare_show_the_turns() -> None:
     assert "Turns" in table.output and "resident share" in table.output
     doc = json.loads(runner.invoke(main, ["simulate", "-o", "json", str(path)]).output)
     assert set(doc["turns"]) == {"settings", "switches", "switchingShare", "waits", "claims",
-                                 "workers", "owners"}
+                                 "workers", "owners", "servedShare", "usefulShare"}
     compared = runner.invoke(main, ["compare", str(path), "--set", "quantum=30s,10m",
                                     "-o", "json"])
     rows = json.loads(compared.output)["variants"]
@@ -251,7 +251,8 @@ def test_a_node_at_1gbs_prices_its_switches_alike_in_the_report_the_table_and_th
     assert switches > 20
     assert 15 * switches + 10 <= seconds <= 15 * switches + 10 + 10
     table = [click.unstyle(line).split() for line in render_table(report, "slow")]
-    assert [claim, "slow", str(switches), f"{played['switchingShare']:.1%}"] in table
+    assert [claim, "slow", str(switches), f"{played['switchingShare']:.1%}",
+            f"{played['usefulShare']:.1%}"] in table
     page_path = tmp_path / "page.html"
     write_report(page_path, "slow", scenario, report)
     page = page_path.read_text()
