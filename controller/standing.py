@@ -42,8 +42,10 @@ Rules:
   joins). Under binpack a standing worker takes any seat that frees.
 * A standing claim carries no booked list: its worker's seat is its pod.
 * No worker fails because of a race: a pinned pod whose devices a standing
-  claim took, or whose node cannot run it, stays unschedulable and is placed
-  again by moves.py's wedge rule; a standing pod is never wedged.
+  claim took (kube-scheduler says it is unschedulable, and the claims allocated
+  on its node leave too few) is wedged at once and placed again by moves.py's
+  rules; one whose node cannot run it otherwise is wedged after the grace. A
+  standing pod is never wedged.
 * Oldest first as far as kube-scheduler and the autoscaler allow: standing
   pods are created, and standing workers offered joins, in the queue's order
   (oldest first); which standing pod a new node takes is kube-scheduler's.
@@ -53,11 +55,24 @@ from __future__ import annotations
 
 import logging
 
-from controller import kube, naming, render
+import attrs
+
+from controller import kube, moves, naming, render
 from controller.claims import memory_selector
 from controller.logs import kv
 from controller.naming import ReasonKind, WorkerPhase
-from controller.objects import Obj, Worker, is_deleting, labels_of, name_of, pod_alive, uid_of
+from controller.objects import (
+    Obj,
+    Worker,
+    is_deleting,
+    labels_of,
+    name_of,
+    pod_alive,
+    pod_claim,
+    pod_condition,
+    pod_node,
+    uid_of,
+)
 from controller.pools import Alternative, Verdict, alternatives, can_grow
 from controller.status import Outcome
 from controller.steps import Conclusion, Context
@@ -175,8 +190,11 @@ def stand(ctx: Context, worker: Worker, prepared: Obj, waited: Conclusion) -> Co
 
 def with_pod(ctx: Context, worker: Worker, pod: Obj) -> Conclusion | None:
     """A standing pod whose claim is not allocated yet: moves to a join if one takes
-    it, else keeps waiting. None for any other pod (the ordinary path)."""
-    if not is_standing(pod) or not pod_alive(pod):
+    it, else keeps waiting. A pinned pod that lost its devices to a standing claim:
+    wedged at once. None for any other pod (the ordinary path)."""
+    if not is_standing(pod):
+        return _lost_race(ctx, worker, pod)
+    if not pod_alive(pod):
         return None
     name = standing_claim_name(worker)
     retry = ctx.settings.retry_interval
@@ -201,6 +219,31 @@ def with_pod(ctx: Context, worker: Worker, pod: Obj) -> Conclusion | None:
         # The status stays (a write saved): the join, a reconcile later, is the news.
         return Conclusion(None, writes, requeue_after=retry)
     return _waiting(worker, verdict, name, retry)
+
+
+def _lost_race(ctx: Context, worker: Worker, pod: Obj) -> Conclusion | None:
+    """A pinned pod kube-scheduler calls unschedulable while its claim is unallocated and
+    the claims allocated on its node leave it too few devices: a standing claim took
+    them meanwhile. No grace is waited for: it is wedged now (moves.py's rule)."""
+    claim_name = pod_claim(pod)
+    scheduled = pod_condition(pod, "PodScheduled") or {}
+    if (pod_node(pod) or not claim_name or scheduled.get("status") != "False"
+            or scheduled.get("reason") != "Unschedulable"):
+        return None
+    with ctx.cache.lock:
+        view = ctx.cache.view
+        claim = view.claims.get(claim_name)
+        node = view.nodes.get(claim.node) if claim is not None else None
+        if claim is None or claim.allocated or node is None:
+            return None
+        taken = sum(c.devices for c in (*view.claims.values(), *view.closing.values())
+                    if c.allocated and c.node == node.name)
+    if taken + claim.devices <= node.devices:
+        return None
+    log.info("pinned pod lost its devices to a claim allocated meanwhile",
+             extra=kv(worker=worker.name, claim=claim_name, node=node.name, taken=taken))
+    at_once = attrs.evolve(ctx, settings=attrs.evolve(ctx.settings, wedge_grace=1e-9))
+    return moves.with_pod(at_once, worker, pod)
 
 
 def without_pod(ctx: Context, worker: Worker) -> Conclusion | None:

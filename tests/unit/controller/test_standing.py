@@ -197,7 +197,7 @@ def test_standing_claim_left_without_its_pod_goes_before_a_decision() -> None:
     assert standing_claim(c, "w1") is not None and c.api.obj(kube.PODS, "orw-w1") is not None
 
 
-def test_a_pinned_pod_whose_device_a_standing_claim_took_waits_again_never_fails() -> None:
+def test_a_pinned_pod_whose_device_a_standing_claim_took_is_wedged_at_once() -> None:
     c = Cluster(nodes=0, autoscaling=True)
     c.place("old")  # stands: no node yet
     add_node(c, "gpu-a", devices=1)
@@ -211,8 +211,9 @@ def test_a_pinned_pod_whose_device_a_standing_claim_took_waits_again_never_fails
         {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
          "message": "cannot allocate all claims",
          "lastTransitionTime": c.status("new")["conditions"][0]["lastTransitionTime"]}]}})
-    c.api.advance(c.settings.wedge_grace + 1)
-    c.reconcile("new")  # wedged: its pod deleted
+    c.api.advance(1)  # far inside the wedge grace
+    c.reconcile("new")  # the node's allocations leave it no device: wedged at once
+    assert c.status("new")["reason"].startswith("PodWedged:")
     c.api.finish_pod("orw-new")
     for _ in range(3):
         c.reconcile("new")
