@@ -106,6 +106,7 @@ class Variant:
     summary: Summary
     timeline: Timeline | None  # kept only when a report is drawn
     turns: TurnSummary | None = None  # None: the scenario has no clock, no turns played
+    devices_peak: int = 0  # the most devices claims held at once
 
 
 def variants_of(scenario: Scenario, key: str, values: list[str],
@@ -232,10 +233,13 @@ def _run(label: str, scenario: Scenario, keep_timeline: bool) -> Variant | str:
     summary = timeline.summary()
     turns = (report.turns.summary() if report.turns is not None and report.turns.note is None
              else None)
+    devices = max((sum(step) for step in zip(*timeline.devices.values(), strict=True)),
+                  default=0)
     if not keep_timeline:
-        return Variant(label, summary, None, turns)
+        return Variant(label, summary, None, turns, devices)
     # The side-by-side figures read only the counters over time: ship back no more.
-    return Variant(label, summary, dataclasses.replace(timeline, waits=[], shared=[]), turns)
+    return Variant(label, summary, dataclasses.replace(timeline, waits=[], shared=[]), turns,
+                   devices)
 
 
 # ------------------------------------------------------------------- command
@@ -328,6 +332,7 @@ def _document(key: str, pattern: str, timed: bool, results: list[Variant]) -> di
             "waits": {"median": variant.summary.waits.median, "p95": variant.summary.waits.p95,
                       "max": variant.summary.waits.longest},
             "seatsUsed": variant.summary.seats_peak,
+            "devicesUsed": variant.devices_peak,
             idle: round(variant.summary.idle, 3),
             **({"nodesPeak": variant.summary.nodes_peak,
                 "gpuHours": round(variant.summary.gpu_hours, 3)}
@@ -351,9 +356,10 @@ def _table(name: str, key: str, pattern: str, timed: bool,
     rows = [[v.label, f"{v.summary.placed:,}", f"{v.summary.pending:,}",
              wait(v.summary.waits.median), wait(v.summary.waits.p95),
              wait(v.summary.waits.longest), f"{v.summary.seats_peak:,}",
-             f"{v.summary.idle:,.1f}"] for v in results]
+             f"{v.devices_peak:,}", f"{v.summary.idle:,.1f}"] for v in results]
     headers = ["variant", "placed", "pending", "median wait", "p95 wait", "longest wait",
-               "seats (peak)", "device-hours idle" if timed else "device-events idle"]
+               "seats (peak)", "devices (peak)",
+               "device-hours idle" if timed else "device-events idle"]
     if any(v.summary.gpu_hours is not None for v in results):
         # An autoscaled fleet: what the policy cost in nodes and in GPU-hours paid for.
         headers += ["nodes (peak)", "GPU-hours"]
