@@ -12,8 +12,12 @@ exclusive worker only ever cuts):
 
 1. New claim: a node that accepts the worker's role, has the devices it
    needs free and a pod slot free gets a new claim. A lone worker parks
-   nothing, so host memory is not at stake. Candidates rank by
-   ``SPREAD_RANKING``.
+   nothing, so host memory is not at stake. Candidates are a node's device
+   groups (one on most nodes; one per size on a mixed node, whose claim takes
+   all its devices from one group) and rank by ``SPREAD_RANKING``, whose
+   first keys pick the tightest group that holds the worker by itself: a
+   60Gi worker on a node of 80Gi and 48Gi devices gets one 80Gi device, a
+   20Gi worker a 48Gi one, and the 80Gi ones stay for the big.
 2. Join: the worker may join a claim when every one of ``JOIN_CHECKS``
    holds. Candidates rank by ``JOIN_RANKING`` (same-owner claims first with
    owner affinity on).
@@ -22,9 +26,11 @@ exclusive worker only ever cuts):
    node at its pod limit is named with its limit, and when every node the
    worker fits takes no worker pod at all (a limit of 0) that is "never".
 
-A new claim's shape: width = devices needed on the chosen node; per-device
-floor = the worker's per-device share; ceiling = the node's device memory (the
-size it was priced against), so DRA cannot substitute a bigger device.
+A new claim's shape: width = devices needed in the chosen group; per-device
+floor = the worker's per-device share, raised on a mixed node above its
+smaller groups' size; ceiling = the group's device memory (the size it was
+priced against), so DRA can hand out neither a bigger device nor one of
+another group.
 
 ``decide`` is a pure function of the request, the fleet and the policy: the
 request's name never influences it (its owner only ranks joins, with owner
@@ -123,8 +129,11 @@ def find_seat(request: Request, fleet: Fleet,
             pool = best_pool(request, fleet)
             if pool is not None:
                 node, devices, device_memory = pool
-                return NewClaim(node, devices, per_device_share(request.memory, devices),
-                                device_memory)
+                floor = per_device_share(request.memory, devices)
+                hardware = fleet.node(node)
+                if hardware is not None and hardware.device_groups:
+                    floor = max(floor, hardware.group_floor(device_memory))
+                return NewClaim(node, devices, floor, device_memory)
         else:
             claim = best_claim(request, fleet, policy.owner_affinity)
             if claim is not None:
@@ -250,7 +259,9 @@ def offer_of(fleet: Fleet, node_name: str) -> NodeOffer | None:
         return None
     if not fleet.has_pod_slot(node_name):
         return NodeOffer(node, -math.inf, -math.inf)
-    alone: Room = fleet.free_devices(node_name) * node.device_memory
+    # A new claim takes one group's devices: the largest it can cut is one group's worth.
+    alone: Room = max(free * memory for free, (_count, memory)
+                      in zip(fleet.free_by_group(node_name), node.groups, strict=True))
     capacity = alone
     room = fleet.largest_room_on(node_name)
     if room is not None and room > capacity:

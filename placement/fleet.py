@@ -5,7 +5,11 @@ Rules of the books:
 * A node's *free devices* = its devices minus the devices of every claim
   allocated to it *or sized against it*: an unallocated claim reserves the
   pool it was priced for until DRA allocates it somewhere. (Never below 0: a
-  cluster can be over-committed.)
+  cluster can be over-committed.) On a mixed node they are counted per
+  device group: a claim takes its devices from its own group
+  (``Claim.device_memory``), and a new claim is cut from one group: the one
+  named, else the smallest device size that holds the worker on that many
+  free devices (the tightest fit, what ``decide`` chose).
 * A node's *parked load* = the parked memory of every claim allocated to it,
   and a claim parks all its workers' memory once shared (two or more
   workers), nothing while one worker is alone.
@@ -69,7 +73,7 @@ class Fleet:
         self._claims: dict[str, ClaimRow] = {}
         self._claim_of: dict[str, str] = {}  # worker -> its claim
         self._claims_on: dict[str, dict[str, ClaimRow]] = {}  # by node, sized or allocated
-        self._free: dict[str, int] = {}  # free devices of each known node
+        self._free: dict[str, tuple[int, ...]] = {}  # free devices per device group, by node
         self._parked: dict[str, int] = {}  # parked load of each known node (absent: 0)
         # The decision's index over these books (internal to the package; read, never set).
         self.index: Final[Index] = Index()
@@ -135,6 +139,14 @@ class Fleet:
     def free_devices(self, node: str) -> int:
         """The node's devices that no claim holds or reserves."""
         try:
+            free = self._free[node]
+        except KeyError:
+            raise PlacementError(f"unknown node {node}") from None
+        return free[0] if len(free) == 1 else sum(free)
+
+    def free_by_group(self, node: str) -> tuple[int, ...]:
+        """The node's free devices per device group, in ``Node.groups`` order."""
+        try:
             return self._free[node]
         except KeyError:
             raise PlacementError(f"unknown node {node}") from None
@@ -168,7 +180,8 @@ class Fleet:
         twin = Fleet()
         twin._nodes = {name: NodeRow(row.node, row.workers) for name, row in self._nodes.items()}
         for name, row in self._claims.items():
-            clone = twin._claims[name] = ClaimRow(name, row.node, row.devices, row.allocated)
+            clone = twin._claims[name] = ClaimRow(name, row.node, row.devices, row.allocated,
+                                                  row.device_memory)
             clone.bookings = dict(row.bookings)
             clone.footprint = row.footprint
             clone.exclusive = row.exclusive
@@ -242,30 +255,39 @@ class Fleet:
         self._check_width(claim.name, claim.node, claim.devices)
         for booking in claim.bookings:
             self._check_unbooked(booking.worker)
-        row = ClaimRow(claim.name, claim.node, claim.devices, claim.allocated)
+        row = ClaimRow(claim.name, claim.node, claim.devices, claim.allocated,
+                       claim.device_memory)
         for booking in claim.bookings:
             row.seat(booking.worker, booking.owner, booking.parked_memory, booking.exclusive)
         row.shown = claim  # the row reads back as exactly this value
         self._add_row(row)
 
     def cut(self, name: str, node: str, devices: int, request: Request, *,
-            allocated: bool = True) -> None:
+            allocated: bool = True, device_memory: int = 0) -> None:
         """Create claim ``name`` of ``devices`` devices on ``node`` for one worker (a ``NewClaim``).
 
         ``allocated=False`` leaves it sized against ``node`` and reserving its
-        devices there until ``allocate`` records where DRA put it.
+        devices there until ``allocate`` records where DRA put it. On a mixed
+        node ``device_memory`` names the device group (0: the tightest fit).
         """
         if name in self._claims:
             raise PlacementError(f"claim {name} already exists")
         self._check_unbooked(request.name)
         known = self._nodes.get(node)
+        at, size, mixed = 0, 0, False
+        if known is not None:
+            size = known.node.device_memory
+            if known.node.device_groups and type(devices) is int:
+                at = self._cut_group(known.node, devices, request.memory, device_memory)
+                size, mixed = known.node.device_groups[at][1], True
         # One test for the common case (a decision carried out), the reasons only on refusal.
-        if (known is None or type(devices) is not int or not 1 <= devices <= self._free[node]
-                or request.memory > devices * known.node.device_memory
+        if (known is None or at < 0 or type(devices) is not int
+                or not 1 <= devices <= self._free[node][at]
+                or request.memory > devices * size
                 or (known.node.roles and request.role not in known.node.roles)
                 or known.at_pod_limit):
-            self._refuse_cut(name, node, devices, request)
-        row = ClaimRow(name, node, devices, allocated)
+            self._refuse_cut(name, node, devices, request, at)
+        row = ClaimRow(name, node, devices, allocated, size if mixed else 0)
         row.seat(request.name, request.owner, request.memory, request.exclusive)
         self._add_row(row)
 
@@ -397,11 +419,35 @@ class Fleet:
         host = row.node.host_memory
         return math.inf if host is None else host - self._parked.get(row.node.name, 0)
 
+    def _cut_group(self, node: Node, devices: int, memory: int, device_memory: int) -> int:
+        """The device group a new claim on a mixed node draws on: the one of
+        ``device_memory``, else the smallest size holding ``memory`` on ``devices``
+        free devices; -1: the node has no group of that size."""
+        if device_memory:
+            for at, (_count, size) in enumerate(node.groups):
+                if size == device_memory:
+                    return at
+            return -1
+        free = self._free[node.name]
+        for at, (_count, size) in enumerate(node.groups):
+            if free[at] >= devices and memory <= devices * size:
+                return at
+        return 0
+
     def _file_pool(self, row: NodeRow) -> None:
         """Recompute a node's free devices from its claims and file it by them."""
-        name = row.node.name
-        reserved = sum(claim.devices for claim in self._claims_on.get(name, {}).values())
-        free = self._free[name] = max(0, row.node.devices - reserved)
+        node = row.node
+        claims = self._claims_on.get(node.name, {}).values()
+        if not node.device_groups:
+            reserved = sum(claim.devices for claim in claims)
+            free: tuple[int, ...] = (max(0, node.devices - reserved),)
+        else:
+            held = [0] * len(node.device_groups)
+            for claim in claims:
+                held[node.group_index(claim.device_memory)] += claim.devices
+            free = tuple(max(0, count - taken)
+                         for (count, _memory), taken in zip(node.device_groups, held, strict=True))
+        self._free[node.name] = free
         self.index.file_pool(row, free)
 
     # ---------------------------------------------------------------- checking
@@ -433,20 +479,26 @@ class Fleet:
             raise PlacementError(f"claim {claim} holds {devices} devices, node {node.name} has "
                                  f"{node.devices}")
 
-    def _refuse_cut(self, name: str, node: str, devices: int, request: Request) -> NoReturn:
+    def _refuse_cut(self, name: str, node: str, devices: int, request: Request,
+                    at: int = 0) -> NoReturn:
         """Why claim ``name`` cannot be cut for ``request``: what ``decide`` checks first."""
         hardware = self._require_node(node).node
         if type(devices) is not int or devices < 1:
             raise PlacementError(f"claim {name}: devices must be an int >= 1, got {devices!r}")
+        if at < 0:
+            raise PlacementError(f"claim {name}: node {node} has no device group of that "
+                                 "device memory")
         if not hardware.accepts(request.role):
             raise PlacementError(f"node {node} does not accept {request.role} workers")
         if self._nodes[node].at_pod_limit:
             raise PlacementError(f"claim {name}: node {node} is at its pod limit "
                                  f"({hardware.pods} pods)")
-        if devices > self._free[node]:
-            raise PlacementError(f"claim {name}: node {node} has {self._free[node]} free "
-                                 f"device(s), not {devices}")
-        raise PlacementError(f"worker {request.name} does not fit {devices} device(s) of "
+        free = self._free[node][at]
+        of = f" of {hardware.groups[at][1]} bytes" if hardware.device_groups else ""
+        if devices > free:
+            raise PlacementError(f"claim {name}: node {node} has {free} free "
+                                 f"device(s){of}, not {devices}")
+        raise PlacementError(f"worker {request.name} does not fit {devices} device(s){of} of "
                              f"node {node}")
 
     def _refuse_join(self, row: ClaimRow, request: Request) -> NoReturn:
@@ -455,6 +507,7 @@ class Fleet:
         candidate = JoinCandidate(
             allocated=row.allocated, exclusive=row.exclusive > 0,
             node=node.node if node else None, devices=row.devices,
+            device_memory=node.node.group_memory(row.device_memory) if node else 0,
             workers=len(row.bookings), footprint=row.footprint,
             node_parked=self._parked.get(row.node, 0), node_workers=node.workers if node else 0)
         for check, holds in JOIN_CHECKS:

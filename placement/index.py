@@ -9,7 +9,8 @@ What is filed, and for which part of the policy in ``policy.py``:
 
 * Pools, for spreading: node names bucketed by pool group (role policy and
   device size), then by free devices, each bucket a sorted list (so the name
-  tie-break is its head).
+  tie-break is its head). A mixed node is filed once per device group, by
+  that group's free devices: a new claim's devices all come from one group.
 * Open seats, for joining: allocated claims on known nodes with fewer workers
   than their node's limit, bucketed by role policy, then by workers (the join
   ranking's first key), each bucket a ``RoomIndex`` holding every claim with
@@ -33,7 +34,8 @@ What is filed, and for which part of the policy in ``policy.py``:
   name by (pool group, devices), not among the pools, and its claims with a
   free seat counted as blocked, not among the open seats. The books refile
   a node (``refile_node``) whenever its workers cross the limit.
-* Counters for the reasons: nodes per (pool group, devices), and of those
+* Counters for the reasons (a mixed node counted once per device group, by
+  that group's devices): nodes per (pool group, devices), and of those
   the ones that take no worker pod at all (a pod limit of 0); open claims per
   seat group; blocked claims per seat group; claims held by an exclusive
   worker per seat group; full claims per (seat group,
@@ -84,23 +86,24 @@ class Index:
 
     def add_node(self, row: NodeRow) -> None:
         """A node joins (before its pool and claims are filed)."""
-        group = row.pool_group = self._groups.pool_group(row.node)
-        shape = (group, row.node.devices)
-        self._shapes[shape] = self._shapes.get(shape, 0) + 1
-        if row.node.pods == 0:
-            self._podless[shape] = self._podless.get(shape, 0) + 1
+        groups = row.pool_groups = self._groups.pool_groups(row.node)
+        for group, (devices, _memory) in zip(groups, row.node.groups, strict=True):
+            shape = (group, devices)
+            self._shapes[shape] = self._shapes.get(shape, 0) + 1
+            if row.node.pods == 0:
+                self._podless[shape] = self._podless.get(shape, 0) + 1
         row.pod_blocked = row.at_pod_limit
 
     def remove_node(self, row: NodeRow) -> None:
-        assert row.pool_group is not None
-        shape = (row.pool_group, row.node.devices)
-        self._shapes[shape] -= 1
-        if not self._shapes[shape]:
-            del self._shapes[shape]
-        if row.node.pods == 0:
-            self._podless[shape] -= 1
+        for group, (devices, _memory) in zip(row.pool_groups, row.node.groups, strict=True):
+            shape = (group, devices)
+            self._shapes[shape] -= 1
+            if not self._shapes[shape]:
+                del self._shapes[shape]
+            if row.node.pods == 0:
+                self._podless[shape] -= 1
 
-    def refile_node(self, row: NodeRow, free: int, claims: Iterable[ClaimRow],
+    def refile_node(self, row: NodeRow, free: tuple[int, ...], claims: Iterable[ClaimRow],
                     host_left: Room) -> None:
         """The node's workers crossed its pod limit: file it and its claims the other way."""
         claims = list(claims)
@@ -112,43 +115,49 @@ class Index:
         for claim in claims:
             self.file_claim(claim, row, host_left)
 
-    def file_pool(self, row: NodeRow, free: int) -> None:
-        group = row.pool_group
-        assert group is not None
-        if row.pod_blocked:
-            insort(self._pod_full.setdefault((group, row.node.devices), []), row.node.name)
-            return
-        by_free = self._pools.get(group)
-        if by_free is None:
-            by_free = self._pools[group] = {}
-            self._pool_views.clear()
-        insort(by_free.setdefault(free, []), row.node.name)
+    def file_pool(self, row: NodeRow, free: tuple[int, ...]) -> None:
+        """File the node by the free devices of each of its device groups."""
+        name = row.node.name
+        for group, (devices, _memory), left in zip(row.pool_groups, row.node.groups, free,
+                                                    strict=True):
+            if row.pod_blocked:
+                insort(self._pod_full.setdefault((group, devices), []), name)
+                continue
+            by_free = self._pools.get(group)
+            if by_free is None:
+                by_free = self._pools[group] = {}
+                self._pool_views.clear()
+            insort(by_free.setdefault(left, []), name)
 
-    def unfile_pool(self, row: NodeRow, free: int) -> None:
-        assert row.pool_group is not None
-        if row.pod_blocked:
-            shape = (row.pool_group, row.node.devices)
-            names = self._pod_full[shape]
-            del names[bisect_left(names, row.node.name)]
+    def unfile_pool(self, row: NodeRow, free: tuple[int, ...]) -> None:
+        name = row.node.name
+        for group, (devices, _memory), left in zip(row.pool_groups, row.node.groups, free,
+                                                    strict=True):
+            if row.pod_blocked:
+                shape = (group, devices)
+                names = self._pod_full[shape]
+                del names[bisect_left(names, name)]
+                if not names:
+                    del self._pod_full[shape]
+                continue
+            by_free = self._pools[group]
+            names = by_free[left]
+            del names[bisect_left(names, name)]
             if not names:
-                del self._pod_full[shape]
-            return
-        by_free = self._pools[row.pool_group]
-        names = by_free[free]
-        del names[bisect_left(names, row.node.name)]
-        if not names:
-            del by_free[free]
+                del by_free[left]
 
     def file_claim(self, claim: ClaimRow, row: NodeRow, host_left: Room) -> None:
         """File a claim on a known node; ``host_left`` is what the node can still park."""
         node = row.node
         if not claim.allocated:
-            assert row.pool_group is not None
-            shape = (row.pool_group, node.devices)
+            # Counted under the device group it reserves, by that group's devices.
+            at = node.group_index(claim.device_memory) if node.device_groups else 0
+            shape = (row.pool_groups[at], node.groups[at][0])
             self._unallocated[shape] = self._unallocated.get(shape, 0) + 1
             claim.unallocated_key = shape
             return
-        group = self._groups.seat_group(row, claim.devices)
+        device_memory = node.group_memory(claim.device_memory)
+        group = self._groups.seat_group(row, claim.devices, device_memory)
         if claim.exclusive:
             self._exclusive[group] = self._exclusive.get(group, 0) + 1
             claim.exclusive_key = group
@@ -172,7 +181,7 @@ class Index:
         if bucket is None:
             bucket = by_workers[workers] = RoomIndex()
         bucket.add(claim.name, join_room(claim.devices, workers, claim.footprint,
-                                         node.device_memory, host_left))
+                                         device_memory, host_left))
         claim.bucket = bucket
         self._open[group] = self._open.get(group, 0) + 1
         claim.open_key = group
@@ -243,10 +252,13 @@ class Index:
 
     def host_left_changed(self, claims: Iterable[ClaimRow], node: Node, host_left: Room) -> None:
         """A node's parked load moved: every open claim on it has a new room."""
+        mixed = bool(node.device_groups)
         device_memory = node.device_memory
         for claim in claims:
             bucket = claim.bucket
             if bucket is not None:
+                if mixed:
+                    device_memory = node.group_memory(claim.device_memory)
                 bucket.update(claim.name, join_room(claim.devices, len(claim.bookings),
                                                     claim.footprint, device_memory, host_left))
 

@@ -5,9 +5,16 @@ Rules stated once, so the rest of the package can lean on them:
 * Every memory figure is an ``int`` of bytes. Quantities such as ``"10Gi"`` are
   parsed at the edges (CLI, controller; with ``placement.quantity``), never here.
 * A node is a *pool*: ``devices`` accelerators of at least ``device_memory``
-  bytes each (the smallest device on the node, because DRA may pick any of
-  them), plus ``host_memory`` bytes of allocatable RAM (``None`` = unknown,
-  never checked).
+  bytes each, plus ``host_memory`` bytes of allocatable RAM (``None`` =
+  unknown, never checked).
+* A node whose devices differ in memory is *mixed*: its ``device_groups``
+  list (devices, device memory) per size, smallest first; ``devices`` is
+  their total and ``device_memory`` the smallest size. A node without them is
+  one group (``groups`` reads both alike). A claim's devices all come from
+  one group of its node, named by the claim's ``device_memory`` (0, or a
+  size the node lacks: its smallest group), so a new claim's memory bounds
+  (``group_floor`` up to the group's size) let DRA pick only that group's
+  devices.
 * A node that names no roles accepts both roles.
 * ``max_workers_per_claim`` defaults to 1: sharing a claim is opt-in per node.
   A claim seats at most ``seats_per_claim`` = min(max_workers_per_claim,
@@ -44,6 +51,7 @@ __all__ = [
     "MAX_CLAIM_CONSUMERS",
     "Booking",
     "Claim",
+    "DeviceGroup",
     "Node",
     "PlacementError",
     "Request",
@@ -80,9 +88,16 @@ def per_device_share(memory: int, devices: int) -> int:
     return _ceil_div(memory, devices)
 
 
+DeviceGroup = tuple[int, int]  # (devices, bytes of memory each) of one size on a node
+
+
 @dataclass(frozen=True, slots=True)
 class Node:
-    """A pool: ``devices`` accelerators of ``device_memory`` bytes each, on one host."""
+    """A pool: ``devices`` accelerators of ``device_memory`` bytes each, on one host.
+
+    A mixed node also lists its ``device_groups``; ``Node.grouped`` builds one
+    from the groups alone.
+    """
 
     name: str
     devices: int
@@ -92,6 +107,16 @@ class Node:
     max_workers_per_claim: int = 1
     product: str = ""
     pods: int | None = None  # pod slots for workers; None: unchecked
+    # (devices, device memory) per size, smallest first; () on a node of one size.
+    device_groups: tuple[DeviceGroup, ...] = ()
+
+    @classmethod
+    def grouped(cls, name: str, groups: Collection[DeviceGroup], **kwargs: object) -> Node:
+        """A node of these (devices, device memory) groups: totals and smallest derived."""
+        where = f"node {name}"
+        checked = _device_groups(where, groups)
+        return cls(name, sum(n for n, _ in checked), min(m for _, m in checked),
+                   device_groups=checked, **kwargs)  # type: ignore[arg-type]
 
     def __post_init__(self) -> None:
         _check_name("node", self.name)
@@ -107,6 +132,39 @@ class Node:
             raise PlacementError(f"{where}: product must be a string, got {_show(self.product)}")
         # Normalise so that equal policies compare (and index) equal.
         object.__setattr__(self, "roles", _roles(where, self.roles))
+        if self.device_groups:
+            groups = _device_groups(where, self.device_groups)
+            if (sum(n for n, _ in groups), groups[0][1]) != (self.devices, self.device_memory):
+                raise PlacementError(
+                    f"{where}: device_groups hold {sum(n for n, _ in groups)} devices of at "
+                    f"least {groups[0][1]} bytes, but devices/device_memory say "
+                    f"{self.devices} of {self.device_memory}")
+            # One size is a plain node: the same value either way.
+            object.__setattr__(self, "device_groups", groups if len(groups) > 1 else ())
+
+    @property
+    def groups(self) -> tuple[DeviceGroup, ...]:
+        """(devices, device memory) of each size on the node, smallest first."""
+        return self.device_groups or ((self.devices, self.device_memory),)
+
+    def group_index(self, device_memory: int) -> int:
+        """The group a claim of ``device_memory`` takes its devices from (0: the smallest)."""
+        for index, (_devices, memory) in enumerate(self.device_groups):
+            if memory == device_memory:
+                return index
+        return 0
+
+    def group_memory(self, device_memory: int) -> int:
+        """The device size of the group a claim of ``device_memory`` draws on."""
+        if not self.device_groups:
+            return self.device_memory
+        return self.device_groups[self.group_index(device_memory)][1]
+
+    def group_floor(self, device_memory: int) -> int:
+        """The least device memory only the group of ``device_memory`` holds on this node:
+        one byte above the next smaller group's (0 on a node of one size)."""
+        index = self.group_index(device_memory) if self.device_groups else 0
+        return self.device_groups[index - 1][1] + 1 if index else 0
 
     def accepts(self, role: Role) -> bool:
         return not self.roles or role in self.roles
@@ -183,12 +241,15 @@ class Claim:
     _: KW_ONLY
     allocated: bool = True
     bookings: tuple[Booking, ...] = field(default=())
+    # The device size of the node's group its devices come from; 0: the node's smallest.
+    device_memory: int = 0
 
     def __post_init__(self) -> None:
         name, node, devices = self.name, self.node, self.devices
         # One test for the common case: the fleet builds a snapshot per claim it hands out.
         if (type(name) is not str or not name or type(node) is not str or not node
-                or type(devices) is not int or devices < 1 or type(self.allocated) is not bool):
+                or type(devices) is not int or devices < 1 or type(self.allocated) is not bool
+                or type(self.device_memory) is not int or self.device_memory < 0):
             self._refuse()
         bookings = self.bookings
         if type(bookings) is not tuple:
@@ -212,6 +273,7 @@ class Claim:
         where = f"claim {self.name}"
         _check_name(f"{where}: node", self.node)
         _check_whole(where, "devices", self.devices, 1)
+        _check_whole(where, "device_memory", self.device_memory, 0, bytes_=True)
         raise PlacementError(f"{where}: allocated must be True or False, "
                              f"got {_show(self.allocated)}")
 
@@ -276,6 +338,23 @@ def _roles(where: str, value: object) -> frozenset[Role]:
     if isinstance(value, str) or not isinstance(value, Collection):
         raise PlacementError(f"{where}: roles must be a set of roles, got {_show(value)}")
     return frozenset(_role(where, "each of roles", role) for role in value)
+
+
+def _device_groups(where: str, value: object) -> tuple[DeviceGroup, ...]:
+    """Groups checked, equal sizes merged, smallest first."""
+    if isinstance(value, str) or not isinstance(value, Collection) or not value:
+        raise PlacementError(f"{where}: device_groups must be a non-empty list of "
+                             f"(devices, device memory) pairs, got {_show(value)}")
+    merged: dict[int, int] = {}
+    for group in value:
+        if not isinstance(group, tuple) or len(group) != 2:
+            raise PlacementError(f"{where}: each of device_groups must be a "
+                                 f"(devices, device memory) pair, got {_show(group)}")
+        devices, memory = group
+        _check_whole(where, "a device group's devices", devices, 1)
+        _check_whole(where, "a device group's device_memory", memory, 1, bytes_=True)
+        merged[memory] = merged.get(memory, 0) + devices
+    return tuple((devices, memory) for memory, devices in sorted(merged.items()))
 
 
 def _booking_key(booking: Booking) -> str:

@@ -24,8 +24,9 @@ Rules:
 * A node takes another worker, by a new claim or a join alike, only while
   it has a pod slot free (``has_pod_slot``): the cluster would refuse the
   pod otherwise.
-* New-claim candidates (a node with enough free devices, and a pod slot)
-  compare by ``spread_rank``, in the order ``SPREAD_RANKING`` names.
+* New-claim candidates (a node's device group with enough free devices, on
+  a node with a pod slot; a mixed node offers each of its groups) compare by
+  ``spread_rank``, in the order ``SPREAD_RANKING`` names.
 * A worker may join a claim when every one of ``JOIN_CHECKS`` holds, checked
   in order; the first that fails is the refusal.
 * Join candidates compare by ``join_rank``, in the order ``JOIN_RANKING``
@@ -145,6 +146,7 @@ class JoinCandidate:
     footprint: int  # the parked memory of its workers, shared or not
     node_parked: int  # its node's parked load now
     node_workers: int  # workers booked on its node's claims now
+    device_memory: int = 0  # its devices' size (its node's group); 0: its node's device_memory
 
 
 def _parked_after_join(claim: JoinCandidate, request: Request) -> int:
@@ -165,7 +167,8 @@ JOIN_CHECKS: tuple[tuple[str, Callable[[JoinCandidate, Request], bool]], ...] = 
     # Estimates are never summed: one worker of a claim is resident at a time.
     ("the worker fits the claim's devices by itself",
      lambda claim, request: claim.node is not None
-     and per_device_share(request.memory, claim.devices) <= claim.node.device_memory),
+     and per_device_share(request.memory, claim.devices)
+     <= (claim.device_memory or claim.node.device_memory)),
     ("the claim has a free seat",
      lambda claim, request: claim.node is not None
      and claim.workers < claim.node.seats_per_claim),

@@ -7,7 +7,8 @@ Rules:
   filed the row, so unfiling needs no recomputation. Only the index writes
   those.
 * Nodes are grouped by what a decision asks of them: a new claim asks for a
-  role policy and a device size (``PoolGroup``); a join also asks for the
+  role policy and a device size (``PoolGroup``; a mixed node is in one per
+  device group, with that group's devices); a join also asks for the
   claim's width (``SeatGroup``, which the reasons count by; the join itself
   reads width and device size folded into each claim's room). Two nodes in
   one group are interchangeable but for their names and their free capacity.
@@ -47,14 +48,14 @@ class SeatGroup:
 class NodeRow:
     """A node in the books; the index's groups for it hang below the line."""
 
-    __slots__ = ("node", "pod_blocked", "pool_group", "seat_groups", "workers")
+    __slots__ = ("node", "pod_blocked", "pool_groups", "seat_groups", "workers")
 
     def __init__(self, node: Node, workers: int = 0) -> None:
         self.node = node
         self.workers = workers  # booked on the claims allocated to it or sized against it
         # ---- the index's
-        self.pool_group: PoolGroup | None = None
-        self.seat_groups: dict[int, SeatGroup] = {}  # by claim width
+        self.pool_groups: tuple[PoolGroup, ...] = ()  # one per device group, as node.groups
+        self.seat_groups: dict[tuple[int, int], SeatGroup] = {}  # by (width, device memory)
         self.pod_blocked = False  # filed as at its pod limit: no pool, no open seat
 
     @property
@@ -71,37 +72,45 @@ class Groups:
         self._pools: dict[tuple[frozenset[Role], int], PoolGroup] = {}
         self._seats: dict[tuple[frozenset[Role], int, int], SeatGroup] = {}
 
-    def pool_group(self, node: Node) -> PoolGroup:
-        key = (node.roles, node.device_memory)
-        group = self._pools.get(key)
-        if group is None:
-            group = self._pools[key] = PoolGroup(*key)
-        return group
+    def pool_groups(self, node: Node) -> tuple[PoolGroup, ...]:
+        """The node's pool group for each of its device groups, in ``node.groups`` order."""
+        found = []
+        for _devices, memory in node.groups:
+            key = (node.roles, memory)
+            group = self._pools.get(key)
+            if group is None:
+                group = self._pools[key] = PoolGroup(*key)
+            found.append(group)
+        return tuple(found)
 
-    def seat_group(self, row: NodeRow, devices: int) -> SeatGroup:
-        """The group of a ``devices``-wide claim on the row's node, remembered on the row too."""
-        group = row.seat_groups.get(devices)
+    def seat_group(self, row: NodeRow, devices: int, device_memory: int) -> SeatGroup:
+        """The group of a ``devices``-wide claim of ``device_memory`` devices on the row's
+        node, remembered on the row too."""
+        shape = (devices, device_memory)
+        group = row.seat_groups.get(shape)
         if group is None:
-            key = (row.node.roles, row.node.device_memory, devices)
+            key = (row.node.roles, device_memory, devices)
             group = self._seats.get(key)
             if group is None:
                 group = self._seats[key] = SeatGroup(*key)
-            row.seat_groups[devices] = group
+            row.seat_groups[shape] = group
         return group
 
 
 class ClaimRow:
     """A claim in the books: where it is, how wide, and who is booked on it."""
 
-    __slots__ = ("allocated", "blocked_key", "bookings", "bucket", "devices", "exclusive",
-                 "exclusive_key", "footprint", "full_key", "name", "node", "open_key",
-                 "owner_lists", "shown", "unallocated_key")
+    __slots__ = ("allocated", "blocked_key", "bookings", "bucket", "device_memory", "devices",
+                 "exclusive", "exclusive_key", "footprint", "full_key", "name", "node",
+                 "open_key", "owner_lists", "shown", "unallocated_key")
 
-    def __init__(self, name: str, node: str, devices: int, allocated: bool) -> None:
+    def __init__(self, name: str, node: str, devices: int, allocated: bool,
+                 device_memory: int = 0) -> None:
         self.name = name
         self.node = node
         self.devices = devices
         self.allocated = allocated
+        self.device_memory = device_memory  # its group on its node (``Claim.device_memory``)
         # worker -> (owner, parked memory, exclusive): a Booking is made only for a
         # snapshot, not once per seat taken.
         self.bookings: dict[str, tuple[str, int, bool]] = {}
@@ -149,6 +158,7 @@ class ClaimRow:
         if shown is None:
             shown = self.shown = Claim(
                 self.name, self.node, self.devices, allocated=self.allocated,
+                device_memory=self.device_memory,
                 bookings=tuple(Booking(worker, owner, parked, exclusive)
                                for worker, (owner, parked, exclusive) in self.bookings.items()))
         return shown

@@ -3,6 +3,11 @@
 Nothing here is indexed or clever: every question is answered by looking at
 every node and every claim. If this file and ``placement`` disagree, read
 this file first: it is meant to be obviously right.
+
+A mixed node (devices of several sizes) is a list of device groups: every
+claim takes its devices from one group, named by its ``device_memory`` (0 or
+a size the node lacks: the smallest group), and free devices are counted per
+group.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ class RefClaim:
     workers: dict[str, int] = field(default_factory=dict)  # worker -> memory
     owners: dict[str, str] = field(default_factory=dict)  # worker -> owner
     exclusive: set[str] = field(default_factory=set)  # workers that run alone
+    device_memory: int = 0  # the size of its node's group it takes devices from; 0: smallest
 
 
 def needed(memory: int, device_memory: int) -> int:
@@ -32,6 +38,18 @@ def needed(memory: int, device_memory: int) -> int:
 
 def accepts(node: Node, role: str) -> bool:
     return not node.roles or role in node.roles
+
+
+def group_size(node: Node, claim: RefClaim) -> int:
+    """The device size of the group the claim takes its devices from."""
+    sizes = [memory for _count, memory in node.groups]
+    return claim.device_memory if claim.device_memory in sizes else sizes[0]
+
+
+def free_in_group(node: Node, size: int, claims: list[RefClaim]) -> int:
+    count = next(count for count, memory in node.groups if memory == size)
+    return count - sum(c.devices for c in claims
+                       if c.node == node.name and group_size(node, c) == size)
 
 
 def free_devices(node: Node, claims: list[RefClaim]) -> int:
@@ -77,13 +95,17 @@ def reference_new_claim(request: Request, nodes: list[Node],
     for node in nodes:
         if not accepts(node, request.role) or not pod_slot_free(node, claims):
             continue
-        n = needed(request.memory, node.device_memory)
-        free = free_devices(node, claims)
-        if free >= n:
-            pools.append(((n, node.device_memory, free - n, node.name), node, n))
+        for _count, size in node.groups:  # each device group is a pool of its own
+            n = needed(request.memory, size)
+            free = max(0, free_in_group(node, size, claims))
+            if free >= n:
+                pools.append(((n, size, free - n, node.name), node, n, size))
     if pools:
-        _, node, n = min(pools, key=lambda p: p[0])
-        return NewClaim(node.name, n, math.ceil(request.memory / n), node.device_memory)
+        _, node, n, size = min(pools, key=lambda p: p[0])
+        # The floor keeps DRA off the node's smaller groups.
+        smaller = [memory for _count, memory in node.groups if memory < size]
+        floor = max([math.ceil(request.memory / n), *[m + 1 for m in smaller]])
+        return NewClaim(node.name, n, floor, size)
     return None
 
 
@@ -97,7 +119,7 @@ def reference_join(request: Request, nodes: list[Node], claims: list[RefClaim],
             continue
         if claim.exclusive:
             continue
-        if math.ceil(request.memory / claim.devices) > node.device_memory:
+        if math.ceil(request.memory / claim.devices) > group_size(node, claim):
             continue
         if len(claim.workers) >= seats_per_claim(node) or not pod_slot_free(node, claims):
             continue
@@ -141,10 +163,12 @@ class ReferenceSimulation:
             while any(c.name == name for c in self.claims):
                 k += 1
                 name = f"{base}-{k}"
+            node = next(n for n in self.nodes if n.name == decision.node)
             self.claims.append(RefClaim(name, decision.node, decision.devices,
                                         not self.deferred, {request.name: request.memory},
                                         {request.name: request.owner},
-                                        {request.name} if request.exclusive else set()))
+                                        {request.name} if request.exclusive else set(),
+                                        decision.memory_ceiling if node.device_groups else 0))
         else:
             claim = next(c for c in self.claims if c.name == decision.claim)
             claim.workers[request.name] = request.memory
@@ -192,11 +216,11 @@ class ReferenceSimulation:
         self.nodes.append(node)
         self._retry()
 
-    def books(self) -> dict[str, tuple[str, str, int, bool] | None]:
-        """worker -> (claim, node, devices, allocated), or None while pending."""
-        out: dict[str, tuple[str, str, int, bool] | None] = {}
+    def books(self) -> dict[str, tuple[str, str, int, bool, int] | None]:
+        """worker -> (claim, node, devices, allocated, device memory), or None while pending."""
+        out: dict[str, tuple[str, str, int, bool, int] | None] = {}
         for worker in self.requests:
             claim = self.claim_of(worker)
             out[worker] = None if claim is None else (
-                claim.name, claim.node, claim.devices, claim.allocated)
+                claim.name, claim.node, claim.devices, claim.allocated, claim.device_memory)
         return out

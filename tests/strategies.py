@@ -29,6 +29,16 @@ memories = st.one_of(
 
 @st.composite
 def nodes(draw: st.DrawFn, name: str | None = None) -> Node:
+    # Now and then a mixed node: two or three device sizes on one host.
+    groups = draw(st.one_of(st.just(()), st.just(()), st.lists(
+        st.tuples(st.integers(min_value=1, max_value=3), device_memories),
+        min_size=2, max_size=3, unique_by=lambda group: group[1])))
+    if groups:
+        return Node.grouped(
+            name if name is not None else draw(st.sampled_from("abcdefgh")), groups,
+            host_memory=draw(host_memories), roles=draw(role_sets),
+            max_workers_per_claim=draw(st.integers(min_value=1, max_value=3)),
+            pods=draw(pod_limits))
     return Node(
         name=name if name is not None else draw(st.sampled_from("abcdefgh")),
         devices=draw(st.integers(min_value=1, max_value=4)),

@@ -138,3 +138,30 @@ def test_a_claim_seats_its_setting_within_the_256_consumers_dra_lists() -> None:
     assert Node("n", 1, GiB, max_workers_per_claim=16).seats_per_claim == 16
     assert Node("n", 1, GiB, max_workers_per_claim=256).seats_per_claim == 256
     assert Node("n", 1, GiB, max_workers_per_claim=1000).seats_per_claim == 256
+
+
+def test_a_mixed_node_reads_as_groups_smallest_first_and_one_size_as_a_plain_node() -> None:
+    node = Node.grouped("m", [(4, 80 * GiB), (4, 48 * GiB)])
+    assert (node.devices, node.device_memory) == (8, 48 * GiB)
+    assert node.groups == ((4, 48 * GiB), (4, 80 * GiB))
+    assert node.group_memory(80 * GiB) == 80 * GiB
+    assert node.group_memory(0) == node.group_memory(24 * GiB) == 48 * GiB  # the smallest
+    assert node.group_floor(80 * GiB) == 48 * GiB + 1
+    assert node.group_floor(48 * GiB) == 0
+    assert Node.grouped("p", [(2, 24 * GiB), (1, 24 * GiB)]) == Node("p", 3, 24 * GiB)
+
+
+@pytest.mark.parametrize(("build", "message"), [
+    (lambda: Node.grouped("m", []), "node m: device_groups must be a non-empty list"),
+    (lambda: Node.grouped("m", [(0, GiB), (1, 2 * GiB)]),
+     "node m: a device group's devices must be >= 1, got 0"),
+    (lambda: Node.grouped("m", [(1, "80Gi")]),
+     "node m: a device group's device_memory must be a whole number of bytes"),
+    (lambda: Node("m", 3, GiB, device_groups=((1, GiB), (1, 2 * GiB))),
+     "node m: device_groups hold 2 devices of at least 1073741824 bytes, but "
+     "devices/device_memory say 3 of 1073741824"),
+    (lambda: Claim("c", "m", 1, device_memory=-1), "claim c: device_memory must be >= 0"),
+])
+def test_malformed_device_groups_are_refused(build: Callable[[], object], message: str) -> None:
+    with pytest.raises(PlacementError, match=message):
+        build()

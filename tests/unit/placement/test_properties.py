@@ -30,6 +30,7 @@ from tests.reference import (
     RefClaim,
     ReferenceSimulation,
     accepts,
+    free_in_group,
     needed,
     pod_slot_free,
     reference_decide,
@@ -57,6 +58,8 @@ def fleets(draw: st.DrawFn) -> tuple[list[Node], list[Claim]]:
             devices=draw(st.integers(min_value=1, max_value=node.devices)),
             allocated=draw(st.booleans()),
             bookings=bookings,
+            # On a mixed node: one of its groups, or none named (its smallest).
+            device_memory=draw(st.sampled_from([0, *(m for _, m in node.device_groups)])),
         ))
     return node_list, claims
 
@@ -66,7 +69,7 @@ def as_reference(claims: list[Claim]) -> list[RefClaim]:
         RefClaim(c.name, c.node, c.devices, c.allocated,
                  {b.worker: b.parked_memory for b in c.bookings},
                  {b.worker: b.owner for b in c.bookings},
-                 {b.worker for b in c.bookings if b.exclusive})
+                 {b.worker for b in c.bookings if b.exclusive}, c.device_memory)
         for c in claims
     ]
 
@@ -147,8 +150,8 @@ def test_no_join_while_a_free_pool_exists(fleet: tuple, request: Request) -> Non
         for node in node_list:
             # A node at its pod limit has no free pool, whatever its devices.
             if accepts(node, request.role) and pod_slot_free(node, reference):
-                used = sum(c.devices for c in reference if c.node == node.name)
-                assert node.devices - used < needed(request.memory, node.device_memory)
+                for _count, size in node.groups:  # nor has any of its device groups
+                    assert free_in_group(node, size, reference) < needed(request.memory, size)
 
 
 def pick(present: list[str], index: int) -> str | None:
@@ -182,13 +185,13 @@ def apply(sim: Simulation, ref: ReferenceSimulation | None, event: Event) -> Non
                 ref.allocate(worker)
 
 
-def books(sim: Simulation) -> dict[str, tuple[str, str, int, bool] | None]:
-    out: dict[str, tuple[str, str, int, bool] | None] = {}
+def books(sim: Simulation) -> dict[str, tuple[str, str, int, bool, int] | None]:
+    out: dict[str, tuple[str, str, int, bool, int] | None] = {}
     for worker in sim.workers():
         name = sim.fleet.claim_of(worker)
         claim = sim.fleet.claim(name) if name else None
         out[worker] = None if claim is None else (
-            claim.name, claim.node, claim.devices, claim.allocated)
+            claim.name, claim.node, claim.devices, claim.allocated, claim.device_memory)
     return out
 
 
@@ -230,9 +233,13 @@ def check_books(sim: Simulation) -> None:
         # Every worker that may be parked at once fits in host memory.
         if node.host_memory is not None:
             assert sum(c.parked_memory for c in on_node if c.allocated) <= node.host_memory
+        # No group's device promised twice either, on a mixed node.
+        for count, size in node.groups:
+            assert sum(c.devices for c in on_node
+                       if node.group_memory(c.device_memory) == size) <= count
         for claim in on_node:
-            assert all(-(-b.parked_memory // claim.devices) <= node.device_memory
-                       for b in claim.bookings)
+            assert all(-(-b.parked_memory // claim.devices)
+                       <= node.group_memory(claim.device_memory) for b in claim.bookings)
             assert claim.allocated or len(claim.bookings) == 1
             # An exclusive worker is alone on its claim.
             assert not claim.exclusive or len(claim.bookings) == 1
@@ -261,7 +268,7 @@ def test_a_departure_never_moves_another_placed_worker(
         after = books(sim)
         for worker, seat in before.items():
             if seat is not None and worker in after:
-                claim, node, devices, _ = seat
+                claim, node, devices, _, _ = seat
                 assert after[worker] is not None
                 assert after[worker][:3] == (claim, node, devices)  # type: ignore[index]
 
