@@ -7,8 +7,10 @@ contract, from the worker's side:
 
 * Say whether you hold device memory when you connect (``resident=``): the
   agent trusts it, and after its own restart grants nothing until everyone
-  has said. Never say parked while you still hold memory: the next worker
-  would be restored on top of you.
+  has said -- for at most its yield grace: a worker silent past that must
+  park within one more grace or is evicted (unless the device shows it
+  holds nothing). Never say parked while you still hold memory: the next
+  worker would be restored on top of you.
 * ``want()`` the turn, then ``wait_for_turn()``. On the turn, restore into
   device memory and call ``resident()``.
 * While resident, watch ``yield_requested()`` (or block in
