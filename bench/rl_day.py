@@ -31,7 +31,10 @@ import random
 import statistics
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cli.scenario import Scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script: the repository root holds cli/
@@ -166,8 +169,9 @@ def compare(path: Path) -> list[str]:
 
     Per variant: devices held at the peak, switches, the median turn wait over every wait,
     each job's median turn wait (the median job's and the worst job's), the served share
-    (over every worker, the median job's, the worst job's) and the shared claims' useful
-    busy share."""
+    (over every worker, a worker alone on its claim served all it wanted; over the workers
+    that shared a claim; the median job's, the worst job's) and the shared claims' useful
+    busy share. A job's figures are those of the jobs that shared a claim."""
     from cli.compare import crossed
     from cli.options import file_kind
     from cli.render_table import columns
@@ -185,18 +189,44 @@ def compare(path: Path) -> list[str]:
         devices = max(sum(step) for step in zip(*timeline.devices.values(), strict=True))
         summary = turns.summary()
         waits = sorted(owner.median_wait for owner in turns.owners)
+        # A worker alone on its claim is resident all it wants: it counts whole.
+        wanted = _wanted(variant)
+        alone = sum(wanting for name, wanting in wanted.items()
+                    if name not in {worker.worker for worker in turns.workers})
+        everyone = (sum(w.served for w in turns.workers) + alone) / sum(wanted.values())
         served = sorted(share for owner in turns.owners
                         if (share := owner.served_share) is not None)
         rows.append([label, str(devices), f"{summary.switches:,}",
                      _seconds(summary.median_wait), _seconds(statistics.median(waits)),
-                     _seconds(waits[-1]), f"{summary.served_share or 0:.1%}",
+                     _seconds(waits[-1]), f"{everyone:.1%}", f"{summary.served_share or 0:.1%}",
                      f"{statistics.median(served):.1%}", f"{served[0]:.1%}",
                      f"{summary.useful_share:.1%}"])
     headers = ["variant", "devices (peak)", "switches", "turn wait (median)",
-               "job's median wait (median job)", "(worst job)", "served", "served (median job)",
+               "job's median wait (median job)", "(worst job)", "served (every job)",
+               "served (sharing)", "served (median job)",
                "(worst job)", "useful busy"]
-    return [f"{path.name}: the jobs that shared a claim, by strategy and owner affinity", "",
+    return [f"{path.name} by strategy and owner affinity (a job's figures: the jobs that "
+            "shared a claim)", "",
             *columns(headers, rows, right=set(range(1, len(headers))))]
+
+
+def _wanted(scenario: Scenario) -> dict[str, float]:
+    """Each worker's seconds wanting the device while it is there (placed on arrival)."""
+    from cli.scenario import Arrive, Leave
+
+    assert scenario.times is not None, "the RL day has a clock"
+    end = scenario.times[-1]
+    arrived: dict[str, tuple[float, tuple[tuple[float, float], ...]]] = {}
+    stays: dict[str, tuple[float, float, tuple[tuple[float, float], ...]]] = {}
+    for at, event in zip(scenario.times, scenario.events, strict=True):
+        if isinstance(event, Arrive) and event.demand is not None:
+            arrived[event.name] = (at, event.demand)
+        elif isinstance(event, Leave) and event.worker in arrived:
+            start, demand = arrived.pop(event.worker)
+            stays[event.worker] = (start, at, demand)
+    stays.update((name, (start, end, demand)) for name, (start, demand) in arrived.items())
+    return {name: sum(max(0.0, min(stop, to) - max(start, since)) for since, to in demand)
+            for name, (start, stop, demand) in stays.items()}
 
 
 def _seconds(value: float) -> str:
