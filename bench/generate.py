@@ -14,8 +14,8 @@ alternate at random around that level, so the fleet sits under contention:
 workers share, some wait, departures let them in.
 
 With ``groups`` (opt-in; ``--groups N``) the scenario also declares N node
-groups of the same nodes (none up at the start, up to a tenth of the fleet
-each, five minutes to come up, ten idle before going) for the simulated
+groups of the same nodes (none up at the start, up to half the fleet each,
+five minutes to come up, ten idle before going) for the simulated
 autoscaler, and since groups need a clock every event gets a time,
 ``seconds_apart`` after the one before. Without it the output is what it
 always was for a seed.
@@ -27,6 +27,7 @@ import argparse
 import json
 import random
 import sys
+from pathlib import Path
 from typing import Any
 
 DEVICES_PER_NODE = 8
@@ -84,7 +85,7 @@ def generate(nodes: int, events: int, *, seed: int = 1, live: int | None = None,
     if groups:
         for index, event in enumerate(out):
             event["at"] = index * seconds_apart
-        document["nodeGroups"] = node_groups(groups, max(1, nodes // 10),
+        document["nodeGroups"] = node_groups(groups, max(1, nodes // 2),
                                              random.Random(f"groups-{seed}"))
     return document
 
@@ -117,15 +118,30 @@ def _node(rng: random.Random, index: int) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--nodes", type=int, default=None,
+                        help="1000 by default; with --rl-jobs, one per eight jobs")
     parser.add_argument("--events", type=int, default=30_000)
     parser.add_argument("--live", type=int, default=None)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--groups", type=int, default=0,
                         help="declare this many node groups (and give every event a time)")
+    parser.add_argument("--rl-jobs", type=int, default=0, metavar="N",
+                        help="instead, an RL day of N jobs (bench/rl_day.py)")
+    parser.add_argument("--yaml", action="store_true",
+                        help="with --rl-jobs: YAML, one event a line (examples/rl-day.yaml)")
     args = parser.parse_args(argv)
-    json.dump(generate(args.nodes, args.events, seed=args.seed, live=args.live,
-                       groups=args.groups), sys.stdout)
+    if args.rl_jobs:
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script
+        from bench.rl_day import rl_day, to_yaml
+
+        day = rl_day(args.rl_jobs, seed=args.seed, nodes=args.nodes)
+        if args.yaml:
+            sys.stdout.write(to_yaml(day, " ".join(["bench/generate.py", *(argv or sys.argv[1:])])))
+        else:
+            json.dump(day, sys.stdout)
+        return
+    json.dump(generate(1000 if args.nodes is None else args.nodes, args.events, seed=args.seed,
+                       live=args.live, groups=args.groups), sys.stdout)
 
 
 if __name__ == "__main__":

@@ -310,7 +310,13 @@ class AutoscaledSimulation(Simulation):
             request = self._requests[worker]
             if self.fleet.claim_of(worker) is not None or worker in self._counted:
                 continue
+            alone = self._new_claim_only(request)
             for coming in self._coming:
+                # Spreading needs memory <= free devices x their memory (NodeOffer's rule):
+                # a plan without that room is passed over without a decision.
+                if alone and coming.plan.free_devices(coming.node.name) * \
+                        coming.node.device_memory < request.memory:
+                    continue
                 if self._plan_seats(coming.plan, request):
                     self._count_on(coming, worker)
                     break
