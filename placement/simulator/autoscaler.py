@@ -170,7 +170,8 @@ class AutoscaledSimulation(Simulation):
         self._due: list[tuple[float, int, int, str, int]] = []  # (at, seq, kind, node, token)
         self._seq = itertools.count()
         self._idle: dict[str, int] = {}  # group node holding nothing -> its removal's token
-        self._floor: dict[int, list[str]] = {}  # idle nodes kept because their group was at min
+        # Idle nodes kept because their group was at min, with their removal's token.
+        self._floor: dict[int, list[tuple[str, int]]] = {}
         self._coming_by_name: dict[str, _Coming] = {}
         self._plan_names = itertools.count(1)
         self._changes: list[Change] = []
@@ -404,9 +405,8 @@ class AutoscaledSimulation(Simulation):
         self._changes.append(NodeUp(self.now, self.groups[coming.group].name, coming.node,
                                     tuple(placed)))
         self._maybe_idle(name)
-        for idle in self._floor.pop(coming.group, []):  # above the floor again
-            token = self._idle.get(idle)
-            if token is not None:
+        for idle, token in self._floor.pop(coming.group, []):  # above the floor again
+            if self._idle.get(idle) == token:
                 heappush(self._due, (self.now, next(self._seq), _DOWN, idle, token))
         self._consider(worker for worker in counted if worker in self._requests)
 
@@ -426,8 +426,9 @@ class AutoscaledSimulation(Simulation):
         index = self._group_of[name]
         up = self._count[index] - sum(1 for coming in self._coming if coming.group == index)
         if up <= self.groups[index].min:
-            # At its floor it stays; due again as soon as another node of its group is up.
-            self._floor.setdefault(index, []).append(name)
+            # At its floor it stays; due again as soon as another node of its group is up
+            # (unless it has held a claim since: then its idle clock started again).
+            self._floor.setdefault(index, []).append((name, self._idle[name]))
             return
         del self._idle[name]
         node = self.fleet.remove_node(name)
