@@ -25,7 +25,7 @@ from cli.turnspec import NodeTurns, parse_demand, parse_node_turns, parse_settin
 from placement import Node, Policy, Request, Role, Strategy
 from placement.policy import DEFAULT_POLICY
 from placement.quantity import LONGEST as LONGEST_QUANTITY
-from placement.quantity import parse_quantity
+from placement.quantity import format_quantity, parse_quantity
 from placement.simulator.autoscaler import NodeGroup
 from placement.simulator.simulation import Seating
 from placement.turns import TurnSettings
@@ -263,8 +263,16 @@ class NodeSpec:
     # mixed node says them); never counted in the simulation either.
     left_out: tuple[tuple[int, str], ...] = _field("leftOut", _left_out, parse=_to_left_out,
                                                    default=())
+    # (devices, memory) per size of a node of mixed devices, read by _with_groups
+    # (which fills devices and deviceMemory in); () on a node of one size.
+    device_groups: tuple[tuple[int, int], ...] = _field("deviceGroups", default=())
 
     def to_node(self) -> Node:
+        if self.device_groups:
+            return Node.grouped(self.name, self.device_groups, host_memory=self.host_memory,
+                                roles=frozenset(Role(role) for role in self.roles),
+                                max_workers_per_claim=self.max_workers_per_claim,
+                                product=self.product or "", pods=self.pods)
         return Node(self.name, self.devices, self.device_memory, self.host_memory,
                     frozenset(Role(role) for role in self.roles), self.max_workers_per_claim,
                     self.product or "", self.pods)
@@ -647,8 +655,53 @@ def _schema(cls: type) -> dict[str, tuple[str, Callable[[object], object] | None
     return _schemas[cls]
 
 
+def _with_groups(raw: object) -> object:
+    """A node listing ``deviceGroups``: the groups read and its devices and deviceMemory
+    (total, smallest) filled in; anything else as it is. Strict: a node gives either
+    deviceGroups or devices and deviceMemory, and each size once."""
+    if type(raw) is not dict or raw.get("deviceGroups") is None:
+        return raw
+    name = raw.get("name")
+    who = f"node {excerpt(name)}: " if isinstance(name, str) and name else ""
+    for key in ("devices", "deviceMemory"):
+        if key in raw:
+            raise _FieldError(key, f"{who}give either deviceGroups or devices and "
+                              "deviceMemory, not both")
+    value = raw["deviceGroups"]
+    if not isinstance(value, list) or not value:
+        raise _FieldError("deviceGroups", f"{who}must be a list of {{devices, deviceMemory}}, "
+                          f"got {describe(value)}")
+    groups: list[tuple[int, int]] = []
+    for index, entry in enumerate(value):
+        at = f"deviceGroups[{index}]"
+        if type(entry) is not dict or set(entry) != {"devices", "deviceMemory"}:
+            raise _FieldError(at, f"{who}must be {{devices: N, deviceMemory: SIZE}}, "
+                              f"got {describe(entry)}")
+        devices = entry["devices"]
+        if (isinstance(devices, bool) or not isinstance(devices, int)
+                or not 1 <= devices <= _LARGEST_COUNT):
+            raise _FieldError(f"{at}.devices", f"{who}must be a whole number from 1 to "
+                              f"{_LARGEST_COUNT:,}, got {describe(devices)}")
+        try:
+            memory = _memory(entry["deviceMemory"])
+        except ValueError as error:
+            raise _FieldError(f"{at}.deviceMemory", f"{who}{error}") from None
+        if any(memory == size for _, size in groups):
+            raise _FieldError(f"{at}.deviceMemory", f"{who}{format_quantity(memory)} is "
+                              "listed twice; list each size once")
+        groups.append((devices, memory))
+    total = sum(devices for devices, _ in groups)
+    if total > _LARGEST_COUNT:
+        raise _FieldError("deviceGroups", f"{who}{total:,} devices in all is out of range "
+                          f"(at most {_LARGEST_COUNT:,})")
+    return dict(raw, deviceGroups=tuple(groups), devices=total,
+                deviceMemory=min(size for _, size in groups))
+
+
 def _build(cls: type[_Model], raw: object) -> _Model:
     """An instance of the model from a mapping; a _FieldError names the bad key."""
+    if cls is NodeSpec:
+        raw = _with_groups(raw)
     schema = _schema(cls)
     if type(raw) is not dict:
         raise _FieldError("", f"must be a mapping with the keys {', '.join(schema)}, "

@@ -9,6 +9,8 @@ Rules:
   cut each allocated claim, when some claim is still unallocated).
 * A node publishing devices placement does not count says how many and why
   (``leftOut``), so a snapshot of a mixed node replays as the cluster reads.
+  A node whose counted devices differ in memory lists them as
+  ``deviceGroups`` (devices and deviceMemory per size), as placement reads it.
 * It is then replayed, and stderr says whether ``simulate`` reproduces the
   cluster's placements -- same sharing groups on the same nodes, the same
   workers waiting -- or where it does not.
@@ -65,8 +67,12 @@ def snapshot_document(live: LiveFleet) -> dict[str, Any]:
 
 
 def _node(node: Node, left_out: Iterable[LeftOut] = ()) -> dict[str, Any]:
-    document: dict[str, Any] = {"name": node.name, "devices": node.devices,
-                                "deviceMemory": format_quantity(node.device_memory)}
+    document: dict[str, Any] = {"name": node.name}
+    if node.device_groups:
+        document["deviceGroups"] = [{"devices": devices, "deviceMemory": format_quantity(size)}
+                                    for devices, size in node.device_groups]
+    else:
+        document.update(devices=node.devices, deviceMemory=format_quantity(node.device_memory))
     if node.host_memory is not None:
         document["hostMemory"] = format_quantity(node.host_memory)
     if node.roles:

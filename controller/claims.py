@@ -7,7 +7,9 @@ Rules:
   bounding the device's ``memory`` capacity (in the driver's domain) between
   the per-device floor and the ceiling the claim was priced against, so DRA
   can neither hand out a device too small nor substitute a bigger one
-  placement never chose.
+  placement never chose. On a node of mixed devices the ceiling is the chosen
+  group's size and the floor sits above the node's smaller groups, so DRA
+  allocates only devices of that group.
 * Labels carry ``openrl.io/managed=true`` and the shape (devices, floor,
   ceiling, the node it was sized against); the exact node name also goes in
   an annotation, since a label value may have to be sanitized.
@@ -22,7 +24,9 @@ Rules:
 * Reading back: an allocated claim's node comes from its allocation's node
   selector (``matchFields`` on ``metadata.name``), else from the node of the
   pools its devices came from; its width from the allocation's results. An
-  unallocated claim reserves the node it was sized against.
+  unallocated claim reserves the node it was sized against. Its device group
+  is its memory ceiling label (the size it was priced against; unreadable:
+  none, the node's smallest).
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ import attrs
 from controller import naming
 from controller.objects import Obj, annotations_of, created_at, is_deleting, labels_of, name_of
 from placement import NewClaim
-from placement.quantity import format_quantity
+from placement.quantity import QuantityError, format_quantity, parse_quantity
 
 
 def memory_selector(driver: str, floor: int, ceiling: int) -> str:
@@ -98,6 +102,7 @@ class ClaimView:
     deleting: bool
     created: dt.datetime
     reserved: bool  # DRA lists a consumer in status.reservedFor
+    device_memory: int = 0  # the device group's size it was cut from (its ceiling); 0: unknown
 
     @property
     def joinable(self) -> bool:
@@ -173,4 +178,13 @@ def read_claim(claim: Obj, pool_nodes: dict[str, str]) -> ClaimView:
         deleting=is_deleting(claim),
         created=created_at(claim),
         reserved=bool(status.get("reservedFor")),
+        device_memory=_ceiling(claim),
     )
+
+
+def _ceiling(claim: Obj) -> int:
+    text = labels_of(claim).get(naming.LABEL_MEMORY_CEILING, "")
+    try:
+        return parse_quantity(text) if text else 0
+    except QuantityError:
+        return 0

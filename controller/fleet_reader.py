@@ -9,8 +9,10 @@ Rules:
   DRA itself allocates nothing from an incomplete pool.
 * Which devices count is ``fleet_rules.pool_devices``' (memory, the class's
   selectors, taints, counters, claims not ours); a node's device memory is its
-  smallest counted device's (DRA may hand out any of them), and the devices
-  left out are warned about per node and reason. Slices without a
+  smallest counted device's, and a node whose counted devices differ in
+  memory is read as groups of equal devices (``Node.device_groups``), each
+  claim cut from one group; the devices left out are warned about per node
+  and reason. Slices without a
   ``nodeName`` describe no single node and are skipped: a worker lives on one
   node.
 * A node is a pool only if it carries ``openrl.io/enabled=true`` and the
@@ -75,6 +77,8 @@ class Hardware:
     device_memory: int
     product: str
     left_out: tuple[LeftOut, ...] = ()
+    # (devices, memory) per size, smallest first, where the sizes differ; () otherwise
+    device_groups: tuple[tuple[int, int], ...] = ()
 
 
 @attrs.frozen
@@ -151,8 +155,14 @@ def read_slices(slices: list[Obj], driver: str, selector: DeviceSelector | None 
     hardware = {}
     for node, devs in per_node.items():
         _, memory, product = min(devs)  # the smallest memory, and its product
-        hardware[node] = Hardware(devices=len(devs), device_memory=memory, product=product,
-                                  left_out=tuple(left_out.pop(node, ())))
+        sizes: dict[int, int] = {}
+        for _, size, _ in devs:
+            sizes[size] = sizes.get(size, 0) + 1
+        hardware[node] = Hardware(
+            devices=len(devs), device_memory=memory, product=product,
+            left_out=tuple(left_out.pop(node, ())),
+            device_groups=tuple((sizes[size], size) for size in sorted(sizes))
+            if len(sizes) > 1 else ())
     for node, items in left_out.items():
         hardware[node] = Hardware(devices=0, device_memory=0, product="",
                                   left_out=tuple(items))
@@ -225,7 +235,8 @@ def read_nodes(node_objs: list[Obj], hardware: dict[str, Hardware],
         nodes.append(Node(name=name, devices=hw.devices, device_memory=hw.device_memory,
                           host_memory=host_memory, roles=roles,
                           max_workers_per_claim=max_workers, product=hw.product,
-                          pods=worker_pod_slots(pods, (other_pods or {}).get(name, 0))))
+                          pods=worker_pod_slots(pods, (other_pods or {}).get(name, 0)),
+                          device_groups=hw.device_groups))
     return nodes, warnings
 
 

@@ -189,7 +189,8 @@ def placement_claim(view: ClaimView, seats: Iterable[Booked]) -> Claim | None:
     """The claim as placement books it, with its seats; None while it has no node."""
     if not view.node:
         return None
-    return Claim(view.name, view.node, view.devices, allocated=view.joinable, bookings=tuple([
+    return Claim(view.name, view.node, view.devices, allocated=view.joinable,
+                 device_memory=view.device_memory, bookings=tuple([
         Booking(b.holder, b.owner, b.memory, b.exclusive) for b in sorted(seats, key=_HOLDER)]))
 
 

@@ -164,14 +164,17 @@ def near_valid_documents(draw: st.DrawFn) -> dict[str, object]:
 # Shaped like the API server's, for the controller's cache.
 
 def fake_slice(node: str, devices: int, memory: str, *, generation: int = 1,
-               count: int = 1, driver: str = "gpu.example.com") -> dict[str, Any]:
-    """One ResourceSlice of ``node``'s pool; ``count`` > 1 leaves the generation incomplete."""
+               count: int = 1, driver: str = "gpu.example.com",
+               more: tuple[str, ...] = ()) -> dict[str, Any]:
+    """One ResourceSlice of ``node``'s pool; ``count`` > 1 leaves the generation incomplete.
+    ``more``: the memory of further devices (a node of mixed devices)."""
+    sizes = [memory] * devices + list(more)
     return {
         "metadata": {"name": f"{node}-slice"},
         "spec": {"driver": driver, "nodeName": node,
                  "pool": {"name": node, "generation": generation, "resourceSliceCount": count},
-                 "devices": [{"name": f"gpu-{i}", "capacity": {"memory": {"value": memory}}}
-                             for i in range(devices)]},
+                 "devices": [{"name": f"gpu-{i}", "capacity": {"memory": {"value": size}}}
+                             for i, size in enumerate(sizes)]},
     }
 
 
@@ -193,7 +196,9 @@ def fake_nodes(draw: st.DrawFn) -> list[tuple[dict[str, Any], dict[str, Any]]]:
         node = {"metadata": {"name": name, "uid": f"uid-{name}", "labels": labels},
                 "status": {"allocatable": allocatable}}
         memory = draw(st.sampled_from(["24Gi", "80Gi"]))
-        out.append((node, fake_slice(name, draw(st.integers(1, 2)), memory)))
+        # Now and then a node of mixed devices: read as device groups by both readings.
+        more = draw(st.sampled_from([(), (), ("48Gi",), ("48Gi", "80Gi")]))
+        out.append((node, fake_slice(name, draw(st.integers(1, 2)), memory, more=more)))
     return out
 
 
