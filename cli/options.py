@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import BinaryIO, NoReturn
 
 import click
 
@@ -96,12 +96,14 @@ def read_file(file: Path, max_size: str = DEFAULT_MAX_SIZE) -> tuple[str, str]:
     name = printable("<stdin>" if str(file) == "-" else str(file))
     try:
         if str(file) == "-":
-            data = sys.stdin.buffer.read(limit + 1)
+            data = _read_upto(sys.stdin.buffer, limit + 1)
         else:
             with file.open("rb") as stream:
-                data = stream.read(limit + 1)
+                data = _read_upto(stream, limit + 1)
     except OSError as error:
         fail(f"{name}: cannot read: {error.strerror or error}")
+    except MemoryError:
+        fail(f"{name}: out of memory reading it", EXIT_OUT_OF_MEMORY)
     if len(data) > limit:
         fail(f"{name}: larger than {printable(max_size)}, the most simulate reads; "
              "raise it with --max-size if the scenario really is that large")
@@ -109,6 +111,20 @@ def read_file(file: Path, max_size: str = DEFAULT_MAX_SIZE) -> tuple[str, str]:
         return name, data.decode("utf-8")
     except UnicodeDecodeError as error:
         fail(f"{name}: not UTF-8 text (byte {error.start:,} cannot be decoded)")
+
+
+def _read_upto(stream: BinaryIO, most: int) -> bytes:
+    """At most ``most`` bytes of ``stream``, a megabyte at a time: one ``read(most)`` would
+    reserve all of ``most`` at once, however small the file."""
+    parts = []
+    left = most
+    while left > 0:
+        part = stream.read(min(left, 1 << 20))
+        if not part:
+            break
+        parts.append(part)
+        left -= len(part)
+    return b"".join(parts)
 
 
 def file_kind(file: Path) -> str:
