@@ -260,8 +260,9 @@ def offer_of(fleet: Fleet, node_name: str) -> NodeOffer | None:
     if not fleet.has_pod_slot(node_name):
         return NodeOffer(node, -math.inf, -math.inf)
     # A new claim takes one group's devices: the largest it can cut is one group's worth.
-    alone: Room = max(free * memory for free, (_count, memory)
-                      in zip(fleet.free_by_group(node_name), node.groups, strict=True))
+    alone: Room = (max(free * memory for free, (_count, memory)
+                       in zip(fleet.free_by_group(node_name), node.device_groups, strict=True))
+                   if node.device_groups else fleet.free_devices(node_name) * node.device_memory)
     capacity = alone
     room = fleet.largest_room_on(node_name)
     if room is not None and room > capacity:

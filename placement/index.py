@@ -118,6 +118,14 @@ class Index:
     def file_pool(self, row: NodeRow, free: tuple[int, ...]) -> None:
         """File the node by the free devices of each of its device groups."""
         name = row.node.name
+        if not row.pod_blocked and len(free) == 1:  # one group (most nodes): no loop
+            group = row.pool_groups[0]
+            by_free = self._pools.get(group)
+            if by_free is None:
+                by_free = self._pools[group] = {}
+                self._pool_views.clear()
+            insort(by_free.setdefault(free[0], []), name)
+            return
         for group, (devices, _memory), left in zip(row.pool_groups, row.node.groups, free,
                                                     strict=True):
             if row.pod_blocked:
@@ -131,6 +139,13 @@ class Index:
 
     def unfile_pool(self, row: NodeRow, free: tuple[int, ...]) -> None:
         name = row.node.name
+        if not row.pod_blocked and len(free) == 1:  # one group (most nodes): no loop
+            by_free = self._pools[row.pool_groups[0]]
+            names = by_free[free[0]]
+            del names[bisect_left(names, name)]
+            if not names:
+                del by_free[free[0]]
+            return
         for group, (devices, _memory), left in zip(row.pool_groups, row.node.groups, free,
                                                     strict=True):
             if row.pod_blocked:
@@ -156,7 +171,8 @@ class Index:
             self._unallocated[shape] = self._unallocated.get(shape, 0) + 1
             claim.unallocated_key = shape
             return
-        device_memory = node.group_memory(claim.device_memory)
+        device_memory = (node.group_memory(claim.device_memory) if node.device_groups
+                         else node.device_memory)
         group = self._groups.seat_group(row, claim.devices, device_memory)
         if claim.exclusive:
             self._exclusive[group] = self._exclusive.get(group, 0) + 1

@@ -55,7 +55,8 @@ class NodeRow:
         self.workers = workers  # booked on the claims allocated to it or sized against it
         # ---- the index's
         self.pool_groups: tuple[PoolGroup, ...] = ()  # one per device group, as node.groups
-        self.seat_groups: dict[tuple[int, int], SeatGroup] = {}  # by (width, device memory)
+        # By width, or (width, device memory) for a mixed node's larger groups
+        self.seat_groups: dict[int | tuple[int, int], SeatGroup] = {}
         self.pod_blocked = False  # filed as at its pod limit: no pool, no open seat
 
     @property
@@ -86,7 +87,9 @@ class Groups:
     def seat_group(self, row: NodeRow, devices: int, device_memory: int) -> SeatGroup:
         """The group of a ``devices``-wide claim of ``device_memory`` devices on the row's
         node, remembered on the row too."""
-        shape = (devices, device_memory)
+        # By width alone on the node's smallest size (every claim of a plain node).
+        shape: int | tuple[int, int] = (devices if device_memory == row.node.device_memory
+                                        else (devices, device_memory))
         group = row.seat_groups.get(shape)
         if group is None:
             key = (row.node.roles, device_memory, devices)
