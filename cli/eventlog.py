@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from placement.model import Node
 from placement.simulator.simulation import Placement
@@ -74,8 +74,10 @@ class NodeLink:
     group: str | None = None  # the node group it belongs to; None: a fixed node
 
 
-@dataclass(frozen=True, slots=True)
-class ArriveStep:
+# Arrivals and departures are nearly every step of a large replay: named tuples (as
+# immutable), because building a frozen dataclass costs three times as much and showed
+# as 3% of a replay's instructions.
+class ArriveStep(NamedTuple):
     worker: str
     placed: tuple[Placement, ...]
     reason: str | None  # why the arriving worker waits; None once it is placed
@@ -85,17 +87,17 @@ class ArriveStep:
     demand: tuple[tuple[float, float], ...] | None  # when it wants a turn; None: always
 
 
-@dataclass(frozen=True, slots=True)
-class LeaveStep:
+class LeaveStep(NamedTuple):
     worker: str
     claim: str | None  # the claim it left; None when it left while pending
     released: bool  # its claim had no one left and returned its devices
     placed: tuple[Placement, ...]
 
 
-@dataclass(frozen=True, slots=True)
 class FinishStep(LeaveStep):
     """A worker whose process completed: it leaves as a departure does."""
+
+    __slots__ = ()
 
 
 @dataclass(frozen=True, slots=True)

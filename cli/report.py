@@ -291,7 +291,7 @@ def _drawn_turns(report: Report) -> Turns | None:
     again = play_turns(report.log, keep=busiest, only=busiest)
     intervals = {claim.claim: claim.intervals for claim in again.claims}
     return replace(turns, claims=tuple(
-        replace(claim, intervals=intervals[claim.claim]) if claim.claim in intervals else claim
+        claim._replace(intervals=intervals[claim.claim]) if claim.claim in intervals else claim
         for claim in turns.claims))
 
 
