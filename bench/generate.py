@@ -130,6 +130,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--yaml", action="store_true",
                         help="with --rl-jobs: YAML, one event a line (examples/rl-day.yaml)")
     args = parser.parse_args(argv)
+    if args.rl_jobs < 0:
+        parser.error(f"--rl-jobs must be at least 1 (0: no RL day), got {args.rl_jobs}")
     if args.rl_jobs:
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script
         from bench.rl_day import rl_day, to_yaml
