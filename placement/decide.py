@@ -306,11 +306,13 @@ def explain(request: Request, fleet: Fleet) -> Reason:
         first = min(names[0] for names, _ in pod_full)
         known = fleet.node(first)
         pods = known.pods if known is not None else None
+        # A mixed node is filed under each of its device groups: named once.
+        named = len({name for names, _ in pod_full for name in names})
         if sum(podless for _, podless in pod_full) == nodes_fitting:
             return Reason(WaitKind.NO_CAPACITY,
                           f"no {role} node it fits runs worker pods: "
-                          f"{_pod_limit(first, pods, at_limit)}")
-        blockers.append(_pod_limit(first, pods, at_limit))
+                          f"{_pod_limit(first, pods, named)}")
+        blockers.append(_pod_limit(first, pods, named))
     if at_limit < nodes_fitting:
         blockers.append(_free_devices_blocker(memory, fitting, other=bool(pod_full)))
     if request.exclusive:

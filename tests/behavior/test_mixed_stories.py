@@ -67,3 +67,13 @@ def test_a_joiner_fits_the_claim_s_own_group_not_the_node_s_smallest() -> None:
     sim.arrive(trainer("b", 20 * GiB))
     sim.arrive(trainer("c", FFT_8B))  # no device free: it shares the 80Gi claim
     assert sim.state("c").claim == sim.state("a").claim
+
+
+def test_a_mixed_node_at_its_pod_limit_is_named_once() -> None:
+    full = Node.grouped("mixed", ((1, 80 * GiB), (1, 48 * GiB)), pods=1)
+    sim = Simulation((full, Node("plain", 1, 80 * GiB, pods=1)))
+    sim.arrive(trainer("a", LORA))
+    sim.arrive(trainer("b", LORA))
+    sim.arrive(trainer("c", LORA))  # both nodes at their one pod: it waits
+    reason = str(sim.state("c").reason)
+    assert "mixed is at its pod limit (1 pod), and 1 other node it fits at theirs" in reason
