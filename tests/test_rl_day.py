@@ -3,6 +3,7 @@ keep their meaning (a claim's useful time and its switching never overlap)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -35,7 +36,7 @@ def test_a_jobs_samplers_want_the_device_exactly_when_its_trainer_does_not() -> 
         phases = [window for pair in zip(rollouts, training, strict=False) for window in pair]
         phases += rollouts[len(training):]
         assert len(phases) == len(rollouts) + len(training)
-        assert all(a[1] == b[0] for a, b in zip(phases, phases[1:], strict=False))
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(phases))
         starts.add(rollouts[0][0] % 600)
     assert len(starts) > len(jobs) // 2  # not in step with each other
 
