@@ -218,7 +218,7 @@ class _Claim:
 
     def link(self, memory: int) -> float:
         """Nanoseconds to move ``memory`` bytes over the node's link, rounded."""
-        return float((memory * NS + self.bandwidth // 2) // self.bandwidth)
+        return float(round(memory / self.bandwidth * NS))
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,9 +268,10 @@ class TurnPlay:
                                       settings or self.settings)
                 return
             live = self._open(claim, first)
-        at = _ns(now)
+        at = float(round(now * NS))  # _ns inline: a call per join shows in a large replay
         self._advance(live, at - live.shift)  # the shift grows by the repeats counted
-        self._enter(live, worker, owner, live.link(memory), _windows(demand), at - live.shift)
+        self._enter(live, worker, owner, live.link(memory),
+                    None if demand is None else _windows(demand), at - live.shift)
 
     def leave(self, claim: str, worker: str, now: float) -> None:
         live = self._live.get(claim)
@@ -279,7 +280,7 @@ class TurnPlay:
             if first is not None and first[0] == worker:
                 del self._first[claim]
             return
-        at = _ns(now)
+        at = float(round(now * NS))
         self._advance(live, at - live.shift)
         self._gone(live, worker, at - live.shift)
         if not live.workers:
@@ -309,7 +310,8 @@ class TurnPlay:
                       Intervals(NS) if claim in self.keep else None)
         self._claims.append(live)
         self._live[claim] = live
-        self._enter(live, worker, owner, live.link(memory), _windows(demand), _ns(at))
+        self._enter(live, worker, owner, live.link(memory),
+                    None if demand is None else _windows(demand), _ns(at))
         return live
 
     def _enter(self, live: _Claim, worker: str, owner: str, link: float,
@@ -525,7 +527,19 @@ class TurnPlay:
             if w is None:
                 continue
             if isinstance(action, Grant):
-                self._granted(live, w, name, now)
+                w.record.turns += 1
+                since = live.waiting_from.pop(name, None)
+                wait = now - since if since is not None else 0
+                w.record.waits[wait] = w.record.waits.get(wait, 0) + 1
+                live.log.append((name, wait))
+                if live.last_holder is not None and live.last_holder != name:
+                    live.switches += 1
+                live.last_holder = name
+                live.served_owner = live.owners[w.record.owner]
+                live.served[w.record.owner] = w.seq
+                live.granted_at = now
+                self._switching(live, now, w.link)
+                live.timers[name] = (now + w.link, "restored")
             elif isinstance(action, Yield):
                 self._stop_resident(live, w, now)
                 self._switching(live, now, min(w.link, action.grace))
@@ -537,21 +551,6 @@ class TurnPlay:
                 gone.record.left = None
                 self._enter(live, name, gone.record.owner, gone.link, gone.demand, now,
                             gone.record)
-
-    def _granted(self, live: _Claim, w: _Worker, name: str, now: float) -> None:
-        w.record.turns += 1
-        since = live.waiting_from.pop(name, None)
-        wait = now - since if since is not None else 0
-        w.record.waits[wait] = w.record.waits.get(wait, 0) + 1
-        live.log.append((name, wait))
-        if live.last_holder is not None and live.last_holder != name:
-            live.switches += 1
-        live.last_holder = name
-        live.served_owner = live.owners[w.record.owner]
-        live.served[w.record.owner] = w.seq
-        live.granted_at = now
-        self._switching(live, now, w.link)
-        live.timers[name] = (now + w.link, "restored")
 
     def _switching(self, live: _Claim, now: float, took: float) -> None:
         live.switching += took
@@ -585,8 +584,8 @@ def _count_wanting(live: _Claim, w: _Worker, now: float) -> None:
     w.wants_since = now
 
 
-def _windows(demand: Windows | None) -> Windows | None:
-    return None if demand is None else tuple((_ns(start), _ns(end)) for start, end in demand)
+def _windows(demand: Windows) -> Windows:
+    return tuple((_ns(start), _ns(end)) for start, end in demand)
 
 
 @dataclass(frozen=True, slots=True)
