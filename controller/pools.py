@@ -121,12 +121,13 @@ class Verdict:
 
     @property
     def reason(self) -> str:
-        shapes = ", ".join(str(s) for s in self.shapes)
+        """Stable while the worker stands (a node coming up changes no status): the
+        shapes themselves are on the claim, and in the log when it is created."""
         if self.never:
             return "no declared autoscaled pool fits it"
         if not self.declared:
-            return f"waiting for a node to be added (standing claim asks for {shapes})"
-        return f"waiting for kube-scheduler or the autoscaler (standing claim asks for {shapes})"
+            return "waiting for a node to be added"
+        return "waiting for kube-scheduler or the autoscaler to add a node"
 
 
 def can_grow(role: Role, memory: int, pools: tuple[DeclaredPool, ...]) -> bool:
