@@ -19,8 +19,8 @@ exclusive worker only ever cuts):
    60Gi worker on a node of 80Gi and 48Gi devices gets one 80Gi device, a
    20Gi worker a 48Gi one, and the 80Gi ones stay for the big.
 2. Join: the worker may join a claim when every one of ``JOIN_CHECKS``
-   holds. Candidates rank by ``JOIN_RANKING`` (same-owner claims first with
-   owner affinity on).
+   holds. Candidates rank by ``JOIN_RANKING`` (with owner affinity on, claims
+   holding the joiner's owner in the other role only first).
 3. Otherwise wait, with a reason that tells "never" (``NoCapacity``) from
    "not yet" (``WaitingForCapacity``) and names what blocks the worker: a
    node at its pod limit is named with its limit, and when every node the
@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from placement.model import Node, Request, devices_needed, per_device_share
-from placement.policy import DEFAULT_POLICY, Policy, Step, Strategy, spread_rank, steps_for
+from placement.policy import DEFAULT_POLICY, Policy, Step, Strategy, pairs, spread_rank, steps_for
 from placement.quantity import format_gib
 from placement.records import PoolGroup
 from placement.rooms import Room, RoomIndex
@@ -145,7 +145,8 @@ def find_seat(request: Request, fleet: Fleet,
 
 def seat_text(request: Request, fleet: Fleet, seat: NewClaim | JoinClaim,
               policy: Policy = DEFAULT_POLICY) -> str:
-    """Why ``find_seat`` chose ``seat``, in a few words (``joins claim-x: same owner``)."""
+    """Why ``find_seat`` chose ``seat``, in a few words
+    (``joins claim-x: same owner, other role``)."""
     if isinstance(seat, NewClaim):
         if request.exclusive:
             why = "a claim of its own (exclusive)"
@@ -155,9 +156,12 @@ def seat_text(request: Request, fleet: Fleet, seat: NewClaim | JoinClaim,
             why = "free devices (spread)"
         return f"new claim on {seat.node}: {why}"
     claim = fleet.claim(seat.claim)
-    if (policy.owner_affinity and claim is not None
-            and any(booking.owner == request.owner for booking in claim.bookings)):
-        why = "same owner"
+    mine = [booking.role for booking in claim.bookings if booking.owner == request.owner
+            ] if policy.owner_affinity and claim is not None else []
+    if pairs(request.role, mine):
+        # A worker whose role its reader could not tell (None) is only known as same owner.
+        why = ("same owner, other role" if any(role is not None for role in mine)
+               else "same owner")
     elif policy.strategy is Strategy.BINPACK:
         why = "binpack joins before cutting"
     else:
@@ -200,7 +204,7 @@ def best_claim(request: Request, fleet: Fleet, owner_affinity: bool = True) -> s
     its room (``join_room``: the fifth and eighth), so the check left is one
     comparison inside a bucket; the first (an exclusive joiner) is checked
     here. With owner affinity the claims the index files under the joiner's
-    owner are searched first, in the same order.
+    owner in the other role only are searched first, in the same order.
     """
     if request.exclusive:
         return None

@@ -258,7 +258,8 @@ class Fleet:
         row = ClaimRow(claim.name, claim.node, claim.devices, claim.allocated,
                        claim.device_memory)
         for booking in claim.bookings:
-            row.seat(booking.worker, booking.owner, booking.parked_memory, booking.exclusive)
+            row.seat(booking.worker, booking.owner, booking.parked_memory, booking.exclusive,
+                     booking.role)
         row.shown = claim  # the row reads back as exactly this value
         self._add_row(row)
 
@@ -288,7 +289,7 @@ class Fleet:
                 or known.at_pod_limit):
             self._refuse_cut(name, node, devices, request, at)
         row = ClaimRow(name, node, devices, allocated, size if mixed else 0)
-        row.seat(request.name, request.owner, request.memory, request.exclusive)
+        row.seat(request.name, request.owner, request.memory, request.exclusive, request.role)
         self._add_row(row)
 
     def book(self, claim: str, request: Request, *, observed: bool = False) -> None:
@@ -309,7 +310,7 @@ class Fleet:
                 self._refuse_join(row, request)
         before = self._parked_share(row)
         self.index.unfile_claim(row)
-        row.seat(request.name, request.owner, request.memory, request.exclusive)
+        row.seat(request.name, request.owner, request.memory, request.exclusive, request.role)
         self._claim_of[request.name] = claim
         node = self._nodes.get(row.node)
         if node is not None:

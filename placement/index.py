@@ -17,11 +17,14 @@ What is filed, and for which part of the policy in ``policy.py``:
   its room (``join_room``: the fit and host-memory checks as one number). A
   decision visits a bucket or two per worker count whatever the fleet's size
   or hardware mix, and skips the claims that cannot take the worker.
-* The same open seats again by owner, for owner affinity: each open claim's
-  name is filed under every owner of its workers, then by role policy and
-  workers like the open seats, in sorted lists. A joiner's same-owner claims
-  are one lookup away, never found among all the claims; their rooms are
-  read from the open seats' bucket of the same keys, so a node's parked load
+* The same open seats again by owner and the roles it holds there, for
+  owner affinity: each open claim's name is filed under (owner, the roles of
+  that owner's workers on it) for every owner on it, then by role policy and
+  workers like the open seats, in sorted lists. The claims that pair with a
+  joiner (``policy.pairs``: its owner there in the other role only) are a
+  lookup or three away (the other role, unknown, or both), never found among
+  all the claims; their rooms are read from the open seats' bucket of the
+  same keys, so a node's parked load
   moving touches no owner list. The search reads that owner's names in rank
   order and stops at the first that fits: only an owner holding every claim
   of the fleet, with host memory blocking them all, makes it as long as the
@@ -67,9 +70,10 @@ class Index:
         self._groups = Groups()
         self._pools: dict[PoolGroup, dict[int, list[str]]] = {}
         self._seats: dict[frozenset[Role], dict[int, RoomIndex]] = {}
-        # The open seats again, under each owner of a claim's workers: role policy ->
-        # workers -> sorted names, the open seats' own keys (their rooms are there).
-        self._owners: dict[str, dict[frozenset[Role], dict[int, list[str]]]] = {}
+        # The open seats again, under (owner, its roles there) for each owner of a claim's
+        # workers: role policy -> workers -> sorted names, the open seats' own keys (rooms
+        # are there).
+        self._owners: dict[_OwnerKey, dict[frozenset[Role], dict[int, list[str]]]] = {}
         self._exclusive: dict[SeatGroup, int] = {}
         self._shapes: dict[tuple[PoolGroup, int], int] = {}
         self._open: dict[SeatGroup, int] = {}
@@ -206,38 +210,45 @@ class Index:
 
     def _file_owners(self, claim: ClaimRow, roles: frozenset[Role], workers: int) -> None:
         bookings = claim.bookings
-        # One worker (the common case) has one owner: no set to build.
-        owners = ((next(iter(bookings.values()))[0],) if workers == 1
-                  else {owner for owner, _parked, _exclusive in bookings.values()})
+        # One worker (the common case) has one owner and role: no set to build.
+        keys: Iterable[_OwnerKey]
+        if workers == 1:
+            owner, _parked, _exclusive, role = next(iter(bookings.values()))
+            keys = ((owner, _ONLY[role]),)
+        else:
+            held: dict[str, set[Role | None]] = {}
+            for owner, _parked, _exclusive, role in bookings.values():
+                held.setdefault(owner, set()).add(role)
+            keys = [(owner, frozenset(roles)) for owner, roles in held.items()]
         name = claim.name
         filed = claim.owner_lists = []
-        for owner in owners:
-            by_roles = self._owners.get(owner)
+        for key in keys:
+            by_roles = self._owners.get(key)
             if by_roles is None:
-                by_roles = self._owners[owner] = {}
+                by_roles = self._owners[key] = {}
             by_workers = by_roles.get(roles)
             if by_workers is None:
                 by_workers = by_roles[roles] = {}
             names = by_workers.get(workers)
             if names is None:
                 by_workers[workers] = [name]
-                filed.append((owner, by_workers[workers]))
+                filed.append((key, by_workers[workers]))
             else:
                 insort(names, name)
-                filed.append((owner, names))
+                filed.append((key, names))
 
     def _unfile_owners(self, claim: ClaimRow, roles: frozenset[Role]) -> None:
         name = claim.name
-        for owner, names in claim.owner_lists or ():
+        for key, names in claim.owner_lists or ():
             del names[bisect_left(names, name)]
             if not names:
-                by_roles = self._owners[owner]
+                by_roles = self._owners[key]
                 by_workers = by_roles[roles]
                 del by_workers[len(claim.bookings)]
                 if not by_workers:
                     del by_roles[roles]
                     if not by_roles:
-                        del self._owners[owner]
+                        del self._owners[key]
         claim.owner_lists = None
 
     def unfile_claim(self, claim: ClaimRow) -> None:
@@ -302,12 +313,18 @@ class Index:
         return views
 
     def first_of_owner(self, owner: str, role: Role, memory: int) -> str | None:
-        """The best-ranked open claim holding a worker of ``owner`` that takes a joiner of
-        ``role`` and ``memory`` bytes: fewest workers, then name; None: none does."""
-        by_roles = self._owners.get(owner)
-        if by_roles is None:
-            return None
+        """The best-ranked open claim that pairs with a joiner of ``owner``, ``role`` and
+        ``memory`` bytes (``policy.pairs``: workers of ``owner`` on it, none in ``role``)
+        and takes it: fewest workers, then name; None: none does."""
         best: tuple[int, str] | None = None
+        for held in _PAIRS[role]:
+            by_roles = self._owners.get((owner, held))
+            if by_roles is not None:
+                best = self._best_of(by_roles, role, memory, best)
+        return None if best is None else best[1]
+
+    def _best_of(self, by_roles: dict[frozenset[Role], dict[int, list[str]]], role: Role,
+                 memory: int, best: tuple[int, str] | None) -> tuple[int, str] | None:
         for roles, by_workers in by_roles.items():
             if roles and role not in roles:
                 continue
@@ -323,7 +340,7 @@ class Index:
                     if best is None or (workers, found) < best:
                         best = (workers, found)
                     break
-        return None if best is None else best[1]
+        return best
 
     @staticmethod
     def largest_room(claims: Iterable[ClaimRow]) -> Room | None:
@@ -405,6 +422,17 @@ class Index:
             "bounds_hold": all(bucket.bounds_hold() for by_workers in self._seats.values()
                                for bucket in by_workers.values()),
         }
+
+
+# An owner and the roles of its workers on a claim (None: a role not known).
+_OwnerKey = tuple[str, frozenset[Role | None]]
+_ONLY: dict[Role | None, frozenset[Role | None]] = {
+    role: frozenset((role,)) for role in (*Role, None)}
+# The role sets held that pair with a joiner of each role (``policy.pairs``): the other
+# role, unknown, or both; never the joiner's own.
+_PAIRS: dict[Role, tuple[frozenset[Role | None], ...]] = {
+    role: tuple(frozenset(held) for held in ((other,), (None,), (other, None)))
+    for role, other in ((Role.TRAINER, Role.SAMPLER), (Role.SAMPLER, Role.TRAINER))}
 
 
 def _roles_key(roles: frozenset[Role]) -> tuple[str, ...]:

@@ -212,19 +212,27 @@ class Booking:
     owner: str
     parked_memory: int
     exclusive: bool = False  # the worker runs alone: no one joins this claim
+    # Its role; None: not known (a reader that cannot tell), taken as either role.
+    role: Role | None = None
 
     def __post_init__(self) -> None:
         # One test for the common case: every snapshot of a claim builds its bookings.
         if (type(self.worker) is not str or not self.worker or type(self.owner) is not str
                 or type(self.parked_memory) is not int or self.parked_memory < 0
                 or type(self.exclusive) is not bool):
-            _check_name("booked worker", self.worker)
-            where = f"booking of {self.worker}"
-            if type(self.owner) is not str:
-                raise PlacementError(f"{where}: owner must be a string, got {_show(self.owner)}")
-            _check_whole(where, "parked_memory", self.parked_memory, 0, bytes_=True)
-            raise PlacementError(f"{where}: exclusive must be True or False, "
-                                 f"got {_show(self.exclusive)}")
+            self._refuse()
+        if self.role is not None and type(self.role) is not Role:
+            object.__setattr__(self, "role", _role(f"booking of {self.worker}", "role",
+                                                   self.role))
+
+    def _refuse(self) -> None:
+        _check_name("booked worker", self.worker)
+        where = f"booking of {self.worker}"
+        if type(self.owner) is not str:
+            raise PlacementError(f"{where}: owner must be a string, got {_show(self.owner)}")
+        _check_whole(where, "parked_memory", self.parked_memory, 0, bytes_=True)
+        raise PlacementError(f"{where}: exclusive must be True or False, "
+                             f"got {_show(self.exclusive)}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,10 +30,17 @@ Rules:
 * A worker may join a claim when every one of ``JOIN_CHECKS`` holds, checked
   in order; the first that fails is the refusal.
 * Join candidates compare by ``join_rank``, in the order ``JOIN_RANKING``
-  names: with owner affinity on, claims holding a worker of the joiner's
-  owner come first (a job's trainer and samplers work in alternate phases,
-  so they take turns at little cost); then load evens out across claims
-  before any claim fills up.
+  names: with owner affinity on, a claim that *pairs* with the joiner comes
+  first (``pairs``): it holds workers of the joiner's owner, all of them in
+  the *other* role. A job's trainer trains while its samplers wait and the
+  samplers roll out while the trainer waits, so a trainer and a sampler of
+  one job hand the devices to each other at the turn of each phase and never
+  wait on each other. Two samplers of one job roll out at the same time:
+  sharing a claim, each waits for the other through every rollout. So a
+  claim holding a worker of the joiner's owner in the joiner's own role earns
+  no preference, even beside one in the other role (a job's second sampler
+  is not sent to the claim its trainer already shares with its first). Then
+  load evens out across claims before any claim fills up.
 * A claim's *room* (``join_room``) is the largest joiner it takes now, so the
   fit and host-memory checks are one comparison.
 
@@ -45,10 +52,10 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
-from placement.model import Node, PlacementError, Request, per_device_share
+from placement.model import Node, PlacementError, Request, Role, per_device_share
 from placement.rooms import Room
 
 __all__ = [
@@ -65,6 +72,7 @@ __all__ = [
     "has_pod_slot",
     "join_rank",
     "join_room",
+    "pairs",
     "spread_rank",
     "steps_for",
 ]
@@ -182,14 +190,25 @@ JOIN_CHECKS: tuple[tuple[str, Callable[[JoinCandidate, Request], bool]], ...] = 
 )
 
 # Candidates compare by ``join_rank``, smallest first: with owner affinity on, a
-# claim holding a worker of the joiner's owner first; then load evens out across
-# claims before any claim fills up.
-JOIN_RANKING = ("same owner (with owner affinity on)", "fewest workers", "claim name")
+# claim whose workers of the joiner's owner are all of the other role first (their
+# phases alternate with the joiner's); then load evens out across claims before any
+# claim fills up.
+JOIN_RANKING = ("same owner, other role only (with owner affinity on)", "fewest workers",
+                "claim name")
 
 
-def join_rank(same_owner: bool, workers: int, claim: str) -> tuple[bool, int, str]:
-    """An open claim's place in ``JOIN_RANKING``; ``same_owner`` is False with affinity off."""
-    return not same_owner, workers, claim
+def pairs(joiner: Role, owners_roles: Collection[Role | None]) -> bool:
+    """Whether a claim pairs with a joiner of role ``joiner``: ``owners_roles``, the roles
+    of the claim's workers of the joiner's owner, are some, and none is the joiner's (its
+    phases coincide with the joiner's; the other role's alternate). A role not known
+    (None: a reader that cannot tell) is taken as the other."""
+    return bool(owners_roles) and joiner not in owners_roles
+
+
+def join_rank(paired: bool, workers: int, claim: str) -> tuple[bool, int, str]:
+    """An open claim's place in ``JOIN_RANKING``; ``paired``: it ``pairs`` with the joiner
+    (always False with affinity off)."""
+    return not paired, workers, claim
 
 
 def join_room(devices: int, workers: int, footprint: int, device_memory: int,

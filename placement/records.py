@@ -114,9 +114,9 @@ class ClaimRow:
         self.devices = devices
         self.allocated = allocated
         self.device_memory = device_memory  # its group on its node (``Claim.device_memory``)
-        # worker -> (owner, parked memory, exclusive): a Booking is made only for a
-        # snapshot, not once per seat taken.
-        self.bookings: dict[str, tuple[str, int, bool]] = {}
+        # worker -> (owner, parked memory, exclusive, role or None): a Booking is made
+        # only for a snapshot, not once per seat taken.
+        self.bookings: dict[str, tuple[str, int, bool, Role | None]] = {}
         self.exclusive = 0  # exclusive workers booked on it: while any, no one joins it
         # The parked memory of all its workers, shared or not, kept as bookings come
         # and go: summing them on every change would cost a pass over the workers.
@@ -124,22 +124,24 @@ class ClaimRow:
         self.shown: Claim | None = None  # the last snapshot, until the claim changes
         # ---- the index's: where the claim is filed
         self.bucket: RoomIndex | None = None  # its open-seat bucket
-        # (owner, its list of names) for each owner of its workers: the seat filed by owner
-        self.owner_lists: list[tuple[str, list[str]]] | None = None
+        # ((owner, its roles here), its list of names) for each owner of its workers: the
+        # seat filed by owner
+        self.owner_lists: list[tuple[tuple[str, frozenset[Role | None]], list[str]]] | None = None
         self.exclusive_key: SeatGroup | None = None  # counted as held by an exclusive worker
         self.open_key: SeatGroup | None = None  # counted as open (with a free seat)
         self.full_key: tuple[SeatGroup, int] | None = None  # counted as full
         self.blocked_key: SeatGroup | None = None  # a free seat, but its node is at its pod limit
         self.unallocated_key: tuple[PoolGroup, int] | None = None  # counted as unallocated
 
-    def seat(self, worker: str, owner: str, parked_memory: int, exclusive: bool = False) -> None:
-        self.bookings[worker] = (owner, parked_memory, exclusive)
+    def seat(self, worker: str, owner: str, parked_memory: int, exclusive: bool = False,
+             role: Role | None = None) -> None:
+        self.bookings[worker] = (owner, parked_memory, exclusive, role)
         self.footprint += parked_memory
         self.exclusive += exclusive
         self.shown = None
 
     def unseat(self, worker: str) -> None:
-        _owner, parked, exclusive = self.bookings.pop(worker)
+        _owner, parked, exclusive, _role = self.bookings.pop(worker)
         self.footprint -= parked
         self.exclusive -= exclusive
         self.shown = None
@@ -162,6 +164,7 @@ class ClaimRow:
             shown = self.shown = Claim(
                 self.name, self.node, self.devices, allocated=self.allocated,
                 device_memory=self.device_memory,
-                bookings=tuple(Booking(worker, owner, parked, exclusive)
-                               for worker, (owner, parked, exclusive) in self.bookings.items()))
+                bookings=tuple(Booking(worker, owner, parked, exclusive, role)
+                               for worker, (owner, parked, exclusive, role)
+                               in self.bookings.items()))
         return shown

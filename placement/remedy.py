@@ -26,7 +26,7 @@ Rules:
   claim (allocation, seats, host memory) are never offered to it; and no
   change opens a claim an exclusive worker is on.
 * A worker that would be seated now gets the seat and why it was chosen
-  (``seat_text``: ``joins claim-x: same owner``) under the policy given.
+  (``seat_text``: ``joins claim-x: same owner, other role``) under the policy given.
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ class Diagnosis:
     change: Change | None  # the smallest change that would seat it; None: no single one
     alternatives: tuple[Change, ...] = ()  # the best of each kind that would, smallest first
     seat: NewClaim | JoinClaim | None = None  # where it would be seated now, if anywhere
-    seat_text: str = ""  # and why that seat: "joins claim-x: same owner"
+    seat_text: str = ""  # and why: "joins claim-x: same owner, other role"
 
 
 def diagnose(request: Request, fleet: Fleet, policy: Policy = DEFAULT_POLICY) -> Diagnosis:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from placement import JoinClaim, NewClaim, Node, Policy, Request, Strategy
+from placement import JoinClaim, NewClaim, Node, Policy, Request, Role, Strategy
 
 SPREAD = Policy()  # spread, owner affinity on: the default
 
@@ -30,6 +30,7 @@ class RefClaim:
     owners: dict[str, str] = field(default_factory=dict)  # worker -> owner
     exclusive: set[str] = field(default_factory=set)  # workers that run alone
     device_memory: int = 0  # the size of its node's group it takes devices from; 0: smallest
+    roles: dict[str, Role | None] = field(default_factory=dict)  # worker -> role (None: unknown)
 
 
 def needed(memory: int, device_memory: int) -> int:
@@ -129,8 +130,11 @@ def reference_join(request: Request, nodes: list[Node], claims: list[RefClaim],
             mine = sum(after.values()) if len(after) >= 2 else 0
             if others + mine > node.host_memory:
                 continue
-        same_owner = policy.owner_affinity and request.owner in claim.owners.values()
-        seats.append(((not same_owner, len(claim.workers), claim.name), claim, node))
+        # Affinity: workers of the joiner's owner, none in its role (unknown: the other).
+        mine = [claim.roles.get(worker) for worker, owner in claim.owners.items()
+                if owner == request.owner]
+        paired = policy.owner_affinity and bool(mine) and request.role not in mine
+        seats.append(((not paired, len(claim.workers), claim.name), claim, node))
     if seats:
         _, claim, node = min(seats, key=lambda s: s[0])
         return JoinClaim(claim.name, node.name, claim.devices,
@@ -168,11 +172,13 @@ class ReferenceSimulation:
                                         not self.deferred, {request.name: request.memory},
                                         {request.name: request.owner},
                                         {request.name} if request.exclusive else set(),
-                                        decision.memory_ceiling if node.device_groups else 0))
+                                        decision.memory_ceiling if node.device_groups else 0,
+                                        {request.name: request.role}))
         else:
             claim = next(c for c in self.claims if c.name == decision.claim)
             claim.workers[request.name] = request.memory
             claim.owners[request.name] = request.owner
+            claim.roles[request.name] = request.role
         return True
 
     def _retry(self) -> None:
@@ -201,6 +207,7 @@ class ReferenceSimulation:
         assert claim is not None
         del claim.workers[worker]
         del claim.owners[worker]
+        del claim.roles[worker]
         claim.exclusive.discard(worker)
         if not claim.workers:
             self.claims.remove(claim)

@@ -312,9 +312,10 @@ def test_a_joiner_goes_to_a_claim_of_its_own_owner_first() -> None:
     # Contention: both claims hold one worker, claim-a-train ranks first by name; but
     # beta's sampler takes turns with beta's trainer, so it joins claim-b-train.
     assert claim_of(sim, "b-sample-1") == "claim-b-train"
-    # Same owner ranks before fewest workers too.
+    # beta's second sampler would roll out with the first: claim-b-train earns it no
+    # preference now, so fewest workers, then name, as for anyone.
     sim.arrive(sampler("b-sample-2", LORA, "beta"))
-    assert claim_of(sim, "b-sample-2") == "claim-b-train"
+    assert claim_of(sim, "b-sample-2") == "claim-a-train"
     # A worker of neither owner: fewest workers, then name, as ever.
     sim.arrive(sampler("c-sample", LORA, "gamma"))
     assert claim_of(sim, "c-sample") == "claim-a-train"
@@ -325,6 +326,39 @@ def test_a_joiner_goes_to_a_claim_of_its_own_owner_first() -> None:
                     sampler("b-sample-1", LORA, "beta")):
         off.arrive(request)
     assert claim_of(off, "b-sample-1") == "claim-a-train"
+
+
+def test_a_sampler_joins_its_own_jobs_trainer_not_its_jobs_other_sampler() -> None:
+    nodes = tuple(prod_node(f"gpu-{x}", max_workers=4) for x in "abc")
+    sim = Simulation(nodes)
+    sim.arrive(trainer("a-train", LORA, "alpha"))
+    sim.arrive(sampler("b-sample-1", LORA, "beta"))
+    sim.arrive(trainer("b-train", LORA, "beta"))
+    # Contention: three claims of one worker each. claim-a-train is another owner's and
+    # ranks first by name; claim-b-sample-1 is beta's, but its sampler rolls out when
+    # b-sample-2 does, so they would wait for each other. beta's trainer trains while
+    # its samplers wait: b-sample-2 joins claim-b-train.
+    sim.arrive(sampler("b-sample-2", LORA, "beta"))
+    assert claim_of(sim, "b-sample-2") == "claim-b-train"
+    # The pairing ranks before fewest workers: gamma's trainer joins claim-a-train (by
+    # name), and gamma's sampler follows it there, past claim-b-sample-1's one worker.
+    sim.arrive(trainer("g-train", LORA, "gamma"))
+    assert claim_of(sim, "g-train") == "claim-a-train"
+    sim.arrive(sampler("g-sample", LORA, "gamma"))
+    assert claim_of(sim, "g-sample") == "claim-a-train"
+
+
+def test_a_worker_whose_owner_has_no_claim_in_the_other_role_joins_by_fewest_workers() -> None:
+    nodes = (prod_node("gpu-a", max_workers=4), prod_node("gpu-b", max_workers=4))
+    sim = Simulation(nodes)
+    sim.arrive(sampler("g-sample-1", LORA, "gamma"))
+    sim.arrive(trainer("a-train", LORA, "alpha"))
+    # gamma holds only a sampler's claim: no preference for it, so by name, claim-a-train.
+    sim.arrive(sampler("g-sample-2", LORA, "gamma"))
+    assert claim_of(sim, "g-sample-2") == "claim-a-train"
+    # Then by fewest workers: claim-g-sample-1 holds one, claim-a-train two.
+    sim.arrive(sampler("g-sample-3", LORA, "gamma"))
+    assert claim_of(sim, "g-sample-3") == "claim-g-sample-1"
 
 
 def test_a_lost_nodes_workers_are_placed_again_oldest_first_on_what_is_left() -> None:

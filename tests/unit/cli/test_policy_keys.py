@@ -110,4 +110,5 @@ def test_explain_says_where_a_worker_would_be_seated_and_why() -> None:
     document = {"worker": "b-sample", "role": "sampler", "memory": "10Gi", "owner": "beta",
                 "phase": "Pending", "claim": None, "reason": None, "devicesLeftOut": []}
     assert _explanation_lines(document, diagnosis)[1] == (
-        "placement now: it would be seated at its next retry: joins claim-b-train: same owner")
+        "placement now: it would be seated at its next retry: joins claim-b-train: "
+        "same owner, other role")

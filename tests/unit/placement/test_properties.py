@@ -20,6 +20,7 @@ from placement import (
     Node,
     Policy,
     Request,
+    Role,
     Strategy,
     Wait,
     decide,
@@ -49,7 +50,8 @@ def fleets(draw: st.DrawFn) -> tuple[list[Node], list[Claim]]:
         workers = draw(st.integers(min_value=0, max_value=3))
         bookings = tuple(
             Booking(f"c{i}-w{j}", draw(owners) or "o",
-                    draw(st.integers(min_value=1, max_value=100 << 30)), draw(exclusive))
+                    draw(st.integers(min_value=1, max_value=100 << 30)), draw(exclusive),
+                    draw(st.sampled_from([None, *Role])))  # None: a reader that cannot tell
             for j in range(workers)
         )
         claims.append(Claim(
@@ -69,7 +71,8 @@ def as_reference(claims: list[Claim]) -> list[RefClaim]:
         RefClaim(c.name, c.node, c.devices, c.allocated,
                  {b.worker: b.parked_memory for b in c.bookings},
                  {b.worker: b.owner for b in c.bookings},
-                 {b.worker for b in c.bookings if b.exclusive}, c.device_memory)
+                 {b.worker for b in c.bookings if b.exclusive}, c.device_memory,
+                 {b.worker: b.role for b in c.bookings})
         for c in claims
     ]
 

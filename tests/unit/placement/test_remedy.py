@@ -173,6 +173,6 @@ def test_a_worker_seated_now_is_told_where_and_why() -> None:
     sim.arrive(Request("b-train", TRAINER, 10 * GiB, "beta"))
     diagnosis = diagnose(Request("b-sample", SAMPLER, 10 * GiB, "beta"), sim.fleet)
     assert diagnosis.reason is None
-    assert diagnosis.seat_text == "joins claim-b-train: same owner"
+    assert diagnosis.seat_text == "joins claim-b-train: same owner, other role"
     alone = diagnose(Request("x", SAMPLER, 10 * GiB), sim.fleet)
     assert alone.seat_text == "joins claim-a-train: no free devices (contention)"
