@@ -21,7 +21,14 @@ Deployment asks for DeviceClass ``gpu.nvidia.com``. In order:
   on this node of three memory sizes: placement counts the whole GPUs (the
   tainted one aside) and names the MIG devices as not selected, each device by
   its own memory; workers until those are shared full, and one more: every
-  claim is allocated among exactly those devices by kube-scheduler.
+  claim is allocated among exactly those devices by kube-scheduler;
+* the scheduler switched to DeviceClass ``mixed.nvidia.com``, which selects
+  the whole GPUs but the partitionable one and its MIG devices: a node of
+  three device sizes, read as three device groups (its snapshot lists them
+  as ``deviceGroups``); a 60Gi worker gets a whole GPU, a 30Gi one the 40Gi
+  MIG device, a 5Gi one the 10Gi MIG device, and a second 30Gi one a whole
+  GPU: kube-scheduler allocates exactly the group placement chose, and no
+  other device.
 
 Where the API server drops device taints and counters (alpha before 1.36,
 hack/node.sh then does not publish them) the checks that need them are skipped,
@@ -65,6 +72,7 @@ TAINTED = "gpu-2"
 PARTITIONED = "gpu-4"
 NOT_SELECTED = f"not selected by class {DRIVER}"
 LARGE = "large.nvidia.com"  # the file's class selecting by memory: 60Gi and more
+MIXED = "mixed.nvidia.com"  # the file's class selecting whole GPUs (not gpu-4) and MIG devices
 
 
 def dropped() -> set[str]:
@@ -283,6 +291,46 @@ def test_a_class_selecting_by_memory_gets_exactly_the_large_devices(node: Node) 
         fill(node, counted)
         assert all(c["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] == LARGE
                    for c in node.claims().values()), node.claims()
+    finally:
+        no_workers(node)
+        use_class(node, DRIVER)
+
+
+def test_a_node_of_mixed_devices_gives_each_worker_its_tightest_group(node: Node) -> None:
+    """Three sizes through ``mixed.nvidia.com`` (81559Mi whole GPUs, a 40Gi and a 10Gi MIG
+    device): each claim is cut from one size, its memory bounds admit only that size, and
+    kube-scheduler allocates exactly that."""
+    dropping = dropped()
+    no_workers(node)
+    (mixed,) = [d for d in yaml.safe_load_all((REPO / "hack/node/nvidia.yaml").read_text())
+                if d["kind"] == "DeviceClass" and d["metadata"]["name"] == MIXED]
+    node.cluster.kubectl("apply", "-f", "-", input=json.dumps(mixed))
+    want = {PARTITIONED: f"not selected by class {MIXED}"}
+    if "taints" not in dropping:
+        want[TAINTED] = "tainted gpu.nvidia.com/xid=79:NoSchedule"
+    assert left_out(node, MIXED) == want
+    whole = sorted(set(WHOLE) - set(want))
+    _, ours = snapshot(node, MIXED)
+    assert ours["deviceGroups"] == [{"devices": 1, "deviceMemory": "10Gi"},
+                                    {"devices": 1, "deviceMemory": "40Gi"},
+                                    {"devices": len(whole), "deviceMemory": "81559Mi"}], ours
+    use_class(node, MIXED)
+    try:
+        sizes = {"mx-big": "60Gi", "mx-mid": "30Gi", "mx-small": "5Gi", "mx-mid-2": "30Gi"}
+        for name, memory in sizes.items():  # one at a time: each sees the others' claims
+            node.create_worker(name, memory=memory)
+            node.cluster.wait_for(lambda name=name: phases(node).get(name) == "Running",
+                                  timeout=180, interval=1, what=f"{name} Running")
+        claims = node.claims()
+        got: dict[str, list[str]] = {}
+        for claim, workers in running_claims(node).items():
+            (worker,) = workers  # every worker on a claim of its own: devices were free
+            got[worker] = [device for _, device in allocation(claims[claim])]
+        assert got["mx-small"] == [MIGS[0]] and got["mx-mid"] == [MIGS[1]], got
+        assert got["mx-big"][0] in whole and got["mx-mid-2"][0] in whole, got
+        assert len(got["mx-big"]) == len(got["mx-mid-2"]) == 1, got
+        assert got["mx-big"] != got["mx-mid-2"], got
+        assert sum(len(devices) for devices in got.values()) == 4, got  # nothing else taken
     finally:
         no_workers(node)
         use_class(node, DRIVER)
