@@ -81,13 +81,14 @@ class WorkerSeat(Struct, frozen=True, gc=False):
     owner: str
     memory: int
     exclusive: bool = False
+    role: str = ""  # the role's value: a joiner prefers a claim its owner holds in the other
 
     @classmethod
     def of(cls, worker: Worker) -> WorkerSeat:
         # Interned: the same names and uids are keys and values of several maps here.
         return cls(sys.intern(worker.name), sys.intern(worker.uid), sys.intern(worker.phase),
                    sys.intern(worker.claim), sys.intern(worker.owner), worker.memory,
-                   worker.exclusive)
+                   worker.exclusive, worker.role.value)
 
 
 class PodSeat(Struct, frozen=True, gc=False):

@@ -67,7 +67,7 @@ from controller.objects import (
     pod_node,
 )
 from controller.selectors import DeviceSelector
-from placement import Booking, Claim, Fleet, Node
+from placement import Booking, Claim, Fleet, Node, Role
 from placement.quantity import QuantityError, parse_quantity
 
 __all__ = ["Booked", "FleetReading", "LeftOut", "claim_holder", "committed_uids",
@@ -87,6 +87,7 @@ class Booked:
     owner: str
     memory: int
     exclusive: bool = False  # the worker runs alone: no one joins its claim
+    role: str = ""  # the worker's role; "" where it cannot be told (a pod whose worker is gone)
 
 
 class FleetReading(Protocol):
@@ -136,6 +137,8 @@ class SeatHolder(Protocol):
     def memory(self) -> int: ...
     @property
     def exclusive(self) -> bool: ...
+    @property
+    def role(self) -> str: ...
 
 
 def worker_booking(worker: SeatHolder, pod_claims: Iterable[tuple[str, str]],
@@ -151,7 +154,8 @@ def worker_booking(worker: SeatHolder, pod_claims: Iterable[tuple[str, str]],
         claim = worker.claim or max(committed, default="")
     if not claim:
         return None
-    return Booked(worker.name, claim, worker.owner, worker.memory, worker.exclusive)
+    return Booked(worker.name, claim, worker.owner, worker.memory, worker.exclusive,
+                  str(worker.role))
 
 
 def orphan_booking(pod: Obj) -> Booked | None:
@@ -191,7 +195,8 @@ def placement_claim(view: ClaimView, seats: Iterable[Booked]) -> Claim | None:
         return None
     return Claim(view.name, view.node, view.devices, allocated=view.joinable,
                  device_memory=view.device_memory, bookings=tuple([
-        Booking(b.holder, b.owner, b.memory, b.exclusive) for b in sorted(seats, key=_HOLDER)]))
+        Booking(b.holder, b.owner, b.memory, b.exclusive, Role(b.role) if b.role else None)
+        for b in sorted(seats, key=_HOLDER)]))
 
 
 def seats_total(nodes: Iterable[Node]) -> int:

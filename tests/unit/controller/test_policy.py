@@ -39,7 +39,19 @@ def test_a_joiner_goes_to_its_owners_claim_first() -> None:
     c.allocate_and_run("b")
     joined = c.place("b-sampler", "10Gi", role="sampler", ownerId="job-b")
     assert joined["claimName"] == b["claimName"] != a["claimName"]
-    assert joined["reason"].endswith("same owner")
+    assert joined["reason"].endswith("same owner, other role")
+
+
+def test_a_joiner_passes_over_its_owners_claim_of_its_own_role() -> None:
+    # Two samplers of one job roll out together: on one claim they would wait for each other.
+    c = Cluster(devices=2, node_labels=SHARING)
+    # No claim is preferred then: the ranking falls to fewest workers, then the claim's name.
+    c.place("s", "10Gi", role="sampler", ownerId="job-s")
+    other = c.place("b", "10Gi", role="sampler", ownerId="job-b")
+    c.allocate_and_run("s")
+    c.allocate_and_run("b")
+    joined = c.place("s-2", "10Gi", role="sampler", ownerId="job-s")
+    assert joined["claimName"] == other["claimName"]
 
 
 def test_exclusive_must_be_true_or_false() -> None:
