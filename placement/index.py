@@ -330,12 +330,10 @@ class Index:
                 continue
             seats = self._seats[roles]
             # In rank order: the first that fits is this role policy's best.
-            for workers in sorted(by_workers):
+            for workers in sorted(by_workers) if len(by_workers) > 1 else by_workers:
                 if best is not None and workers > best[0]:
                     break
-                room = seats[workers].room
-                found = next((name for name in by_workers[workers] if room(name) >= memory),
-                             None)
+                found = seats[workers].first_among(by_workers[workers], memory)
                 if found is not None:
                     if best is None or (workers, found) < best:
                         best = (workers, found)

@@ -24,7 +24,7 @@ so a bound is made exact only when a query reads a block and finds nothing.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 BLOCK = 64  # names per block (split at twice this)
 CHUNK = 32  # blocks per chunk
@@ -57,6 +57,17 @@ class RoomIndex:
 
     def room(self, name: str) -> Room:
         return self._rooms[name]
+
+    def first_among(self, names: Iterable[str], at_least: Room) -> str | None:
+        """The first of ``names`` (each indexed here), in their order, whose room is at
+        least ``at_least``, if any: one dict read per name (owner affinity walks an
+        owner's few names this way; a method call and a generator step per name cost
+        ~5% of the bench's replay)."""
+        rooms = self._rooms
+        for name in names:
+            if rooms[name] >= at_least:
+                return name
+        return None
 
     def first(self, at_least: Room) -> str | None:
         """The smallest name whose room is at least ``at_least``, if any."""

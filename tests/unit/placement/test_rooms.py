@@ -55,3 +55,13 @@ def test_many_blocks_and_chunks_stay_consistent() -> None:
                 expected = next((n for n in sorted(plain) if plain[n] >= threshold), None)
                 assert index.first(threshold) == expected
     assert list(index) == sorted(plain)
+
+
+def test_first_among_reads_the_names_in_their_given_order() -> None:
+    index = RoomIndex()
+    for name, room in (("a", 5), ("b", 50), ("c", 20), ("d", -float("inf"))):
+        index.add(name, room)
+    assert index.first_among(["d", "c", "b"], 10) == "c"  # the order given, not by name
+    assert index.first_among(["a", "b"], 50) == "b"
+    assert index.first_among(["a", "d"], 6) is None
+    assert index.first_among([], 0) is None
