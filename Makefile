@@ -33,9 +33,13 @@ browser:
 	      || echo "chromium could not be installed: the browser test will skip"; \
 	  else echo "no chromium and no apt-get as root: the browser test will skip"; fi; }
 
+## Karpenter (hack/karpenter.sh) is built for the autoscaling e2e tests: OPENRL_E2E_KARPENTER_BUILD=0
+## skips them instead (a cold build takes 10-20 minutes on 2 cores).
+OPENRL_E2E_KARPENTER_BUILD ?= 1
+
 ## Lint and type-check, then every test (the e2e tests bring up the local control plane).
 test: lint browser
-	$(BIN)/pytest
+	OPENRL_E2E_KARPENTER_BUILD=$(OPENRL_E2E_KARPENTER_BUILD) $(BIN)/pytest
 
 ## Lint and the tests that need no control plane and build nothing (no Go tools): the
 ## tiers are in docs/testing.md.

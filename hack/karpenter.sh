@@ -41,6 +41,10 @@ source "$ROOT/hack/lib/procs.sh"
 stamp() { cat "$SRC/go.mod" "$SRC/go.sum" "$SRC/main.go" | sha256sum | cut -d' ' -f1; }
 
 build() {
+  mkdir -p "$BIN_DIR"
+  # One build at a time: the test session may start one early while a test asks for it.
+  exec 9>"$BIN_DIR/.karpenter.build.lock"
+  flock 9
   if [[ -x $BIN && -f $BIN.stamp && $(cat "$BIN.stamp") == "$(stamp)" ]]; then
     return 0
   fi

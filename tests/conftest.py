@@ -10,7 +10,9 @@ the session's selected tests include any marked ``tools``, or any of
 priority, so it uses what the tests before them leave idle (the e2e suite
 spends much of its time waiting on the cluster, the image build on downloads);
 those tests then find everything built, or wait for the build under way (each
-build takes a lock). ``GOTOOL_EARLY=0`` turns this off.
+build takes a lock). Karpenter, for the autoscaling tests, likewise when
+``OPENRL_E2E_KARPENTER_BUILD=1`` (``make test`` sets it). ``GOTOOL_EARLY=0``
+turns this off.
 """
 
 from __future__ import annotations
@@ -48,6 +50,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     # Only where a node can run here (check exits 4 where it cannot; the tests then skip).
     if selected & set(NEEDS_NODE) and (ROOT / "hack" / "node.sh").exists():
         early("node", "hack/node.sh check >/dev/null && hack/node.sh prebuild")
+    # Karpenter for the autoscaling tests, where the session is told to build it.
+    if "test_autoscaling.py" in selected and os.environ.get("OPENRL_E2E_KARPENTER_BUILD") == "1":
+        early("karpenter", "hack/karpenter.sh build")
 
 
 _build = tools.tool
