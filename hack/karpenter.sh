@@ -43,8 +43,14 @@ stamp() { cat "$SRC/go.mod" "$SRC/go.sum" "$SRC/main.go" | sha256sum | cut -d' '
 build() {
   mkdir -p "$BIN_DIR"
   # One build at a time: the test session may start one early while a test asks for it.
-  exec 9>"$BIN_DIR/.karpenter.build.lock"
-  flock 9
+  # The lock's descriptor is the subshell's alone, so nothing `up` starts inherits it.
+  (
+    flock 9
+    build_locked
+  ) 9>"$BIN_DIR/.karpenter.build.lock"
+}
+
+build_locked() {
   if [[ -x $BIN && -f $BIN.stamp && $(cat "$BIN.stamp") == "$(stamp)" ]]; then
     return 0
   fi
