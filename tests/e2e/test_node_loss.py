@@ -12,6 +12,7 @@ room-left case with fresh nodes, for a longer run.
 from __future__ import annotations
 
 import os
+import statistics
 import time
 import uuid
 from collections.abc import Iterator
@@ -80,6 +81,34 @@ def _lose(stage: Stage, node: str) -> float:
     return time.monotonic()
 
 
+def _moves_timed(stage: Stage, lost: str, movers: list[str], started: float
+                 ) -> dict[str, tuple[float, float]]:
+    """Per mover: (node deleted -> pod gone, pod gone -> Running elsewhere), in s.
+
+    The pod is gone when Kubernetes has deleted its object (or a new pod of the
+    same name, another uid, already stands); the span after that is the
+    controller's and the scheduler's share of a move, the span before it is
+    Kubernetes' wait before collecting a deleted node's pods.
+    """
+    uids = {n: _pod_uid(stage, n) for n in movers}
+    gone: dict[str, float] = {}
+    running: dict[str, float] = {}
+    deadline = started + MOVE_TIMEOUT
+    while len(running) < len(movers):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out: gone {gone}, Running {running}")
+        for n in movers:
+            if n not in gone and _pod_uid(stage, n) != uids[n]:
+                gone[n] = time.monotonic()
+        now = _workers(stage)
+        for n in gone.keys() - running.keys():
+            status = now.get(n, {}).get("status") or {}
+            if status.get("phase") == "Running" and status.get("nodeName") != lost:
+                running[n] = time.monotonic()
+        time.sleep(0.2)
+    return {n: (gone[n] - started, running[n] - gone[n]) for n in movers}
+
+
 def test_lost_node_with_room_left_places_its_workers_again(stage: Stage) -> None:
     names = ["w1", "w2", "w3", "w4"]
     stage.open(tuple(NodeSpec(name=n, devices=2, device_memory=80 * GiB,
@@ -97,6 +126,7 @@ def test_lost_node_with_room_left_places_its_workers_again(stage: Stage) -> None
         stayers = sorted(set(names) - set(movers))
         pods = {n: _pod_uid(stage, n) for n in stayers}
         started = _lose(stage, lost)
+        spans = _moves_timed(stage, lost, movers, started)
 
         def reason_named(lost: str = lost, movers: list[str] = movers) -> bool:
             now = _workers(stage)
@@ -106,6 +136,12 @@ def test_lost_node_with_room_left_places_its_workers_again(stage: Stage) -> None
         after = _running(stage, names)
         took = time.monotonic() - started
         print(f"round {round_}: node {lost} deleted -> {movers} Running again in {took:.1f}s")
+        for n in movers:
+            print(f"  {n}: node deleted -> pod gone {spans[n][0]:.1f} s, "
+                  f"pod gone -> Running {spans[n][1]:.1f} s (the scheduler's share)")
+        print(f"  median: node deleted -> pod gone "
+              f"{statistics.median(s[0] for s in spans.values()):.1f} s, pod gone -> "
+              f"Running {statistics.median(s[1] for s in spans.values()):.1f} s")
         for n in movers:
             status = after[n]["status"]
             assert status["nodeName"] != lost
