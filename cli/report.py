@@ -20,6 +20,7 @@ from pathlib import Path
 
 from cli import figures
 from cli.clock import format_duration
+from cli.eventlog import LoseNodeStep
 from cli.render_json import turns_document
 from cli.replay import Report
 from cli.timeline import (
@@ -115,6 +116,7 @@ def scenario_page(name: str, report: Report, timeline: Timeline,
                 "pending workers by role. Each point is the busiest moment of its interval; "
                 "the thin line is the quietest."),
         *_group_section(timeline, fmt),
+        *_lost_section(report, fmt),
         "<h2>Waits</h2>",
         "<p>From arrival to a seat. A worker that never got one counts with the time it "
         "waited until it left or the scenario ended.</p>",
@@ -221,6 +223,19 @@ def _group_section(timeline: Timeline, fmt: Formatter) -> list[str]:
 
 
 # ------------------------------------------------------------------ sections
+
+
+def _lost_section(report: Report, fmt: Formatter) -> list[str]:
+    """A row per lost node: when, and which of its workers were placed again or wait."""
+    rows = [(fmt(at), step.node,
+             ", ".join(m.worker for m in step.moved if m.reason is None) or "-",
+             ", ".join(m.worker for m in step.moved if m.reason is not None) or "-")
+            for step, at in zip(report.steps, report.log.clock, strict=True)
+            if isinstance(step, LoseNodeStep)]
+    if not rows:
+        return []
+    return ["<h2>Lost nodes</h2>",
+            _table(("at", "node", "placed again", "waiting"), rows, wrap=(2, 3))]
 
 
 def _head(title: str) -> str:
