@@ -61,11 +61,21 @@ class _Axis:
         return [t / self.scale for t in times]
 
 
-def over_time(timeline: Timeline, title: str = "") -> str:
-    """Devices in use, seats taken and pending workers, stacked by role, on one time axis."""
+def over_time(timeline: Timeline, title: str = "",
+              lost: Sequence[tuple[float, str]] = ()) -> str:
+    """Devices in use, seats taken and pending workers, stacked by role, on one time axis.
+
+    ``lost``: (when, node) for each node lost, drawn as a dotted line across the panels."""
     figure = Figure(figsize=(10, 7.2), layout="constrained")
     axes = figure.subplots(3, 1, sharex=True)
-    _panels(axes, timeline, _Axis(timeline.timed, timeline.end))
+    axis = _Axis(timeline.timed, timeline.end)
+    _panels(axes, timeline, axis)
+    for at, node in lost:
+        x = axis([at])[0]
+        for ax in axes:
+            ax.axvline(x, color="#b22222", linestyle=":", linewidth=1)
+        axes[0].annotate(f"lost {node}", (x, 1), xycoords=("data", "axes fraction"),
+                         fontsize=7, color="#b22222", ha="left", va="top")
     _finish(figure)
     if title:
         axes[0].set_title(title, fontsize=10)

@@ -110,7 +110,7 @@ def scenario_page(name: str, report: Report, timeline: Timeline,
         f"{summary.placed:,} arrivals got a seat; {summary.pending:,} workers pending at "
         f"the end; expectations: {len(report.expectations) - failed} held, {failed} failed.</p>",
         "<h2>Over time</h2>",
-        _figure(figures.over_time(timeline), "over-time",
+        _figure(figures.over_time(timeline, lost=_lost(report)), "over-time",
                 "Devices in use by the role of the workers on each claim (a claim that holds "
                 "both roles counts as both), against the devices in the fleet; seats taken and "
                 "pending workers by role. Each point is the busiest moment of its interval; "
@@ -225,13 +225,21 @@ def _group_section(timeline: Timeline, fmt: Formatter) -> list[str]:
 # ------------------------------------------------------------------ sections
 
 
+def _lost_steps(report: Report) -> list[tuple[float, LoseNodeStep]]:
+    return [(at, step) for step, at in zip(report.steps, report.log.clock, strict=True)
+            if isinstance(step, LoseNodeStep)]
+
+
+def _lost(report: Report) -> list[tuple[float, str]]:
+    return [(at, step.node) for at, step in _lost_steps(report)]
+
+
 def _lost_section(report: Report, fmt: Formatter) -> list[str]:
     """A row per lost node: when, and which of its workers were placed again or wait."""
     rows = [(fmt(at), step.node,
              ", ".join(m.worker for m in step.moved if m.reason is None) or "-",
              ", ".join(m.worker for m in step.moved if m.reason is not None) or "-")
-            for step, at in zip(report.steps, report.log.clock, strict=True)
-            if isinstance(step, LoseNodeStep)]
+            for at, step in _lost_steps(report)]
     if not rows:
         return []
     return ["<h2>Lost nodes</h2>",
