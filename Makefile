@@ -33,9 +33,10 @@ browser:
 	      || echo "chromium could not be installed: the browser test will skip"; \
 	  else echo "no chromium and no apt-get as root: the browser test will skip"; fi; }
 
-## Karpenter (hack/karpenter.sh) is built for the autoscaling e2e tests: OPENRL_E2E_KARPENTER_BUILD=0
-## skips them instead (a cold build takes 10-20 minutes on 2 cores).
-OPENRL_E2E_KARPENTER_BUILD ?= 1
+## The autoscaling e2e tests run on Karpenter (hack/karpenter.sh): OPENRL_E2E_KARPENTER_BUILD=1 builds
+## it first (a cold build takes 10-20 minutes on 2 cores). Off by default until the spread case is
+## steady (docs/testing.md); without the binary they skip, saying so.
+OPENRL_E2E_KARPENTER_BUILD ?= 0
 
 ## Lint and type-check, then every test (the e2e tests bring up the local control plane).
 test: lint browser
