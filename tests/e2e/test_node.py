@@ -2,10 +2,8 @@
 
 A real kubelet, containerd, runc and a DRA kubelet plugin join the session's
 control plane; `make image` builds the scheduler image from the Dockerfile and
-manifests/overlays/node runs the Deployment on that node (once, for the module).
-Each test first sets up the workers it asserts on (``Node.keep_only`` and
-``Node.seat``: others deleted, missing ones created), so any one passes run
-alone (``-k``); run in file order they share most of their workers:
+manifests/overlays/node runs the Deployment on that node. Then, in order, on
+one set of workers:
 
 * the Deployment is 2/2 Ready, one replica holds the Lease, /metrics answers;
 * smoke: devices + 1 workers, two seats per claim -- every worker's container
@@ -18,10 +16,8 @@ alone (``-k``); run in file order they share most of their workers:
 * the kubelet, then the DRA plugin, restart while shared claims are prepared:
   no container is restarted or replaced, and a claim freed after the restart
   leaves no CDI file behind;
-* every worker deleted: every claim unprepared, every CDI file gone, and no
-  scheduler container restarted all along;
-* the module's teardown: `hack/node.sh down` leaves no process, mount, cgroup
-  or state behind.
+* teardown: every claim unprepared, every CDI file gone; `hack/node.sh down`
+  leaves no process, mount, cgroup or state behind.
 
 Skips, saying why, where the machine cannot run a node (not root, no veth).
 """
@@ -50,9 +46,6 @@ NODE = os.environ.get("NODE_NAME", "localhost")
 NS = "openrl"
 DEPLOYMENT = "open-rl-scheduler"
 MAXW = 2
-DEVICES = 8  # what hack/node.sh's DRA plugin publishes
-# devices + 1 workers: every device its own claim, and one claim shared.
-SMOKE = [f"smoke-{i}" for i in range(DEVICES + 1)]
 # Small workers: a worker parked beside its claim's resident one needs host
 # memory, and this machine has 24 GiB, not the fake nodes' terabyte.
 # A cold machine builds containerd, the pause image and the scheduler image.
@@ -142,30 +135,6 @@ class Node:
             self.apps.delete_namespaced_deployment(DEPLOYMENT, NS)
             put_fake_nodes_back(self.core, saved)
             print(node_sh("down", timeout=300, **self.env))
-
-    # ------------------------------------------------------------ setting up
-
-    def keep_only(self, names: list[str]) -> None:
-        """Every worker but ``names`` deleted and gone; with none kept, their claims and
-        CDI files gone too (a clean node)."""
-        gone = [w["metadata"]["name"] for w in self.workers()
-                if w["metadata"]["name"] not in names]
-        for name in gone:
-            self.delete_worker(name)
-        self.cluster.wait_for(
-            lambda: not {w["metadata"]["name"] for w in self.workers()} & set(gone),
-            timeout=120, what=f"workers {gone} gone")
-        if not names:
-            self.cluster.wait_for(lambda: not self.claims() and not self.cdi_files(),
-                                  timeout=120, what="every claim and CDI file gone")
-
-    def seat(self, names: list[str], timeout: float = 180) -> None:
-        """``names`` Running with their containers, each created unless it exists."""
-        have = {w["metadata"]["name"] for w in self.workers()}
-        for name in names:
-            if name not in have:
-                self.create_worker(name)
-        self.wait_running(names, timeout=timeout)
 
     # ------------------------------------------------------------ waiting
 
@@ -317,9 +286,11 @@ def test_smoke_every_container_runs_with_its_claims_devices(node: Node) -> None:
     slices = node.custom.list_cluster_custom_object(*RESOURCES, "resourceslices")["items"]
     devices = sum(len(s["spec"].get("devices") or []) for s in slices
                   if s["spec"].get("nodeName") == NODE)
-    assert devices == DEVICES, f"{devices} devices published on {NODE}"
-    node.keep_only([])
-    node.seat(SMOKE)
+    assert devices == 8, f"{devices} devices published on {NODE}"
+    names = [f"smoke-{i}" for i in range(devices + 1)]
+    for name in names:
+        node.create_worker(name)
+    node.wait_running(names)
     by_claim = check_books(node)
     assert len(by_claim) == devices, f"{len(by_claim)} claims for {devices} devices: {by_claim}"
     assert sorted(len(v) for v in by_claim.values()) == [1] * (devices - 1) + [2]
@@ -335,8 +306,6 @@ def test_smoke_every_container_runs_with_its_claims_devices(node: Node) -> None:
 
 
 def test_leader_pod_deleted_standby_takes_over_no_double_seat(node: Node) -> None:
-    node.keep_only(SMOKE)
-    node.seat(SMOKE)
     before = node.holder()
     leader = node.cluster.wait_for(node.leader_pod, timeout=60, what="the leader's pod")
     node.core.delete_namespaced_pod(leader, NS)
@@ -353,10 +322,13 @@ def test_leader_pod_deleted_standby_takes_over_no_double_seat(node: Node) -> Non
 
 def test_rolling_update_mid_burst_nothing_double_booked_nothing_lost(node: Node) -> None:
     # Seats whose parked workers this machine's host memory holds (the
-    # scheduler refuses a fifth parked 2Gi worker here): smoke's alone, so
-    # three more (after the handover test: its three deleted).
-    node.keep_only(SMOKE)
-    node.seat(SMOKE)
+    # scheduler refuses a fifth parked 2Gi worker here): the handover's three.
+    leaving = [f"handover-{i}" for i in range(3)]
+    for name in leaving:
+        node.delete_worker(name)
+    node.cluster.wait_for(
+        lambda: not {w["metadata"]["name"] for w in node.workers()} & set(leaving),
+        timeout=120, what="the handover workers gone")
     node.cluster.kubectl("-n", NS, "rollout", "restart", f"deployment/{DEPLOYMENT}")
     burst = [f"rollout-{i}" for i in range(3)]
     for name in burst:
@@ -368,7 +340,6 @@ def test_rolling_update_mid_burst_nothing_double_booked_nothing_lost(node: Node)
 
 
 def test_kubelet_and_plugin_restart_leave_containers_and_leak_nothing(node: Node) -> None:
-    node.seat(SMOKE)  # devices + 1 workers: at least one claim shared
     shared = [ws for ws in check_books(node).values() if len(ws) == MAXW]
     assert shared, "no shared claim to restart under"
     before = containers(node.worker_pods())
@@ -387,9 +358,7 @@ def test_kubelet_and_plugin_restart_leave_containers_and_leak_nothing(node: Node
     assert all(before[k] == v for k, v in remaining.items())
 
 
-def test_deleting_every_worker_unprepares_every_claim(node: Node) -> None:
-    node.seat(SMOKE)
-    assert node.cdi_files(), "no prepared claim to unprepare"
+def test_teardown_unprepares_everything(node: Node) -> None:
     for w in node.workers():
         node.delete_worker(w["metadata"]["name"])
     node.cluster.wait_for(lambda: not node.workers() and not node.worker_pods(), timeout=120,
