@@ -570,9 +570,15 @@ class Faults:
         comes back."""
         assert self.spare is not None
         name, held = self._busiest_spare()
-        pods = {p["metadata"]["uid"]: p["metadata"]["name"] for p in self.api.pods()
-                if (p.get("spec") or {}).get("nodeName") == name}
         self.spare.silence(name)
+        # Listed once its kubelet is silent: a pod already being deleted, or finished,
+        # may still go (its kubelet finished that deletion as it went silent; the API
+        # server removes a finished pod at once), so only the pods alive and not being
+        # deleted at that moment must stay.
+        pods = {p["metadata"]["uid"]: p["metadata"]["name"] for p in self.api.pods()
+                if (p.get("spec") or {}).get("nodeName") == name
+                and not p["metadata"].get("deletionTimestamp")
+                and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")}
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             node = self.api.get(NODES, name)
