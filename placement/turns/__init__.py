@@ -4,7 +4,8 @@ Pure like the rest of ``placement`` (standard library, no I/O). The node agent
 (``openrl-place timeslicer``) runs it against real workers; the simulator runs
 it against well-behaved ones over a scenario's clock.
 
-- ``policy``: ``TurnGroup``, the rules and the one state machine of a member.
+- ``policy``: the rules, and the one state machine of a member as a table.
+- ``group``: ``TurnGroup``, the policy carried out on one shared claim.
 - ``values``: the plain values it reads and says (``TurnSettings``, ``Grant``,
   ``Yield``, ``Evict``, ``TurnPhase``, ``MemberView``).
 - ``rotation``: who waits, in round-robin order by owner, then member.
@@ -12,7 +13,8 @@ it against well-behaved ones over a scenario's clock.
 - ``log``: a claim's resident and switching intervals, repeats kept once.
 """
 
-from placement.turns.policy import TRANSITIONS, Event, TurnGroup
+from placement.turns.group import TurnGroup
+from placement.turns.policy import TRANSITIONS, Event
 from placement.turns.values import (
     Action,
     Evict,

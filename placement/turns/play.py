@@ -64,8 +64,9 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from placement.turns.group import TurnGroup
 from placement.turns.log import Intervals
-from placement.turns.policy import Evict, Grant, TurnGroup, TurnSettings, Yield
+from placement.turns.values import Evict, Grant, TurnSettings, Yield
 
 __all__ = ["CYCLE_STATES", "NS", "ClaimTurns", "MemberTurns", "TurnPlay"]
 

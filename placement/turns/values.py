@@ -2,8 +2,8 @@
 a member's phase and view.
 
 Plain values only, frozen, so the node agent and the simulator can keep, compare and
-print them; the rules that produce them are all in ``placement.turns.policy``; the package
-re-exports every name here.
+print them; the rules that produce them are all in ``placement.turns.policy``, carried out
+by ``placement.turns.group``; the package re-exports every name here.
 """
 
 from __future__ import annotations

@@ -52,7 +52,8 @@ def test_nothing_else_in_cli_or_placement_decides_a_turn() -> None:
                 continue  # the policy's own package
             for node in ast.walk(ast.parse(path.read_text())):
                 if isinstance(node, ast.ImportFrom) and node.module in (
-                        "placement.turns", "placement.turns.policy"):
+                        "placement.turns", "placement.turns.policy",
+                        "placement.turns.group"):
                     names = {alias.name for alias in node.names}
                     if names - {"TurnSettings"}:
                         importers.append(path.relative_to(ROOT).as_posix())

@@ -8,7 +8,8 @@ from typing import TypeVar
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from placement.turns.policy import Action, TurnGroup, TurnPhase, TurnSettings, _Member
+from placement.turns import Action, TurnGroup, TurnPhase, TurnSettings
+from placement.turns.policy import Member
 from placement.turns.rotation import Rotation
 
 T = TypeVar("T")
@@ -22,7 +23,7 @@ class PlainTurnGroup(TurnGroup):
         super().__init__(settings, recovering=recovering)
         self._served: dict[str, int] = {}
 
-    def _take(self, m: _Member, now: float) -> None:
+    def _take(self, m: Member, now: float) -> None:
         super()._take(m, now)
         self._served[m.owner] = m.seq
 
@@ -42,8 +43,8 @@ class PlainTurnGroup(TurnGroup):
     def _owner_has_members(self, owner: str) -> bool:
         return any(m.owner == owner for m in self._members.values())
 
-    def _next(self) -> _Member | None:
-        waiting: dict[str, list[_Member]] = {}
+    def _next(self) -> Member | None:
+        waiting: dict[str, list[Member]] = {}
         for m in self._members.values():
             if m.phase is TurnPhase.WAITING:
                 waiting.setdefault(m.owner, []).append(m)
