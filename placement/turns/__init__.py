@@ -10,6 +10,8 @@ it against well-behaved ones over a scenario's clock.
   ``Yield``, ``Evict``, ``TurnPhase``, ``MemberView``).
 - ``rotation``: who waits, in round-robin order by owner, then member.
 - ``play``: ``TurnPlay``, every shared claim of a scenario played offline.
+- ``cycles``: a claim's repeating turns found once and counted, not played.
+- ``books``: what a play keeps and hands back, on its clock of whole nanoseconds.
 - ``log``: a claim's resident and switching intervals, repeats kept once.
 """
 
