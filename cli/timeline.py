@@ -9,18 +9,14 @@ nothing re-decides. The rules:
   claim already reserves them) until its last worker leaves. They count for
   the role of the workers on the claim: trainers, samplers, or both when a
   claim holds workers of both roles.
-* A worker's wait runs from its arrival to its seat. A worker that never got
-  one waited until it left or until the last event: its wait is a lower
-  bound, counted all the same (leaving it out would flatter a fleet that
-  keeps workers waiting).
+* Waits are counted by ``cli.waits``'s rules: from arrival to seat, or to
+  when the worker left or the last event when it never got one.
 * A shared claim is one that held two or more workers at some moment. One
   switch on it parks the outgoing worker and restores the incoming one, so it
   moves both workers' memory across the node's host-to-device link (the
   log's link for the node: the bandwidth its turns are played at).
-* With node groups, a node is paid for while it is in the fleet: from the
-  start (a fixed node, or a group's ``min``) or the moment it joins, until it
-  is removed or the last event. A group's GPU-hours are its nodes' devices
-  times those hours; the fixed nodes are a row of their own.
+* With node groups, the nodes and GPU-hours are ``cli.fleet_use``'s: a node
+  is paid for while it is in the fleet.
 * Figures are down-sampled on the time axis only: each interval shows the
   moment within it with the most in use (and the least, as a line), so a
   spike between two samples is never lost.
@@ -36,13 +32,14 @@ from cli.eventlog import (
     AddNodeStep,
     AllocateStep,
     ArriveStep,
-    AskNodeStep,
     EventLog,
     LeaveStep,
     RemoveNodeStep,
     walk,
 )
+from cli.fleet_use import FIXED, FleetUse, GroupUse, Paying, fleet_of
 from cli.replay import Report
+from cli.waits import Wait, WaitBook, WaitStats, wait_stats
 from placement.simulator.simulation import Placement
 
 __all__ = [
@@ -66,21 +63,6 @@ __all__ = [
 
 ROLES = ("trainer", "sampler")
 USES = ("trainer", "sampler", "both")  # whose workers a claim's devices serve
-FIXED = "(fixed)"  # the row of the nodes no group adds or removes
-
-
-@dataclass(frozen=True, slots=True)
-class Wait:
-    worker: str
-    owner: str
-    role: str
-    arrived: float
-    placed: float | None  # None: never got a seat
-    until: float  # the seat, or when it left still waiting, or the last event
-
-    @property
-    def waited(self) -> float:
-        return self.until - self.arrived
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,15 +82,6 @@ class SharedClaim:
 
 
 @dataclass(frozen=True, slots=True)
-class WaitStats:
-    count: int
-    unseated: int  # of which never got a seat
-    median: float
-    p95: float
-    longest: float
-
-
-@dataclass(frozen=True, slots=True)
 class Sampled:
     """Series on a down-sampled time axis: each point is its interval's busiest moment."""
 
@@ -116,35 +89,6 @@ class Sampled:
     stacks: dict[str, list[int]]
     low: list[int]  # the least in use, all stacks together, within each interval
     capacity: list[int]
-
-
-@dataclass(frozen=True, slots=True)
-class GroupUse:
-    """A node group's nodes over the run (``FIXED``: the nodes of no group)."""
-
-    group: str
-    nodes: tuple[tuple[float, int], ...]  # (time, nodes in the fleet after), from the start
-    gpu_hours: float  # its nodes' devices x the hours each was in the fleet
-    asked: int  # nodes asked for
-    added: int  # nodes that joined (the min at the start not counted)
-    removed: int
-
-    @property
-    def peak(self) -> int:
-        return max(count for _, count in self.nodes)
-
-
-@dataclass(frozen=True, slots=True)
-class FleetUse:
-    """A replay with node groups in brief: each group's nodes, the GPU-hours, the waits."""
-
-    groups: tuple[GroupUse, ...]  # each group's, then the fixed nodes'
-    nodes_peak: int
-    waits: WaitStats
-
-    @property
-    def gpu_hours(self) -> float:
-        return sum(use.gpu_hours for use in self.groups)
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,19 +145,6 @@ class Timeline:
         return total / 3600
 
 
-def wait_stats(waits: Sequence[Wait]) -> WaitStats:
-    values = sorted(wait.waited for wait in waits)
-    unseated = sum(1 for wait in waits if wait.placed is None)
-    if not values:
-        return WaitStats(0, 0, 0.0, 0.0, 0.0)
-    return WaitStats(len(values), unseated, _rank(values, 0.5), _rank(values, 0.95), values[-1])
-
-
-def _rank(ordered: list[float], q: float) -> float:
-    # Nearest rank: a wait some worker really had, never an interpolation between two.
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
-
-
 # ------------------------------------------------------------------ building
 
 
@@ -240,16 +171,6 @@ def timeline_of(log: EventLog) -> Timeline:
     return counters.timeline(log)
 
 
-def fleet_of(log: EventLog) -> FleetUse:
-    """What ``timeline_of`` says of the node groups and the waits, read without the series
-    and claims (the table and the JSON need only this)."""
-    reader = _FleetReader(log)
-    walk(log, reader)
-    end = log.clock[-1] if log.steps else 0.0
-    return FleetUse(reader.paying.uses(log, end), reader.paying.peak,
-                    wait_stats(reader.book.close(end)))
-
-
 def build_timeline(scenario: object, report: Report) -> Timeline:
     """``timeline_of(report.log)``, in the form ``compare`` calls: the scenario is not read
     (the log carries all of it)."""
@@ -265,7 +186,7 @@ class _Counters:
         self.seat_of: dict[str, str] = {}  # worker -> claim
         self.claims: dict[str, _Claim] = {}
         self.every_claim: list[tuple[str, _Claim]] = []
-        self.book = _WaitBook()
+        self.book = WaitBook()
         self.capacity = self.start_capacity = sum(link.devices for link in log.nodes)
         self.in_use = dict.fromkeys(USES, 0)
         self.seated = dict.fromkeys(ROLES, 0)
@@ -274,7 +195,7 @@ class _Counters:
         self.series_devices: dict[str, list[int]] = {use: [] for use in USES}
         self.series_seats: dict[str, list[int]] = {role: [] for role in ROLES}
         self.series_pending: dict[str, list[int]] = {role: [] for role in ROLES}
-        self.paying = _Paying(log) if log.groups else None
+        self.paying = Paying(log) if log.groups else None
 
     def arrive(self, step: ArriveStep, at: float) -> None:
         self.arrivals[step.worker] = step
@@ -353,125 +274,6 @@ class _Counters:
                         waits, shared, self.start_capacity,
                         paying.uses(log, end) if paying is not None else (),
                         paying.peak if paying is not None else 0)
-
-
-class _FleetReader:
-    """The log read for ``fleet_of`` (``cli.eventlog``'s reader): nodes in and out, waits."""
-
-    def __init__(self, log: EventLog) -> None:
-        self.paying = _Paying(log)
-        self.book = _WaitBook()
-
-    def arrive(self, step: ArriveStep, at: float) -> None:
-        self.book.arrived(step, at)
-
-    def leave(self, step: LeaveStep, at: float) -> None:
-        if step.claim is None:  # it left waiting
-            self.book.ended(step.worker, None, at)
-
-    def allocate(self, step: AllocateStep, at: float) -> None:
-        pass
-
-    def add_node(self, step: AddNodeStep, at: float) -> None:
-        self.paying.joined(step.node, step.group or FIXED, step.link.devices, at)
-
-    def remove_node(self, step: RemoveNodeStep, at: float) -> None:
-        self.paying.left(step.node, at)
-
-    def seat(self, seat: Placement, at: float) -> None:
-        self.book.ended(seat.worker, at, at)
-
-    def stepped(self, at: float) -> None:
-        pass
-
-
-class _WaitBook:
-    """Each arrival's wait by the module's rule: to its seat, or until it left or the end."""
-
-    __slots__ = ("waiting", "waits")
-
-    def __init__(self) -> None:
-        self.waits: list[Wait] = []
-        self.waiting: dict[str, int] = {}  # worker -> its index in ``waits`` while unseated
-
-    def arrived(self, step: ArriveStep, at: float) -> None:
-        self.waiting[step.worker] = len(self.waits)
-        self.waits.append(Wait(step.worker, step.owner, step.role, at, None, at))
-
-    def ended(self, worker: str, placed: float | None, until: float) -> bool:
-        """The worker's wait ends (``placed``: with a seat); False when it was not waiting."""
-        index = self.waiting.pop(worker, None)
-        if index is None:
-            return False
-        wait = self.waits[index]
-        self.waits[index] = Wait(wait.worker, wait.owner, wait.role, wait.arrived, placed, until)
-        return True
-
-    def close(self, end: float) -> list[Wait]:
-        """Every wait, those still running ended at ``end`` (never seated)."""
-        for worker in list(self.waiting):
-            self.ended(worker, None, end)
-        return self.waits
-
-
-class _Paying:
-    """Which nodes are in the fleet since when, by group: the nodes over time, GPU-hours."""
-
-    def __init__(self, log: EventLog) -> None:
-        self.since: dict[str, tuple[str, int, float]] = {}  # node -> (group, devices, joined)
-        self.device_seconds: dict[str, float] = {}
-        self.count: dict[str, int] = {}
-        self.changes: dict[str, list[tuple[float, int]]] = {}
-        self.joins: dict[str, int] = {}
-        self.leaves: dict[str, int] = {}
-        self.total = self.peak = 0
-        for group in (*log.groups, FIXED):
-            self._group(group)
-        for link in log.nodes:
-            self.joined(link.name, link.group or FIXED, link.devices, 0.0, start=True)
-
-    def _group(self, group: str) -> None:
-        if group not in self.count:
-            self.count[group] = self.joins[group] = self.leaves[group] = 0
-            self.device_seconds[group] = 0.0
-            self.changes[group] = [(0.0, 0)]
-
-    def _moved(self, group: str, by: int, at: float) -> None:
-        self.count[group] += by
-        self.total += by
-        self.peak = max(self.peak, self.total)
-        changes = self.changes[group]
-        if changes[-1][0] == at:
-            changes[-1] = (at, self.count[group])
-        else:
-            changes.append((at, self.count[group]))
-
-    def joined(self, node: str, group: str, devices: int, at: float, *,
-               start: bool = False) -> None:
-        self._group(group)
-        self.since[node] = (group, devices, at)
-        self._moved(group, 1, at)
-        if not start:
-            self.joins[group] += 1
-
-    def left(self, node: str, at: float) -> None:
-        group, devices, joined = self.since.pop(node)
-        self.device_seconds[group] += devices * (at - joined)
-        self._moved(group, -1, at)
-        self.leaves[group] += 1
-
-    def uses(self, log: EventLog, end: float) -> tuple[GroupUse, ...]:
-        for group, devices, joined in self.since.values():
-            self.device_seconds[group] += devices * (end - joined)
-        asked = dict.fromkeys(self.count, 0)
-        for step in log.steps:
-            if step.__class__ is AskNodeStep:
-                asked[step.group] += 1
-        return tuple(GroupUse(group, tuple(self.changes[group]),
-                              self.device_seconds[group] / 3600, asked[group],
-                              self.joins[group], self.leaves[group])
-                     for group in self.count
-                     if group != FIXED or self.changes[group] != [(0.0, 0)])
 
 
 # -------------------------------------------------------------- down-sampling
