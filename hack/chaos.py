@@ -373,6 +373,7 @@ class SpareNodes:
     def resume(self, name: str) -> None:
         if name not in self.fake.names:
             self.fake.names.append(name)
+        self.fake.resync(name)  # what was bound to it meanwhile starts now
 
     def close(self) -> None:
         self.fake.stop.set()

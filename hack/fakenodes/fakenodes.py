@@ -460,6 +460,20 @@ class FakeNodes:
                     log.warning("pod watch failed: %s", e)
                     self.stop.wait(1)
 
+    def resync(self, name: str) -> None:
+        """Handle every pod bound to ``name`` now, as a kubelet does when it comes back: the
+        watch told of them while the node was not played, and would not again until its
+        next list (up to a minute later)."""
+        k = self.api()
+        try:
+            listed = k.raw(k.core.list_pod_for_all_namespaces,
+                           field_selector=f"spec.nodeName={name}")
+        except KubeError as e:
+            log.warning("pods of %s not listed (the next list handles them): %s", name, e)
+            return
+        for pod in listed["items"]:
+            self.guard(k, pod)
+
     def guard(self, k: kube.Kube, pod: Obj) -> None:
         try:
             self.handle_pod(k, pod)
