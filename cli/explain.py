@@ -107,6 +107,12 @@ def _verdict(verdict: NodeVerdict) -> dict[str, Any]:
         "node": verdict.node, "roles": list(verdict.roles), "accepts": verdict.accepts,
         "devices": verdict.devices, "deviceMemory": format_quantity(verdict.device_memory),
         "freeDevices": verdict.free_devices, "needs": verdict.needed,
+        # A mixed node's groups, smallest first, each with its free devices.
+        **({"deviceGroups": [{"devices": count, "deviceMemory": format_quantity(size),
+                              "freeDevices": free}
+                             for (count, size), free in zip(verdict.device_groups,
+                                                            verdict.free_by_group, strict=True)]}
+           if verdict.device_groups else {}),
         "hostMemory": (format_quantity(verdict.host_memory)
                        if verdict.host_memory is not None else None),
         "parked": format_quantity(verdict.parked) if verdict.parked else "0",
@@ -144,7 +150,7 @@ def _explanation_lines(document: dict[str, Any], diagnosis: Diagnosis | None) ->
     for verdict in diagnosis.nodes:
         roles = "/".join(verdict.roles) or "any role"
         lines.append(f"  {verdict.node:<{width}}  {roles:<16} {verdict.summary}")
-        if not verdict.accepts or verdict.needed > verdict.devices:
+        if not verdict.accepts or not verdict.could_hold:
             continue  # its claims are not this worker's business
         for claim in verdict.claims:
             if claim.verdict != "open":

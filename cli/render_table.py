@@ -40,6 +40,7 @@ from cli.timeline import FIXED, FleetUse, fleet_of
 from cli.turns import Turns, useful_share
 from placement import Node
 from placement.quantity import format_gib
+from placement.remedy import geometry
 from placement.simulator.simulation import Placement, Seating
 
 __all__ = ["columns", "group_section", "render_table", "turn_section"]
@@ -302,7 +303,7 @@ def _node_text(node: Node) -> str:
     roles = "+".join(sorted(node.roles)) or "trainer+sampler"
     host = format_gib(node.host_memory) if node.host_memory is not None else "unchecked"
     pods = "" if node.pods is None else f", {_plural(node.pods, 'pod slot')} for workers"
-    return (f"{node.devices} x {format_gib(node.device_memory)}, {roles}, host memory {host}, "
+    return (f"{geometry(node)}, {roles}, host memory {host}, "
             f"up to {_plural(node.seats_per_claim, 'worker')} per claim{pods}")
 
 
@@ -316,7 +317,7 @@ def _node_row(summary: NodeSummary, pods: bool) -> list[str]:
         shown(node.name),
         shown(node.product) or "-",
         "+".join(sorted(node.roles)) or "any",
-        f"{node.devices} x {format_gib(node.device_memory)}",
+        geometry(node),
         str(summary.free_devices),
         str(summary.claims),
         f"{summary.seats_used}/{summary.seat_limit}",

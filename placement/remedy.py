@@ -22,6 +22,14 @@ Rules:
   the role, its device geometry and free devices, its pod slots when they
   are checked, and what each of its claims says to a join (full, too small,
   not yet allocated, exclusive, host memory, pod limit).
+* A mixed node is read group by group, as placement reads it: a new claim
+  takes all its devices from one group, so the worker needs
+  ``devices_needed`` of that group's size and fits the group only when that
+  many exist there; a claim's devices are its own group's size. The verdict
+  names the devices it needs in each group that could hold it, tightest
+  first (fewest devices, then the smallest size); more free devices are
+  offered in one group at a time, the fewest first, then the smallest size.
+  A node's geometry reads largest group first: ``4 x 80Gi + 4 x 48Gi``.
 * An exclusive worker joins no claim, so the changes that open a seat on a
   claim (allocation, seats, host memory) are never offered to it; and no
   change opens a claim an exclusive worker is on.
@@ -40,6 +48,7 @@ from placement.model import (
     MAX_CLAIM_CONSUMERS,
     Booking,
     Claim,
+    DeviceGroup,
     Node,
     Request,
     devices_needed,
@@ -55,6 +64,7 @@ __all__ = [
     "NodeVerdict",
     "changes",
     "diagnose",
+    "geometry",
     "smallest_change",
 ]
 
@@ -85,6 +95,13 @@ class NodeVerdict:
     summary: str  # one line
     pods: int | None = None  # pod slots for workers; None: unchecked
     workers: int = 0  # workers booked on its claims, each running a pod there
+    # A mixed node's (devices, device memory) per group, smallest first, and each
+    # group's free devices; () on a node of one size.
+    device_groups: tuple[DeviceGroup, ...] = ()
+    free_by_group: tuple[int, ...] = ()
+    # Some group of it could hold the worker were all its devices free (on a node of
+    # one size: ``needed <= devices``).
+    could_hold: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,8 +178,16 @@ def changes(request: Request, fleet: Fleet, *, first_only: bool = False) -> tupl
 
 
 def _node_verdict(request: Request, fleet: Fleet, node: Node, claims: list[Claim]) -> NodeVerdict:
-    needed = devices_needed(request.memory, node.device_memory)
-    free = fleet.free_devices(node.name)
+    free_by_group = fleet.free_by_group(node.name)
+    free = sum(free_by_group)
+    # (devices needed, size, free) of each group that could hold it, tightest first.
+    options = _group_needs(request.memory, node, free_by_group)
+    could_hold = bool(options)
+    needed = options[0][0] if options else min(
+        devices_needed(request.memory, size) for _count, size in node.groups)
+    seated_now = [option for option in options if option[0] <= option[2]]
+    if seated_now:  # the group a new claim would take now
+        needed = seated_now[0][0]
     parked = fleet.parked_load(node.name)
     accepts = node.accepts(request.role)
     workers = fleet.workers_on_node(node.name)
@@ -170,19 +195,22 @@ def _node_verdict(request: Request, fleet: Fleet, node: Node, claims: list[Claim
     claim_verdicts = tuple(_claim_verdict(request, node, claim, parked, pod_limit)
                            for claim in claims)
     alone = request.exclusive
-    geometry = f"{node.devices} x {format_gib(node.device_memory)}"
+    shape = geometry(node)
     roles = tuple(sorted(str(role) for role in node.roles))
+    mixed = bool(node.device_groups)
+    free_text = (" + ".join(str(n) for n in reversed(free_by_group)) if mixed else str(free))
+    needs = (" or ".join(f"{n} of {format_gib(size)}" for n, size, _free in options)
+             if mixed else str(needed))
     if not accepts:
-        summary = f"{geometry}; refuses {request.role} workers (takes {', '.join(roles)} only)"
-    elif needed > node.devices:
-        summary = (f"{geometry}; can never hold it: needs {needed} devices of "
-                   f"{format_gib(node.device_memory)} on one node")
+        summary = f"{shape}; refuses {request.role} workers (takes {', '.join(roles)} only)"
+    elif not could_hold:
+        summary = f"{shape}; can never hold it: needs {_never_text(request.memory, node)}"
     elif pod_limit:
-        summary = (f"{geometry}, {free} free; needs {needed}; at its pod limit "
+        summary = (f"{shape}, {free_text} free; needs {needs}; at its pod limit "
                    f"({_pods(node.pods or 0)}, {workers} of them workers)")
     else:
-        summary = f"{geometry}, {free} free; needs {needed}"
-        if free >= needed:
+        summary = f"{shape}, {free_text} free; needs {needs}"
+        if seated_now:
             summary += ": a new claim fits"
         elif alone:
             summary += "; runs alone (exclusive): waits for free devices"
@@ -195,7 +223,33 @@ def _node_verdict(request: Request, fleet: Fleet, node: Node, claims: list[Claim
         device_memory=node.device_memory, free_devices=free, needed=needed,
         host_memory=node.host_memory, parked=parked,
         max_workers_per_claim=node.max_workers_per_claim, claims=claim_verdicts,
-        summary=summary, pods=node.pods, workers=workers)
+        summary=summary, pods=node.pods, workers=workers, device_groups=node.device_groups,
+        free_by_group=free_by_group if mixed else (), could_hold=could_hold)
+
+
+def geometry(node: Node) -> str:
+    """A node's devices as people read them: ``8 x 80Gi``; a mixed node's groups largest
+    first, ``4 x 80Gi + 4 x 48Gi``."""
+    return " + ".join(f"{count} x {format_gib(size)}" for count, size in reversed(node.groups))
+
+
+def _group_needs(memory: int, node: Node,
+                 free_by_group: tuple[int, ...]) -> list[tuple[int, int, int]]:
+    """(devices needed, device size, free) in each group of ``node`` that could hold a
+    worker of ``memory`` bytes were all its devices free, as the new-claim step ranks
+    them: fewest devices needed first, then the smallest size."""
+    return sorted((needed, size, free)
+                  for (count, size), free in zip(node.groups, free_by_group, strict=True)
+                  if (needed := devices_needed(memory, size)) <= count)
+
+
+def _never_text(memory: int, node: Node) -> str:
+    if not node.device_groups:
+        needed = devices_needed(memory, node.device_memory)
+        return f"{needed} devices of {format_gib(node.device_memory)} on one node"
+    largest_first = [f"{devices_needed(memory, size)} devices of {format_gib(size)}"
+                     for _count, size in reversed(node.groups)]
+    return f"{' or '.join(largest_first)}, all of one size, on one node"
 
 
 def _claim_verdict(request: Request, node: Node, claim: Claim, parked: int,
@@ -212,9 +266,10 @@ def _claim_verdict(request: Request, node: Node, claim: Claim, parked: int,
         return verdict("exclusive", "this worker runs alone: it joins no claim")
     if claim.exclusive:
         return verdict("exclusive", "an exclusive worker is on it: no one joins it")
-    if share > node.device_memory:
+    size = node.group_memory(claim.device_memory)  # its devices' size: its group's
+    if share > size:
         return verdict("too small", f"{format_gib(share)} per device would not fit "
-                       f"{claim.devices} x {format_gib(node.device_memory)}")
+                       f"{claim.devices} x {format_gib(size)}")
     if workers >= node.seats_per_claim:
         return verdict("full", f"{workers}/{node.seats_per_claim} workers")
     if pod_limit:
@@ -270,7 +325,8 @@ def _candidates(request: Request, fleet: Fleet) -> Iterator[tuple[Change, Node]]
     for claim in claims:
         node = fleet.node(claim.node)
         if (node is None or not claim.allocated or not node.accepts(role)
-                or per_device_share(memory, claim.devices) > node.device_memory):
+                or per_device_share(memory, claim.devices)
+                > node.group_memory(claim.device_memory)):
             continue
         after = (fleet.parked_load(node.name) - claim.parked_memory
                  + _with_joiner(claim, request).parked_memory)
@@ -292,7 +348,7 @@ def _candidates(request: Request, fleet: Fleet) -> Iterator[tuple[Change, Node]]
     for node in nodes:
         pods = node.pods
         if (pods is not None and node.accepts(role)
-                and devices_needed(memory, node.device_memory) <= node.devices
+                and _group_needs(memory, node, fleet.free_by_group(node.name))
                 and not fleet.has_pod_slot(node.name)):
             short = fleet.workers_on_node(node.name) + 1 - pods
             crowded.append((short, node.name, pods, replace(node, pods=pods + short)))
@@ -301,17 +357,8 @@ def _candidates(request: Request, fleet: Fleet) -> Iterator[tuple[Change, Node]]
         yield (Change("podsFreed", name, short,
                       f"{_pods(short)} freed on {name} (workers leaving, or other pods gone)"),
                changed)
-    # 5. More free devices on one node that could hold the worker at all.
-    wider = []
-    for node in nodes:
-        needed = devices_needed(memory, node.device_memory)
-        free = fleet.free_devices(node.name)
-        if node.accepts(role) and needed <= node.devices and free < needed:
-            wider.append((needed - free, node.device_memory, node.name, node))
-    for more, device_memory, name, node in sorted(wider, key=lambda w: w[:3]):
-        yield (Change("freeDevices", name, more,
-                      f"{more} more free {format_gib(device_memory)} device{_s(more)} on {name}"
-                      f" ({_kind_of(node)})"), replace(node, devices=node.devices + more))
+    # 5. More free devices in one group of one node that could hold the worker at all.
+    yield from _more_devices(request, fleet)
     # 6. A higher pod limit on one of those nodes.
     for short, name, pods_now, changed in crowded:
         yield (Change("podLimit", name, pods_now + short,
@@ -323,6 +370,21 @@ def _candidates(request: Request, fleet: Fleet) -> Iterator[tuple[Change, Node]]
             yield (Change("role", node.name, 1,
                           f"{node.name} labelled for {role} workers"),
                    replace(node, roles=node.roles | {role}))
+
+
+def _more_devices(request: Request, fleet: Fleet) -> Iterator[tuple[Change, Node]]:
+    """More free devices in one group of a node, the fewest first, then the smallest size."""
+    wider = []
+    for node in fleet.nodes:
+        if node.accepts(request.role):
+            for needed, size, free in _group_needs(request.memory, node,
+                                                   fleet.free_by_group(node.name)):
+                if free < needed:
+                    wider.append((needed - free, size, node.name, node))
+    for more, device_memory, name, node in sorted(wider, key=lambda w: w[:3]):
+        yield (Change("freeDevices", name, more,
+                      f"{more} more free {format_gib(device_memory)} device{_s(more)} on {name}"
+                      f" ({_kind_of(node)})"), _grown(node, device_memory, more))
 
 
 def _seats_with(trial: Fleet, request: Request, change: Change, node: Node) -> bool:
@@ -338,6 +400,13 @@ def _seats_with(trial: Fleet, request: Request, change: Change, node: Node) -> b
         return find_seat(request, trial) is not None
     finally:
         trial.replace_node(before)
+
+
+def _grown(node: Node, device_memory: int, more: int) -> Node:
+    """``node`` with ``more`` devices in its group of ``device_memory``."""
+    groups = tuple((count + more if size == device_memory else count, size)
+                   for count, size in node.device_groups)
+    return replace(node, devices=node.devices + more, device_groups=groups)
 
 
 def _kind_of(node: Node) -> str:

@@ -4,18 +4,22 @@ them strictly, and the replay cuts each claim from one group."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from cli.document import ScenarioError
+from cli.explain import _explanation, _explanation_lines
 from cli.replay import replay
 from cli.scenario import build_scenario
 from cli.snapshot import snapshot_document, verify_snapshot
 from controller.claims import build_claim, read_claim
 from controller.fleet_rules import placement_claim
 from controller.inspect_fleet import LiveFleet
-from placement import GiB, NewClaim, Node
+from placement import GiB, NewClaim, Node, Request, Role
+from placement.remedy import diagnose
+from tests.unit.cli.conftest import Run
 from tests.unit.controller.test_fleet_devices import device, nv_slice, read
 
 
@@ -91,3 +95,51 @@ def test_bad_device_groups_name_the_node_and_the_field(change: dict[str, Any], w
         build_scenario(scenario(dict(MIXED, **change)))
     assert raised.value.where == where
     assert raised.value.message.startswith(message)
+
+
+# small takes one of plain's devices, other two of mixed's 80Gi ones: a 300Gi worker
+# fits four 80Gi devices, never four 48Gi ones, and waits.
+WAITING = """
+nodes:
+  - name: mixed
+    deviceGroups: [{devices: 4, deviceMemory: 80Gi}, {devices: 4, deviceMemory: 48Gi}]
+  - {name: plain, devices: 2, deviceMemory: 80Gi}
+events:
+  - arrive: {name: small, role: trainer, memory: 60Gi}
+  - arrive: {name: other, role: trainer, memory: 150Gi}
+  - arrive: {name: fft, role: trainer, memory: 300Gi}
+"""
+
+
+def test_the_table_prints_a_mixed_node_s_groups_largest_first(run: Run) -> None:
+    result = run(WAITING)
+    assert result.exit_code == 0, result.output
+    rows = {line.split()[0]: line for line in result.output.splitlines()
+            if line.startswith(("  mixed ", "  plain "))}
+    assert "  4 x 80Gi + 4 x 48Gi  " in rows["mixed"]  # it read "8 x 48Gi"
+    assert "  2 x 80Gi  " in rows["plain"]
+
+
+def test_the_json_names_the_80gi_devices_a_waiting_worker_needs(run: Run) -> None:
+    result = run(WAITING, "-o", "json")
+    assert result.exit_code == 0, result.output  # growing a mixed node's 48Gi read failed
+    document = json.loads(result.output)
+    assert document["workers"]["fft"]["wouldSeat"] == {
+        "kind": "freeDevices", "node": "mixed", "amount": 2,
+        "text": "2 more free 80Gi devices on mixed (a node for both roles)"}
+
+
+def test_explain_reads_a_mixed_node_group_by_group() -> None:
+    live = LiveFleet(read([mixed_slice()]), {}, {})
+    request = Request("fft", Role.TRAINER, 300 * GiB)
+    diagnosis = diagnose(request, live.view.fleet)
+    document = _explanation("fft", "trainer", 300 * GiB, "fft", "Pending", None, None, live,
+                            diagnosis)
+    (node,) = document["nodes"]
+    assert node["deviceGroups"] == [
+        {"devices": 4, "deviceMemory": "48Gi", "freeDevices": 4},
+        {"devices": 4, "deviceMemory": "80Gi", "freeDevices": 4}]
+    assert node["needs"] == 4
+    lines = _explanation_lines(document, diagnosis)
+    assert any(line.endswith("4 x 80Gi + 4 x 48Gi, 4 + 4 free; needs 4 of 80Gi: "
+                             "a new claim fits") for line in lines)

@@ -176,3 +176,79 @@ def test_a_worker_seated_now_is_told_where_and_why() -> None:
     assert diagnosis.seat_text == "joins claim-b-train: same owner, other role"
     alone = diagnose(Request("x", SAMPLER, 10 * GiB), sim.fleet)
     assert alone.seat_text == "joins claim-a-train: no free devices (contention)"
+
+
+# A node of four 80Gi and four 48Gi devices: a claim takes all its devices from one
+# group, so what a waiting worker needs is read group by group.
+
+
+def _mixed(groups: tuple[tuple[int, int], ...] = ((4, 80), (4, 48)),
+           seats: int = 1) -> Node:
+    return Node.grouped("mixed", tuple((count, gib * GiB) for count, gib in groups),
+                        host_memory=1024 * GiB, max_workers_per_claim=seats)
+
+
+def test_a_worker_only_the_big_group_holds_is_told_to_wait_for_80gi_devices() -> None:
+    sim = _sim(_mixed())
+    _arrive(sim, "other", 150)  # two of the four 80Gi devices
+    fft = _arrive(sim, "fft", 300)  # four 80Gi would hold it; four 48Gi never could
+    diagnosis = diagnose(fft, sim.fleet)
+    # Read as eight 48Gi devices, seven of them free, "a new claim fits" and the only
+    # remedy was a ninth 48Gi device, a node that could not exist.
+    assert diagnosis.change is not None
+    assert (diagnosis.change.kind, diagnosis.change.amount) == ("freeDevices", 2)
+    assert diagnosis.change.text == "2 more free 80Gi devices on mixed (a node for both roles)"
+    (verdict,) = diagnosis.nodes
+    assert verdict.summary == ("4 x 80Gi + 4 x 48Gi, 2 + 4 free; needs 4 of 80Gi; "
+                               "claims: 1 too small")
+    assert (verdict.needed, verdict.could_hold) == (4, True)
+    assert (verdict.device_groups, verdict.free_by_group) == (((4, 48 * GiB), (4, 80 * GiB)),
+                                                              (4, 2))
+
+
+def test_a_claim_on_the_big_group_is_judged_by_its_own_devices() -> None:
+    sim = _sim(_mixed(((1, 80), (1, 48))))
+    _arrive(sim, "a", 60)  # the 80Gi device
+    _arrive(sim, "b", 20)  # the 48Gi device
+    late = _arrive(sim, "late", 60)
+    diagnosis = diagnose(late, sim.fleet)
+    # claim-a's device is 80Gi: a 60Gi joiner fits it, the claim is only full.
+    claims = {claim.claim: claim.verdict for claim in diagnosis.nodes[0].claims}
+    assert claims == {"claim-a": "full", "claim-b": "too small"}
+    assert diagnosis.nodes[0].claims[1].detail == "60Gi per device would not fit 1 x 48Gi"
+    assert diagnosis.change is not None
+    assert diagnosis.change.text == "max-workers-per-claim 2 on mixed"
+    assert [(c.kind, c.amount, c.text.split(" on ")[0]) for c in diagnosis.alternatives] == [
+        ("maxWorkersPerClaim", 2, "max-workers-per-claim 2"),
+        ("freeDevices", 1, "1 more free 80Gi device")]
+
+
+def test_the_tightest_group_is_offered_first_when_either_would_do() -> None:
+    sim = _sim(_mixed(((1, 80), (1, 48))))
+    _arrive(sim, "big", 60)
+    _arrive(sim, "small", 20)
+    late = _arrive(sim, "late", 20)  # one device of either size holds it
+    devices = [c for c in diagnose(late, sim.fleet).alternatives if c.kind == "freeDevices"]
+    assert [c.text for c in devices] == ["1 more free 48Gi device on mixed (a node for both roles)"]
+
+
+def test_no_group_of_a_mixed_node_holding_it_is_never() -> None:
+    # 200Gi: three 80Gi or five 48Gi; the node has one and four. Five devices in all
+    # would be five 48Gi ones, but a claim never mixes sizes.
+    sim = _sim(_mixed(((1, 80), (4, 48))))
+    late = _arrive(sim, "wide", 200)
+    diagnosis = diagnose(late, sim.fleet)
+    assert diagnosis.reason is not None and diagnosis.reason.never
+    assert diagnosis.change is None
+    (verdict,) = diagnosis.nodes
+    assert not verdict.could_hold
+    assert verdict.summary == ("1 x 80Gi + 4 x 48Gi; can never hold it: needs 3 devices of "
+                               "80Gi or 5 devices of 48Gi, all of one size, on one node")
+
+
+def test_a_mixed_node_names_each_group_a_worker_could_take() -> None:
+    sim = _sim(_mixed())
+    diagnosis = diagnose(Request("fft", TRAINER, 60 * GiB), sim.fleet)
+    assert diagnosis.nodes[0].summary == ("4 x 80Gi + 4 x 48Gi, 4 + 4 free; "
+                                          "needs 1 of 80Gi or 2 of 48Gi: a new claim fits")
+    assert diagnosis.seat_text == "new claim on mixed: free devices (spread)"
