@@ -332,6 +332,35 @@ class Stage:
         threading.Thread(target=self.fake.kubelet_loop, daemon=True,
                          name=f"kubelet-{self.tag}").start()
         self._start_controller()
+        for spec in nodes:
+            self.usable(spec)
+
+    def usable(self, spec: NodeSpec) -> None:
+        """Wait until the controller places on the node as the simulator does from the
+        moment it is added: in its cache, healthy, with the devices and pod slots the
+        scenario gives it. The API server taints a new Node not-ready (NoSchedule) until
+        the node controller sees it Ready, a few seconds later, and the controller leaves
+        a node so tainted out of placement: an arrival in that moment sees one node fewer
+        than the simulator does (seed 9's first arrival went to n0, not n1, once)."""
+        name = self.node_name(spec.name)
+        want = spec.to_node()
+        last: list[object] = [None]
+
+        def seen() -> bool:
+            controller = self.controller
+            if controller is None:
+                return False
+            with controller.cache.lock:
+                node = controller.cache.view.nodes.get(name)
+            last[0] = node
+            # A node without a pod limit in the scenario has a large one on the cluster.
+            return node is not None and node.devices == want.devices \
+                and (want.pods is None or node.pods == want.pods)
+
+        try:
+            _wait(seen, 60, f"node {name} to be ready in the controller's cache")
+        except TimeoutError as e:
+            raise TimeoutError(f"{e}: it reads {last[0]}, the scenario says {want}") from None
 
     def _start_controller(self) -> None:
         settings = Settings(
@@ -384,6 +413,8 @@ class Stage:
         for role in spec.roles:
             labels[naming.NODE_ROLE_LABELS[Role(role)]] = "true"
         self.fake.add(self.node_name(spec.name), node_profile(spec), labels)
+        if self.controller is not None:  # else open() waits once the controller is up
+            self.usable(spec)
 
     def arrive(self, event: Arrive) -> None:
         # Arrival order is creation time, kept to the second: never two in one second.
