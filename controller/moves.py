@@ -5,7 +5,8 @@ rules, read top to bottom (first match), each with the function carrying it out:
 
   the worker                               becomes
   ---------------------------------------  ------------------------------------------------
-  pod completed (with_pod)                 Succeeded, terminal
+  pod completed, not deleted (with_pod)    Succeeded, terminal (one that exits 0 once
+                                           deleted was stopped: it gets a new pod)
   pod's node lost (with_pod)               Pending NodeLost; the pod deleted (Kubernetes
                                            finishes that: a deleted node's pods are collected)
   pod alive on a node not ready (with_pod) its phase, reason NodeNotReady; nothing deleted:
@@ -152,7 +153,10 @@ def with_pod(ctx: Context, worker: Worker, pod: Obj) -> Conclusion | None:
     placed = Outcome(WorkerPhase.PENDING, claim=claim, devices=devices,
                      memory_per_device=per_device_share(worker.memory, devices)
                      if devices else None, pod=name_of(pod))
-    if pod_phase(pod) == PodPhase.SUCCEEDED:
+    # A pod that exits 0 once deleted (SIGTERM handled, as a well-made worker does) was
+    # stopped, not finished: the deletion is someone's (an eviction, a drain), and the
+    # worker gets a new pod like any other whose pod is deleted (steps.with_pod).
+    if pod_phase(pod) == PodPhase.SUCCEEDED and not is_deleting(pod):
         return Conclusion(Outcome(WorkerPhase.SUCCEEDED, ReasonKind.COMPLETED,
                                   f"pod {name_of(pod)} completed; its seat is released",
                                   claim=claim, node=str(worker.status.get("nodeName") or ""),

@@ -197,6 +197,24 @@ def test_a_completed_pod_makes_the_worker_succeeded_and_frees_its_claim() -> Non
     assert c.place("b")["phase"] == "Placing"
 
 
+def test_a_pod_deleted_under_its_worker_that_exits_cleanly_is_replaced_not_finished() -> None:
+    # The time-slicer evicts a worker that overran its turn; its process handles
+    # SIGTERM and exits 0, so the pod ends Succeeded while being deleted.
+    c = Cluster(devices=1, node_labels=TWO)
+    running(c, "a", "b")
+    claim = c.status("a")["claimName"]
+    c.api.delete(kube.PODS, "orw-a")
+    c.api.edit(kube.PODS, "orw-a", {"status": {"phase": "Succeeded"}})
+    c.reconcile("a")
+    status = c.status("a")
+    assert status["phase"] == "Placing" and "being deleted" in status["reason"], status
+    c.api.finish_pod("orw-a")
+    c.reconcile("a")
+    pod = c.api.obj(kube.PODS, "orw-a")
+    assert pod is not None and not pod["metadata"].get("deletionTimestamp")
+    assert c.status("a")["claimName"] == claim and c.status("a")["phase"] != "Succeeded"
+
+
 def test_a_failed_worker_releases_its_claim_at_once_unless_shared() -> None:
     c = Cluster(devices=1, node_labels=TWO)
     running(c, "a", "b")
