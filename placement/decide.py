@@ -216,28 +216,23 @@ def best_claim(request: Request, fleet: Fleet, owner_affinity: bool = True) -> s
 
 
 def _first_open(open_seats: list[dict[int, RoomIndex]], memory: int) -> str | None:
-    # JOIN_RANKING after the owner: fewest workers first (one bucket per count), then
-    # the smallest claim name across every role policy's bucket of that count.
-    if not open_seats:
-        return None
-    if len(open_seats) == 1:  # one role policy (the common case): its buckets in order
-        (by_workers,) = open_seats
-        for workers in sorted(by_workers):
-            name = by_workers[workers].first(memory)
+    # JOIN_RANKING after the owner: fewest workers first, then the smallest claim name.
+    # Each role policy's buckets come by ascending workers: its first fit is its best,
+    # and a count above the best found so far is not read.
+    best: str | None = None
+    fewest = 0
+    for by_workers in open_seats:
+        for workers, bucket in by_workers.items():
+            if best is not None and workers > fewest:
+                break
+            if not bucket.rooms:  # emptied, kept
+                continue
+            name = bucket.first(memory)
             if name is not None:
-                return name
-        return None
-    for workers in sorted({n for by_workers in open_seats for n in by_workers}):
-        found = None
-        for by_workers in open_seats:
-            bucket = by_workers.get(workers)
-            if bucket is not None:
-                name = bucket.first(memory)
-                if name is not None and (found is None or name < found):
-                    found = name
-        if found is not None:
-            return found
-    return None
+                if best is None or workers < fewest or name < best:
+                    best, fewest = name, workers
+                break
+    return best
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,7 +256,7 @@ def offer_of(fleet: Fleet, node_name: str) -> NodeOffer | None:
     node = fleet.node(node_name)
     if node is None:
         return None
-    if not fleet.has_pod_slot(node_name):
+    if node.pods is not None and not fleet.has_pod_slot(node_name):  # None: unchecked
         return NodeOffer(node, -math.inf, -math.inf)
     # A new claim takes one group's devices: the largest it can cut is one group's worth.
     alone: Room = (max(free * memory for free, (_count, memory)

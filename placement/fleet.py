@@ -76,7 +76,7 @@ class Fleet:
         self._free: dict[str, tuple[int, ...]] = {}  # free devices per device group, by node
         self._parked: dict[str, int] = {}  # parked load of each known node (absent: 0)
         # The decision's index over these books (internal to the package; read, never set).
-        self.index: Final[Index] = Index()
+        self.index: Final[Index] = Index(self._claims)
         for node in nodes:
             self.add_node(node)
         for claim in claims:
@@ -273,22 +273,24 @@ class Fleet:
         """
         if name in self._claims:
             raise PlacementError(f"claim {name} already exists")
-        self._check_unbooked(request.name)
+        if request.name in self._claim_of:
+            self._check_unbooked(request.name)
         known = self._nodes.get(node)
-        at, size, mixed = 0, 0, False
+        at, size, group_memory = 0, 0, 0  # group_memory: the claim's, on a mixed node
         if known is not None:
-            size = known.node.device_memory
-            if known.node.device_groups and type(devices) is int:
-                at = self._cut_group(known.node, devices, request.memory, device_memory)
-                size, mixed = known.node.device_groups[at][1], True
+            hardware = known.node
+            size = hardware.device_memory
+            if hardware.device_groups and type(devices) is int:
+                at = self._cut_group(hardware, devices, request.memory, device_memory)
+                size = group_memory = hardware.device_groups[at][1]
         # One test for the common case (a decision carried out), the reasons only on refusal.
         if (known is None or at < 0 or type(devices) is not int
                 or not 1 <= devices <= self._free[node][at]
                 or request.memory > devices * size
-                or (known.node.roles and request.role not in known.node.roles)
-                or known.at_pod_limit):
+                or (hardware.roles and request.role not in hardware.roles)
+                or (hardware.pods is not None and known.at_pod_limit)):
             self._refuse_cut(name, node, devices, request, at)
-        row = ClaimRow(name, node, devices, allocated, size if mixed else 0)
+        row = ClaimRow(name, node, devices, allocated, group_memory)
         row.seat(request.name, request.owner, request.memory, request.exclusive, request.role)
         self._add_row(row)
 
@@ -299,25 +301,31 @@ class Fleet:
         from a cluster), where the join checks may no longer hold.
         """
         row = self._require_claim(claim)
-        self._check_unbooked(request.name)
+        if request.name in self._claim_of:
+            self._check_unbooked(request.name)
+        node = self._nodes.get(row.node)
         if not observed:
             bucket = row.bucket  # set only for an allocated claim with a free seat
-            roles = self._nodes[row.node].node.roles if bucket is not None else None
+            roles = node.node.roles if node is not None else None
             # The claim's room already says "fits its devices and its node can park it";
             # a claim an exclusive worker is on has no bucket.
-            if (bucket is None or request.memory > bucket.room(claim)
+            if (bucket is None or request.memory > bucket.rooms[claim]
                     or (roles and request.role not in roles) or request.exclusive):
                 self._refuse_join(row, request)
-        before = self._parked_share(row)
+        # Its share of the node's parked load (``_parked_share``), before and after.
+        counted = node is not None and row.allocated
+        before = row.parked_memory if counted else 0
         self.index.unfile_claim(row)
         row.seat(request.name, request.owner, request.memory, request.exclusive, request.role)
         self._claim_of[request.name] = claim
-        node = self._nodes.get(row.node)
         if node is not None:
             node.workers += 1
-            self._shift_parked(row.node, self._parked_share(row) - before)
+            after = row.parked_memory if counted else 0
+            if after != before:
+                self._shift_parked(row.node, after - before)
             self.index.file_claim(row, node, self._host_left(node))
-            self._check_pods(node)
+            if node.node.pods is not None:  # else never at its limit
+                self._check_pods(node)
 
     def unbook(self, worker: str) -> str:
         """Take a worker off its claim; return that claim's name. The claim stays."""
@@ -325,16 +333,21 @@ class Fleet:
         if claim is None:
             raise PlacementError(f"worker {worker} holds no booking")
         row = self._claims[claim]
-        before = self._parked_share(row)
+        node = self._nodes.get(row.node)
+        # Its share of the node's parked load (``_parked_share``), before and after.
+        counted = node is not None and row.allocated
+        before = row.parked_memory if counted else 0
         self.index.unfile_claim(row)
         row.unseat(worker)
         del self._claim_of[worker]
-        node = self._nodes.get(row.node)
         if node is not None:
             node.workers -= 1
-            self._shift_parked(row.node, self._parked_share(row) - before)
+            after = row.parked_memory if counted else 0
+            if after != before:
+                self._shift_parked(row.node, after - before)
             self.index.file_claim(row, node, self._host_left(node))
-            self._check_pods(node)
+            if node.node.pods is not None:  # else never at its limit
+                self._check_pods(node)
         return claim
 
     def remove_claim(self, claim: str) -> None:
@@ -388,10 +401,12 @@ class Fleet:
         if node is not None:
             self.index.unfile_pool(node, self._free[row.node])
             node.workers += len(row.bookings)
-            self._shift_parked(row.node, self._parked_share(row))
+            if row.allocated:  # its share of the parked load (``_parked_share``)
+                self._shift_parked(row.node, row.parked_memory)
             self.index.file_claim(row, node, self._host_left(node))
             self._file_pool(node)
-            self._check_pods(node)
+            if node.node.pods is not None:  # else never at its limit
+                self._check_pods(node)
 
     def _parked_share(self, row: ClaimRow) -> int:
         """What the claim adds to its node's parked load: only once allocated and shared."""
@@ -440,7 +455,9 @@ class Fleet:
         node = row.node
         claims = self._claims_on.get(node.name, {}).values()
         if not node.device_groups:
-            reserved = sum(claim.devices for claim in claims)
+            reserved = 0
+            for claim in claims:  # a few claims: a loop, no generator
+                reserved += claim.devices
             free: tuple[int, ...] = (max(0, node.devices - reserved),)
         else:
             held = [0] * len(node.device_groups)

@@ -17,20 +17,26 @@ What is filed, and for which part of the policy in ``policy.py``:
   its room (``join_room``: the fit and host-memory checks as one number). A
   decision visits a bucket or two per worker count whatever the fleet's size
   or hardware mix, and skips the claims that cannot take the worker.
-* The same open seats again by owner and the roles it holds there, for
-  owner affinity: each open claim's name is filed under (owner, the roles of
-  that owner's workers on it) for every owner on it, then by role policy and
-  workers like the open seats, in sorted lists. The claims that pair with a
-  joiner (``policy.pairs``: its owner there in the other role only) are a
-  lookup or three away (the other role, unknown, or both), never found among
-  all the claims; their rooms are read from the open seats' bucket of the
-  same keys, so a node's parked load
-  moving touches no owner list. The search reads that owner's names in rank
-  order and stops at the first that fits: only an owner holding every claim
-  of the fleet, with host memory blocking them all, makes it as long as the
-  fleet. (A room index per owner was tried: at an owner's few hundred
-  claims its blocks are walked the same way, and re-tightening their bounds
-  after each miss made the bench's replay 1.5x slower.)
+* The same open seats again for owner affinity, by the joiners they pair
+  with: an open claim's name is filed under (owner, role, workers) for each
+  owner on it and each role its node accepts that ``policy.pairs`` with that
+  owner's roles there (the other role; either, for a role not known), in
+  sorted lists. A joiner's search is a lookup per worker count, fewest
+  first, of (its owner, its role, that count), and a walk of that list in
+  name order, reading each claim's room from its open-seat bucket (so a
+  node's parked load moving touches no owner list), that stops at the first
+  claim with room: only an owner holding every claim of the fleet, with host
+  memory blocking them all, makes it as long as the fleet. (Tried and
+  slower on the bench's day: a room index per owner, its bounds re-tightened
+  after each miss, 1.5x the replay; lists per (owner, roles held) under
+  each role policy and worker count, three nested dictionaries to file
+  through; one list per (owner, role) of (workers, name) pairs, whose tuple
+  comparisons cost each filing twice a name's.) These lists are filed only
+  once a search asks for them (``first_of_owner``: owner affinity on, a
+  join sought), all at once from the books' rows, and kept from then on:
+  until then, and for good with owner affinity off, filing a claim costs
+  one test for them. ``describe`` lists them as filed, or before that as
+  they would be.
 * A claim an exclusive worker is on takes no joiner, so it is filed apart:
   counted per seat group for the reasons, never among the open seats.
 * A node at its pod limit takes no worker at all, so it is filed apart: its
@@ -52,28 +58,35 @@ decision never depends on the order in which the fleet was built.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from placement.model import Node, Role
-from placement.policy import join_room
+from placement.policy import join_room, pairs
 from placement.records import ClaimRow, Groups, NodeRow, PoolGroup, SeatGroup
 from placement.rooms import Room, RoomIndex
 
 
 class Index:
-    __slots__ = ("_blocked", "_exclusive", "_full", "_groups", "_open", "_owners", "_pod_full",
-                 "_podless", "_pool_views", "_pools", "_seat_views", "_seats", "_shapes",
-                 "_unallocated")
+    __slots__ = ("_blocked", "_exclusive", "_full", "_groups", "_open", "_owner_counts",
+                 "_owners", "_pairing", "_pod_full", "_podless", "_pool_views", "_pools",
+                 "_rows", "_seat_views", "_seats", "_shapes", "_solo", "_unallocated")
 
-    def __init__(self) -> None:
+    def __init__(self, rows: Mapping[str, ClaimRow]) -> None:
+        """``rows``: the books' claims, read when owner affinity first searches."""
+        self._rows = rows
         self._groups = Groups()
         self._pools: dict[PoolGroup, dict[int, list[str]]] = {}
         self._seats: dict[frozenset[Role], dict[int, RoomIndex]] = {}
-        # The open seats again, under (owner, its roles there) for each owner of a claim's
-        # workers: role policy -> workers -> sorted names, the open seats' own keys (rooms
-        # are there).
-        self._owners: dict[_OwnerKey, dict[frozenset[Role], dict[int, list[str]]]] = {}
+        # The open seats again, by (owner, role, workers) of the joiners they pair with:
+        # sorted names; None: not filed until owner affinity first searches.
+        self._owners: dict[_OwnerKey, list[str]] | None = None
+        self._owner_counts: list[int] = []  # sorted: every worker count of its keys, ever
+        # Per role policy, by the roles one owner holds on a claim: the joiner roles the
+        # claim pairs with for that owner (a handful, filled as they are met).
+        self._pairing: dict[frozenset[Role], dict[frozenset[Role | None], tuple[Role, ...]]] = {}
+        # The same for a claim's one worker, by its role (filled with its role policy).
+        self._solo: dict[frozenset[Role], dict[Role | None, tuple[Role, ...]]] = {}
         self._exclusive: dict[SeatGroup, int] = {}
         self._shapes: dict[tuple[PoolGroup, int], int] = {}
         self._open: dict[SeatGroup, int] = {}
@@ -175,15 +188,21 @@ class Index:
             self._unallocated[shape] = self._unallocated.get(shape, 0) + 1
             claim.unallocated_key = shape
             return
-        device_memory = (node.group_memory(claim.device_memory) if node.device_groups
-                         else node.device_memory)
-        group = self._groups.seat_group(row, claim.devices, device_memory)
+        devices = claim.devices
+        if node.device_groups:
+            device_memory = node.group_memory(claim.device_memory)
+            group = self._groups.seat_group(row, devices, device_memory)
+        else:  # a plain node (most): its seat groups are remembered by width alone
+            device_memory = node.device_memory
+            group = row.seat_groups.get(devices)  # type: ignore[assignment]
+            if group is None:
+                group = self._groups.seat_group(row, devices, device_memory)
         if claim.exclusive:
             self._exclusive[group] = self._exclusive.get(group, 0) + 1
             claim.exclusive_key = group
             return
         workers = len(claim.bookings)
-        limit = node.seats_per_claim
+        limit = row.seats
         if workers >= limit:
             full = (group, limit)
             self._full[full] = self._full.get(full, 0) + 1
@@ -197,73 +216,93 @@ class Index:
         if by_workers is None:
             by_workers = self._seats[group.roles] = {}
             self._seat_views.clear()
+            self._solo[group.roles] = {role: _joiners(group.roles, frozenset((role,)))
+                                       for role in (*Role, None)}
         bucket = by_workers.get(workers)
         if bucket is None:
-            bucket = by_workers[workers] = RoomIndex()
-        bucket.add(claim.name, join_room(claim.devices, workers, claim.footprint,
-                                         device_memory, host_left))
+            bucket = _new_bucket(by_workers, workers)
+        bucket.add(claim.name, join_room(devices, workers, claim.footprint, device_memory,
+                                         host_left))
         claim.bucket = bucket
         self._open[group] = self._open.get(group, 0) + 1
         claim.open_key = group
-        if workers:
+        if self._owners is not None and workers:
             self._file_owners(claim, group.roles, workers)
 
     def _file_owners(self, claim: ClaimRow, roles: frozenset[Role], workers: int) -> None:
-        bookings = claim.bookings
-        # One worker (the common case) has one owner and role: no set to build.
-        keys: Iterable[_OwnerKey]
-        if workers == 1:
-            owner, _parked, _exclusive, role = next(iter(bookings.values()))
-            keys = ((owner, _ONLY[role]),)
+        owners = self._owners
+        assert owners is not None
+        keys: tuple[_OwnerKey, ...]
+        if workers == 1:  # the common case: one owner, one role, read from a table
+            for owner, _parked, _exclusive, role in claim.bookings.values():
+                joiners = self._solo[roles][role]
+                if not joiners:
+                    claim.owner_keys = ()
+                    return
+                keys = (((owner, joiners[0], 1),) if len(joiners) == 1 else
+                        tuple([(owner, joiner, 1) for joiner in joiners]))
         else:
-            held: dict[str, set[Role | None]] = {}
-            for owner, _parked, _exclusive, role in bookings.values():
-                held.setdefault(owner, set()).add(role)
-            keys = [(owner, frozenset(roles)) for owner, roles in held.items()]
+            keys = self._owner_keys(claim.bookings, roles, workers)
+        claim.owner_keys = keys
         name = claim.name
-        filed = claim.owner_lists = []
         for key in keys:
-            by_roles = self._owners.get(key)
-            if by_roles is None:
-                by_roles = self._owners[key] = {}
-            by_workers = by_roles.get(roles)
-            if by_workers is None:
-                by_workers = by_roles[roles] = {}
-            names = by_workers.get(workers)
+            names = owners.get(key)
             if names is None:
-                by_workers[workers] = [name]
-                filed.append((key, by_workers[workers]))
+                owners[key] = [name]
+                if workers not in self._owner_counts:
+                    insort(self._owner_counts, workers)
             else:
                 insort(names, name)
-                filed.append((key, names))
 
-    def _unfile_owners(self, claim: ClaimRow, roles: frozenset[Role]) -> None:
-        name = claim.name
-        for key, names in claim.owner_lists or ():
-            del names[bisect_left(names, name)]
-            if not names:
-                by_roles = self._owners[key]
-                by_workers = by_roles[roles]
-                del by_workers[len(claim.bookings)]
-                if not by_workers:
-                    del by_roles[roles]
-                    if not by_roles:
-                        del self._owners[key]
-        claim.owner_lists = None
+    def _owner_keys(self, bookings: dict[str, tuple[str, int, bool, Role | None]],
+                    roles: frozenset[Role], workers: int) -> tuple[_OwnerKey, ...]:
+        """The owner lists a claim of several workers is filed in: ``_owner_keys`` read
+        with the index's table of pairings."""
+        pairing = self._pairing.get(roles)
+        if pairing is None:
+            pairing = self._pairing[roles] = {}
+        by_owner: dict[str, frozenset[Role | None]] = {}
+        for owner, _parked, _exclusive, role in bookings.values():
+            mine = by_owner.get(owner)
+            by_owner[owner] = _ONLY[role] if mine is None else mine | _ONLY[role]
+        keys = []
+        for owner, held in by_owner.items():
+            joiners = pairing.get(held)
+            if joiners is None:
+                joiners = pairing[held] = _joiners(roles, held)
+            for joiner in joiners:
+                keys.append((owner, joiner, workers))
+        return tuple(keys)
+
+    def _file_every_owner(self) -> dict[_OwnerKey, list[str]]:
+        """Owner affinity's first search: file every open claim by owner, from now on."""
+        self._owners = {}
+        for claim in self._rows.values():
+            if claim.bucket is not None and claim.bookings:
+                assert claim.open_key is not None
+                self._file_owners(claim, claim.open_key.roles, len(claim.bookings))
+        return self._owners
 
     def unfile_claim(self, claim: ClaimRow) -> None:
         bucket = claim.bucket
         if bucket is not None:
-            bucket.remove(claim.name)
+            bucket.remove(claim.name)  # left in place when emptied: that count comes back
             group = claim.open_key
             assert group is not None
-            if not bucket:
-                del self._seats[group.roles][len(claim.bookings)]
             claim.bucket = None
             self._open[group] -= 1
             claim.open_key = None
-            if claim.owner_lists:
-                self._unfile_owners(claim, group.roles)
+            keys = claim.owner_keys
+            if keys is not None:
+                owners = self._owners
+                assert owners is not None
+                for key in keys:
+                    names = owners[key]
+                    if len(names) == 1:
+                        del owners[key]
+                    else:
+                        del names[bisect_left(names, claim.name)]
+                claim.owner_keys = None
         elif claim.exclusive_key is not None:
             self._exclusive[claim.exclusive_key] -= 1
             claim.exclusive_key = None
@@ -279,15 +318,22 @@ class Index:
 
     def host_left_changed(self, claims: Iterable[ClaimRow], node: Node, host_left: Room) -> None:
         """A node's parked load moved: every open claim on it has a new room."""
-        mixed = bool(node.device_groups)
-        device_memory = node.device_memory
+        if node.device_groups:
+            for claim in claims:
+                bucket = claim.bucket
+                if bucket is not None:
+                    bucket.update(claim.name, join_room(
+                        claim.devices, len(claim.bookings), claim.footprint,
+                        node.group_memory(claim.device_memory), host_left))
+            return
+        device_memory = node.device_memory  # a plain node: one size for every claim
         for claim in claims:
             bucket = claim.bucket
             if bucket is not None:
-                if mixed:
-                    device_memory = node.group_memory(claim.device_memory)
-                bucket.update(claim.name, join_room(claim.devices, len(claim.bookings),
-                                                    claim.footprint, device_memory, host_left))
+                room = join_room(claim.devices, len(claim.bookings), claim.footprint,
+                                 device_memory, host_left)
+                if bucket.rooms[claim.name] != room:  # most rooms are their devices': same
+                    bucket.update(claim.name, room)
 
     # -------------------------------------------------------- the decision reads
 
@@ -301,9 +347,11 @@ class Index:
         return views
 
     def open_seats(self, role: Role) -> list[dict[int, RoomIndex]]:
-        """Claims with a free seat on nodes accepting ``role``, by workers (no empty buckets).
+        """Claims with a free seat on nodes accepting ``role``, by workers.
 
-        One mapping per role policy.
+        One mapping per role policy, its keys in ascending order (the join ranking's);
+        a bucket once emptied stays, empty (in the simulation a claim's last worker
+        leaving empties the bucket of none every time).
         """
         views = self._seat_views.get(role)
         if views is None:
@@ -312,33 +360,40 @@ class Index:
             self._seat_views[role] = views
         return views
 
+    @property
+    def owners_filed(self) -> bool:
+        """Whether the owner lists are filed (owner affinity has searched)."""
+        return self._owners is not None
+
     def first_of_owner(self, owner: str, role: Role, memory: int) -> str | None:
         """The best-ranked open claim that pairs with a joiner of ``owner``, ``role`` and
         ``memory`` bytes (``policy.pairs``: workers of ``owner`` on it, none in ``role``)
         and takes it: fewest workers, then name; None: none does."""
-        best: tuple[int, str] | None = None
-        for held in _PAIRS[role]:
-            by_roles = self._owners.get((owner, held))
-            if by_roles is not None:
-                best = self._best_of(by_roles, role, memory, best)
-        return None if best is None else best[1]
+        owners = self._owners
+        if owners is None:
+            owners = self._file_every_owner()
+        rows = self._rows
+        for workers in self._owner_counts:  # the join ranking: fewest workers, then name
+            names = owners.get((owner, role, workers))
+            if names is not None:
+                for name in names:  # the first with room
+                    bucket = rows[name].bucket
+                    if bucket is not None and bucket.rooms[name] >= memory:
+                        return name
+        return None
 
-    def _best_of(self, by_roles: dict[frozenset[Role], dict[int, list[str]]], role: Role,
-                 memory: int, best: tuple[int, str] | None) -> tuple[int, str] | None:
-        for roles, by_workers in by_roles.items():
-            if roles and role not in roles:
-                continue
-            seats = self._seats[roles]
-            # In rank order: the first that fits is this role policy's best.
-            for workers in sorted(by_workers) if len(by_workers) > 1 else by_workers:
-                if best is not None and workers > best[0]:
-                    break
-                found = seats[workers].first_among(by_workers[workers], memory)
-                if found is not None:
-                    if best is None or (workers, found) < best:
-                        best = (workers, found)
-                    break
-        return best
+    def _describe_owners(self) -> dict[_OwnerKey, tuple[str, ...]]:
+        """(owner, joiner role, workers) -> names: as filed, or before owner affinity
+        first searched, as they would be filed (read plainly, by ``_owner_keys``)."""
+        if self._owners is not None:
+            return {key: tuple(names) for key, names in self._owners.items()}
+        owners: dict[_OwnerKey, list[str]] = {}
+        for claim in self._rows.values():
+            if claim.bucket is not None and claim.bookings:
+                assert claim.open_key is not None
+                for key in _owner_keys(claim.bookings, claim.open_key.roles):
+                    owners.setdefault(key, []).append(claim.name)
+        return {key: tuple(sorted(names)) for key, names in owners.items()}
 
     @staticmethod
     def largest_room(claims: Iterable[ClaimRow]) -> Room | None:
@@ -347,7 +402,7 @@ class Index:
         for claim in claims:
             bucket = claim.bucket
             if bucket is not None:
-                room = bucket.room(claim.name)
+                room = bucket.rooms[claim.name]
                 if largest is None or room > largest:
                     largest = room
         return largest
@@ -401,12 +456,15 @@ class Index:
                       for g, by_free in self._pools.items() if any(by_free.values())},
             "seats": {_roles_key(roles): {workers: tuple((name, bucket.room(name))
                                                          for name in bucket)
-                                          for workers, bucket in by_workers.items()}
-                      for roles, by_workers in self._seats.items() if by_workers},
-            "owners": {owner: {_roles_key(roles): {workers: tuple(names)
-                                                   for workers, names in by_workers.items()}
-                               for roles, by_workers in by_roles.items()}
-                       for owner, by_roles in self._owners.items()},
+                                          for workers, bucket in by_workers.items() if bucket}
+                      for roles, by_workers in self._seats.items() if any(by_workers.values())},
+            # Keys in the order the searches walk them: worker counts ascending.
+            "ranked": (all(list(by_workers) == sorted(by_workers)
+                           for by_workers in self._seats.values())
+                       and self._owner_counts == sorted(set(self._owner_counts))
+                       and all(workers in self._owner_counts
+                               for _owner, _role, workers in self._owners or ())),
+            "owners": self._describe_owners(),
             "exclusive": {shape(g): n for g, n in self._exclusive.items() if n},
             "shapes": {(shape(g), devices): n for (g, devices), n in self._shapes.items() if n},
             "open": {shape(g): n for g, n in self._open.items() if n},
@@ -422,15 +480,41 @@ class Index:
         }
 
 
-# An owner and the roles of its workers on a claim (None: a role not known).
-_OwnerKey = tuple[str, frozenset[Role | None]]
+# An owner list's key: an owner, the role of the joiners its claims there pair with,
+# and their workers.
+_OwnerKey = tuple[str, Role, int]
+
+
+def _joiners(roles: frozenset[Role], held: frozenset[Role | None]) -> tuple[Role, ...]:
+    """The joiner roles a claim pairs with, its role policy ``roles`` and one owner's
+    roles ``held`` there (None: not known): those ``policy.pairs`` names, where the node
+    takes them."""
+    return tuple(role for role in Role if (not roles or role in roles) and pairs(role, held))
+
+
+def _owner_keys(bookings: dict[str, tuple[str, int, bool, Role | None]],
+                roles: frozenset[Role]) -> tuple[_OwnerKey, ...]:
+    """The owner lists an open claim with these bookings, on a node of role policy
+    ``roles``, is filed in, read plainly (the filing reads the index's tables)."""
+    held: dict[str, set[Role | None]] = {}
+    for owner, _parked, _exclusive, role in bookings.values():
+        held.setdefault(owner, set()).add(role)
+    return tuple([(owner, joiner, len(bookings)) for owner, mine in held.items()
+                  for joiner in _joiners(roles, frozenset(mine))])
+
+
 _ONLY: dict[Role | None, frozenset[Role | None]] = {
     role: frozenset((role,)) for role in (*Role, None)}
-# The role sets held that pair with a joiner of each role (``policy.pairs``): the other
-# role, unknown, or both; never the joiner's own.
-_PAIRS: dict[Role, tuple[frozenset[Role | None], ...]] = {
-    role: tuple(frozenset(held) for held in ((other,), (None,), (other, None)))
-    for role, other in ((Role.TRAINER, Role.SAMPLER), (Role.SAMPLER, Role.TRAINER))}
+
+
+def _new_bucket(by_workers: dict[int, RoomIndex], workers: int) -> RoomIndex:
+    """A role policy's bucket for a new number of workers, its keys kept ascending."""
+    bucket = by_workers[workers] = RoomIndex()
+    if len(by_workers) > 1 and max(by_workers) != workers:  # rare: re-rank in place
+        ranked = sorted(by_workers.items())
+        by_workers.clear()
+        by_workers.update(ranked)
+    return bucket
 
 
 def _roles_key(roles: frozenset[Role]) -> tuple[str, ...]:

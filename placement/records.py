@@ -48,11 +48,12 @@ class SeatGroup:
 class NodeRow:
     """A node in the books; the index's groups for it hang below the line."""
 
-    __slots__ = ("node", "pod_blocked", "pool_groups", "seat_groups", "workers")
+    __slots__ = ("node", "pod_blocked", "pool_groups", "seat_groups", "seats", "workers")
 
     def __init__(self, node: Node, workers: int = 0) -> None:
         self.node = node
         self.workers = workers  # booked on the claims allocated to it or sized against it
+        self.seats = node.seats_per_claim  # read on every filing of its claims
         # ---- the index's
         self.pool_groups: tuple[PoolGroup, ...] = ()  # one per device group, as node.groups
         # By width, or (width, device memory) for a mixed node's larger groups
@@ -105,7 +106,7 @@ class ClaimRow:
 
     __slots__ = ("allocated", "blocked_key", "bookings", "bucket", "device_memory", "devices",
                  "exclusive", "exclusive_key", "footprint", "full_key", "name", "node",
-                 "open_key", "owner_lists", "shown", "unallocated_key")
+                 "open_key", "owner_keys", "shown", "unallocated_key")
 
     def __init__(self, name: str, node: str, devices: int, allocated: bool,
                  device_memory: int = 0) -> None:
@@ -124,9 +125,9 @@ class ClaimRow:
         self.shown: Claim | None = None  # the last snapshot, until the claim changes
         # ---- the index's: where the claim is filed
         self.bucket: RoomIndex | None = None  # its open-seat bucket
-        # ((owner, its roles here), its list of names) for each owner of its workers: the
-        # seat filed by owner
-        self.owner_lists: list[tuple[tuple[str, frozenset[Role | None]], list[str]]] | None = None
+        # The (owner, joiner role, workers) owner lists it is filed in; None: in none (not
+        # open, or owner affinity has not searched yet)
+        self.owner_keys: tuple[tuple[str, Role, int], ...] | None = None
         self.exclusive_key: SeatGroup | None = None  # counted as held by an exclusive worker
         self.open_key: SeatGroup | None = None  # counted as open (with a free seat)
         self.full_key: tuple[SeatGroup, int] | None = None  # counted as full

@@ -4,7 +4,10 @@ A state machine drives a fleet through every operation the books offer --
 decisions carried out (``cut``, ``book``) and facts recorded (nodes added,
 replaced and removed, claims allocated, bookings observed and dropped, empty
 claims removed) -- and after each step compares the fleet's index with the
-index of a fleet built afresh from the same nodes and claims.
+index of a fleet built afresh from the same nodes and claims. Decisions are
+made with owner affinity on or off, so the owner lists are filed, at the first
+search with it on, over claims that were never filed by owner, and kept from
+then on.
 """
 
 from __future__ import annotations
@@ -15,7 +18,19 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from placement import Fleet, JoinClaim, NewClaim, PlacementError, Request
+from placement import (
+    Booking,
+    Claim,
+    Fleet,
+    GiB,
+    JoinClaim,
+    NewClaim,
+    Node,
+    PlacementError,
+    Policy,
+    Request,
+    Role,
+)
 from placement.decide import find_seat
 from tests.strategies import nodes, requests
 
@@ -49,10 +64,10 @@ class Books(RuleBasedStateMachine):
         if self.fleet.node(name) is not None:
             self.fleet.remove_node(name)
 
-    @rule(data=st.data(), deferred=st.booleans())
-    def arrive(self, data: st.DataObject, deferred: bool) -> None:
+    @rule(data=st.data(), deferred=st.booleans(), affinity=st.booleans())
+    def arrive(self, data: st.DataObject, deferred: bool, affinity: bool) -> None:
         request: Request = data.draw(requests(name=self._worker()))
-        seat = find_seat(request, self.fleet)
+        seat = find_seat(request, self.fleet, Policy(owner_affinity=affinity))
         if isinstance(seat, NewClaim):
             self.fleet.cut(f"claim-{request.name}", seat.node, seat.devices, request,
                            allocated=not deferred)
@@ -88,7 +103,7 @@ class Books(RuleBasedStateMachine):
     def index_equals_a_rebuild(self) -> None:
         rebuilt = Fleet(self.fleet.nodes, self.fleet.claims)
         described = self.fleet.index.describe()
-        assert described["bounds_hold"]
+        assert described["bounds_hold"] and described["ranked"]
         assert described == rebuilt.index.describe()
         twin = self.fleet.copy()
         assert twin.index.describe() == described
@@ -100,3 +115,22 @@ class Books(RuleBasedStateMachine):
 
 Books.TestCase.settings = settings(max_examples=150, stateful_step_count=30, deadline=None)
 test_the_index_is_derived_from_the_books = Books.TestCase
+
+
+def test_owner_lists_are_filed_only_once_owner_affinity_searches() -> None:
+    # Two claims of one trainer each, of owner "o": a sampler of "o" pairs with both.
+    node = Node("n", 2, 80 * GiB, 1000 * GiB, max_workers_per_claim=2)  # no device free
+    fleet = Fleet([node], [Claim(f"c{i}", "n", 1, bookings=(
+        Booking(f"t{i}", "o", 10 * GiB, role=Role.TRAINER),)) for i in (1, 2)])
+    sampler = Request("s", Role.SAMPLER, 10 * GiB, owner="o")
+    off = find_seat(sampler, fleet, Policy(owner_affinity=False))
+    assert not fleet.index.owners_filed  # joins searched, none by owner: nothing filed
+    assert isinstance(off, JoinClaim)
+    fleet.book(off.claim, sampler)
+    fleet.unbook("s")
+    assert not fleet.index.owners_filed
+    first = fleet.index.describe()
+    joiner = Request("s2", Role.SAMPLER, 10 * GiB, owner="o")
+    assert find_seat(joiner, fleet) == off  # the same claim: c1 pairs and ranks first
+    assert fleet.index.owners_filed
+    assert fleet.index.describe() == first  # as they would have been filed

@@ -37,7 +37,7 @@ def test_many_blocks_and_chunks_stay_consistent() -> None:
     import random
 
     rng = random.Random(7)
-    index, plain = RoomIndex(), {}
+    index, plain = RoomIndex(), dict[str, int]()
     for step in range(30_000):
         name = f"c{rng.randrange(20_000):05d}"
         room = rng.randrange(100)
@@ -57,11 +57,12 @@ def test_many_blocks_and_chunks_stay_consistent() -> None:
     assert list(index) == sorted(plain)
 
 
-def test_first_among_reads_the_names_in_their_given_order() -> None:
+def test_rooms_reads_every_room_as_it_changes() -> None:
     index = RoomIndex()
     for name, room in (("a", 5), ("b", 50), ("c", 20), ("d", -float("inf"))):
         index.add(name, room)
-    assert index.first_among(["d", "c", "b"], 10) == "c"  # the order given, not by name
-    assert index.first_among(["a", "b"], 50) == "b"
-    assert index.first_among(["a", "d"], 6) is None
-    assert index.first_among([], 0) is None
+    rooms = index.rooms
+    assert dict(rooms) == {"a": 5, "b": 50, "c": 20, "d": -float("inf")}
+    index.update("a", 7)
+    index.remove("d")
+    assert dict(rooms) == {"a": 7, "b": 50, "c": 20}  # the same view, current
