@@ -61,6 +61,7 @@ from hack.lib.kube import (
     ROLEBINDINGS,
     SERVICEACCOUNTS,
     WORKERS,
+    KubeError,
 )
 from hack.lib.names import (
     GATEWAY,
@@ -222,6 +223,16 @@ def admin_rows(inst: Install) -> list[Row]:
         admin.patch(NAMESPACES, name, {"metadata": {"labels": namespace["metadata"]["labels"]}})
     pod = plain_pod("admin-privileged", privileged=True)
     pod["spec"]["hostNetwork"] = True
+    # Pod Security admission reads namespace labels from its own cache: a label just
+    # patched (an earlier run's node overlay labels the namespace privileged) may not
+    # be in it yet. Probe with dry runs until it is refused, then ask for real.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            admin.create(PODS, pod, namespace=name, dry_run=True)
+        except KubeError:
+            break
+        time.sleep(0.5)
     return [row("admin", f"create a privileged pod in {name}", ADMISSION,
                 lambda: admin.create(PODS, pod, namespace=name))]
 

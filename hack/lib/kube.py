@@ -214,12 +214,14 @@ class Kube:
             raise
 
     def create(self, res: Resource, body: Obj, *, namespace: str | None = None,
-               of: str | None = None, subresource: str | None = None) -> Obj | None:
+               of: str | None = None, subresource: str | None = None,
+               dry_run: bool = False) -> Obj | None:
         """The created object; None if one of that name already exists. With ``of`` and
-        ``subresource``: a request posted to that object's subresource (a token)."""
+        ``subresource``: a request posted to that object's subresource (a token). With
+        ``dry_run`` the server runs every check, admission included, and stores nothing."""
         try:
             return self._send("POST", res.path(self._ns(res, namespace), of, subresource),
-                              body=body)
+                              body=body, query=[("dryRun", "All")] if dry_run else None)
         except KubeError as e:
             if e.status == 409:
                 return None
