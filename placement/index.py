@@ -18,25 +18,9 @@ What is filed, and for which part of the policy in ``policy.py``:
   decision visits a bucket or two per worker count whatever the fleet's size
   or hardware mix, and skips the claims that cannot take the worker.
 * The same open seats again for owner affinity, by the joiners they pair
-  with: an open claim's name is filed under (owner, role, workers) for each
-  owner on it and each role its node accepts that ``policy.pairs`` with that
-  owner's roles there (the other role; either, for a role not known), in
-  sorted lists. A joiner's search is a lookup per worker count, fewest
-  first, of (its owner, its role, that count), and a walk of that list in
-  name order, reading each claim's room from its open-seat bucket (so a
-  node's parked load moving touches no owner list), that stops at the first
-  claim with room: only an owner holding every claim of the fleet, with host
-  memory blocking them all, makes it as long as the fleet. (Tried and
-  slower on the bench's day: a room index per owner, its bounds re-tightened
-  after each miss, 1.5x the replay; lists per (owner, roles held) under
-  each role policy and worker count, three nested dictionaries to file
-  through; one list per (owner, role) of (workers, name) pairs, whose tuple
-  comparisons cost each filing twice a name's.) These lists are filed only
-  once a search asks for them (``first_of_owner``: owner affinity on, a
-  join sought), all at once from the books' rows, and kept from then on:
-  until then, and for good with owner affinity off, filing a claim costs
-  one test for them. ``describe`` lists them as filed, or before that as
-  they would be.
+  with (``placement.owners``, the index's base: its rules there), filed
+  only once owner affinity first searches; until then filing a claim costs
+  one test for them.
 * A claim an exclusive worker is on takes no joiner, so it is filed apart:
   counted per seat group for the reasons, never among the open seats.
 * A node at its pod limit takes no worker at all, so it is filed apart: its
@@ -62,31 +46,25 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from placement.model import Node, Role
-from placement.policy import join_room, pairs
+from placement.owners import OwnerLists, joiners
+from placement.policy import join_room
 from placement.records import ClaimRow, Groups, NodeRow, PoolGroup, SeatGroup
 from placement.rooms import Room, RoomIndex
 
 
-class Index:
-    __slots__ = ("_blocked", "_exclusive", "_full", "_groups", "_open", "_owner_counts",
-                 "_owners", "_pairing", "_pod_full", "_podless", "_pool_views", "_pools",
-                 "_rows", "_seat_views", "_seats", "_shapes", "_solo", "_unallocated")
+class Index(OwnerLists):
+    """The index; see the module's rules. The owner lists are its base's (``OwnerLists``)."""
+
+    __slots__ = ("_blocked", "_exclusive", "_full", "_groups", "_open", "_pod_full",
+                 "_podless", "_pool_views", "_pools", "_seat_views", "_seats", "_shapes",
+                 "_unallocated")
 
     def __init__(self, rows: Mapping[str, ClaimRow]) -> None:
         """``rows``: the books' claims, read when owner affinity first searches."""
-        self._rows = rows
+        super().__init__(rows)
         self._groups = Groups()
         self._pools: dict[PoolGroup, dict[int, list[str]]] = {}
         self._seats: dict[frozenset[Role], dict[int, RoomIndex]] = {}
-        # The open seats again, by (owner, role, workers) of the joiners they pair with:
-        # sorted names; None: not filed until owner affinity first searches.
-        self._owners: dict[_OwnerKey, list[str]] | None = None
-        self._owner_counts: list[int] = []  # sorted: every worker count of its keys, ever
-        # Per role policy, by the roles one owner holds on a claim: the joiner roles the
-        # claim pairs with for that owner (a handful, filled as they are met).
-        self._pairing: dict[frozenset[Role], dict[frozenset[Role | None], tuple[Role, ...]]] = {}
-        # The same for a claim's one worker, by its role (filled with its role policy).
-        self._solo: dict[frozenset[Role], dict[Role | None, tuple[Role, ...]]] = {}
         self._exclusive: dict[SeatGroup, int] = {}
         self._shapes: dict[tuple[PoolGroup, int], int] = {}
         self._open: dict[SeatGroup, int] = {}
@@ -216,7 +194,7 @@ class Index:
         if by_workers is None:
             by_workers = self._seats[group.roles] = {}
             self._seat_views.clear()
-            self._solo[group.roles] = {role: _joiners(group.roles, frozenset((role,)))
+            self._solo[group.roles] = {role: joiners(group.roles, frozenset((role,)))
                                        for role in (*Role, None)}
         bucket = by_workers.get(workers)
         if bucket is None:
@@ -228,60 +206,6 @@ class Index:
         claim.open_key = group
         if self._owners is not None and workers:
             self._file_owners(claim, group.roles, workers)
-
-    def _file_owners(self, claim: ClaimRow, roles: frozenset[Role], workers: int) -> None:
-        owners = self._owners
-        assert owners is not None
-        keys: tuple[_OwnerKey, ...]
-        if workers == 1:  # the common case: one owner, one role, read from a table
-            for owner, _parked, _exclusive, role in claim.bookings.values():
-                joiners = self._solo[roles][role]
-                if not joiners:
-                    claim.owner_keys = ()
-                    return
-                keys = (((owner, joiners[0], 1),) if len(joiners) == 1 else
-                        tuple([(owner, joiner, 1) for joiner in joiners]))
-        else:
-            keys = self._owner_keys(claim.bookings, roles, workers)
-        claim.owner_keys = keys
-        name = claim.name
-        for key in keys:
-            names = owners.get(key)
-            if names is None:
-                owners[key] = [name]
-                if workers not in self._owner_counts:
-                    insort(self._owner_counts, workers)
-            else:
-                insort(names, name)
-
-    def _owner_keys(self, bookings: dict[str, tuple[str, int, bool, Role | None]],
-                    roles: frozenset[Role], workers: int) -> tuple[_OwnerKey, ...]:
-        """The owner lists a claim of several workers is filed in: ``_owner_keys`` read
-        with the index's table of pairings."""
-        pairing = self._pairing.get(roles)
-        if pairing is None:
-            pairing = self._pairing[roles] = {}
-        by_owner: dict[str, frozenset[Role | None]] = {}
-        for owner, _parked, _exclusive, role in bookings.values():
-            mine = by_owner.get(owner)
-            by_owner[owner] = _ONLY[role] if mine is None else mine | _ONLY[role]
-        keys = []
-        for owner, held in by_owner.items():
-            joiners = pairing.get(held)
-            if joiners is None:
-                joiners = pairing[held] = _joiners(roles, held)
-            for joiner in joiners:
-                keys.append((owner, joiner, workers))
-        return tuple(keys)
-
-    def _file_every_owner(self) -> dict[_OwnerKey, list[str]]:
-        """Owner affinity's first search: file every open claim by owner, from now on."""
-        self._owners = {}
-        for claim in self._rows.values():
-            if claim.bucket is not None and claim.bookings:
-                assert claim.open_key is not None
-                self._file_owners(claim, claim.open_key.roles, len(claim.bookings))
-        return self._owners
 
     def unfile_claim(self, claim: ClaimRow) -> None:
         bucket = claim.bucket
@@ -359,41 +283,6 @@ class Index:
                      if not roles or role in roles]
             self._seat_views[role] = views
         return views
-
-    @property
-    def owners_filed(self) -> bool:
-        """Whether the owner lists are filed (owner affinity has searched)."""
-        return self._owners is not None
-
-    def first_of_owner(self, owner: str, role: Role, memory: int) -> str | None:
-        """The best-ranked open claim that pairs with a joiner of ``owner``, ``role`` and
-        ``memory`` bytes (``policy.pairs``: workers of ``owner`` on it, none in ``role``)
-        and takes it: fewest workers, then name; None: none does."""
-        owners = self._owners
-        if owners is None:
-            owners = self._file_every_owner()
-        rows = self._rows
-        for workers in self._owner_counts:  # the join ranking: fewest workers, then name
-            names = owners.get((owner, role, workers))
-            if names is not None:
-                for name in names:  # the first with room
-                    bucket = rows[name].bucket
-                    if bucket is not None and bucket.rooms[name] >= memory:
-                        return name
-        return None
-
-    def _describe_owners(self) -> dict[_OwnerKey, tuple[str, ...]]:
-        """(owner, joiner role, workers) -> names: as filed, or before owner affinity
-        first searched, as they would be filed (read plainly, by ``_owner_keys``)."""
-        if self._owners is not None:
-            return {key: tuple(names) for key, names in self._owners.items()}
-        owners: dict[_OwnerKey, list[str]] = {}
-        for claim in self._rows.values():
-            if claim.bucket is not None and claim.bookings:
-                assert claim.open_key is not None
-                for key in _owner_keys(claim.bookings, claim.open_key.roles):
-                    owners.setdefault(key, []).append(claim.name)
-        return {key: tuple(sorted(names)) for key, names in owners.items()}
 
     @staticmethod
     def largest_room(claims: Iterable[ClaimRow]) -> Room | None:
@@ -478,33 +367,6 @@ class Index:
             "bounds_hold": all(bucket.bounds_hold() for by_workers in self._seats.values()
                                for bucket in by_workers.values()),
         }
-
-
-# An owner list's key: an owner, the role of the joiners its claims there pair with,
-# and their workers.
-_OwnerKey = tuple[str, Role, int]
-
-
-def _joiners(roles: frozenset[Role], held: frozenset[Role | None]) -> tuple[Role, ...]:
-    """The joiner roles a claim pairs with, its role policy ``roles`` and one owner's
-    roles ``held`` there (None: not known): those ``policy.pairs`` names, where the node
-    takes them."""
-    return tuple(role for role in Role if (not roles or role in roles) and pairs(role, held))
-
-
-def _owner_keys(bookings: dict[str, tuple[str, int, bool, Role | None]],
-                roles: frozenset[Role]) -> tuple[_OwnerKey, ...]:
-    """The owner lists an open claim with these bookings, on a node of role policy
-    ``roles``, is filed in, read plainly (the filing reads the index's tables)."""
-    held: dict[str, set[Role | None]] = {}
-    for owner, _parked, _exclusive, role in bookings.values():
-        held.setdefault(owner, set()).add(role)
-    return tuple([(owner, joiner, len(bookings)) for owner, mine in held.items()
-                  for joiner in _joiners(roles, frozenset(mine))])
-
-
-_ONLY: dict[Role | None, frozenset[Role | None]] = {
-    role: frozenset((role,)) for role in (*Role, None)}
 
 
 def _new_bucket(by_workers: dict[int, RoomIndex], workers: int) -> RoomIndex:
