@@ -105,8 +105,19 @@ class Books:
                 return
             assert time.monotonic() < deadline, (
                 f"not Running after {timeout:.0f}s: {waiting[:8]} "
-                f"({[self.env.status(n).get('reason') for n in waiting[:3]]})")
+                f"({[self.env.status(n).get('reason') for n in waiting[:3]]}); their pods: "
+                f"{[self.pod_state(n) for n in waiting[:3]]}")
             time.sleep(2)
+
+    def pod_state(self, worker: str) -> str:
+        """What a stuck worker's pod says (node, phase, conditions), for the failure."""
+        pod = self.env.pod(f"orw-{worker}")
+        if pod is None:
+            return f"{worker}: no pod"
+        conditions = [f"{c.type}={c.status} {c.reason or ''} {c.message or ''}".strip()
+                      for c in pod.status.conditions or []]
+        return (f"{pod.metadata.name} on {pod.spec.node_name or '-'} {pod.status.phase}"
+                f"{' deleting' if pod.metadata.deletion_timestamp else ''}: {conditions}")
 
     def standing_left(self) -> list[str]:
         return [name for name, claim in self.env.claims().items()
