@@ -10,6 +10,7 @@ is reproducible: fixed ids, no date stamp.
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Sequence
 
 import matplotlib
@@ -29,6 +30,10 @@ LABELS = {"trainer": "trainers", "sampler": "samplers", "both": "trainers and sa
 CAPACITY = "devices in the fleet"
 LOW = "lowest within an interval"
 POINTS = 600  # intervals on the time axis: finer than a page is wide
+LOST = "#b22222"  # a lost node's mark
+LOST_STEPS = 4  # lines of lost nodes' labels at most
+LOST_CHAR = 5.0  # points a character of such a label takes, or a little more
+LOST_THIN = 20  # moments of loss past which their lines are drawn thinner
 
 matplotlib.rcParams.update({
     "svg.fonttype": "none",
@@ -65,17 +70,12 @@ def over_time(timeline: Timeline, title: str = "",
               lost: Sequence[tuple[float, str]] = ()) -> str:
     """Devices in use, seats taken and pending workers, stacked by role, on one time axis.
 
-    ``lost``: (when, node) for each node lost, drawn as a dotted line across the panels."""
+    ``lost``: (when, node) for each node lost, marked as :func:`_mark_lost` says."""
     figure = Figure(figsize=(10, 7.2), layout="constrained")
     axes = figure.subplots(3, 1, sharex=True)
     axis = _Axis(timeline.timed, timeline.end)
     _panels(axes, timeline, axis)
-    for at, node in lost:
-        x = axis([at])[0]
-        for ax in axes:
-            ax.axvline(x, color="#b22222", linestyle=":", linewidth=1)
-        axes[0].annotate(f"lost {node}", (x, 1), xycoords=("data", "axes fraction"),
-                         fontsize=7, color="#b22222", ha="left", va="top")
+    _mark_lost(axes, lost, axis)
     _finish(figure)
     if title:
         axes[0].set_title(title, fontsize=10)
@@ -129,8 +129,9 @@ def waits(all_waits: Sequence[Wait], timed: bool) -> str:
 
 
 def nodes(lines: Sequence[tuple[str, Sequence[tuple[float, int]]]], timed: bool,
-          end: float) -> str:
-    """Nodes in the fleet over time, a step line each (a node group's, or a variant's)."""
+          end: float, lost: Sequence[tuple[float, str]] = ()) -> str:
+    """Nodes in the fleet over time, a step line each (a node group's, or a variant's);
+    ``lost`` as on :func:`over_time`."""
     figure = Figure(figsize=(10, 2.6), layout="constrained")
     ax = figure.subplots()
     axis = _Axis(timed, end)
@@ -144,6 +145,7 @@ def nodes(lines: Sequence[tuple[str, Sequence[tuple[float, int]]]], timed: bool,
     ax.set_ylim(bottom=0)
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.legend(loc="upper right")
+    _mark_lost([ax], lost, axis)
     return _svg(figure, "nodes")
 
 
@@ -164,6 +166,45 @@ def _finish(figure: Figure) -> None:
         return
     figure.legend([named[label] for label in labels], labels, loc="outside upper center",
                   ncols=len(labels), fontsize=8)
+
+
+def _mark_lost(axes: Sequence[Axes], lost: Sequence[tuple[float, str]], axis: _Axis) -> None:
+    """Each lost node: a dotted line at its time down every panel, labelled at the top of the
+    first ("lost b"). Nodes lost at one moment share a line and a label. A label that would
+    cover an earlier one steps down a line, at most ``LOST_STEPS - 1`` times; past that its
+    line stays unlabelled (the page's Lost nodes table names every one). A label near the
+    right edge ends at its line instead of starting there. Past ``LOST_THIN`` moments the
+    lines are drawn thinner, or together they would hide what the panels show."""
+    if not lost:
+        return
+    at: dict[float, list[str]] = {}
+    for when, node in lost:
+        at.setdefault(axis([when])[0], []).append(node)
+    left, right = axes[0].get_xlim()
+    width = (right - left) or 1.0
+    # A label's width as a share of the axis, from its length: near enough to keep apart.
+    figure = axes[0].get_figure(root=True)
+    assert figure is not None  # the axes are a figure's
+    per_char = LOST_CHAR / (0.9 * 72 * figure.get_figwidth())
+    line = 1.2 if len(at) <= LOST_THIN else 0.6
+    taken = [-math.inf] * LOST_STEPS  # where each line's last label ends, a share of the axis
+    for x, names in sorted(at.items()):
+        for ax in axes:
+            ax.axvline(x, color=LOST, linestyle=":", linewidth=line)
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        text = f"lost {shown}"
+        share, size = (x - left) / width, (len(text) + 1) * per_char
+        leftwards = share > 0.85
+        start = share - size if leftwards else share
+        step = next((i for i, end in enumerate(taken) if end < start), None)
+        if step is None:
+            continue
+        taken[step] = start + size
+        axes[0].annotate(text, (x, 1), xycoords=("data", "axes fraction"),
+                         xytext=(0, -2 - 10 * step), textcoords="offset points", fontsize=8,
+                         color=LOST, va="top", ha="right" if leftwards else "left",
+                         bbox={"boxstyle": "square,pad=0.15", "facecolor": "white",
+                               "edgecolor": "none", "alpha": 0.85})
 
 
 def _panels(axes: Sequence[Axes], timeline: Timeline, axis: _Axis, points: int = POINTS) -> None:
@@ -239,8 +280,13 @@ BARS = 600  # bars per row at most: finer than a row is wide
 Interval = tuple[float, float, str]  # (start, end, worker); worker "" while switching
 
 
-def residency(rows: Sequence[tuple[str, Sequence[Interval]]], end: float, timed: bool) -> str:
-    """One row per claim: each worker's resident intervals in its colour, switching in grey."""
+def residency(rows: Sequence[tuple[str, Sequence[Interval]]], end: float, timed: bool,
+              lost: Sequence[tuple[float, str]] = (),
+              stops: Sequence[float | None] = ()) -> str:
+    """One row per claim: each worker's resident intervals in its colour, switching in grey.
+
+    ``lost`` as on :func:`over_time`; ``stops``: for each row, when its claim's node was lost
+    (None: never), where a black bar closes the row."""
     figure = Figure(figsize=(10, 0.9 + 0.55 * max(1, len(rows))), layout="constrained")
     ax = figure.subplots()
     axis = _Axis(timed, end)
@@ -254,9 +300,15 @@ def residency(rows: Sequence[tuple[str, Sequence[Interval]]], end: float, timed:
             ax.broken_barh([(start / axis.scale, (stop - start) / axis.scale)
                             for start, stop in spans], (row - 0.38, 0.76),
                            color=colour[worker] if worker else SWITCHING, linewidth=0)
+    for row, stop in enumerate(stops):
+        if stop is not None:
+            # Black, not the mark's red: a worker's colour may be a red much like it.
+            ax.plot([stop / axis.scale] * 2, [row - 0.45, row + 0.45], color="#111111",
+                    linewidth=2.5, solid_capstyle="butt")
     ax.set_yticks(range(len(rows)), [label for label, _ in rows])
     ax.set_ylim(len(rows) - 0.5, -0.5)  # the busiest on top
     ax.set_xlim(0, end / axis.scale if end > 0 else 1)
+    _mark_lost([ax], lost, axis)
     ax.set_xlabel(axis.label)
     ax.grid(axis="y", visible=False)
     # A legend of workers is only readable (and its colours only unique) while they are

@@ -8,7 +8,9 @@ browser test looks for).
 
 Tables stay readable however long the scenario: owners and shared claims
 are listed worst first, up to a limit, with a line saying how many more
-there are. The figures never leave anything out (see ``cli.timeline``).
+there are. The figures never leave anything out (see ``cli.timeline``). Each
+lost node (the log's ``LoseNodeStep``) is marked at its time on every figure
+drawn over time, and a drawn claim on it ends there.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from cli.timeline import (
 )
 from cli.turns import Turns, play_turns
 from placement.quantity import format_gib
+from placement.turns.play import ClaimTurns
 
 __all__ = ["Variant", "comparison_page", "scenario_page", "write_page", "write_report"]
 
@@ -65,6 +68,7 @@ _STYLE += ",".join(f".n{i} tr>:nth-child({i + 1})" for i in range(NUMERIC_COLUMN
 _POLICY = "default-src 'none'; style-src 'unsafe-inline'"
 
 Formatter = Callable[[float], str]
+_LOST_CAPTION = " A dotted red line marks each lost node, at the moment it was lost."
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +85,7 @@ def write_report(path: Path, name: str, scenario: object, report: Report) -> int
     Everything comes from the report's log: ``scenario`` is not read (its callers pass it)."""
     timeline = timeline_of(report.log)
     if path.suffix.lower() == ".svg":
-        return write_page(path, figures.over_time(timeline, name))
+        return write_page(path, figures.over_time(timeline, name, _lost(report)))
     return write_page(path, scenario_page(name, report, timeline, _drawn_turns(report)))
 
 
@@ -102,6 +106,7 @@ def scenario_page(name: str, report: Report, timeline: Timeline,
     span = (f"{format_duration(timeline.end)} of scenario time" if timeline.timed
             else "no times given: waits count events")
     failed = len(report.failures)
+    lost = _lost(report)
     parts = [
         _head(f"openrl-place report: {name}"),
         f"<h1>{_e(name)}</h1>",
@@ -110,12 +115,12 @@ def scenario_page(name: str, report: Report, timeline: Timeline,
         f"{summary.placed:,} arrivals got a seat; {summary.pending:,} workers pending at "
         f"the end; expectations: {len(report.expectations) - failed} held, {failed} failed.</p>",
         "<h2>Over time</h2>",
-        _figure(figures.over_time(timeline, lost=_lost(report)), "over-time",
+        _figure(figures.over_time(timeline, lost=lost), "over-time",
                 "Devices in use by the role of the workers on each claim (a claim that holds "
                 "both roles counts as both), against the devices in the fleet; seats taken and "
                 "pending workers by role. Each point is the busiest moment of its interval; "
-                "the thin line is the quietest."),
-        *_group_section(timeline, fmt),
+                "the thin line is the quietest." + (_LOST_CAPTION if lost else "")),
+        *_group_section(timeline, fmt, lost),
         *_lost_section(report, fmt),
         "<h2>Waits</h2>",
         "<p>From arrival to a seat. A worker that never got one counts with the time it "
@@ -128,7 +133,7 @@ def scenario_page(name: str, report: Report, timeline: Timeline,
         _wait_table("owner", _group(timeline.waits, lambda w: w.owner), fmt, limit=ROWS),
         "<h2>Shared claims</h2>",
         _shared_section(timeline.shared),
-        *_turn_section(turns or report.turns, fmt),
+        *_turn_section(turns or report.turns, fmt, lost),
         "<h2>Expectations</h2>",
         _expectations(report),
         "</body></html>",
@@ -199,7 +204,8 @@ def total_nodes(fleet: Sequence[GroupUse]) -> list[tuple[float, int]]:
     return out or [(0.0, 0)]
 
 
-def _group_section(timeline: Timeline, fmt: Formatter) -> list[str]:
+def _group_section(timeline: Timeline, fmt: Formatter,
+                   lost: Sequence[tuple[float, str]] = ()) -> list[str]:
     """With node groups: each group's nodes over time and the GPU-hours paid for."""
     if not timeline.fleet:
         return []
@@ -215,8 +221,9 @@ def _group_section(timeline: Timeline, fmt: Formatter) -> list[str]:
         f"median {fmt(summary.waits.median)}, p95 {fmt(summary.waits.p95)}, longest "
         f"{fmt(summary.waits.longest)}.</p>",
         _figure(figures.nodes([(use.group, use.nodes) for use in timeline.fleet],
-                              timeline.timed, timeline.end), "nodes",
-                "Nodes in the fleet over time, per node group, and the fixed nodes."),
+                              timeline.timed, timeline.end, lost), "nodes",
+                "Nodes in the fleet over time, per node group, and the fixed nodes."
+                + (_LOST_CAPTION if lost else "")),
         _table(["group", "nodes at the end", "peak", "asked for", "joined", "removed",
                 "GPU-hours"], rows, numeric=range(1, 7)),
     ]
@@ -232,6 +239,16 @@ def _lost_steps(report: Report) -> list[tuple[float, LoseNodeStep]]:
 
 def _lost(report: Report) -> list[tuple[float, str]]:
     return [(at, step.node) for at, step in _lost_steps(report)]
+
+
+def _lost_under(claim: ClaimTurns, lost: Sequence[tuple[float, str]]) -> float | None:
+    """When the claim's node was lost under it, None if it wasn't: a loss of its node when
+    its last worker left (a claim released before a loss, or cut on a node of that name that
+    came back after one, was not). The turns' clock is whole nanoseconds: a hair apart."""
+    if claim.last is None:
+        return None
+    return next((at for at, node in lost
+                 if node == claim.node and abs(at - claim.last) < 1e-6), None)
 
 
 def _lost_section(report: Report, fmt: Formatter) -> list[str]:
@@ -318,7 +335,8 @@ def _drawn_turns(report: Report) -> Turns | None:
         for claim in turns.claims))
 
 
-def _turn_section(turns: Turns | None, fmt: Formatter) -> list[str]:
+def _turn_section(turns: Turns | None, fmt: Formatter,
+                  lost: Sequence[tuple[float, str]] = ()) -> list[str]:
     if turns is None:
         return []
     head = "<h2>Turns</h2>"
@@ -336,15 +354,19 @@ def _turn_section(turns: Turns | None, fmt: Formatter) -> list[str]:
         f"{fmt(s.median_wait)}, longest {fmt(s.longest_wait)} (quantum "
         f"{format_duration(t.quantum)}, minResident {format_duration(t.min_resident)}, "
         f"yieldGrace {format_duration(t.yield_grace)}).</p>")]
-    drawn = [(f"{c.claim} ({c.node})", list(c.intervals)) for c in turns.claims[:DRAWN]
-             if c.intervals is not None]
+    shown = [(c, list(c.intervals)) for c in turns.claims[:DRAWN] if c.intervals is not None]
+    drawn = [(f"{c.claim} ({c.node})", intervals) for c, intervals in shown]
     if drawn:
+        stops = [_lost_under(c, lost) for c, _ in shown]
         parts.append(_figure(
-            figures.residency(drawn, turns.end, True), "residency",
+            figures.residency(drawn, turns.end, True, lost, stops), "residency",
             f"Who was resident when on the {len(drawn)} busiest shared claims (most switches "
             "first): one colour per worker, grey while a worker is parked or restored (a "
             "switch takes seconds, so its grey shows only where switches crowd). On a long "
-            "scenario each bar is the worker resident for most of its slice."))
+            "scenario each bar is the worker resident for most of its slice."
+            + (" A claim whose node was lost ends at a black bar."
+               if any(stop is not None for stop in stops) else "")
+            + (_LOST_CAPTION if lost else "")))
     overhead = sorted(turns.claims, key=lambda c: (-share[c.claim], c.claim))[:OVERHEAD]
     parts.append(_figure(
         figures.switch_overhead([(f"{c.claim} ({c.node})", share[c.claim]) for c in overhead]),
