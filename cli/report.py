@@ -110,7 +110,8 @@ def scenario_page(name: str, report: Report, timeline: Timeline,
     parts = [
         _head(f"openrl-place report: {name}"),
         f"<h1>{_e(name)}</h1>",
-        f'<p class="lead">{len(report.nodes)} nodes, {devices:,} devices, {_pod_slots(report)}'
+        f'<p class="lead">{len(report.nodes)} node{"" if len(report.nodes) == 1 else "s"}, '
+        f'{devices:,} device{"" if devices == 1 else "s"}, {_pod_slots(report)}'
         f"{len(report.steps):,} events, {span}, dra: {_e(report.dra)}. "
         f"{summary.placed:,} arrivals got a seat; {summary.pending:,} workers pending at "
         f"the end; expectations: {len(report.expectations) - failed} held, {failed} failed.</p>",
