@@ -61,7 +61,7 @@ from controller.fleet_rules import (
     worker_booking,
     worker_pod_slots,
 )
-from controller.nodes import trouble
+from controller.nodes import closing, trouble
 from controller.objects import Obj, Worker, labels_of, name_of, worker_owner_uid
 from controller.selectors import DeviceSelector
 from placement import Fleet, Node, Role
@@ -192,8 +192,10 @@ def read_nodes(node_objs: list[Obj], hardware: dict[str, Hardware],
         if not hardware[name].devices:
             continue
         sick = trouble(obj, name)
-        if sick is not None:  # no new seat on a node that cannot keep its workers
-            warnings.append(f"node {name}: left out of placement: {sick.why}")
+        # No new seat on a node that cannot keep its workers, nor on one closing.
+        why = sick.why if sick is not None else closing(obj, name)
+        if why:
+            warnings.append(f"node {name}: left out of placement: {why}")
             continue
         present = {role: labels[key] for role, key in naming.NODE_ROLE_LABELS.items()
                    if key in labels}

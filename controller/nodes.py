@@ -15,8 +15,17 @@ Rules, first matching row wins:
 
 A not-ready node is left out of placement (``fleet_reader.read_nodes``): no
 new seat goes there. What happens to the workers already there is
-``moves.py``'s. Only the node's ``Ready`` condition and ``node.kubernetes.io/``
-taints are kept in the cache for this (``records``).
+``moves.py``'s.
+
+A healthy node can still be closing (``closing``): cordoned
+(``spec.unschedulable``), or tainted by a node autoscaler that is removing it
+(Karpenter's ``karpenter.sh/disrupted``, cluster-autoscaler's
+``ToBeDeletedByClusterAutoscaler``). Its workers stay where they are, but it
+gets no new seat: a pod pinned there could not be scheduled, and a node being
+removed would take the new worker with it (the worker would be placed twice
+for nothing). Only the node's ``Ready`` condition, ``spec.unschedulable``,
+the ``node.kubernetes.io/`` taints and those two autoscalers' taints are kept
+in the cache for this (``records``).
 """
 
 from __future__ import annotations
@@ -26,11 +35,19 @@ import attrs
 from controller.naming import ReasonKind
 from controller.objects import Obj
 
-__all__ = ["NOT_READY_TAINTS", "OUT_OF_SERVICE", "Trouble", "ready_signature", "trouble"]
+__all__ = ["CLOSING_TAINTS", "NOT_READY_TAINTS", "OUT_OF_SERVICE", "Trouble", "closing",
+           "kept_taint", "ready_signature", "trouble"]
 
 OUT_OF_SERVICE = "node.kubernetes.io/out-of-service"
 NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 TAINT_PREFIX = "node.kubernetes.io/"
+# The taints a node autoscaler puts on a node it is about to remove.
+CLOSING_TAINTS = ("karpenter.sh/disrupted", "ToBeDeletedByClusterAutoscaler")
+
+
+def kept_taint(key: object) -> bool:
+    """Whether a taint with this key says anything about the node's health or closing."""
+    return str(key).startswith(TAINT_PREFIX) or key in CLOSING_TAINTS
 
 
 @attrs.frozen
@@ -77,9 +94,18 @@ def trouble(node: Obj | None, name: str) -> Trouble | None:
     return None
 
 
+def closing(node: Obj, name: str) -> str:
+    """Why a node that keeps its workers takes no new one ('' when it takes them)."""
+    if (node.get("spec") or {}).get("unschedulable"):
+        return f"node {name} is cordoned (unschedulable)"
+    for taint in _taints(node):
+        if taint.get("key") in CLOSING_TAINTS:
+            return f"node {name} is being removed by its autoscaler (tainted {taint['key']})"
+    return ""
+
+
 def ready_signature(node: Obj) -> tuple[object, ...]:
     """What of a node its health depends on, for the watch's signature."""
     ready = _ready(node) or {}
-    return (ready.get("status"), tuple(sorted(
-        str(t.get("key")) for t in _taints(node)
-        if str(t.get("key", "")).startswith(TAINT_PREFIX))))
+    return (ready.get("status"), bool((node.get("spec") or {}).get("unschedulable")),
+            tuple(sorted(str(t.get("key")) for t in _taints(node) if kept_taint(t.get("key")))))

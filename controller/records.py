@@ -30,6 +30,7 @@ import msgspec
 from msgspec import UNSET, Struct, UnsetType
 
 from controller import kube, naming
+from controller.nodes import kept_taint
 from controller.objects import Obj, meta
 from controller.privileges import LABEL_POD_TEMPLATE, unmarked_refusal
 
@@ -160,17 +161,21 @@ def _node(obj: Obj) -> Obj:
     kept = {k: allocatable[k] for k in ("memory", "pods") if k in allocatable}
     out: Obj = {"metadata": _meta(obj, labels=_ours),
                 "status": {"allocatable": kept} if kept else {}}
-    # Its health (controller.nodes): the Ready condition without its heartbeat, and the
-    # node controller's and the operator's node.kubernetes.io/ taints.
+    # Its health and whether it is closing (controller.nodes): the Ready condition without
+    # its heartbeat, a cordon, the node controller's and the operator's
+    # node.kubernetes.io/ taints and a node autoscaler's removal taints.
     ready = [{k: c[k] for k in ("type", "status", "reason", "lastTransitionTime") if k in c}
              for c in status.get("conditions") or [] if c.get("type") == "Ready"]
     if ready:
         out["status"]["conditions"] = ready
+    spec = obj.get("spec") or {}
     taints = [{k: t[k] for k in ("key", "effect") if k in t}
-              for t in (obj.get("spec") or {}).get("taints") or []
-              if str(t.get("key", "")).startswith("node.kubernetes.io/")]
-    if taints:
-        out["spec"] = {"taints": taints}
+              for t in spec.get("taints") or [] if kept_taint(t.get("key", ""))]
+    kept_spec: Obj = {"taints": taints} if taints else {}
+    if spec.get("unschedulable"):
+        kept_spec["unschedulable"] = True
+    if kept_spec:
+        out["spec"] = kept_spec
     return out
 
 
@@ -440,6 +445,7 @@ class RawNodeStatus(Struct, omit_defaults=True):
 
 class RawNodeSpec(Struct, omit_defaults=True):
     taints: Any = UNSET
+    unschedulable: Any = UNSET
 
 
 class RawNode(Struct, omit_defaults=True):

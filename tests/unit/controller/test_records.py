@@ -68,8 +68,12 @@ device = maybe({"name": text,
                 "basic": maybe({"capacity": st.dictionaries(text, plain, max_size=2)})})
 slice_ = maybe({"metadata": metadata, "spec": maybe({
     "driver": text, "nodeName": text, "pool": plain, "devices": st.lists(device, max_size=3)})})
+taint = st.fixed_dictionaries({"key": st.sampled_from(
+    ["node.kubernetes.io/not-ready", "karpenter.sh/disrupted", "nvidia.com/gpu"]),
+    "effect": st.sampled_from(["NoSchedule", "NoExecute"])})
 node = maybe({"metadata": metadata, "status": maybe({"allocatable": st.dictionaries(
-    st.sampled_from(["memory", "cpu"]), text, max_size=2), "conditions": plain})})
+    st.sampled_from(["memory", "cpu"]), text, max_size=2), "conditions": plain}),
+    "spec": maybe({"unschedulable": st.booleans(), "taints": st.lists(taint, max_size=2)})})
 worker = maybe({"apiVersion": text, "kind": text, "metadata": metadata, "spec": plain,
                 "status": plain})
 config_map = maybe({"metadata": metadata, "data": st.dictionaries(text, text, max_size=2)})
