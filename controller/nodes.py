@@ -17,8 +17,9 @@ A not-ready node is left out of placement (``fleet_reader.read_nodes``): no
 new seat goes there. What happens to the workers already there is
 ``moves.py``'s.
 
-A healthy node can still be closing (``closing``): cordoned
-(``spec.unschedulable``), or tainted by a node autoscaler that is removing it
+A healthy node can still be closing (``closing``): being deleted (its Node
+object has a deletion timestamp: whoever deletes it, its pods go with it),
+cordoned (``spec.unschedulable``), or tainted by a node autoscaler that is removing it
 (Karpenter's ``karpenter.sh/disrupted``, cluster-autoscaler's
 ``ToBeDeletedByClusterAutoscaler``). Its workers stay where they are, but it
 gets no new seat: a pod pinned there could not be scheduled, and a node being
@@ -96,6 +97,8 @@ def trouble(node: Obj | None, name: str) -> Trouble | None:
 
 def closing(node: Obj, name: str) -> str:
     """Why a node that keeps its workers takes no new one ('' when it takes them)."""
+    if (node.get("metadata") or {}).get("deletionTimestamp"):
+        return f"node {name} is being deleted"
     if (node.get("spec") or {}).get("unschedulable"):
         return f"node {name} is cordoned (unschedulable)"
     for taint in _taints(node):
@@ -107,5 +110,6 @@ def closing(node: Obj, name: str) -> str:
 def ready_signature(node: Obj) -> tuple[object, ...]:
     """What of a node its health depends on, for the watch's signature."""
     ready = _ready(node) or {}
-    return (ready.get("status"), bool((node.get("spec") or {}).get("unschedulable")),
+    return (ready.get("status"), bool((node.get("metadata") or {}).get("deletionTimestamp")),
+            bool((node.get("spec") or {}).get("unschedulable")),
             tuple(sorted(str(t.get("key")) for t in _taints(node) if kept_taint(t.get("key")))))
