@@ -21,12 +21,19 @@ template, with the same role affinity but no node pinned), created directly
 and timed until every pod runs. It prints both times and their ratio. The two
 sides share the machine, so compare ratios, not absolute times.
 
+With --autoscaling both it plays two bursts in one run, each in its own
+namespace on the same nodes: the controller with autoscaling off, then on,
+and prints the ratio of their settle times. With the nodes present a worker
+that fits is placed as before, so autoscaling should cost nothing there; a
+worker that must wait keeps a standing claim and pod instead of a reason.
+
 The fake GPU nodes are labelled openrl.io/enabled=true and
 max-workers-per-claim=MAXW for the run (labels restored afterwards); the
 namespace is deleted at the end. Usage:
 
   KUBECONFIG=.cluster/admin.kubeconfig .venv/bin/python -m hack.burst \\
       [--workers 200] [--memory 10Gi] [--maxw 16] [--baseline] [--json]
+      [--autoscaling off|on|both]
 
 (from the repository root, as ``make burst`` runs it)
 """
@@ -127,7 +134,8 @@ class Subprocess:
         command = [sys.executable, "-m", "controller", "--namespace", settings.namespace,
                    "--no-leader-elect", "--http-address", f"127.0.0.1:{port}",
                    "--device-class", settings.device_class, "--kubeconfig", kubeconfig,
-                   "--log-format", "text", "--log-level", "warning"]
+                   "--log-format", "text", "--log-level", "warning",
+                   *(["--autoscaling"] if settings.autoscaling else [])]
         self.proc = subprocess.Popen(command, cwd=ROOT)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -244,12 +252,36 @@ def main() -> int:
                              "figures come from its /metrics, its RSS from /proc")
     parser.add_argument("--create-concurrency", type=int, default=1,
                         help="objects created in parallel, on both sides (default 1)")
+    parser.add_argument("--autoscaling", choices=("off", "on", "both"), default="off",
+                        help="the controller's autoscaling mode; both: one burst with it off, "
+                             "then one with it on, and the ratio of their settle times")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--log-level", default="warning")
     args = parser.parse_args()
     logging.basicConfig(level=getattr(logging, args.log_level.upper()), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
 
+    modes = {"off": [False], "on": [True], "both": [False, True]}[args.autoscaling]
+    runs = [burst(args, autoscaling=mode, baseline_too=args.baseline and i == len(modes) - 1)
+            for i, mode in enumerate(modes)]
+    if len(runs) == 1:
+        report(runs[0], args)
+        return 0
+    ratio = round(runs[1]["settle_seconds"] / max(runs[0]["settle_seconds"], 1e-9), 2)
+    if args.json:
+        print(json.dumps({"off": runs[0], "on": runs[1], "autoscaling_ratio": ratio},
+                         indent=2))
+        return 0
+    for figures in runs:
+        print(f"autoscaling {'on' if figures['autoscaling'] else 'off'}:")
+        report(figures, args)
+    print(f"settled with autoscaling on / off, nodes present: {runs[1]['settle_seconds']}s / "
+          f"{runs[0]['settle_seconds']}s = {ratio}x (target <= 1.1x)")
+    return 0
+
+
+def burst(args: argparse.Namespace, *, autoscaling: bool, baseline_too: bool) -> dict[str, Any]:
+    """One burst in a fresh namespace; its figures (and the baseline's, when asked)."""
     namespace = f"burst-{uuid.uuid4().hex[:6]}"
     k = testbed.Kube.connect(namespace=namespace)  # the harness's own requests
     ensure_crd(k)
@@ -269,7 +301,7 @@ def main() -> int:
             saved[node] = before
 
     settings = Settings(namespace=namespace, leader_elect=False, http_address="",
-                        device_class=args.driver, identity="burst")
+                        device_class=args.driver, identity="burst", autoscaling=autoscaling)
     subject: InProcess | Subprocess = (
         Subprocess(settings, os.environ.get("KUBECONFIG", "")) if args.subprocess
         else InProcess(settings))
@@ -353,6 +385,7 @@ def main() -> int:
             "lists": sum(n for (verb, _), n in calls.items() if verb == "list"),
             "peak_rss_mb": rss,
             "controller": "subprocess" if args.subprocess else "in-process",
+            "autoscaling": autoscaling,
             "create_concurrency": args.create_concurrency,
             "seconds_by_call": {k: round(v, 2) for k, v in sorted(api_seconds.items())},
         }
@@ -361,7 +394,7 @@ def main() -> int:
             k.delete(WORKERS, item["metadata"]["name"])
         testbed.wait_for("the workers to go", 180, lambda: (not k.list(WORKERS), "left"))
         subject.stop()
-        if args.baseline and figures:
+        if baseline_too and figures:
             # The pipeline's claims go first: their devices are the baseline's.
             delete_all_claims(k, namespace)
             memories = sorted(h.device_memory for h in hardware.values())
@@ -379,6 +412,11 @@ def main() -> int:
         for node, values in saved.items():
             k.label_node(node, values)
 
+    return figures
+
+
+def report(figures: dict[str, Any], args: argparse.Namespace) -> None:
+    """The figures of one burst, as JSON or as text."""
     if args.json:
         print(json.dumps(figures, indent=2))
     else:
@@ -402,7 +440,6 @@ def main() -> int:
         if "baseline_seconds" in figures:
             print(f"  kube-scheduler alone on {figures['workers']} equivalent claims and pods: "
                   f"{figures['baseline_seconds']}s; pipeline / baseline = {figures['ratio']}x")
-    return 0
 
 
 if __name__ == "__main__":
