@@ -196,8 +196,14 @@ def namespace(cluster: Cluster) -> Iterator[str]:
                 raise
 
 
+# Modules that need Karpenter run last: its build (tests/conftest.py starts it in the
+# background when the session is told to build it) then has the whole run to finish.
+LAST = ("test_autoscaling.py", "test_fidelity_groups.py")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     here = Path(__file__).parent
     for item in items:
         if here in item.path.parents:
             item.add_marker(pytest.mark.e2e)
+    items.sort(key=lambda item: item.path.name in LAST)  # stable: the order otherwise kept
