@@ -235,25 +235,33 @@ class AutoscaledSimulation(Simulation):
         else:
             note = "the groups that could add a node for it are at their max: " + ", ".join(
                 f"{group.name} ({group.max})" for group in fitting)
-        return dataclasses.replace(state, reason=Reason(WaitKind.WAITING_FOR_CAPACITY,
-                                                        f"{detail}; {note}"))
+        # Built directly: dataclasses.replace reads every field back by name, per arrival.
+        return WorkerState(name=state.name, role=state.role, memory=state.memory,
+                           owner=state.owner, phase=state.phase, claim=state.claim,
+                           node=state.node, devices=state.devices,
+                           memory_per_device=state.memory_per_device,
+                           reason=Reason(WaitKind.WAITING_FOR_CAPACITY, f"{detail}; {note}"))
 
     # ----------------------------------------------------------------- events
 
     def arrive(self, request: Request) -> list[Placement]:
         placed = super().arrive(request)
-        self._seated(placed)
-        if not placed:  # it waits
-            self._consider((request.name,))
+        if placed:
+            self._seated(placed)
+        else:  # it waits, counted on nothing yet
+            self._consider_one(request.name, request)
         return placed
 
     def leave(self, worker: str) -> list[Placement]:
-        claim = self.fleet.claim_of(worker)
-        node = self.fleet.claim_node(claim) if claim is not None else None
+        fleet = self.fleet
+        claim = fleet.claim_of(worker)
+        node = fleet.claim_node(claim) if claim is not None else None
         placed = super().leave(worker)
-        self._forget(worker)
-        self._seated(placed)
-        if node is not None:
+        if worker in self._counted or worker in self._blocked:
+            self._forget(worker)
+        if placed:
+            self._seated(placed)
+        if node is not None and node in self._group_of:  # a fixed node never goes idle
             self._maybe_idle(node)
         return placed
 
@@ -284,10 +292,13 @@ class AutoscaledSimulation(Simulation):
     # --------------------------------------------------------------- internal
 
     def _seated(self, placed: Iterable[Placement]) -> None:
+        counted, blocked, idle = self._counted, self._blocked, self._idle
         for seat in placed:
-            self._forget(seat.worker)
-            if seat.node in self._idle:
-                del self._idle[seat.node]  # it holds a claim: its removal is off
+            worker = seat.worker
+            if worker in counted or worker in blocked:  # most were never either
+                self._forget(worker)
+            if seat.node in idle:
+                del idle[seat.node]  # it holds a claim: its removal is off
 
     def _forget(self, worker: str) -> None:
         """``worker`` no longer waits: off its plan, off the blocked."""
@@ -308,21 +319,22 @@ class AutoscaledSimulation(Simulation):
     def _consider(self, workers: Iterable[str]) -> None:
         """Each waiting worker, oldest first: counted on a node coming, or one asked for."""
         for worker in sorted(workers, key=self._arrival.__getitem__):
-            request = self._requests[worker]
-            if self.fleet.claim_of(worker) is not None or worker in self._counted:
+            if self.fleet.claim_of(worker) is None and worker not in self._counted:
+                self._consider_one(worker, self._requests[worker])
+
+    def _consider_one(self, worker: str, request: Request) -> None:
+        """A waiting worker counted on nothing: counted on a node coming, or one asked for."""
+        alone = self._new_claim_only(request)
+        for coming in self._coming:
+            # Spreading needs memory <= free devices x their memory (NodeOffer's rule):
+            # a plan without that room is passed over without a decision.
+            if alone and coming.plan.free_devices(coming.node.name) * \
+                    coming.node.device_memory < request.memory:
                 continue
-            alone = self._new_claim_only(request)
-            for coming in self._coming:
-                # Spreading needs memory <= free devices x their memory (NodeOffer's rule):
-                # a plan without that room is passed over without a decision.
-                if alone and coming.plan.free_devices(coming.node.name) * \
-                        coming.node.device_memory < request.memory:
-                    continue
-                if self._plan_seats(coming.plan, request):
-                    self._count_on(coming, worker)
-                    break
-            else:
-                self._ask(worker, request)
+            if self._plan_seats(coming.plan, request):
+                self._count_on(coming, worker)
+                return
+        self._ask(worker, request)
 
     def _ask(self, worker: str, request: Request) -> None:
         blocked = False
@@ -356,14 +368,13 @@ class AutoscaledSimulation(Simulation):
     def _new_claim_only(self, request: Request) -> bool:
         if request.exclusive:
             return True
-        if not self._spread:
-            return False
-        key = (request.role, request.memory)
-        grows = self._grows.get(key)
-        if grows is None:
-            grows = self._grows[key] = any(self._template_fits(index, request)
-                                           for index in range(len(self.groups)))
-        return grows
+        if self._spread:
+            grows = self._grows.get((request.role, request.memory))
+            if grows is None:
+                grows = self._grows[request.role, request.memory] = any(
+                    self._template_fits(index, request) for index in range(len(self.groups)))
+            return grows
+        return False
 
     def _plan_seats(self, plan: Fleet, request: Request) -> bool:
         """Seat ``request`` on the plan by the simulation's steps; whether it could be."""
