@@ -2,7 +2,8 @@
 
 Rules:
 
-* Read-only and pure: the caller's fleet is never changed. Every "would this
+* Read-only and pure: the caller's fleet is never changed (one lent to
+  ``smallest_changes`` is changed by each trial and put back). Every "would this
   seat it?" is answered by the decision itself (``find_seat``) on a private
   copy of the fleet with one thing changed, never by restating the rules: a
   remedy offered here is one ``decide`` would act on.
@@ -39,7 +40,7 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 
 from placement.decide import JoinClaim, NewClaim, Reason, explain, find_seat, seat_text
@@ -66,6 +67,7 @@ __all__ = [
     "diagnose",
     "geometry",
     "smallest_change",
+    "smallest_changes",
 ]
 
 
@@ -160,13 +162,39 @@ def smallest_change(request: Request, fleet: Fleet) -> Change | None:
     return options[0] if options else None
 
 
+def smallest_changes(requests: Iterable[Request], fleet: Fleet, *,
+                     lend: bool = False) -> tuple[Change | None, ...]:
+    """``smallest_change`` of each request in turn, the same answers for less work.
+
+    One trial fleet serves them all, and the fleet's nodes and claims are read
+    once. ``lend``: the fleet is the caller's own, to run the trials on
+    itself rather than on a copy; each trial puts it back as it was (the same
+    nodes, claims and bookings), so no answer can tell.
+    """
+    trial = fleet if lend else fleet.copy()
+    nodes, claims = fleet.nodes, fleet.claims
+    answers = []
+    for request in requests:
+        options = (() if find_seat(request, fleet) is not None
+                   else _changes(request, fleet, trial, nodes, claims, first_only=True))
+        answers.append(options[0] if options else None)
+    return tuple(answers)
+
+
 def changes(request: Request, fleet: Fleet, *, first_only: bool = False) -> tuple[Change, ...]:
     """The least intrusive change of each kind that would seat ``request``, smallest first."""
     if find_seat(request, fleet) is not None:
         return ()
     trial = fleet.copy()  # private: trials change it and put it back
+    return _changes(request, fleet, trial, fleet.nodes, fleet.claims, first_only=first_only)
+
+
+def _changes(request: Request, fleet: Fleet, trial: Fleet, nodes: tuple[Node, ...],
+             claims: tuple[Claim, ...], *, first_only: bool) -> tuple[Change, ...]:
+    """``changes`` for a worker ``find_seat`` does not seat, with its trial fleet
+    (``fleet`` itself or a copy) and the fleet's nodes and claims given."""
     found: dict[str, Change] = {}
-    for change, node in _candidates(request, fleet):
+    for change, node in _candidates(request, fleet, nodes, claims):
         if change.kind not in found and _seats_with(trial, request, change, node):
             found[change.kind] = change
             if first_only:
@@ -305,13 +333,14 @@ def _tally(verdicts: tuple[ClaimVerdict, ...]) -> str:
 # ------------------------------------------------------------------ remedies
 
 
-def _candidates(request: Request, fleet: Fleet) -> Iterator[tuple[Change, Node]]:
-    """Single changes, least intrusive first; each with the node as it would be after it."""
+def _candidates(request: Request, fleet: Fleet, nodes: tuple[Node, ...],
+                every_claim: tuple[Claim, ...]) -> Iterator[tuple[Change, Node]]:
+    """Single changes, least intrusive first; each with the node as it would be after it
+    (``nodes`` and ``every_claim``: the fleet's, by name)."""
     role, memory = request.role, request.memory
-    nodes = fleet.nodes
     # Kinds 1-3 open a seat on a claim: none for a worker that runs alone, none on a
     # claim an exclusive worker is on.
-    claims = () if request.exclusive else tuple(c for c in fleet.claims if not c.exclusive)
+    claims = () if request.exclusive else tuple(c for c in every_claim if not c.exclusive)
     # 1. A claim the worker could join once DRA allocates it.
     pending = sorted((c.node, c.name) for c in claims if not c.allocated)
     for node_name, claim_name in pending:
@@ -358,7 +387,7 @@ def _candidates(request: Request, fleet: Fleet) -> Iterator[tuple[Change, Node]]
                       f"{_pods(short)} freed on {name} (workers leaving, or other pods gone)"),
                changed)
     # 5. More free devices in one group of one node that could hold the worker at all.
-    yield from _more_devices(request, fleet)
+    yield from _more_devices(request, fleet, nodes)
     # 6. A higher pod limit on one of those nodes.
     for short, name, pods_now, changed in crowded:
         yield (Change("podLimit", name, pods_now + short,
@@ -372,10 +401,11 @@ def _candidates(request: Request, fleet: Fleet) -> Iterator[tuple[Change, Node]]
                    replace(node, roles=node.roles | {role}))
 
 
-def _more_devices(request: Request, fleet: Fleet) -> Iterator[tuple[Change, Node]]:
+def _more_devices(request: Request, fleet: Fleet,
+                  nodes: tuple[Node, ...]) -> Iterator[tuple[Change, Node]]:
     """More free devices in one group of a node, the fewest first, then the smallest size."""
     wider = []
-    for node in fleet.nodes:
+    for node in nodes:
         if node.accepts(request.role):
             for needed, size, free in _group_needs(request.memory, node,
                                                    fleet.free_by_group(node.name)):

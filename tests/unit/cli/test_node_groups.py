@@ -8,12 +8,26 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bench.generate import generate
+from cli.eventlog import (
+    AddNodeStep,
+    AllocateStep,
+    ArriveStep,
+    EventLog,
+    LeaveStep,
+    RemoveNodeStep,
+    walk,
+)
+from cli.fleet_use import FIXED, FleetUse, Paying
 from cli.main import main
 from cli.replay import replay
 from cli.scenario import build_scenario
 from cli.timeline import fleet_of, timeline_of
+from cli.waits import WaitBook, wait_stats
+from placement.simulator.simulation import Placement
 from tests.unit.cli.conftest import Run
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "autoscaled.yaml"
@@ -177,3 +191,59 @@ def test_the_brief_reading_agrees_with_the_timeline(seed: int) -> None:
     assert brief.groups == full.fleet and brief.nodes_peak == full.nodes_peak
     assert brief.waits == full.summary().waits
     assert brief.gpu_hours == full.summary().gpu_hours
+
+
+class _PlainReader:
+    """The plain reading ``fleet_of`` stands for (``cli.eventlog.walk`` to a reader keeping
+    a ``Paying`` and a ``WaitBook``), kept to check the one loop against."""
+
+    def __init__(self, log: EventLog) -> None:
+        self.paying = Paying(log)
+        self.book = WaitBook()
+
+    def arrive(self, step: ArriveStep, at: float) -> None:
+        self.book.arrived(step, at)
+
+    def leave(self, step: LeaveStep, at: float) -> None:
+        if step.claim is None:
+            self.book.ended(step.worker, None, at)
+
+    def allocate(self, step: AllocateStep, at: float) -> None:
+        pass
+
+    def add_node(self, step: AddNodeStep, at: float) -> None:
+        self.paying.joined(step.node, step.group or FIXED, step.link.devices, at)
+
+    def remove_node(self, step: RemoveNodeStep, at: float) -> None:
+        self.paying.left(step.node, at)
+
+    def seat(self, seat: Placement, at: float) -> None:
+        self.book.ended(seat.worker, at, at)
+
+    def stepped(self, at: float) -> None:
+        pass
+
+
+def _plain_fleet_of(log: EventLog) -> FleetUse:
+    reader = _PlainReader(log)
+    walk(log, reader)
+    end = log.clock[-1] if log.steps else 0.0
+    return FleetUse(reader.paying.uses(log, end), reader.paying.peak,
+                    wait_stats(reader.book.close(end)))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(min_value=1, max_value=10_000), st.integers(min_value=2, max_value=10),
+       st.integers(min_value=1, max_value=3), st.lists(st.floats(0, 1), max_size=2))
+def test_the_one_loop_reads_as_the_plain_walk(seed: int, nodes: int, groups: int,
+                                             losses: list[float]) -> None:
+    # Every field, types included (an int wait and a float one print differently).
+    document = generate(nodes=nodes, events=300, seed=seed, live=40, groups=groups)
+    for lost, share in enumerate(losses):  # fixed nodes lost along the way
+        where = int(share * (len(document["events"]) - 1))
+        document["events"].insert(where, {"at": document["events"][where]["at"],
+                                          "loseNode": document["nodes"][lost]["name"]})
+    log = replay(build_scenario(document)).log
+    fast, plain = fleet_of(log), _plain_fleet_of(log)
+    assert fast == plain
+    assert repr(fast) == repr(plain)

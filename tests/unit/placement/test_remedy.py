@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-from placement import GiB, Node, Request, Role
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from placement import Claim, Fleet, GiB, Node, PlacementError, Request, Role
 from placement.decide import find_seat
-from placement.remedy import diagnose, smallest_change
+from placement.remedy import diagnose, smallest_change, smallest_changes
 from placement.simulator.simulation import Simulation
+from tests.strategies import requests
+from tests.unit.placement.test_properties import fleets
 
 TRAINER = Role.TRAINER
 SAMPLER = Role.SAMPLER
@@ -252,3 +257,21 @@ def test_a_mixed_node_names_each_group_a_worker_could_take() -> None:
     assert diagnosis.nodes[0].summary == ("4 x 80Gi + 4 x 48Gi, 4 + 4 free; "
                                           "needs 1 of 80Gi or 2 of 48Gi: a new claim fits")
     assert diagnosis.seat_text == "new claim on mixed: free devices (spread)"
+
+
+@settings(max_examples=200, deadline=None)
+@given(fleets(), st.lists(requests(), min_size=1, max_size=4), st.booleans())
+def test_many_answers_at_once_are_each_answer_alone(fleet: tuple[list[Node], list[Claim]],
+                                                   asked: list[Request], lend: bool) -> None:
+    # smallest_changes shares one trial fleet (the caller's own when lent) across the
+    # requests; smallest_change, one request on a fresh copy, is the plain reading.
+    node_list, claims = fleet
+    try:
+        books = Fleet(node_list, claims)
+    except PlacementError:
+        assume(False)
+        raise
+    before = (books.nodes, books.claims)
+    alone = tuple(smallest_change(request, books) for request in asked)
+    assert smallest_changes(asked, books, lend=lend) == alone
+    assert (books.nodes, books.claims) == before
