@@ -13,7 +13,8 @@ rules, read top to bottom (first match), each with the function carrying it out:
                                            it waits until Kubernetes confirms the pod gone
                                            (eviction finished, or the out-of-service taint)
   pod finished on a node not ready         Pending NodeNotReady; the pod deleted
-  pod Unschedulable past wedge_grace, or   Pending PodWedged; the pod deleted
+  pod Unschedulable (or failing in the     Pending PodWedged; the pod deleted
+    scheduler) past wedge_grace, or
     rejected by the kubelet (with_pod)
   no pod; its seat on a lost or not-ready  Pending, the move's kind; the seat given back
     node, or its pod was wedged (leave)      (its own claim deleted, a join taken off the
@@ -84,6 +85,8 @@ MOVE_KINDS = frozenset({ReasonKind.NODE_LOST, ReasonKind.NODE_NOT_READY,
 _AFTER: dict[str, str] = {ReasonKind.NODE_LOST: "node {node} was lost",
           ReasonKind.NODE_NOT_READY: "node {node} was not ready",
           ReasonKind.POD_WEDGED: "its pod was wedged on node {node}"}
+# kube-scheduler's reasons for a pod it has not bound: judged unschedulable, or failed.
+UNSCHEDULED = frozenset({"Unschedulable", "SchedulerError"})
 # The kubelet's word on a pod it refused to run (its admission failed).
 REJECTED = "Pod was rejected"
 
@@ -210,7 +213,9 @@ def _unschedulable_for(ctx: Context, pod: Obj) -> float | None:
     if pod_node(pod) or is_deleting(pod):
         return None
     cond = pod_condition(pod, "PodScheduled") or {}
-    if cond.get("status") != "False" or cond.get("reason") != "Unschedulable":
+    # A scheduler error that lasts the grace (a claim the pod names deleted under it,
+    # say) wedges the pod as surely as a verdict of unschedulable.
+    if cond.get("status") != "False" or cond.get("reason") not in UNSCHEDULED:
         return None
     since = parse_time(cond.get("lastTransitionTime")) or created_at(pod)
     return (ctx.now - since).total_seconds()

@@ -214,11 +214,23 @@ def with_pod(ctx: Context, worker: Worker, pod: Obj) -> Conclusion | None:
     if isinstance(decision, JoinClaim) and ctx.settings.policy.strategy == Strategy.BINPACK:
         log.info("leaving standing claim for a seat", extra=kv(
             worker=worker.name, claim=name, joins=decision.claim))
-        writes = (Write("delete", kube.PODS, name_of(pod), {}, uid=uid_of(pod)),
-                  Write("delete", kube.CLAIMS, name, {}))
+        # Both deletes hold only for the objects as read: kube-scheduler may allocate the
+        # claim and bind the pod meanwhile, and another worker may then join the claim.
+        # The pod bound, its delete conflicts and the worker is decided again (placed
+        # where it stands); the claim allocated, its delete conflicts and it stays, the
+        # worker's claim (without_pod's rule), never deleted under a worker that joined it.
+        standing_claim = ctx.cache.get(kube.CLAIMS, name) or {}
+        writes = (Write("delete", kube.PODS, name_of(pod), {}, uid=uid_of(pod),
+                        resource_version=_version(pod)),
+                  Write("delete", kube.CLAIMS, name, {},
+                        resource_version=_version(standing_claim)))
         # The status stays (a write saved): the join, a reconcile later, is the news.
         return Conclusion(None, writes, requeue_after=retry)
     return _waiting(worker, verdict, name, retry)
+
+
+def _version(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
 def _lost_race(ctx: Context, worker: Worker, pod: Obj) -> Conclusion | None:

@@ -146,6 +146,24 @@ def test_a_pod_unschedulable_past_the_grace_gives_its_seat_back() -> None:
     assert "placed again after its pod was wedged" in status["reason"]
 
 
+def test_a_pod_failing_in_the_scheduler_past_the_grace_is_wedged_too() -> None:
+    """kube-scheduler cannot bind a pod whose claim was deleted under it (SchedulerError,
+    retried for ever): past the grace it is placed again, not left waiting."""
+    c = Cluster(nodes=2, devices=1, wedge_grace="2m")
+    c.place("w1")
+    c.api.edit(kube.PODS, "orw-w1", {"status": {"conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "SchedulerError",
+         "message": 'running PreBind plugin "DynamicResources": claim not found'}]}})
+    c.api.advance(60)
+    c.reconcile("w1")
+    assert c.status("w1")["phase"] == "Placing"
+    c.api.advance(61)
+    c.reconcile("w1")
+    status = c.status("w1")
+    assert status["phase"] == "Pending" and status["reason"].startswith("PodWedged: ")
+    assert "claim not found" in status["reason"]
+
+
 def test_a_pod_the_kubelet_rejects_is_placed_again_not_failed() -> None:
     c = Cluster(nodes=2, devices=1)
     c.place("w1")

@@ -187,6 +187,30 @@ def test_a_standing_claim_is_never_joined_and_is_left_for_a_seat() -> None:
     assert b_writes <= 7 + 6
 
 
+def test_a_standing_claim_allocated_while_its_worker_leaves_it_is_never_deleted() -> None:
+    """binpack: b decides to leave its standing claim for a join on a view that has not
+    yet seen kube-scheduler allocate that claim (and bind its pod). Both deletes hold only
+    for the objects as read, so neither lands: b stays on its own claim, and a worker that
+    joined it meanwhile never has it deleted under it."""
+    c = Cluster(nodes=0, autoscaling=True, strategy="binpack")
+    c.place("a")
+    c.place("b")
+    add_node(c, "gpu-a", labels=SHARED)
+    kube_scheduler_allocates(c, "a", "gpu-a")
+    c.reconcile("a")
+    claim = standing_claim(c, "b")
+    assert claim is not None
+    c.sync()  # the view as b's reconcile reads it: b's claim unallocated, its pod unbound
+    kube_scheduler_allocates(c, "b", "gpu-a")  # meanwhile, on the server
+    c.reconciler("b")
+    assert standing_claim(c, "b") is not None
+    assert c.api.obj(kube.PODS, "orw-b") is not None
+    c.reconcile("b")  # decided again on what is there: placed where it stands
+    assert c.status("b")["claimName"] == claim["metadata"]["name"]
+    c.reconcile("b")
+    assert c.status("b")["phase"] == "Running"
+
+
 def test_standing_claim_left_without_its_pod_goes_before_a_decision() -> None:
     c = Cluster(nodes=0, autoscaling=True)
     c.place("w1")
