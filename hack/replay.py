@@ -41,10 +41,53 @@ WaitingForCapacity). A settled cluster that differs is given a few seconds to
 catch up (a wake may still be on its way) before the step counts as a
 disagreement.
 
+A scenario with a node group (hack/replay_pool.py has the mapping and its
+limits: one group, min 0, a template that is one of Karpenter's instance
+types) is played with Karpenter (hack/karpenter.sh up, and no other NodePool)
+adding and removing the group's nodes as a NodePool of the scenario's own,
+and the controller in autoscaling mode (standing claims and pods, the pool
+declared). Its fixed nodes publish in Karpenter's driver, so the controller
+sees both. Then:
+
+* Settled also means Karpenter is done (replay_pool.PoolWatch.busy): every
+  node it asked for is up, Ready, published and booked by the controller,
+  none of the group's nodes is empty (it would remove it), every standing pod
+  not on a node has been looked at, and the pool has not changed for a few
+  seconds. An unallocated standing claim whose worker is Pending is expected,
+  not a sign of motion.
+* The simulator is read at the same point: ``simulate -o json`` of the steps
+  so far followed by a marker (a worker nothing fits, left out of the
+  comparison) at twice bootTime + idleTime after the last step, so every node
+  asked for is up and every idle one gone, as on the settled cluster. Events
+  must be further apart than that (generated ones are ten minutes apart).
+* The placement's last tie-break between two nodes is their names: the
+  fixed nodes are named so they sort against Karpenter's (kwok-...) as their
+  scenario names sort against the group's (<group>-<n>). Between two of the
+  group's nodes no such mapping exists (Karpenter's names are random), so a
+  tie there can show as a difference in the partition.
+* Karpenter names its nodes itself, so a claim on a group node is compared
+  as on ``<group>/*``, and the group's nodes as their number and the
+  partition of claims among them (which claims share a node; an empty node
+  would show as one holding none), not by name. Fixed nodes keep their names.
+* Not compared: when anything happened. Karpenter's nodes take seconds, not
+  bootTime, and are removed after the NodePool's consolidateAfter, not
+  idleTime; the harness waits for both to be over, so only the order of
+  events and the end state of each step can be held to the simulator, not
+  its clock (waits, node-hours). Which standing pod a new node takes is
+  kube-scheduler's and how many nodes to add is Karpenter's own packing: both
+  show up as a difference in the partition or the count when they differ.
+
+Known disagreement (``--groups``, seed 17): Karpenter's own simulation of a
+pending pod's claims does not honour DRA device taints. A standing claim
+whose shape a mixed fixed node fits only by counting its tainted devices has
+its pod nominated to that node, so no node is added, while kube-scheduler
+cannot allocate the tainted devices: the worker stands for ever, where the
+simulator (and the controller, which never counts them either) adds a node.
+
   python -m hack.replay [SCENARIO.yaml ...]        play these files
   python -m hack.replay --generate N --seed S  play N generated scenarios
-  --groups (generated scenarios declare a node group and times: written with
-  --save for the simulator; playing them needs a live autoscaler, refused here),
+  --groups (generated scenarios declare a node group, a Karpenter instance
+  type as template, events ten minutes apart: played with Karpenter),
   --keep-going, --save DIR (write each generated scenario), --verbose,
   --stay (leave the last fleet standing, for snapshot and explain to look at)
 
@@ -73,8 +116,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import attrs
 import yaml
 
+from cli.model import NodeGroupSpec
 from cli.render_json import to_document
 from cli.replay import replay
 from cli.scenario import (
@@ -94,6 +139,7 @@ from controller.loop import Controller
 from controller.main import run
 from controller.settings import Settings
 from controller.work import SWEEP
+from hack import replay_pool as pool
 from hack.fakenodes import fakenodes
 from hack.lib import kube as testbed
 from hack.lib.install import ensure_crd
@@ -112,6 +158,11 @@ UNCHECKED_HOST_MEMORY = "1Pi"
 UNCHECKED_PODS = "100000"  # a node always has a pod limit: one no scenario reaches
 SETTLE_TIMEOUT = float(os.environ.get("FIDELITY_SETTLE_TIMEOUT", "90"))
 CATCH_UP = float(os.environ.get("FIDELITY_CATCH_UP", "6"))
+# With a group: Karpenter's node takes seconds to come and consolidation waits its
+# consolidateAfter (replay_pool); a pod it nominated to a node that cannot take it is
+# provisioned for once the nomination lapses.
+GROUP_SETTLE_TIMEOUT = float(os.environ.get("FIDELITY_GROUP_SETTLE_TIMEOUT", "180"))
+GROUP_CATCH_UP = float(os.environ.get("FIDELITY_GROUP_CATCH_UP", "30"))
 POLL = 0.25
 GiB = 1 << 30
 
@@ -134,10 +185,13 @@ def generate(seed: int, *, groups: bool = False) -> dict[str, Any]:
     the mixed nodes come from streams of their own: the rest of a seed's
     scenario is what it always was.
 
-    With ``groups`` (opt-in) it also declares one node group, its template
-    drawn like a node from a stream of its own (none up at first, up to two,
-    a minute to come up, two idle before going), and gives the events times a
-    minute apart, since groups need a clock; the rest is unchanged.
+    With ``groups`` (opt-in) it also declares one node group, drawn from a
+    stream of its own: its template one of Karpenter's instance types (so it
+    can be played live; hack/replay_pool.py) with its host memory and pods,
+    roles and max-workers-per-claim drawn like a node's; none up at first, up
+    to one to three, a minute to come up, two idle before going. The events
+    get times ten minutes apart (groups need a clock, and each step must
+    settle before the next: replay_pool.horizon); the rest is unchanged.
     """
     rng = random.Random(seed)
     extras = _Extras(random.Random(f"pods-{seed}"), random.Random(f"mixed-{seed}"))
@@ -172,14 +226,27 @@ def generate(seed: int, *, groups: bool = False) -> dict[str, Any]:
             events.append({"arrive": arrive})
     document: dict[str, Any] = {"dra": "instant", "nodes": nodes, "events": events}
     if groups:
-        grown = random.Random(f"groups-{seed}")
-        template = _generated_node(grown, "template", _Extras(grown, grown))
-        del template["name"]
-        document["nodeGroups"] = [{"name": "pool", "template": template, "min": 0, "max": 2,
-                                   "bootTime": "1m", "idleTime": "2m"}]
+        document["nodeGroups"] = [_generated_group(random.Random(f"groups-{seed}"))]
         for index, event in enumerate(events):
-            event["at"] = index * 60
+            event["at"] = index * GROUP_EVENTS_APART
     return document
+
+
+GROUP_EVENTS_APART = 600  # seconds: more than replay_pool.horizon of the generated group
+
+
+def _generated_group(rng: random.Random) -> dict[str, Any]:
+    kind = pool.instance_types()[rng.choice(sorted(pool.instance_types()))]
+    template: dict[str, Any] = {
+        "devices": kind.devices, "deviceMemory": format_quantity(kind.device_memory),
+        "hostMemory": format_quantity(kind.memory), "pods": kind.pods,
+        "maxWorkersPerClaim": rng.choice([1, 2, 3, 4]),
+    }
+    roles = rng.choice([[], [], ["trainer"], ["sampler"]])
+    if roles:
+        template["roles"] = roles
+    return {"name": "pool", "template": template, "min": 0, "max": rng.choice([1, 2, 2, 3]),
+            "bootTime": "1m", "idleTime": "2m"}
 
 
 @dataclass(frozen=True)
@@ -216,12 +283,17 @@ Groups = set[tuple[tuple[str, ...], str, int]]  # (workers, node, devices) per c
 Phases = dict[str, str]  # worker -> Placed | Pending:<kind> | something else
 
 
+Hosts = tuple[tuple[tuple[str, ...], ...], ...]  # per group node, its claims' workers
+
+
 @dataclass(frozen=True)
 class View:
-    """What is compared: the sharing groups and every worker's phase."""
+    """What is compared: the sharing groups, every worker's phase, and the group's nodes
+    as the partition of their claims (a claim on one is on ``<group>/*``)."""
 
     groups: frozenset[tuple[tuple[str, ...], str, int]]
     phases: tuple[tuple[str, str], ...]
+    hosts: Hosts = ()  # sorted; a node holding no claim is ()
     # What the step shows (shared claims, kinds of waiting), for the coverage line only.
     shows: frozenset[str] = field(default=frozenset(), compare=False)
 
@@ -236,7 +308,21 @@ class View:
             lines.append(f"simulate only: {_group_text(group)}")
         for group in sorted(self.groups - expected.groups):
             lines.append(f"cluster only:  {_group_text(group)}")
+        if self.hosts != expected.hosts:
+            lines.append(f"group nodes: simulate {_hosts_text(expected.hosts)}, "
+                         f"cluster {_hosts_text(self.hosts)}")
         return lines
+
+
+def _hosts_text(hosts: Hosts) -> str:
+    return f"{len(hosts)} " + (" ".join(
+        "{" + " ".join(f"[{', '.join(workers)}]" for workers in node) + "}" for node in hosts)
+        or "-")
+
+
+def group_place(group: str) -> str:
+    """Where a claim on one of the group's nodes is, in a View: not the node's name."""
+    return f"{group}/*"
 
 
 def _group_text(group: tuple[tuple[str, ...], str, int]) -> str:
@@ -244,11 +330,34 @@ def _group_text(group: tuple[tuple[str, ...], str, int]) -> str:
     return f"[{', '.join(workers)}] on {node} ({devices} device{'s' if devices > 1 else ''})"
 
 
+# Arrives after a group scenario's last step, to read the simulator once its group is
+# done (replay_pool.horizon): nothing fits it, so it changes nothing and is not compared.
+MARKER = Arrive(name="fidelity-marker", role="trainer", memory=1 << 60)
+
+
 def simulated_view(scenario: Scenario, steps: int) -> View:
-    """``simulate -o json`` of the scenario's first ``steps`` events, as a View."""
-    prefix = Scenario(scenario.dra, scenario.nodes, scenario.events[:steps])
-    document = to_document(replay(prefix))
-    groups = frozenset((tuple(sorted(claim["workers"])), claim["node"], claim["devices"])
+    """``simulate -o json`` of the scenario's first ``steps`` events, as a View; with a
+    node group, read once the group is done (the marker, replay_pool.horizon)."""
+    if scenario.groups and scenario.times is not None:
+        at = scenario.times[steps - 1] if steps else 0.0
+        prefix = attrs.evolve(scenario, events=(*scenario.events[:steps], MARKER),
+                              times=(*scenario.times[:steps], at + pool.horizon(scenario)))
+    else:
+        prefix = Scenario(scenario.dra, scenario.nodes, scenario.events[:steps])
+    report = replay(prefix)
+    document = to_document(report)
+    document["workers"].pop(MARKER.name, None)
+    names = {group.name for group in scenario.groups}
+    in_group = {summary.node.name: summary.node.name.rpartition("-")[0]
+                for summary in report.nodes if summary.node.name.rpartition("-")[0] in names}
+    on: dict[str, list[tuple[str, ...]]] = {node: [] for node in in_group}
+    for claim in document["claims"].values():
+        if claim["node"] in on:
+            on[claim["node"]].append(tuple(sorted(claim["workers"])))
+    hosts = tuple(sorted(tuple(sorted(claims)) for claims in on.values()))
+    groups = frozenset((tuple(sorted(claim["workers"])),
+                        group_place(in_group[claim["node"]]) if claim["node"] in in_group
+                        else claim["node"], claim["devices"])
                        for claim in document["claims"].values())
     phases = tuple(sorted((name, _phase(worker["phase"], worker["reason"]))
                           for name, worker in document["workers"].items()))
@@ -264,7 +373,11 @@ def simulated_view(scenario: Scenario, steps: int) -> View:
             shows.add("waiting on a pod limit")
         if "full at" in reason:
             shows.add("waiting on full claims")
-    return View(groups, phases, frozenset(shows))
+    if hosts:
+        shows.add("group nodes")
+    if len(hosts) > 1:
+        shows.add("two or more group nodes")
+    return View(groups, phases, hosts, frozenset(shows))
 
 
 def _phase(phase: str, reason: str | None) -> str:
@@ -290,6 +403,8 @@ class Stage:
     thread: threading.Thread | None = None
     last_arrival: int = -1  # the second of the last creation
     moving: str = ""  # why the cluster was last found unsettled
+    group: NodeGroupSpec | None = None  # played by Karpenter as a NodePool (replay_pool)
+    watch: pool.PoolWatch | None = None  # that NodePool, once created
 
     def __post_init__(self) -> None:
         self.admin = testbed.Kube.connect(self.kubeconfig, self.namespace)
@@ -303,12 +418,24 @@ class Stage:
 
     @property
     def driver(self) -> str:
-        return f"{self.tag}.fidelity.example.com"
+        # With a group, the driver Karpenter sizes its types in and adopt.py publishes in.
+        return pool.DRIVER if self.group is not None else f"{self.tag}.fidelity.example.com"
+
+    @property
+    def pool_name(self) -> str:
+        return pool.pool_name(self.tag)
 
     def node_name(self, name: str) -> str:
-        return f"{self.tag}-{name}"
+        if self.group is None:
+            return f"{self.tag}-{name}"
+        # Node names break the placement's last ties, and Karpenter's nodes are kwok-...:
+        # a fixed node sorts against them as its scenario name does against <group>-<n>.
+        side = "a" if name < f"{self.group.name}-" else "z"
+        return f"{side}{self.tag}-{name}"
 
     def scenario_node(self, name: str) -> str:
+        if self.group is not None and name[1:].startswith(f"{self.tag}-"):
+            name = name[1:]
         return name.removeprefix(f"{self.tag}-")
 
     # ------------------------------------------------------------- set up
@@ -325,6 +452,11 @@ class Stage:
               "the namespace's default ServiceAccount")
         self.fake.kubelet_version = admin.version()
         self.fake.ensure_device_class(admin)
+        if self.group is not None:
+            kind = pool.instance_type(self.group.template)
+            assert not isinstance(kind, str), kind  # playable() refused it otherwise
+            admin.create(pool.NODEPOOLS, pool.nodepool_body(self.pool_name, self.group, kind))
+            self.watch = pool.PoolWatch(admin, self.pool_name, self.namespace)
         for spec in nodes:
             self.add_node(spec)
         threading.Thread(target=self.fake.heartbeat_loop, daemon=True,
@@ -370,6 +502,11 @@ class Stage:
             # wake); a freed claim is swept at once, as the simulator releases it.
             retry_interval="600s", placement_timeout="1h",
             reclaim_interval="1s", reclaim_grace="0s",
+            # With a group: standing claims and pods for Karpenter, the group's pool declared
+            # (a worker it cannot fit either is NoCapacity, as in the simulator).
+            autoscaling=self.group is not None,
+            autoscale_pools=(pool.declared_pool(self.group.template)
+                             if self.group is not None else ""),
         )
         ready = threading.Event()
 
@@ -396,13 +533,17 @@ class Stage:
         if self.thread is not None:
             self.thread.join(15)
         self.fake.stop.set()
+        if self.watch is not None:
+            with contextlib.suppress(testbed.KubeError):
+                self.watch.remove()
         for name in list(self.fake.names):
             with contextlib.suppress(Exception):
                 self.fake.remove(name)
         with contextlib.suppress(testbed.KubeError):
             admin.delete(testbed.NAMESPACES, self.namespace)
-        with contextlib.suppress(testbed.KubeError):
-            admin.delete(testbed.DEVICECLASSES, self.driver)
+        if self.group is None:  # Karpenter's is hack/karpenter.sh's
+            with contextlib.suppress(testbed.KubeError):
+                admin.delete(testbed.DEVICECLASSES, self.driver)
 
     # ------------------------------------------------------------- events
 
@@ -461,18 +602,11 @@ class Stage:
                 phases.append((name, "Placed"))
             else:
                 phases.append((name, _phase(phase, status.get("reason"))))
-        groups = set()
-        for obj in claims:
-            view = read_claim(obj, {})
-            if view.deleting or not view.allocated or view.name not in holders:
-                # Being swept, not yet allocated, or held by no one (yet).
-                return self._unsettled(f"claim {view.name}: deleting={view.deleting}, "
-                                       f"allocated={view.allocated}, "
-                                       f"held={view.name in holders}")
-            groups.add((tuple(sorted(holders.pop(view.name))), self.scenario_node(view.node),
-                        view.devices))
-        if holders:
-            return self._unsettled(f"workers Running on unlisted claims: {sorted(holders)}")
+        pending = {name for name, phase in phases if phase.startswith("Pending")}
+        placed = self._claims(claims, holders, pending)
+        if placed is None:
+            return None
+        groups, hosts = placed
         # The sweep comes round every second; a claim it has yet to take is caught above.
         due = [key for key in (self.controller.queue.due_within(1.0) if self.controller else ["-"])
                if key != SWEEP]
@@ -480,8 +614,56 @@ class Stage:
             return self._unsettled(f"the controller's queue has work due: {due}")
         if self.controller is not None and self.controller.writer.in_flight():
             return self._unsettled("the controller has writes in flight")
+        if self.watch is not None:
+            holding = {node for node, claims in hosts.items() if claims}
+            busy = self.watch.busy(holding, self._booked)
+            if busy:
+                return self._unsettled(f"Karpenter: {busy}")
         self.moving = ""
-        return View(frozenset(groups), tuple(sorted(phases)))
+        return View(frozenset(groups), tuple(sorted(phases)),
+                    tuple(sorted(tuple(sorted(claims)) for claims in hosts.values())))
+
+    def _claims(self, claims: list[dict[str, Any]], holders: dict[str, list[str]],
+                pending: set[str]) -> tuple[Groups, dict[str, list[tuple[str, ...]]]] | None:
+        """Each allocated claim as (workers, place, devices), and the group's nodes with
+        their claims' workers; None (unsettled) while a claim is moving."""
+        group_nodes = set(self.watch.nodes()) if self.watch is not None else set()
+        hosts: dict[str, list[tuple[str, ...]]] = {node: [] for node in group_nodes}
+        groups: Groups = set()
+        for obj in claims:
+            view = read_claim(obj, {})
+            worker = ((obj["metadata"].get("annotations") or {})
+                      .get(naming.ANNOTATION_WORKER, ""))
+            if (self.group is not None and not view.allocated and not view.deleting
+                    and (obj["metadata"].get("labels") or {}).get(pool.STANDING) == "true"
+                    and worker in pending):
+                continue  # a standing claim: its worker waits for a node, as it says
+            if view.deleting or not view.allocated or view.name not in holders:
+                # Being swept, not yet allocated, or held by no one (yet).
+                self._unsettled(f"claim {view.name}: deleting={view.deleting}, "
+                                f"allocated={view.allocated}, held={view.name in holders}")
+                return None
+            workers = tuple(sorted(holders.pop(view.name)))
+            if view.node in group_nodes:
+                hosts[view.node].append(workers)
+                assert self.group is not None
+                place = group_place(self.group.name)
+            else:
+                place = self.scenario_node(view.node)
+            groups.add((workers, place, view.devices))
+        if holders:
+            self._unsettled(f"workers Running on unlisted claims: {sorted(holders)}")
+            return None
+        return groups, hosts
+
+    def _booked(self, name: str) -> bool:
+        """Whether the controller books the group's node with the template's devices."""
+        controller = self.controller
+        if controller is None or self.group is None:
+            return False
+        with controller.cache.lock:
+            node = controller.cache.view.nodes.get(name)
+        return node is not None and node.devices == self.group.template.devices
 
     def _unsettled(self, why: str) -> View | None:
         """Not settled yet (None), and why, kept for the timeout's message."""
@@ -529,9 +711,9 @@ class Outcome:
 
 def playable(scenario: Scenario) -> Scenario:
     if scenario.groups:
-        raise Unplayable("node groups are played by the simulator alone: on a cluster the "
-                         "cluster's own autoscaler adds and removes nodes, which this harness "
-                         "does not run")
+        why = pool.refusal(scenario)
+        if why is not None:
+            raise Unplayable(f"node groups are played with Karpenter, and {why}")
     if scenario.deferred:
         raise Unplayable("dra: deferred cannot be played against a cluster: DRA allocates a "
                          "claim as soon as its pod is scheduled, so there is no moment to play "
@@ -549,7 +731,11 @@ def play(scenario: Scenario, name: str, tag: str, kubeconfig: str,
     """
     playable(scenario)
     outcome = Outcome(name)
-    stage = Stage(kubeconfig, tag)
+    stage = Stage(kubeconfig, tag, group=scenario.groups[0] if scenario.groups else None)
+    if stage.group is not None:
+        why = pool.check_cluster(stage.admin)
+        if why is not None:
+            raise Unplayable(why)
     finished = False
     try:
         stage.open(scenario.nodes)
@@ -576,7 +762,8 @@ def play(scenario: Scenario, name: str, tag: str, kubeconfig: str,
             expected = simulated_view(scenario, index + 1)
             outcome.shows.update(expected.shows | {f"{event.kind} events"}
                                  | ({"a mixed node"} if mixed else set()))
-            seen = settle(stage, present, expected)
+            seen = settle(stage, present, expected,
+                          GROUP_CATCH_UP if stage.group is not None else CATCH_UP)
             outcome.steps += 1
             differences = seen.differences(expected)
             if differences:
@@ -601,9 +788,10 @@ def play(scenario: Scenario, name: str, tag: str, kubeconfig: str,
     return outcome
 
 
-def settle(stage: Stage, present: set[str], expected: View) -> View:
+def settle(stage: Stage, present: set[str], expected: View, catch_up: float = CATCH_UP) -> View:
     """The settled cluster; once settled and different, a few seconds' grace to catch up."""
-    deadline = time.monotonic() + SETTLE_TIMEOUT
+    timeout = SETTLE_TIMEOUT if stage.group is None else GROUP_SETTLE_TIMEOUT
+    deadline = time.monotonic() + timeout
     previous: View | None = None
     agreed_by: float | None = None
     while True:
@@ -611,13 +799,13 @@ def settle(stage: Stage, present: set[str], expected: View) -> View:
         if view is not None and view == previous:
             if not view.differences(expected):
                 return view
-            agreed_by = agreed_by or time.monotonic() + CATCH_UP
+            agreed_by = agreed_by or time.monotonic() + catch_up
             if time.monotonic() > agreed_by:
                 return view
         previous = view
         if time.monotonic() > deadline:
             if view is None:
-                raise TimeoutError(f"the cluster did not settle within {SETTLE_TIMEOUT:.0f}s: "
+                raise TimeoutError(f"the cluster did not settle within {timeout:.0f}s: "
                                    f"{stage.moving}")
             return view
         time.sleep(POLL)
@@ -649,7 +837,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="play every step of a scenario after a disagreement")
     parser.add_argument("--save", type=Path, help="write each generated scenario here")
     parser.add_argument("--groups", action="store_true",
-                        help="generated scenarios declare a node group (simulator only)")
+                        help="generated scenarios declare a node group (played with Karpenter)")
     parser.add_argument("--stay", action="store_true",
                         help="leave the last scenario's fleet standing until interrupted")
     parser.add_argument("--verbose", "-v", action="store_true")

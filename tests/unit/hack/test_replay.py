@@ -6,7 +6,7 @@ import pytest
 
 from cli.replay import replay as run_replay
 from cli.scenario import build_scenario
-from hack import replay
+from hack import replay, replay_pool
 from hack.fakenodes import fakenodes
 
 
@@ -28,6 +28,7 @@ def test_generated_scenarios_are_valid_repeatable_and_varied() -> None:
 
 
 def test_generated_scenarios_declare_a_node_group_only_when_asked() -> None:
+    kinds = replay_pool.instance_types()
     for seed in range(1, 11):
         plain, grouped = replay.generate(seed), replay.generate(seed, groups=True)
         assert "nodeGroups" not in plain
@@ -37,9 +38,67 @@ def test_generated_scenarios_declare_a_node_group_only_when_asked() -> None:
         scenario = build_scenario(grouped)
         assert [g.name for g in scenario.groups] == ["pool"] and scenario.times is not None
         assert run_replay(scenario).log.groups == ("pool",)
-        # Nothing live: the harness refuses to play it.
-        with pytest.raises(replay.Unplayable, match="node groups are played by the simulator"):
-            replay.playable(scenario)
+        # Its template is a Karpenter instance type, so the harness can play it live.
+        kind = replay_pool.instance_type(scenario.groups[0].template)
+        assert isinstance(kind, replay_pool.InstanceType) and kind.name in kinds
+        assert replay.playable(scenario) is scenario
+
+
+def _group_scenario(**changes: object) -> dict[str, object]:
+    group: dict[str, object] = {
+        "name": "g", "template": {"devices": 8, "deviceMemory": "80Gi", "hostMemory": "1Ti",
+                                  "maxWorkersPerClaim": 2},
+        "max": 2, "bootTime": "1m", "idleTime": "2m"}
+    group.update(changes)
+    return {"nodes": [{"name": "n0", "devices": 1, "deviceMemory": "80Gi"}],
+            "nodeGroups": [group],
+            "events": [{"at": 0, "arrive": {"name": "a", "role": "trainer", "memory": "80Gi"}},
+                       {"at": 600, "arrive": {"name": "b", "role": "trainer", "memory": "80Gi"}},
+                       {"at": 1200, "arrive": {"name": "c", "role": "trainer",
+                                               "memory": "90Gi"}},
+                       {"at": 1800, "leave": "c"}]}
+
+
+@pytest.mark.parametrize(("changes", "why"), [
+    ({"min": 1}, "min must be 0"),
+    ({"template": {"devices": 2, "deviceMemory": "80Gi"}}, "matches no Karpenter instance type"),
+    ({"template": {"devices": 8, "deviceMemory": "80Gi", "hostMemory": "64Gi"}},
+     "hostMemory 64Gi is not gpu-8x80gi's 1Ti"),
+    ({"idleTime": "5m"}, "events must be more than 720s apart"),
+])
+def test_a_group_the_cluster_cannot_play_is_refused_saying_why(
+        changes: dict[str, object], why: str) -> None:
+    with pytest.raises(replay.Unplayable, match=why):
+        replay.playable(build_scenario(_group_scenario(**changes)))
+
+
+def test_a_group_scenario_is_read_once_its_group_is_done_nodes_by_partition() -> None:
+    scenario = build_scenario(_group_scenario())
+    views = [replay.simulated_view(scenario, steps) for steps in range(1, 5)]
+    # a on the fixed node; b on a group node that came up for it; c (2 devices) on another.
+    assert views[0].groups == frozenset({(("a",), "n0", 1)}) and views[0].hosts == ()
+    assert views[1].groups == frozenset({(("a",), "n0", 1), (("b",), "g/*", 1)})
+    assert views[2].hosts == ((("b",), ("c",)),)  # c's 2 devices fit beside b's one
+    assert dict(views[2].phases) == {"a": "Placed", "b": "Placed", "c": "Placed"}
+    # c gone: its node still holds b, so the group keeps one node, and the marker is unseen.
+    assert views[3].hosts == ((("b",),),) and "fidelity-marker" not in dict(views[3].phases)
+    cluster = replay.View(views[2].groups, views[2].phases, ((("b",),), (("c",),)))
+    assert cluster.differences(views[2]) == [
+        "group nodes: simulate 1 {[b] [c]}, cluster 2 {[b]} {[c]}"]
+
+
+def test_the_group_becomes_a_nodepool_of_its_instance_type_capped_at_max() -> None:
+    group = build_scenario(_group_scenario()).groups[0]
+    kind = replay_pool.instance_type(group.template)
+    assert isinstance(kind, replay_pool.InstanceType)
+    body = replay_pool.nodepool_body("fidelity-x", group, kind)
+    spec = body["spec"]
+    assert spec["limits"] == {"cpu": str(2 * kind.cpu)}
+    assert spec["template"]["spec"]["requirements"][0]["values"] == ["gpu-8x80gi"]
+    labels = spec["template"]["metadata"]["labels"]
+    assert labels["openrl.io/max-workers-per-claim"] == "2"
+    assert labels["openrl.io/autoscaled"] == "true"  # adopt.py plays it
+    assert replay_pool.declared_pool(group.template) == "8x80Gi"
 
 
 def test_a_deferred_scenario_cannot_be_played() -> None:
