@@ -18,7 +18,8 @@ Rules:
   loop from re-reading the world for nothing.
 * What wakes what:
   - a worker (new, deleting): that worker; a worker gone: wake-all;
-  - a pod of a worker (scheduled, phase, deletion): its worker;
+  - a pod of a worker (scheduled, phase, deletion, kube-scheduler's verdict on an
+    unbound pod): its worker;
   - a managed claim deleted, allocated or terminating: wake-all; terminating
     also wakes the workers whose pods it is reserved for;
   - a ResourceSlice of the driver changed (a taint gone included): wake-all;
@@ -50,7 +51,15 @@ from controller.cache import Cache
 from controller.fleet_rules import foreign_claim
 from controller.logs import kv
 from controller.nodes import ready_signature
-from controller.objects import Obj, controller_owner, meta, name_of, pod_node, pod_phase
+from controller.objects import (
+    Obj,
+    controller_owner,
+    meta,
+    name_of,
+    pod_condition,
+    pod_node,
+    pod_phase,
+)
 from controller.queue import WorkQueue
 from controller.records import PageDecoder, Record, strip, to_obj, to_record
 from controller.work import HOUSEKEEPING_ORDER, WAKE, worker_key, worker_order
@@ -212,8 +221,12 @@ def _worker_signature(obj: Obj) -> Hashable:
 
 def _pod_signature(obj: Obj) -> Hashable:
     owner = controller_owner(obj) or {}
+    # kube-scheduler's verdict on a pod it has not bound (Unschedulable, SchedulerError) is
+    # news: a pinned pod whose devices were taken is wedged at once, any other once its
+    # grace runs out (moves.py), and neither can be judged by a worker never woken.
+    scheduled = pod_condition(obj, "PodScheduled") or {}
     return (meta(obj).get("uid"), owner.get("uid"), pod_phase(obj), pod_node(obj),
-            meta(obj).get("deletionTimestamp"))
+            meta(obj).get("deletionTimestamp"), scheduled.get("status"), scheduled.get("reason"))
 
 
 def _claim_signature(obj: Obj) -> Hashable:

@@ -272,6 +272,33 @@ def test_a_node_gone_or_not_ready_queues_its_workers_and_nothing_else_does() -> 
     assert {"w1", "w2"} <= set(q2._due)
 
 
+def test_kube_schedulers_verdict_on_an_unbound_pod_wakes_its_worker() -> None:
+    """Unschedulable (or a scheduler error) is what the wedge rules judge: the worker must
+    be woken for it, once; the scheduler's retries with a new message are no news."""
+    from controller.queue import WorkQueue
+    from controller.watches import feeds
+    q = WorkQueue()
+    pod_feed = next(f for f in feeds(q, "gpu.example.com") if f.resource == kube.PODS)
+    pod = {"metadata": {"name": "orw-w1", "uid": "p", "ownerReferences": [
+        {"kind": "OpenRLWorker", "name": "w1", "uid": "w", "controller": True}]},
+           "status": {"phase": "Pending"}}
+    pod_feed.event("ADDED", pod)
+    assert "w1" not in q._due  # just created, by us
+    refused = {**pod, "status": {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+         "message": "0/5 nodes are available: 1 cannot allocate all claims"}]}}
+    pod_feed.event("MODIFIED", refused)
+    assert "w1" in q._due
+    q2 = WorkQueue()
+    seen = next(f for f in feeds(q2, "gpu.example.com") if f.resource == kube.PODS)
+    seen.event("ADDED", refused)  # as a fresh watch lists it: unbound, not news either
+    again = {**pod, "status": {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+         "message": "0/6 nodes are available: still not schedulable"}]}}
+    seen.event("MODIFIED", again)
+    assert "w1" not in q2._due
+
+
 def test_a_wedged_worker_sharing_its_own_claim_keeps_it_and_tries_again() -> None:
     c = Cluster(nodes=1, devices=1, node_labels=TWO, wedge_grace="1m")
     running(c, "a", "b")
