@@ -34,7 +34,7 @@ browser:
 	  else echo "no chromium and no apt-get as root: the browser test will skip"; fi; }
 
 ## The autoscaling e2e tests run on Karpenter (hack/karpenter.sh): OPENRL_E2E_KARPENTER_BUILD=1 builds
-## it first (a cold build takes 10-20 minutes on 2 cores). Off by default until the spread case is
+## it first (a cold build takes 10-20 minutes on 2 cores). Off by default until the module runs
 ## steady (docs/testing.md); without the binary they skip, saying so.
 OPENRL_E2E_KARPENTER_BUILD ?= 0
 
