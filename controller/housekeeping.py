@@ -36,7 +36,7 @@ from controller.cache import Cache
 from controller.claims import read_claim
 from controller.logs import kv
 from controller.metrics import NEW, Census, Metrics
-from controller.objects import Obj, Worker, is_deleting, pod_claims, uid_of
+from controller.objects import Obj, Worker, is_deleting, pod_claims, uid_of, version_of
 from controller.settings import Settings
 from controller.work import Result, Waiting, waiting_of
 from controller.writes import Write
@@ -94,8 +94,7 @@ def sweep(api: kube.Kube, cache: Cache, settings: Settings, metrics: Metrics,
             next_run = min(next_run, settings.reclaim_grace - age + 1.0)
             continue
         deletes.append(Write("delete", kube.CLAIMS, view.name, {}, uid=uid_of(claim),
-                             resource_version=str(claim["metadata"].get("resourceVersion")
-                                                  or "")))
+                             resource_version=version_of(claim)))
         log.info("reclaimed orphaned claim", extra=kv(claim=view.name, node=view.node,
                                                       age=int(age)))
     metrics.claims.set(sum(1 for c in claims if not is_deleting(c)) - len(deletes))

@@ -68,6 +68,7 @@ from controller.objects import (
     pod_node,
     pod_phase,
     uid_of,
+    version_of,
     worker_owner_uid,
 )
 from controller.status import Outcome
@@ -354,7 +355,7 @@ def finished(ctx: Context, worker: Worker, pod: Obj | None) -> Conclusion:
     alive = pod is not None and pod_alive(pod)
     if obj is not None and not taken and not alive and not _committed_others(ctx, obj, worker):
         writes.append(Write("delete", kube.CLAIMS, claim, {}, uid=uid_of(obj),
-                            resource_version=str(obj["metadata"].get("resourceVersion") or "")))
+                            resource_version=version_of(obj)))
     return Conclusion(writes=tuple(writes), wake=bool(writes), sweep=bool(writes))
 
 

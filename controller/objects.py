@@ -57,6 +57,11 @@ def uid_of(obj: Obj) -> str:
     return str(meta(obj).get("uid", ""))
 
 
+def version_of(obj: Obj) -> str:
+    """The object's resourceVersion as read ('' when it has none): a delete's precondition."""
+    return str(meta(obj).get("resourceVersion") or "")
+
+
 def labels_of(obj: Obj) -> dict[str, str]:
     return meta(obj).get("labels") or {}
 

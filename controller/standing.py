@@ -72,6 +72,7 @@ from controller.objects import (
     pod_condition,
     pod_node,
     uid_of,
+    version_of,
 )
 from controller.pools import Alternative, Verdict, alternatives, can_grow
 from controller.status import Outcome
@@ -221,16 +222,12 @@ def with_pod(ctx: Context, worker: Worker, pod: Obj) -> Conclusion | None:
         # worker's claim (without_pod's rule), never deleted under a worker that joined it.
         standing_claim = ctx.cache.get(kube.CLAIMS, name) or {}
         writes = (Write("delete", kube.PODS, name_of(pod), {}, uid=uid_of(pod),
-                        resource_version=_version(pod)),
+                        resource_version=version_of(pod)),
                   Write("delete", kube.CLAIMS, name, {},
-                        resource_version=_version(standing_claim)))
+                        resource_version=version_of(standing_claim)))
         # The status stays (a write saved): the join, a reconcile later, is the news.
         return Conclusion(None, writes, requeue_after=retry)
     return _waiting(worker, verdict, name, retry)
-
-
-def _version(obj: Obj) -> str:
-    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
 def _lost_race(ctx: Context, worker: Worker, pod: Obj) -> Conclusion | None:
