@@ -1,4 +1,4 @@
-"""The agent's event loop: sockets in, policy calls, actions out.
+"""The agent's event loop: policy calls in, actions out, one timer.
 
 Rules:
 
@@ -9,23 +9,8 @@ Rules:
   many groups the node has: only the members a call names (the caller, and
   each one an action names) can change phase, so only they are published,
   and the earliest deadline comes from a heap (``deadlines``), not a scan.
-* A member is one worker pod (one incarnation of it: a restarted container
-  rejoins under a new member id). Its socket is bound inside the pod's own
-  directory, which must already exist (the kubelet makes it); nothing is
-  created outside it. The socket is mode 0666 so a non-root worker connects.
-* Whoever connects to a member's socket is that member. One live connection
-  per member: a newer one closes the older. The first message must be
-  ``hello``; anything out of order, unreadable or too long gets an ``error``
-  (counted in ``openrl_timeslicer_bad_messages_total``), never a traceback,
-  and the connection stays. What is said on the channel is ``replies``'s.
-* No member can slow another: a connection is read ``READ_SLICE`` bytes at a
-  time and at most ``LINES_PER_SLICE`` lines are handled before the loop
-  turns to others; past ``LINE_BURST`` lines at once or ``LINE_RATE`` a
-  second (a worker says a few a turn) the connection is not read until its
-  allowance comes back, so a flood costs its sender, not the loop; replies
-  are written without waiting, and a member that lets more than
-  ``MAX_BACKLOG`` bytes of them pile up unread is disconnected (a dropped
-  connection, nothing more).
+* A member is one worker pod; what it may say on its socket, and how fast,
+  is its channel's (``channels``); this module acts on what it says.
 * A fresh agent builds every group it finds at start recovering: nothing is
   granted until each member has said whether it is resident, or has gone, or
   the policy's bound has passed. Members that appear after the first listing
@@ -39,15 +24,10 @@ Rules:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import socket
-import struct
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from placement.turns import (
     Action,
@@ -61,48 +41,13 @@ from placement.turns import (
 )
 from timeslicer import protocol
 from timeslicer.agent import replies
+from timeslicer.agent.channels import Channels, Member, log_fields
 from timeslicer.agent.deadlines import Deadlines
 from timeslicer.agent.metrics import AgentMetrics
-from timeslicer.agent.sockets import bind_in
 
-__all__ = ["LINES_PER_SLICE", "LINE_BURST", "LINE_RATE", "MAX_BACKLOG", "MAX_LINE",
-           "PROTOCOL_VERSION", "READ_SLICE", "Agent", "Effects", "Member"]
+__all__ = ["Agent", "Effects", "touched"]
 
 log = logging.getLogger("openrl.timeslicer.agent")
-
-PROTOCOL_VERSION = protocol.VERSION
-MAX_LINE = protocol.MAX_LINE
-READ_SLICE = MAX_LINE          # bytes read from one connection before others are served
-LINES_PER_SLICE = 8            # lines handled from one connection before others are served
-MAX_BACKLOG = 64 * 1024        # unread reply bytes a member may leave before it is dropped
-LINE_RATE = 1000.0             # lines a second one connection may have handled, sustained...
-LINE_BURST = 256               # ...and at once; past them its socket is not read for a while
-
-
-@dataclass(eq=False)
-class Member:
-    """One worker pod on a group, as the agent keeps it."""
-
-    key: str                 # the pod (its UID; in local mode group/member)
-    group: str
-    name: str                # the pod's name, as people read it
-    owner: str
-    role: str
-    socket: Path
-    incarnation: int = 0
-    server: asyncio.AbstractServer | None = None
-    writer: asyncio.StreamWriter | None = None
-    hello: bool = False
-    phase: TurnPhase | None = None
-    phase_since: float = 0.0
-    granted_at: float | None = None
-    yielded_at: float | None = None
-    waiting_at: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def id(self) -> str:
-        return f"{self.key}#{self.incarnation}"
 
 
 class Effects(Protocol):
@@ -140,7 +85,8 @@ class Agent:
         self._timer_at: float | None = None
         self._deadlines = Deadlines()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._binding: set[asyncio.Task[None]] = set()
+        self._channels = Channels(self.members, self.metrics, heard=self._heard,
+                                  dropped=self._dropped)
 
     # -- membership (from the pod watch or the local directory) --------------------------
 
@@ -153,9 +99,7 @@ class Agent:
         self.members[member.key] = member
         self.metrics.members.set(len(self.members))
         self._join(member, fresh=self._synced if fresh is None else fresh)
-        task = self._loop.create_task(self._bind(member))
-        self._binding.add(task)
-        task.add_done_callback(self._bound)
+        self._channels.open(member)
 
     def synced(self) -> None:
         """The first listing is in: every member added from now on is a new pod."""
@@ -163,11 +107,6 @@ class Agent:
             self._synced = True
             log.info("agent started: %d groups recovering, %d members", len(self.groups),
                      len(self.members))
-
-    def _bound(self, task: asyncio.Task[None]) -> None:
-        self._binding.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("could not bind a socket: %s", task.exception())
 
     def _join(self, member: Member, fresh: bool) -> None:
         group = self.groups.get(member.group)
@@ -184,11 +123,11 @@ class Agent:
         if member is None:
             return
         log.info("container restarted in %s: it rejoins", member.name,
-                 extra=_fields(member))
+                 extra=log_fields(member))
         self._leave(member)
         member.incarnation += 1
         member.hello = False
-        self._close(member)
+        self._channels.disconnect(member)
         self._join(member, fresh=True)
 
     def remove(self, key: str) -> None:
@@ -197,7 +136,7 @@ class Agent:
         if member is None:
             return
         self.metrics.members.set(len(self.members))
-        self._unbind(member)
+        self._channels.unbind(member)
         self._leave(member)
         if not self.groups[member.group]:
             del self.groups[member.group]
@@ -227,105 +166,14 @@ class Agent:
             self._apply(member.group, group.device_free(member_id, self.clock()), member_id)
 
     def close(self) -> None:
-        for member in self.members.values():
-            self._unbind(member)
-        for task in self._binding:
-            task.cancel()
+        self._channels.close()
         if self._timer is not None:
             self._timer.cancel()
 
-    def _unbind(self, member: Member) -> None:
-        self._close(member)
-        if member.server is not None:
-            member.server.close()
-            member.server = None
-            with contextlib.suppress(FileNotFoundError):
-                member.socket.unlink()
+    # -- what a member says (its channel has checked the order: hello first) -------------
 
-    # -- the socket --------------------------------------------------------------------
-
-    async def _bind(self, member: Member) -> None:
-        directory = member.socket.parent
-        while not directory.is_dir():
-            if self.members.get(member.key) is not member:
-                return
-            await asyncio.sleep(0.2)
-        if self.members.get(member.key) is not member:
-            return
-        sock = bind_in(directory, member.socket.name)
-        member.server = await asyncio.start_unix_server(
-            lambda r, w: self._serve(member, r, w), sock=sock, limit=READ_SLICE)
-
-    async def _serve(self, member: Member, reader: asyncio.StreamReader,
-                     writer: asyncio.StreamWriter) -> None:
-        if self.members.get(member.key) is not member:
-            writer.close()
-            return
-        self._close(member)
-        member.writer, member.hello = writer, False
-        with contextlib.suppress(OSError, TypeError):
-            peer = writer.get_extra_info("socket").getsockopt(
-                socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-            member.extra["pid"] = struct.unpack("3i", peer)[0]
-        pace = _Pace()
-        try:
-            lines = protocol.LineReader()
-            while member.writer is writer:
-                data = await reader.read(READ_SLICE)
-                if not data:
-                    break
-                lines.feed(data)
-                await self._handle(member, writer, lines, pace)
-        except (ConnectionError, OSError):
-            pass
-        except asyncio.CancelledError:
-            pass  # the agent stopping: the connection ends here, not as an error in the log
-        finally:
-            writer.close()
-            if member.writer is writer:
-                member.writer = None
-                if self.members.get(member.key) is member and member.id in self._by_id:
-                    group = self.groups[member.group]
-                    self._apply(member.group, group.disconnected(member.id, self.clock()),
-                                member.id)
-
-    async def _handle(self, member: Member, writer: asyncio.StreamWriter,
-                      lines: protocol.LineReader, pace: _Pace) -> None:
-        """Every whole line read so far, a few at a time, at the connection's pace."""
-        handled = 0
-        while member.writer is writer:
-            try:
-                line = lines.next_line()
-            except protocol.ProtocolError as exc:
-                self._refuse(member, writer, "too_long", str(exc))
-                continue
-            if line is None:
-                break
-            wait = pace.take()
-            if wait:  # a flood: this connection waits, nobody else does
-                await asyncio.sleep(wait)
-            self._message(member, writer, line)
-            handled += 1
-            if handled % LINES_PER_SLICE == 0:
-                await asyncio.sleep(0)  # let every other member's lines in
-        await asyncio.sleep(0)
-
-    def _refuse(self, member: Member, writer: asyncio.StreamWriter, kind: str,
-                why: str) -> None:
-        self.metrics.bad_messages.labels(kind).inc()
-        log.debug("refused a line from %s: %s", member.name, why, extra=_fields(member))
-        self._send(member, protocol.Error(message=why[:200]), writer)
-
-    def _message(self, member: Member, writer: asyncio.StreamWriter, line: bytes) -> None:
-        try:
-            message = protocol.decode(line, protocol.FROM_WORKER)
-        except protocol.ProtocolError as exc:
-            self._refuse(member, writer, "unreadable", str(exc))
-            return
-        if isinstance(message, protocol.Hello) == member.hello:
-            why = "hello comes once, first" if member.hello else "the first message is hello"
-            self._refuse(member, writer, "order", why)
-            return
+    def _heard(self, member: Member, writer: asyncio.StreamWriter,
+               message: protocol.Message) -> None:
         group, now = self.groups[member.group], self.clock()
         if isinstance(message, protocol.Resident) and member.granted_at is not None:
             self.metrics.restore.observe(now - member.granted_at)
@@ -338,10 +186,10 @@ class Agent:
             for reply in replies.welcome(group, member.id, message, now,
                                          group_name=member.group.rpartition("/")[2],
                                          member_name=member.name):
-                self._send(member, reply, writer)
+                self._channels.send(member, reply, writer)
         elif isinstance(message, protocol.Resident):
             for reply in replies.catch_up(group, member.id, message.turn, now):
-                self._send(member, reply, writer)
+                self._channels.send(member, reply, writer)
         self._apply(member.group, actions, member.id)
 
     def _parked(self, member: Member, group: TurnGroup, turn: int, now: float) -> None:
@@ -351,29 +199,17 @@ class Agent:
             self.metrics.park.observe(now - member.yielded_at)
             member.yielded_at = None
         if frees and view.phase not in (TurnPhase.IDLE, TurnPhase.WAITING):
-            log.info("%s parked turn %d", member.name, turn, extra=_fields(member, turn=turn))
+            log.info("%s parked turn %d", member.name, turn, extra=log_fields(member, turn=turn))
         elif not frees:
             log.info("%s parked turn %d while holding turn %d: its grant is on the way, "
                      "nothing freed", member.name, turn, view.turn,
-                     extra=_fields(member, turn=turn))
+                     extra=log_fields(member, turn=turn))
 
-    def _close(self, member: Member) -> None:
-        if member.writer is not None:
-            member.writer.close()
-            member.writer = None
-
-    def _send(self, member: Member, message: protocol.Message,
-              writer: asyncio.StreamWriter | None = None) -> None:
-        """Write without waiting; a member that leaves too much unread is disconnected."""
-        writer = writer or member.writer
-        if writer is None or writer.is_closing():
-            return
-        writer.write(protocol.encode(message))
-        if writer.transport.get_write_buffer_size() > MAX_BACKLOG:
-            self.metrics.bad_messages.labels("backlog").inc()
-            log.warning("%s leaves its replies unread (over %d bytes): disconnected",
-                        member.name, MAX_BACKLOG, extra=_fields(member))
-            writer.transport.abort()
+    def _dropped(self, member: Member) -> None:
+        """Its live connection ended (a member still): the policy hears it, if it knows it."""
+        if member.id in self._by_id:
+            group = self.groups[member.group]
+            self._apply(member.group, group.disconnected(member.id, self.clock()), member.id)
 
     # -- actions and the timer -----------------------------------------------------------
 
@@ -391,20 +227,20 @@ class Agent:
                     self.metrics.wait.labels(member.role).observe(now - member.waiting_at)
                 member.granted_at = now
                 log.info("granted turn %d to %s", action.turn, member.name,
-                         extra=_fields(member, turn=action.turn))
+                         extra=log_fields(member, turn=action.turn))
             elif isinstance(action, Yield):
                 member.yielded_at = now
                 log.info("asked %s to yield turn %d within %.1fs", member.name, action.turn,
-                         action.grace, extra=_fields(member, turn=action.turn))
+                         action.grace, extra=log_fields(member, turn=action.turn))
             elif isinstance(action, Evict):
                 if action.reason is EvictReason.TURN_OVERRUN:
                     self.metrics.overruns.inc()
                 self.metrics.evictions.labels(action.reason.value).inc()
                 log.warning("evicting %s: %s", member.name, action.reason.value,
-                            extra=_fields(member, reason=action.reason.value))
+                            extra=log_fields(member, reason=action.reason.value))
                 self.effects.evict(member, action.reason)
             if message is not None:
-                self._send(member, message)
+                self._channels.send(member, message)
         group = self.groups.get(name)
         if group is not None:
             self._publish(group, touched(caller, actions), now)
@@ -454,31 +290,6 @@ class Agent:
             if group is not None:
                 self._apply(name, group.tick(now))
         self._arm()
-
-
-class _Pace:
-    """One connection's allowance of lines: ``LINE_BURST`` at once, ``LINE_RATE`` a second."""
-
-    __slots__ = ("allowance", "since")
-
-    def __init__(self) -> None:
-        self.allowance, self.since = float(LINE_BURST), time.monotonic()
-
-    def take(self) -> float:
-        """Take one line's allowance: the seconds to wait first (0 within it)."""
-        now = time.monotonic()
-        self.allowance = min(float(LINE_BURST), self.allowance + (now - self.since) * LINE_RATE)
-        self.since = now
-        wait = 0.0
-        if self.allowance < 1:
-            wait = (1 - self.allowance) / LINE_RATE
-            self.allowance, self.since = 1.0, now + wait
-        self.allowance -= 1
-        return wait
-
-
-def _fields(member: Member, **more: Any) -> dict[str, Any]:
-    return {"fields": {"pod": member.name, "group": member.group, **more}}
 
 
 def touched(caller: str | None, actions: list[Action]) -> list[str]:

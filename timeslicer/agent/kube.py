@@ -37,7 +37,8 @@ from controller import kube, naming
 from controller.events import Recorder
 from controller.objects import format_time, pod_claim, pod_claims
 from placement.turns import EvictReason, TurnPhase
-from timeslicer.agent.core import Agent, Member
+from timeslicer.agent.channels import Member
+from timeslicer.agent.core import Agent
 
 __all__ = [
     "ANNOTATION",

@@ -28,7 +28,8 @@ import time
 from pathlib import Path
 
 from placement.turns import EvictReason, TurnPhase
-from timeslicer.agent.core import Agent, Member
+from timeslicer.agent.channels import Member
+from timeslicer.agent.core import Agent
 
 __all__ = ["RESCAN", "LocalEffects", "scan", "watch_directory"]
 
