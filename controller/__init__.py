@@ -29,7 +29,8 @@ to the package's files):
 * ``selectors``, ``cel_reads``: a DeviceClass's CEL selectors evaluated against
   devices, and what an expression can read of one.
 * ``cache``: the memory of the cluster (objects from list-then-watch, and
-  assumptions); ``records``: what it keeps of each object.
+  assumptions); ``strip``: what it keeps of each object; ``records``: how it
+  keeps it, compact, and list pages decoded straight into that.
 * ``watches``: changes turned into queue keys; ``queue``: the work queue;
   ``housekeeping``: waking pending workers, sweeping orphaned claims.
 * ``loop``: watches feed the cache and the queue, one decision at a time,

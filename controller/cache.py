@@ -44,7 +44,8 @@ from controller import kube
 from controller.fleet_cache import FleetCache
 from controller.fleet_rules import FleetReading
 from controller.objects import Obj
-from controller.records import Record, name_and_version, strip, to_obj, to_record
+from controller.records import Record, name_and_version, to_obj, to_record
+from controller.strip import strip
 from controller.work import Waiting
 
 __all__ = ["Assumption", "Cache", "strip"]

@@ -26,7 +26,7 @@ gets no new seat: a pod pinned there could not be scheduled, and a node being
 removed would take the new worker with it (the worker would be placed twice
 for nothing). Only the node's ``Ready`` condition, ``spec.unschedulable``,
 the ``node.kubernetes.io/`` taints and those two autoscalers' taints are kept
-in the cache for this (``records``).
+in the cache for this (``strip``).
 """
 
 from __future__ import annotations

@@ -61,7 +61,8 @@ from controller.objects import (
     pod_phase,
 )
 from controller.queue import WorkQueue
-from controller.records import PageDecoder, Record, strip, to_obj, to_record
+from controller.records import PageDecoder, Record, to_obj, to_record
+from controller.strip import strip
 from controller.work import HOUSEKEEPING_ORDER, WAKE, worker_key, worker_order
 
 log = logging.getLogger("openrl.controller.watch")

@@ -7,7 +7,8 @@ import pytest
 
 from controller import kube
 from controller.nodes import closing, ready_signature, trouble
-from controller.records import strip, to_obj, to_record
+from controller.records import to_obj, to_record
+from controller.strip import strip
 from tests.unit.controller.conftest import Cluster
 
 CORDON = {"spec": {"unschedulable": True}}

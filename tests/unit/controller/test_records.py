@@ -12,7 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from controller import kube
-from controller.records import PageDecoder, name_and_version, strip, to_obj, to_record
+from controller.records import PageDecoder, name_and_version, to_obj, to_record
+from controller.strip import strip
 
 Obj = dict[str, Any]
 KINDS = [kube.PODS, kube.CLAIMS, kube.SLICES, kube.NODES, kube.WORKERS, kube.CONFIGMAPS,
