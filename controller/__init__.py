@@ -25,7 +25,8 @@ to the package's files):
 * ``events``: Events on workers, what ``kubectl describe`` shows.
 * ``fleet_rules``: the rules of reading the fleet (who holds which seat, what
   placement is told); ``fleet_reader``: the cluster as placement's data;
-  ``fleet_cache``: that fleet kept current from changes.
+  ``fleet_cache``: that fleet kept current from changes; ``fleet_nodes``: its
+  nodes, re-read as slices, the DeviceClass and nodes change.
 * ``selectors``, ``cel_reads``: a DeviceClass's CEL selectors evaluated against
   devices, and what an expression can read of one.
 * ``cache``: the memory of the cluster (objects from list-then-watch, and
