@@ -68,7 +68,7 @@ from placement.decide import Reason, WaitKind, best_claim, best_pool
 from placement.fleet import Fleet
 from placement.model import Node, PlacementError, Request, Role
 from placement.policy import ALONE, DEFAULT_POLICY, Policy, Step, Strategy, steps_for
-from placement.simulator.simulation import Moved, Placement, Simulation, WorkerState
+from placement.simulator.simulation import Moved, Placement, Simulation
 
 __all__ = ["AutoscaledSimulation", "Change", "NodeAsked", "NodeDown", "NodeGroup", "NodeUp"]
 
@@ -212,35 +212,28 @@ class AutoscaledSimulation(Simulation):
         return NodeAsked(self.now, self.groups[coming.group].name, coming.node.name, worker,
                          coming.ready)
 
-    def state(self, worker: str) -> WorkerState:
-        state = super().state(worker)
-        reason = state.reason
-        if reason is None:
-            return state
-        request = self._requests[worker]
+    def _waiting_reason(self, request: Request) -> Reason:
+        """A worker some group could seat waits for capacity: which node is on its way for
+        it, or that the groups are at their max (``state`` reads this)."""
         fitting = [group for index, group in enumerate(self.groups)
                    if self._template_fits(index, request)]
         if not fitting:
-            return state
-        detail = reason.detail
-        if self._spread and not request.exclusive:
-            join = best_claim(request, self.fleet, self.policy.owner_affinity)
-            if join is not None:  # explain() knows nothing of the rule that kept it out
-                detail = (f"no free devices for it, and under spread it joins no claim (it "
-                          f"could join {join}) while a node group can add a node for it")
-        coming = self._counted.get(worker)
+            return super()._waiting_reason(request)
+        join = (best_claim(request, self.fleet, self.policy.owner_affinity)
+                if self._spread and not request.exclusive else None)
+        if join is not None:  # explain() knows nothing of the rule that kept it out
+            detail = (f"no free devices for it, and under spread it joins no claim (it "
+                      f"could join {join}) while a node group can add a node for it")
+        else:  # only here is explain()'s detail read: a waiting arrival mostly could join
+            detail = super()._waiting_reason(request).detail
+        coming = self._counted.get(request.name)
         if coming is not None:
             note = (f"node {coming.node.name} of group {self.groups[coming.group].name} "
                     "is on its way")
         else:
             note = "the groups that could add a node for it are at their max: " + ", ".join(
                 f"{group.name} ({group.max})" for group in fitting)
-        # Built directly: dataclasses.replace reads every field back by name, per arrival.
-        return WorkerState(name=state.name, role=state.role, memory=state.memory,
-                           owner=state.owner, phase=state.phase, claim=state.claim,
-                           node=state.node, devices=state.devices,
-                           memory_per_device=state.memory_per_device,
-                           reason=Reason(WaitKind.WAITING_FOR_CAPACITY, f"{detail}; {note}"))
+        return Reason(WaitKind.WAITING_FOR_CAPACITY, f"{detail}; {note}")
 
     # ----------------------------------------------------------------- events
 
@@ -377,15 +370,22 @@ class AutoscaledSimulation(Simulation):
         return False
 
     def _plan_seats(self, plan: Fleet, request: Request) -> bool:
-        """Seat ``request`` on the plan by the simulation's steps; whether it could be."""
-        steps = ALONE if self._new_claim_only(request) else steps_for(self.policy, request)
-        for step in steps:
+        """Seat ``request`` on the plan by the simulation's steps; whether it could be.
+
+        A worker that takes a new claim only gets an unallocated one: no worker joins
+        such a claim on a plan (an exclusive worker's, by the rule; under spread every
+        worker a plan seats takes a new claim, since one no template fits cannot fit a
+        plan's claims either), and unallocated it reserves the same devices and pod slot
+        for less bookkeeping than an allocated one with seats to file.
+        """
+        alone = self._new_claim_only(request)
+        for step in ALONE if alone else steps_for(self.policy, request):
             if step is Step.NEW_CLAIM:
                 pool = best_pool(request, plan)
                 if pool is not None:
                     node, devices, _ = pool
                     plan.cut(f"plan-{next(self._plan_names)}", node, devices, request,
-                             allocated=True)
+                             allocated=not alone)
                     return True
             else:
                 claim = best_claim(request, plan, self.policy.owner_affinity)

@@ -41,7 +41,9 @@ result against a plain full scan):
   more workers that way, new claim only: ``_new_claim_only``.)
 * An arrival is decided alone: the pending workers were already tried
   against the same fleet. Only a new allocated claim can give them something
-  (a seat to join), so only then are they retried.
+  (a seat to join), so only then are they retried, and only those that could
+  join: the claim took devices, so one waiting for devices of its own
+  (``_alone``) cannot gain.
 * A claim's name is found without trying every taken ``-N`` in turn: the
   suffixes a name has used, and those given back, are remembered per worker
   name (``_ClaimNames``).
@@ -139,7 +141,8 @@ class Simulation:
         if not (placed.new_claim and placed.allocated):
             # Taking a seat or reserving a pool only consumes capacity: nobody can gain.
             return [placed]
-        return [placed, *self._retry_pending(placed.node)]
+        # A new claim offers seats to join and takes devices: only joiners can gain.
+        return [placed, *self._retry_pending(placed.node, joins_only=True)]
 
     def leave(self, worker: str) -> list[Placement]:
         request = self._requests.pop(worker, None)
@@ -223,7 +226,7 @@ class Simulation:
             return WorkerState(
                 name=worker, role=request.role, memory=request.memory, owner=request.owner,
                 phase=Seating.PENDING, claim=None, node=None, devices=None,
-                memory_per_device=None, reason=explain(request, self.fleet),
+                memory_per_device=None, reason=self._waiting_reason(request),
             )
         fleet = self.fleet
         allocated = fleet.is_allocated(claim_name)
@@ -238,6 +241,10 @@ class Simulation:
         )
 
     # --------------------------------------------------------------- internal
+
+    def _waiting_reason(self, request: Request) -> Reason:
+        """Why a pending worker waits, as ``state`` reports it (a subclass may say more)."""
+        return explain(request, self.fleet)
 
     def _new_claim_only(self, request: Request) -> bool:
         """Whether the worker takes the new-claim step alone, waiting with the exclusive."""
@@ -265,30 +272,33 @@ class Simulation:
                                  retried=retried, workers=fleet.workers_on(claim))
         return None
 
-    def _retry_pending(self, changed_node: str) -> list[Placement]:
+    def _retry_pending(self, changed_node: str, *, joins_only: bool = False) -> list[Placement]:
         """Place the oldest pending worker that now fits, again and again, after a change.
 
         Every pending worker found no seat before the change, and only
         ``changed_node`` changed, so a seat can only appear there; each
         placement this makes lands there too. What the node can seat is one
         threshold per role, so the pending queue is asked for the oldest
-        worker under it, never walked.
+        worker under it, never walked. ``joins_only``: the change freed no
+        devices (a claim cut), so the workers waiting for a new claim of their
+        own (``_alone``), which need free devices, are not asked for at all.
         """
         placed: list[Placement] = []
-        if not self._pending and not self._alone:
+        alone = None if joins_only else self._alone
+        if not self._pending and not alone:
             return placed
         node = self.fleet.node(changed_node)
         if node is None:
             return placed
         roles = [role for role in _ROLES if node.accepts(role)]
-        while self._pending or self._alone:
+        while self._pending or alone:
             offer = offer_of(self.fleet, changed_node)
             assert offer is not None
             # A worker that cannot be placed means no larger worker of its role (and
             # queue) can be either (more memory never needs fewer devices, a smaller
             # share or less host RAM): a failure lowers that bound until the fleet changes.
             classes = [(queue, role, [threshold]) for queue, threshold in
-                       ((self._pending, offer.capacity), (self._alone, offer.alone)) if queue
+                       ((self._pending, offer.capacity), (alone, offer.alone)) if queue
                        for role in roles]
             while True:
                 oldest: tuple[int, str, int] | None = None
@@ -333,6 +343,8 @@ class _ClaimNames:
         self._freed: dict[str, list[int]] = {}  # suffixes below _next released since
 
     def new(self, base: str) -> str:
+        if not self._next and not self._taken(base):  # no name has collided yet: the plain one
+            return base
         freed = self._freed.get(base)
         while freed:
             suffix = heappop(freed)
@@ -350,6 +362,8 @@ class _ClaimNames:
 
     def released(self, name: str) -> None:
         """``name`` is free again: it may be the plain name of one base, or a suffix of another."""
+        if not self._next:  # no name has collided yet: no suffix to give back
+            return
         self._give_back(name, 1)
         base, dash, digits = name.rpartition("-")
         if dash and 0 < len(digits) <= 18 and digits.isascii() and digits.isdigit():
