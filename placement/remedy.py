@@ -16,7 +16,9 @@ Rules:
   one node (the kubelet's setting); one node labelled for the worker's role
   (which opens it to a whole class of workers). Within a kind the smallest
   amount wins, then the node name; the best of every kind that works is
-  offered too, smallest first. A worker no
+  offered too, smallest first. A change is tried only on a node that could
+  hold the worker at all after it (a device group wide enough for it, or a
+  claim whose devices its share fits): no other could seat it. A worker no
   single change can seat gets none: with a ``NoCapacity`` reason that means
   no node of this fleet's hardware could ever hold it.
 * Each enabled node gets one verdict line for the worker: whether it accepts
@@ -393,12 +395,36 @@ def _candidates(request: Request, fleet: Fleet, nodes: tuple[Node, ...],
         yield (Change("podLimit", name, pods_now + short,
                       f"a pod limit of {pods_now + short} for workers on {name} "
                       f"(now {_pods(pods_now)})"), changed)
-    # 7. A node that refuses the role, labelled for it.
+    # 7. A node that refuses the role, labelled for it: only one that could hold the
+    # worker at all, since a label changes neither its devices nor its claims. A worker
+    # no node holds would otherwise try every node of another role (the whole fleet
+    # replaced node by node, for nothing).
+    claims_on: dict[str, list[Claim]] | None = None
     for node in nodes:
         if not node.accepts(role):
+            if not _fits_devices(memory, node):
+                if claims_on is None:
+                    claims_on = {}
+                    for claim in every_claim:
+                        claims_on.setdefault(claim.node, []).append(claim)
+                if not _fits_a_claim(memory, node, claims_on.get(node.name, ())):
+                    continue
             yield (Change("role", node.name, 1,
                           f"{node.name} labelled for {role} workers"),
                    replace(node, roles=node.roles | {role}))
+
+
+def _fits_devices(memory: int, node: Node) -> bool:
+    """Some device group of ``node`` is wide enough for a new claim of the worker, were all
+    its devices free (the new-claim step needs that many free in one group)."""
+    return any(devices_needed(memory, size) <= count for count, size in node.groups)
+
+
+def _fits_a_claim(memory: int, node: Node, claims: Iterable[Claim]) -> bool:
+    """The worker's share fits the devices of one of ``claims`` on ``node`` (a join needs
+    that, whatever else it needs)."""
+    return any(per_device_share(memory, claim.devices) <= node.group_memory(claim.device_memory)
+               for claim in claims)
 
 
 def _more_devices(request: Request, fleet: Fleet,

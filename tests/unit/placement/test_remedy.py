@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from unittest import mock
+
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from placement import Claim, Fleet, GiB, Node, PlacementError, Request, Role
+from placement import Booking, Claim, Fleet, GiB, Node, PlacementError, Request, Role, remedy
 from placement.decide import find_seat
-from placement.remedy import diagnose, smallest_change, smallest_changes
+from placement.remedy import changes, diagnose, smallest_change, smallest_changes
 from placement.simulator.simulation import Simulation
 from tests.strategies import requests
 from tests.unit.placement.test_properties import fleets
@@ -275,3 +277,35 @@ def test_many_answers_at_once_are_each_answer_alone(fleet: tuple[list[Node], lis
     alone = tuple(smallest_change(request, books) for request in asked)
     assert smallest_changes(asked, books, lend=lend) == alone
     assert (books.nodes, books.claims) == before
+
+
+def test_a_label_is_offered_where_only_a_claim_wider_than_its_group_holds_the_worker() -> None:
+    # A cluster can report a claim wider than its device group: six 48Gi devices cannot
+    # hold a 300Gi worker, but a share of it fits the seven of this claim, so labelling
+    # the node for trainers seats it by a join.
+    node = Node.grouped("mixed", ((6, 48 * GiB), (2, 80 * GiB)), roles=frozenset({SAMPLER}),
+                        max_workers_per_claim=2)
+    wide = Claim("wide", "mixed", 7, allocated=True, bookings=(Booking("s", "o", 10 * GiB),),
+                 device_memory=48 * GiB)
+    found = changes(Request("t", TRAINER, 300 * GiB), Fleet((node,), (wide,)))
+    assert [(change.kind, change.node) for change in found] == [("role", "mixed")]
+
+
+@settings(max_examples=300, deadline=None)
+@given(fleets(), requests())
+def test_a_label_is_tried_only_where_the_worker_could_be_held(
+        fleet: tuple[list[Node], list[Claim]], request: Request) -> None:
+    # The plain reading: every node of another role is labelled and tried. The filter
+    # (devices wide enough, or a claim whose devices its share fits) leaves out only
+    # nodes where find_seat could not seat it; odd claims (wider than their group on a
+    # mixed node) included.
+    node_list, claims = fleet
+    try:
+        books = Fleet(node_list, claims)
+    except PlacementError:
+        assume(False)
+        raise
+    filtered = changes(request, books)
+    with mock.patch.object(remedy, "_fits_devices", lambda *_: True):
+        plain = changes(request, books)
+    assert filtered == plain
