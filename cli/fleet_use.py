@@ -81,6 +81,7 @@ def fleet_of(log: EventLog) -> FleetUse:
     at each arrival and each seat were most of this reading's cost.
     """
     paying = Paying(log)
+    asked = dict.fromkeys(paying.count, 0)  # nodes asked for, by group, counted here
     waited: list[float] = []  # one per arrival, in arrival order, as the book's waits
     waiting: dict[str, tuple[int, float]] = {}  # worker -> (its index, its arrival)
     seated = 0
@@ -91,17 +92,21 @@ def fleet_of(log: EventLog) -> FleetUse:
         elif isinstance(step, LeaveStep):  # a finish too
             if step.claim is None and (entry := waiting.pop(step.worker, None)) is not None:
                 waited[entry[0]] = at - entry[1]  # it left waiting
+        elif isinstance(step, AskNodeStep):  # counted here, not in a second pass
+            asked[step.group] += 1
+            continue  # it seats no one
         elif isinstance(step, AddNodeStep):
             paying.joined(step.node, step.group or FIXED, step.link.devices, at)
         elif isinstance(step, RemoveNodeStep):
             paying.left(step.node, at)
+            continue
         elif isinstance(step, LoseNodeStep):
             # A moved worker left a claim (no wait ends) and arrives again.
             for moved in step.moved:
                 waiting[moved.arrival.worker] = (len(waited), at)
                 waited.append(at - at)
             paying.left(step.node, at)
-        elif not isinstance(step, AllocateStep | ExpectStep | AskNodeStep):
+        elif not isinstance(step, AllocateStep | ExpectStep):
             raise TypeError(f"no reading of a {type(step).__name__}")
         for seat in step.placed:
             if (entry := waiting.pop(seat.worker, None)) is not None:
@@ -110,7 +115,7 @@ def fleet_of(log: EventLog) -> FleetUse:
     end = log.clock[-1] if log.steps else 0.0
     for index, arrived in waiting.values():  # never seated: waits until the end
         waited[index] = end - arrived
-    return FleetUse(paying.uses(log, end), paying.peak,
+    return FleetUse(paying.uses(log, end, asked), paying.peak,
                     _wait_stats(waited, len(waited) - seated))
 
 
@@ -169,15 +174,19 @@ class Paying:
         self._moved(group, -1, at)
         self.leaves[group] += 1
 
-    def uses(self, log: EventLog, end: float) -> tuple[GroupUse, ...]:
+    def uses(self, log: EventLog, end: float,
+             asked: dict[str, int] | None = None) -> tuple[GroupUse, ...]:
+        """Each group's use at ``end``; ``asked``: the nodes asked for by group, when the
+        caller counted them on its own pass over the steps (else counted here)."""
         for group, devices, joined in self.since.values():
             self.device_seconds[group] += devices * (end - joined)
-        asked = dict.fromkeys(self.count, 0)
-        for step in log.steps:
-            if step.__class__ is AskNodeStep:
-                asked[step.group] += 1
+        if asked is None:
+            asked = dict.fromkeys(self.count, 0)
+            for step in log.steps:
+                if step.__class__ is AskNodeStep:
+                    asked[step.group] += 1
         return tuple(GroupUse(group, tuple(self.changes[group]),
-                              self.device_seconds[group] / 3600, asked[group],
+                              self.device_seconds[group] / 3600, asked.get(group, 0),
                               self.joins[group], self.leaves[group])
                      for group in self.count
                      if group != FIXED or self.changes[group] != [(0.0, 0)])

@@ -180,11 +180,21 @@ def _would_seat(report: Report) -> dict[tuple[Role, int], dict[str, object] | No
     classes = sorted({(s.role, s.memory) for s in report.workers if s.claim is None})
     if not classes:
         return {}
-    fleet = Fleet((summary.node for summary in report.nodes), report.claims)
     found = smallest_changes((Request("pending", role, memory) for role, memory in classes),
-                             fleet, lend=True)
+                             _ending_fleet(report), lend=True)
     return {key: change.to_dict() if change is not None else None
             for key, change in zip(classes, found, strict=True)}
+
+
+def _ending_fleet(report: Report) -> Fleet:
+    """The fleet at the end of the replay, from its claims and nodes: the claims first,
+    then the nodes. A node joining files the claims waiting for it at once, where each
+    claim added to a known node refiles the node's free devices (on the bench's 1,000-node
+    days, from a fifth to half of the building). The books and the index are the same."""
+    fleet = Fleet((), report.claims)
+    for summary in report.nodes:
+        fleet.add_node(summary.node)
+    return fleet
 
 
 def _step(step: Step, at: float) -> dict[str, Any]:

@@ -23,10 +23,12 @@ from cli.eventlog import (
 )
 from cli.fleet_use import FIXED, FleetUse, Paying
 from cli.main import main
+from cli.render_json import _ending_fleet
 from cli.replay import replay
 from cli.scenario import build_scenario
 from cli.timeline import fleet_of, timeline_of
 from cli.waits import WaitBook, wait_stats
+from placement import Fleet
 from placement.simulator.simulation import Placement
 from tests.unit.cli.conftest import Run
 
@@ -247,3 +249,27 @@ def test_the_one_loop_reads_as_the_plain_walk(seed: int, nodes: int, groups: int
     fast, plain = fleet_of(log), _plain_fleet_of(log)
     assert fast == plain
     assert repr(fast) == repr(plain)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(min_value=1, max_value=10_000), st.integers(min_value=2, max_value=8),
+       st.integers(min_value=0, max_value=2), st.sampled_from(["spread", "binpack"]),
+       st.sampled_from(["instant", "deferred"]), st.booleans())
+def test_the_ending_fleet_built_claims_first_is_the_plain_build(
+        seed: int, nodes: int, groups: int, strategy: str, dra: str, lose: bool) -> None:
+    # wouldSeat's fleet takes the claims in before the nodes; the plain build adds each
+    # node, then each claim. Same books, same index (so the same decisions).
+    document = generate(nodes=nodes, events=300, seed=seed, live=40, groups=groups)
+    document["strategy"], document["dra"] = strategy, dra
+    if lose:
+        document["events"].insert(150, {**({"at": document["events"][150]["at"]}
+                                            if groups else {}),
+                                        "loseNode": document["nodes"][0]["name"]})
+    report = replay(build_scenario(document))
+    fast = _ending_fleet(report)
+    plain = Fleet((summary.node for summary in report.nodes), report.claims)
+    assert fast.nodes == plain.nodes and fast.claims == plain.claims
+    assert fast.index.describe() == plain.index.describe()
+    for node in plain.nodes:
+        assert fast.free_by_group(node.name) == plain.free_by_group(node.name)
+        assert fast.parked_load(node.name) == plain.parked_load(node.name)
