@@ -28,7 +28,9 @@ def _check(text: str, suffix: str, output: str) -> None:
         path.write_text(text, encoding="utf-8", errors="surrogatepass")
         result = CliRunner().invoke(main, ["simulate", str(path), "--output", output])
     if result.exit_code in (0, 1):  # ran; 1 = an expectation did not hold
-        assert result.stderr == "", result.stderr
+        # A run may warn (a size under 1Mi, say): one line each, naming the file.
+        for line in result.stderr.splitlines():
+            assert line.startswith(f"warning: {path}: "), result.stderr[:2000]
         return
     assert result.exit_code == 2, (result.exit_code, result.exception, text[:500])
     assert result.stdout == ""
