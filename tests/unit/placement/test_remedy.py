@@ -261,18 +261,22 @@ def test_a_mixed_node_names_each_group_a_worker_could_take() -> None:
     assert diagnosis.seat_text == "new claim on mixed: free devices (spread)"
 
 
+def _books(fleet: tuple[list[Node], list[Claim]]) -> Fleet:
+    """The generated nodes and claims as a fleet; a pair the fleet refuses is not a case."""
+    try:
+        return Fleet(*fleet)
+    except PlacementError:
+        assume(False)
+        raise
+
+
 @settings(max_examples=200, deadline=None)
 @given(fleets(), st.lists(requests(), min_size=1, max_size=4), st.booleans())
 def test_many_answers_at_once_are_each_answer_alone(fleet: tuple[list[Node], list[Claim]],
                                                    asked: list[Request], lend: bool) -> None:
     # smallest_changes shares one trial fleet (the caller's own when lent) across the
     # requests; smallest_change, one request on a fresh copy, is the plain reading.
-    node_list, claims = fleet
-    try:
-        books = Fleet(node_list, claims)
-    except PlacementError:
-        assume(False)
-        raise
+    books = _books(fleet)
     before = (books.nodes, books.claims)
     alone = tuple(smallest_change(request, books) for request in asked)
     assert smallest_changes(asked, books, lend=lend) == alone
@@ -299,12 +303,7 @@ def test_a_label_is_tried_only_where_the_worker_could_be_held(
     # (devices wide enough, or a claim whose devices its share fits) leaves out only
     # nodes where find_seat could not seat it; odd claims (wider than their group on a
     # mixed node) included.
-    node_list, claims = fleet
-    try:
-        books = Fleet(node_list, claims)
-    except PlacementError:
-        assume(False)
-        raise
+    books = _books(fleet)
     filtered = changes(request, books)
     with mock.patch.object(remedy, "_fits_devices", lambda *_: True):
         plain = changes(request, books)
