@@ -17,6 +17,7 @@ import threading
 from typing import Any
 
 from controller_fixtures import Env, GpuNode, crd, gpu_nodes, orw  # noqa: F401
+from kubernetes.client.rest import ApiException
 
 from controller import kube
 from controller.loop import Controller
@@ -61,14 +62,26 @@ class Replica:
 
 
 def take_lease(env: Env, holder: str) -> None:
-    """Someone else holds the lease now, freshly renewed."""
-    lease: dict[str, Any] = env.custom.get_namespaced_custom_object(
-        "coordination.k8s.io", "v1", env.namespace, "leases", LEASE)
-    now = format_micro_time(dt.datetime.now(dt.UTC))
-    lease["spec"].update(holderIdentity=holder, renewTime=now, acquireTime=now,
-                         leaseDurationSeconds=4)
-    env.custom.replace_namespaced_custom_object("coordination.k8s.io", "v1", env.namespace,
-                                                "leases", LEASE, lease)
+    """Someone else holds the lease now, freshly renewed.
+
+    The leader renews every half second, so a read-then-replace can meet a
+    renewal in between (409 Conflict): read again and retry, as any writer of
+    a Lease must.
+    """
+    for _ in range(20):
+        lease: dict[str, Any] = env.custom.get_namespaced_custom_object(
+            "coordination.k8s.io", "v1", env.namespace, "leases", LEASE)
+        now = format_micro_time(dt.datetime.now(dt.UTC))
+        lease["spec"].update(holderIdentity=holder, renewTime=now, acquireTime=now,
+                             leaseDurationSeconds=4)
+        try:
+            env.custom.replace_namespaced_custom_object(
+                "coordination.k8s.io", "v1", env.namespace, "leases", LEASE, lease)
+            return
+        except ApiException as e:
+            if e.status != 409:
+                raise
+    raise AssertionError(f"lease {LEASE}: every replace met a newer renewal")
 
 
 def test_the_lease_passes_and_the_new_leader_lists_before_deciding(
