@@ -26,6 +26,9 @@ Rules:
                                                worker's booking
     a booking that changed                     the claim it was on and the one it is on,
                                                each dropped and re-added with its seats
+    a claim leaving a node the fleet refused   that node (``fleet_nodes``), filed again
+    anything the nodes read                    the claims the fleet refused, offered
+                                               again (nearly always none)
 
 * It holds no lock and does no I/O; the cache around it serializes changes.
 * It keeps no object: what it must read again (an orphan's pod, a claim
@@ -127,20 +130,32 @@ class FleetCache:
         # A claim allocated from a pool takes its node from the pool's slices, just re-read.
         for claim in sorted(self._by_pool):
             self.claim_changed(claim, self._lookup(kube.CLAIMS, claim))
+        self._retry_refused()
 
-    # The rest only the nodes read (``fleet_nodes``).
+    # The rest only the nodes read (``fleet_nodes``). None of them moves a pool to
+    # another node, so no claim's node changes; a node that now reads wider may take a
+    # claim it refused.
 
     def device_class_changed(self, name: str, obj: Obj | None) -> None:
         self._nodes.device_class_changed(name, obj)
+        self._retry_refused()
 
     def foreign_claim_changed(self, name: str, obj: Obj | None) -> None:
         self._nodes.foreign_claim_changed(name, obj)
+        self._retry_refused()
 
     def node_changed(self, name: str, obj: Obj | None) -> None:
         self._nodes.node_changed(name, obj)
+        self._retry_refused()
 
     def node_pod_changed(self, name: str, obj: Obj | None) -> None:
         self._nodes.node_pod_changed(name, obj)
+        self._retry_refused()
+
+    def _retry_refused(self) -> None:
+        """Offer the fleet again each claim it refused (rare: nearly always none)."""
+        for name in sorted(self._claim_notes):
+            self._sync_claim(name)
 
     def claim_changed(self, name: str, obj: Obj | None) -> None:
         self._by_pool.discard(name)
@@ -274,9 +289,13 @@ class FleetCache:
                 self._fleet.add_claim(desired)
             except PlacementError as exc:
                 self._claim_notes[name] = f"claim {name}: left out of placement: {exc}"
-                return
-            self._claim_notes.pop(name, None)
-            self._in_fleet[name] = desired
+            else:
+                self._claim_notes.pop(name, None)
+                self._in_fleet[name] = desired
+        if current is not None and current.node in self._nodes.refused and (
+                desired is None or (desired.node, desired.devices) != (current.node,
+                                                                       current.devices)):
+            self._nodes.refile(current.node)  # this claim may have been what kept it out
 
 
 class CachedView:

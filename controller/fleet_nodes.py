@@ -30,7 +30,9 @@ Rules:
   devices each holds; of other pods, the node each takes a slot on.
 * What the fleet refuses (a node with fewer devices than a claim on it holds,
   say) is left out and reported among the warnings, never raised: one odd
-  object must not stop the watches.
+  object must not stop the watches. Such a node is kept in ``refused`` and
+  filed again when the claim that stood in its way leaves (``refile``): no
+  event of the node's own need come for it to count again.
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ class FleetNodes:
         self._node_warnings: dict[str, list[str]] = {}
         self._pod_slot: dict[str, str] = {}  # namespace/name -> the node it takes a slot on
         self._other_pods: Counter[str] = Counter()  # node -> its pods that are not workers
+        self.refused: set[str] = set()  # nodes the fleet would not take as they read
 
     # ---------------------------------------------------------------- changes
 
@@ -142,6 +145,10 @@ class FleetNodes:
 
     def node_changed(self, name: str, obj: Obj | None) -> None:
         self._refile_node(name, obj)
+
+    def refile(self, name: str) -> None:
+        """File a node the fleet refused again, as it now reads (a claim left it)."""
+        self._refile_node(name)
 
     def node_pod_changed(self, name: str, obj: Obj | None) -> None:
         """A pod of any namespace (``namespace/name``): the pod slot it takes, if any."""
@@ -227,6 +234,7 @@ class FleetNodes:
         hardware = self._hardware.get(name)
         desired: Node | None = None
         self._node_warnings.pop(name, None)
+        self.refused.discard(name)
         if obj is not None and hardware is not None:
             nodes, warnings = read_nodes([obj], {name: hardware}, self._other_pods)
             desired = nodes[0] if nodes else None
@@ -244,6 +252,7 @@ class FleetNodes:
             except PlacementError as exc:  # e.g. fewer devices than a claim on it holds
                 self._node_warnings.setdefault(name, []).append(
                     f"node {name}: left out of placement: {exc}")
+                self.refused.add(name)
                 return
             self.nodes[name] = desired
 
