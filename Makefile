@@ -40,7 +40,7 @@ OPENRL_E2E_KARPENTER_BUILD ?= 1
 
 ## Lint and type-check, then every test (the e2e tests bring up the local control plane).
 test: lint browser
-	OPENRL_E2E_KARPENTER_BUILD=$(OPENRL_E2E_KARPENTER_BUILD) $(BIN)/pytest
+	OPENRL_E2E_KARPENTER_BUILD=$(OPENRL_E2E_KARPENTER_BUILD) $(BIN)/pytest --durations=40
 
 ## Lint and the tests that need no control plane and build nothing (no Go tools): the
 ## tiers are in docs/testing.md.
