@@ -26,9 +26,8 @@ Rules:
                                                worker's booking
     a booking that changed                     the claim it was on and the one it is on,
                                                each dropped and re-added with its seats
+    a claim wider than its node now reads      the node, left out (``fleet_nodes``)
     a claim leaving a node the fleet refused   that node (``fleet_nodes``), filed again
-    anything the nodes read                    the claims the fleet refused, offered
-                                               again (nearly always none)
 
 * It holds no lock and does no I/O; the cache around it serializes changes.
 * It keeps no object: what it must read again (an orphan's pod, a claim
@@ -130,32 +129,20 @@ class FleetCache:
         # A claim allocated from a pool takes its node from the pool's slices, just re-read.
         for claim in sorted(self._by_pool):
             self.claim_changed(claim, self._lookup(kube.CLAIMS, claim))
-        self._retry_refused()
 
-    # The rest only the nodes read (``fleet_nodes``). None of them moves a pool to
-    # another node, so no claim's node changes; a node that now reads wider may take a
-    # claim it refused.
+    # The rest only the nodes read (``fleet_nodes``): none moves a pool to another node.
 
     def device_class_changed(self, name: str, obj: Obj | None) -> None:
         self._nodes.device_class_changed(name, obj)
-        self._retry_refused()
 
     def foreign_claim_changed(self, name: str, obj: Obj | None) -> None:
         self._nodes.foreign_claim_changed(name, obj)
-        self._retry_refused()
 
     def node_changed(self, name: str, obj: Obj | None) -> None:
         self._nodes.node_changed(name, obj)
-        self._retry_refused()
 
     def node_pod_changed(self, name: str, obj: Obj | None) -> None:
         self._nodes.node_pod_changed(name, obj)
-        self._retry_refused()
-
-    def _retry_refused(self) -> None:
-        """Offer the fleet again each claim it refused (rare: nearly always none)."""
-        for name in sorted(self._claim_notes):
-            self._sync_claim(name)
 
     def claim_changed(self, name: str, obj: Obj | None) -> None:
         self._by_pool.discard(name)
@@ -285,6 +272,10 @@ class FleetCache:
             self._fleet.remove_claim(name)
             del self._in_fleet[name]
         if desired is not None:
+            node = self._nodes.nodes.get(desired.node)
+            if node is not None and desired.devices > node.devices:
+                self._nodes.make_way(desired.node, f"claim {name} holds {desired.devices} "
+                                     f"devices, node {node.name} has {node.devices}")
             try:
                 self._fleet.add_claim(desired)
             except PlacementError as exc:

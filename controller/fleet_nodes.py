@@ -30,9 +30,11 @@ Rules:
   devices each holds; of other pods, the node each takes a slot on.
 * What the fleet refuses (a node with fewer devices than a claim on it holds,
   say) is left out and reported among the warnings, never raised: one odd
-  object must not stop the watches. Such a node is kept in ``refused`` and
-  filed again when the claim that stood in its way leaves (``refile``): no
-  event of the node's own need come for it to count again.
+  object must not stop the watches. Between a node and a claim wider than
+  the node now reads, the node gives way, whichever came first (``make_way``):
+  the claim's devices are really held. Such a node is kept in ``refused`` and
+  filed again when it reads wide enough or the claim that stood in its way
+  leaves (``refile``): no event of the node's own need come for it.
 """
 
 from __future__ import annotations
@@ -149,6 +151,17 @@ class FleetNodes:
     def refile(self, name: str) -> None:
         """File a node the fleet refused again, as it now reads (a claim left it)."""
         self._refile_node(name)
+
+    def make_way(self, name: str, why: str) -> None:
+        """Leave a node out for a claim on it wider than it reads: the claim is what the
+        cluster allocated, the node's free devices would include some the claim holds.
+        Filed again when it reads wide enough (its own change) or the claim goes."""
+        if name in self.nodes:
+            self._fleet.remove_node(name)
+            del self.nodes[name]
+        self._node_warnings.setdefault(name, []).append(
+            f"node {name}: left out of placement: {why}")
+        self.refused.add(name)
 
     def node_pod_changed(self, name: str, obj: Obj | None) -> None:
         """A pod of any namespace (``namespace/name``): the pod slot it takes, if any."""

@@ -64,7 +64,7 @@ from controller.fleet_rules import (
 from controller.nodes import closing, trouble
 from controller.objects import Obj, Worker, labels_of, name_of, worker_owner_uid
 from controller.selectors import DeviceSelector
-from placement import Fleet, Node, Role
+from placement import Claim, Fleet, Node, Role
 from placement.model import MAX_CLAIM_CONSUMERS
 from placement.quantity import QuantityError, parse_quantity
 
@@ -309,6 +309,7 @@ def build_fleet(
         on_claim.setdefault(booked.claim, []).append(booked)
     fleet_claims = [claim for v in views.values()
                     if (claim := placement_claim(v, on_claim.get(v.name, ()))) is not None]
+    placement_nodes = _make_way(placement_nodes, fleet_claims, warnings)
     fleet = Fleet(placement_nodes, fleet_claims)
     return FleetView(
         fleet=fleet, nodes={node.name: node for node in placement_nodes},
@@ -318,6 +319,20 @@ def build_fleet(
         live_uids=frozenset(w.uid for w in workers if w.phase not in naming.FINISHED_PHASES),
         left_out={n.name: hardware[n.name].left_out for n in placement_nodes
                   if hardware[n.name].left_out})
+
+
+def _make_way(nodes: list[Node], claims: list[Claim], warnings: list[str]) -> list[Node]:
+    """The nodes less each one narrower than a claim on it, with a warning naming the
+    (first) claim: its devices are really held, and the node's reading would offer some."""
+    by_name = {node.name: node for node in nodes}
+    out: set[str] = set()
+    for claim in sorted(claims, key=lambda c: c.name):
+        node = by_name.get(claim.node)
+        if node is not None and claim.devices > node.devices and node.name not in out:
+            out.add(node.name)
+            warnings.append(f"node {node.name}: left out of placement: claim {claim.name} "
+                            f"holds {claim.devices} devices, node {node.name} has {node.devices}")
+    return [node for node in nodes if node.name not in out] if out else nodes
 
 
 def _reading(view: FleetView) -> FleetReading:
