@@ -26,6 +26,8 @@ rules, read top to bottom (first match), each with the function carrying it out:
   no seat, moving (explain)                the normal decision; a wait keeps the move's kind,
                                            naming the node and why, and never fails
                                            Unsatisfiable (it ran once; hardware may return)
+  no seat, moving after its pod was        the same, but elsewhere when anywhere else can
+    wedged on a node (wedged_on)             take it: that node only as the last resort
   finished (finished)                      its pod deleted; its claim deleted at once unless
                                            another worker holds a seat on it
 
@@ -77,7 +79,7 @@ from controller.writes import Write
 from placement.model import per_device_share
 
 __all__ = ["MOVE_KINDS", "explain", "finished", "held_back", "leave", "moving", "wedge_due",
-           "with_pod", "workers_on_node"]
+           "wedged_on", "with_pod", "workers_on_node"]
 
 # The kinds a worker being placed again is Pending with.
 MOVE_KINDS = frozenset({ReasonKind.NODE_LOST, ReasonKind.NODE_NOT_READY,
@@ -111,6 +113,16 @@ def moving(worker: Worker) -> Obj | None:
         return None
     latest = recorded[-1]
     return latest if isinstance(latest, dict) else None
+
+
+def wedged_on(worker: Worker) -> str:
+    """The node the worker's pod was wedged on, while it waits to be placed again after
+    that ('' otherwise): whatever kept the pod from running there (a broken device no
+    taint marks, a node the kubelet refuses pods on) may well keep the next one too."""
+    move = moving(worker)
+    if move is None or move.get("reason") != ReasonKind.POD_WEDGED:
+        return ""
+    return str(move.get("node") or "")
 
 
 def _after(move: Obj) -> str:

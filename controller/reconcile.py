@@ -166,7 +166,8 @@ class Reconciler:
         if isinstance(prepared, Conclusion):
             return prepared
         with self.cache.lock:  # decide and assume as one step: no decision in between
-            done = moves.explain(ctx, worker, steps.seat(ctx, worker, prepared))
+            done = moves.explain(ctx, worker, steps.seat(ctx, worker, prepared,
+                                                         avoid=moves.wedged_on(worker)))
             if self.settings.autoscaling:
                 done = standing.instead(ctx, worker, prepared, done)
             for write in done.writes:

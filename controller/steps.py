@@ -62,8 +62,8 @@ from controller.objects import (
 from controller.settings import Settings
 from controller.status import Outcome
 from controller.writes import Write
-from placement import JoinClaim, NewClaim, Request, Wait, decide
-from placement.decide import seat_text
+from placement import Fleet, JoinClaim, NewClaim, Policy, Request, Wait, decide
+from placement.decide import Decision, seat_text
 from placement.model import per_device_share
 from placement.quantity import format_quantity
 
@@ -319,9 +319,23 @@ def template(ctx: Context, worker: Worker, held: ClaimView | None) -> Obj | Conc
         return Conclusion(Outcome(WorkerPhase.FAILED, ReasonKind.TEMPLATE_ERROR, str(exc)))
 
 
-def seat(ctx: Context, worker: Worker, prepared: Obj) -> Conclusion:
+def _elsewhere(request: Request, fleet: Fleet, policy: Policy, avoid: str,
+               decision: Decision) -> Decision:
+    """``decision``, or where the fleet without node ``avoid`` would seat the worker when
+    ``decision`` puts it there and that fleet can. Rare (a worker placed again after a
+    wedged pod), so the copy of the fleet it costs is paid seldom."""
+    if not avoid or not isinstance(decision, NewClaim | JoinClaim) or decision.node != avoid:
+        return decision
+    trial = fleet.copy()
+    trial.remove_node(avoid)
+    other = decide(request, trial, policy)
+    return other if isinstance(other, NewClaim | JoinClaim) else decision
+
+
+def seat(ctx: Context, worker: Worker, prepared: Obj, *, avoid: str = "") -> Conclusion:
     """Decide the worker's seat against the cache's fleet: back on the claim it holds,
-    a new claim, a join, or a wait. Run under the cache's lock."""
+    a new claim, a join, or a wait. ``avoid``: a node to place it on only when no other
+    can take it (``moves.wedged_on``). Run under the cache's lock."""
     view, settings = ctx.cache.view, ctx.settings
     held = held_claim(ctx, worker)
     if held is not None and _seat_kept(ctx, worker, held.name):
@@ -330,7 +344,8 @@ def seat(ctx: Context, worker: Worker, prepared: Obj) -> Conclusion:
                       pin=held.node)
     fleet = view.fleet
     request = Request(worker.name, worker.role, worker.memory, worker.owner, worker.exclusive)
-    decision = decide(request, fleet, settings.policy)
+    decision = _elsewhere(request, fleet, settings.policy, avoid,
+                          decide(request, fleet, settings.policy))
     if isinstance(decision, NewClaim) and worker.own_claim in view.claims:
         # The claim named for this worker exists and others fill it: it cannot cut
         # another, so it waits for a seat like anyone else.

@@ -146,6 +146,45 @@ def test_a_pod_unschedulable_past_the_grace_gives_its_seat_back() -> None:
     assert "placed again after its pod was wedged" in status["reason"]
 
 
+def wedge(c: Cluster, name: str) -> None:
+    """kube-scheduler cannot fit the worker's pod on its node, past the grace."""
+    c.api.edit(kube.PODS, f"orw-{name}", {"status": {"conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+         "message": "0/2 nodes are available: 1 node(s) had untolerated taint."}]}})
+    c.api.advance(121)
+    for _ in range(3):  # wedged, its seat given back, placed again
+        c.reconcile(name)
+
+
+def sized_for(c: Cluster, name: str) -> str:
+    claim = c.api.obj(kube.CLAIMS, c.status(name)["claimName"])
+    return str(claim["metadata"]["annotations"]["openrl.io/sized-for-node"])
+
+
+def test_a_wedged_worker_is_placed_again_elsewhere_when_it_can_be() -> None:
+    """Whatever kept its pod off node-0 may keep the next one off too: node-1, free
+    as well, takes it."""
+    c = Cluster(nodes=2, devices=1, wedge_grace="2m")
+    c.place("w1")
+    assert sized_for(c, "w1") == "node-0"
+    wedge(c, "w1")
+    status = c.status("w1")
+    assert status["phase"] == "Placing", status
+    assert sized_for(c, "w1") == "node-1"
+    assert status["reason"].startswith(
+        "Placed: placed again after its pod was wedged on node node-0: new claim ")
+
+
+def test_a_wedged_worker_goes_back_to_its_node_when_no_other_can_take_it() -> None:
+    c = Cluster(nodes=2, devices=1, wedge_grace="2m")
+    running(c, "other")
+    c.place("w1")
+    assert (sized_for(c, "other"), sized_for(c, "w1")) == ("node-0", "node-1")
+    wedge(c, "w1")
+    assert c.status("w1")["phase"] == "Placing"
+    assert sized_for(c, "w1") == "node-1"  # the last resort; the move limit bounds it
+
+
 def test_a_pod_failing_in_the_scheduler_past_the_grace_is_wedged_too() -> None:
     """kube-scheduler cannot bind a pod whose claim was deleted under it (SchedulerError,
     retried for ever): past the grace it is placed again, not left waiting."""
