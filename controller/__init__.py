@@ -9,9 +9,11 @@ to the package's files):
 * ``work``: the vocabulary between the loop and the reconciles (queue keys,
   their order, results).
 * ``reconcile``: one worker read from the cache, one decision, its writes
-  planned; ``steps``: its steps, each returning what it concluded; ``moves``:
-  when a placed worker is placed again (node lost or not ready, pod wedged,
-  finished); ``nodes``: whether a node can keep its workers.
+  planned; ``steps``: its steps, each returning what it concluded;
+  ``seating``: the steps for a worker with no pod yet, the seat decision
+  among them; ``moves``: when a placed worker is placed again (node lost or
+  not ready, pod wedged, finished); ``nodes``: whether a node can keep its
+  workers.
 * ``status``: the worker's phases, the Placed condition, reasons, and when to
   write them.
 * ``claims``: the ResourceClaim the controller cuts, and how it reads them back.

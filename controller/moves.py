@@ -1,6 +1,6 @@
 """Placed again: lost and not-ready nodes, wedged pods, finished workers, and how often.
 
-A placed worker stays put (steps.py), except where staying cannot work. The
+A placed worker stays put (seating.py), except where staying cannot work. The
 rules, read top to bottom (first match), each with the function carrying it out:
 
   the worker                               becomes

@@ -8,8 +8,9 @@ commit, pod, status, Event -- goes into one plan, handed to the write pool
 (writes.py) once the reconcile returns; what a failed write means is that
 module's table.
 
-The sequence for a worker, each step a function of steps.py returning a
-``Conclusion`` (the status to set, the writes it needs, when to come back):
+The sequence for a worker, each step a function of steps.py (of seating.py
+for a worker with no pod yet) returning a ``Conclusion`` (the status to set,
+the writes it needs, when to come back):
 
 1. Read the worker and its pod (``orw-<name>``). Gone: nothing to do.
 2. Deleting (``finalize``): delete its pod; only once the pod is verifiably
@@ -70,7 +71,7 @@ from collections.abc import Callable
 
 import attrs
 
-from controller import housekeeping, kube, moves, standing, status, steps
+from controller import housekeeping, kube, moves, seating, standing, status, steps
 from controller.cache import Cache
 from controller.events import Recorder
 from controller.logs import kv
@@ -157,17 +158,17 @@ class Reconciler:
         if gone is not None:
             return gone
         with self.cache.lock:
-            held = steps.held_claim(ctx, worker)
+            held = seating.held_claim(ctx, worker)
             left = moves.leave(ctx, worker, held) or (
                 moves.held_back(ctx, worker) if held is None else None)
         if left is not None:
             return self._counted(left)
-        prepared = steps.template(ctx, worker, held)
+        prepared = seating.template(ctx, worker, held)
         if isinstance(prepared, Conclusion):
             return prepared
         with self.cache.lock:  # decide and assume as one step: no decision in between
-            done = moves.explain(ctx, worker, steps.seat(ctx, worker, prepared,
-                                                         avoid=moves.wedged_on(worker)))
+            done = moves.explain(ctx, worker, seating.seat(ctx, worker, prepared,
+                                                           avoid=moves.wedged_on(worker)))
             if self.settings.autoscaling:
                 done = standing.instead(ctx, worker, prepared, done)
             for write in done.writes:

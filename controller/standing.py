@@ -86,7 +86,7 @@ __all__ = ["LABEL_STANDING", "WAITS", "build_standing_claim", "instead", "is_sta
 log = logging.getLogger("openrl.controller")
 
 LABEL_STANDING = "openrl.io/standing"  # on a standing claim and its pod
-# The decisions (steps.seat's) after which a worker stands.
+# The decisions (seating.seat's) after which a worker stands.
 WAITS = frozenset({"no_capacity", "waiting_for_capacity"})
 
 
