@@ -18,9 +18,10 @@ What ``seat`` concludes, by what placement decided:
   JoinClaim                     the join's commit on the       Placing: joined, and why
                                 claim, the pod                 that claim
   Wait                          none                           Pending, placement's reason;
-                                                               Failed Unsatisfiable once one
-                                                               no node could ever end has
-                                                               lasted the placement timeout
+                                                               Failed Unsatisfiable once a
+                                                               wait no node could ever end
+                                                               has lasted the placement
+                                                               timeout
 
 Rules:
 
