@@ -31,7 +31,14 @@ group added (``bench/generate.py``'s, up to half the fleet more: under spread
 a worker a group could seat waits for a node rather than share, and a pool
 capped at a tenth stalls two thousand of them), so the simulated autoscaler
 asks for nodes for waiting workers and removes idle ones; it prints both
-rates and their ratio, measured in one run.
+rates and their ratio, measured in one run. With ``--groups-growth`` (or
+SIMULATE_BENCH_GROUPS_GROWTH=1) it also prints how the cost per event grows
+with and without the group, all cases alternating in one run: a tenth of the
+fleet, ten times the fleet (with the same events it is barely contended: the
+group is not asked for a node), ten times the fleet and the events (as
+contended as the 1,000-node day), and the 1,000-node fleet under a burst far
+beyond it (a sixth more live workers: the group reaches its max and about ten
+times as many wait at once, each considered for a node to add).
 
 Targets: >= 20,000 events/s end to end at 1,000 nodes, a ten times larger
 fleet costing at most twice as much per event, turns costing at most 1.3x
@@ -42,7 +49,7 @@ exits 0 unless --strict is given and a target is missed.
     .venv/bin/python bench/simulate_bench.py [--nodes 100 1000 10000] [--events 30000]
     .venv/bin/python bench/simulate_bench.py --nodes 1000 --repeat 1   # the short run
     .venv/bin/python bench/simulate_bench.py --only-turns [--turns-growth]
-    .venv/bin/python bench/simulate_bench.py --only-groups   # the node-group pair alone
+    .venv/bin/python bench/simulate_bench.py --only-groups [--groups-growth]
     .venv/bin/python bench/simulate_bench.py --profile 1000   # where replay time goes
 """
 
@@ -66,7 +73,8 @@ import attrs
 # Run as a script from anywhere: the repository root holds bench/, cli/ and placement/.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.generate import generate, node_groups
+from bench.generate import LIVE_PER_NODE, generate, node_groups
+from cli.eventlog import ArriveStep, AskNodeStep, LeaveStep, LoseNodeStep, RemoveNodeStep
 from cli.render_json import render_json
 from cli.replay import Report, replay
 from cli.scenario import load_scenario
@@ -80,6 +88,7 @@ TARGET_RATIO = 2.0
 TARGET_TURNS = 1.3  # events/s without turns over events/s with them, at most
 TARGET_GROUPS = 0.8  # events/s with a node group over events/s without, at least
 SECONDS_APART = 3  # the timed copy: 30,000 events make a day
+QUEUE_LIVE = 7 / 6  # the burst: live workers over the plain day's (14,000 at 1,000 nodes)
 
 
 @attrs.frozen
@@ -102,20 +111,27 @@ class Measurement:
         return self.events / self.end_to_end
 
 
-def scenario_file(nodes: int, events: int, seed: int) -> Path:
+def scenario_file(nodes: int, events: int, seed: int, live: int | None = None) -> Path:
+    """``live``: the generator's live workers, when not its default."""
     OUT.mkdir(exist_ok=True)
-    path = OUT / f"scenario-{nodes}n-{events}e-s{seed}.json"
+    path = OUT / f"scenario-{nodes}n-{events}e-s{seed}{_live(live)}.json"
     if not path.exists():
-        path.write_text(json.dumps(generate(nodes, events, seed=seed)))
+        path.write_text(json.dumps(generate(nodes, events, seed=seed, live=live)))
     return path
 
 
-def timed_file(nodes: int, events: int, seed: int, *, turns: bool) -> Path:
+def _live(live: int | None) -> str:
+    return "" if live is None else f"-l{live}"
+
+
+def timed_file(nodes: int, events: int, seed: int, *, turns: bool,
+               live: int | None = None) -> Path:
     """The scenario with an event every ``SECONDS_APART`` seconds; ``turns``: and a
     top-level ``turns: {}``, the policy's defaults on every shared claim."""
-    path = OUT / f"scenario-{nodes}n-{events}e-s{seed}-timed{'-turns' if turns else ''}.json"
+    path = OUT / (f"scenario-{nodes}n-{events}e-s{seed}{_live(live)}-timed"
+                  f"{'-turns' if turns else ''}.json")
     if not path.exists():
-        document = json.loads(scenario_file(nodes, events, seed).read_text())
+        document = json.loads(scenario_file(nodes, events, seed, live).read_text())
         for index, event in enumerate(document["events"]):
             event["at"] = index * SECONDS_APART
         if turns:
@@ -124,12 +140,13 @@ def timed_file(nodes: int, events: int, seed: int, *, turns: bool) -> Path:
     return path
 
 
-def groups_file(nodes: int, events: int, seed: int) -> Path:
+def groups_file(nodes: int, events: int, seed: int, live: int | None = None) -> Path:
     """The timed scenario with one node group of the fleet's nodes (up to half more)."""
     most = max(1, nodes // 2)
-    path = OUT / f"scenario-{nodes}n-{events}e-s{seed}-timed-groups-{most}.json"
+    path = OUT / f"scenario-{nodes}n-{events}e-s{seed}{_live(live)}-timed-groups-{most}.json"
     if not path.exists():
-        document = json.loads(timed_file(nodes, events, seed, turns=False).read_text())
+        document = json.loads(timed_file(nodes, events, seed, turns=False,
+                                         live=live).read_text())
         document["nodeGroups"] = node_groups(1, most, random.Random(f"groups-{seed}"))
         path.write_text(json.dumps(document))
     return path
@@ -158,6 +175,83 @@ def print_groups(args: argparse.Namespace) -> bool:
           f"without: {ratio:.2f}x: {verdict} ({wall[plain] / wall[grouped]:.2f}x by the wall "
           f"clock; load average {os.getloadavg()[0]:.2f})")
     return verdict != "ok"
+
+
+@attrs.frozen
+class GrowthCase:
+    label: str
+    nodes: int
+    events: int
+    live: int | None  # the generator's live workers; None: its default
+
+
+def growth_cases(base: int, events: int) -> tuple[GrowthCase, ...]:
+    """The node-group growth cases around a ``base``-node day of ``events`` events."""
+    # The generator's default live workers (bench/generate.py), a sixth more for the burst.
+    live = min(LIVE_PER_NODE * base, int(events * 0.4))
+    return (GrowthCase("tenth", max(1, base // 10), events, None),
+            GrowthCase("base", base, events, None),
+            GrowthCase("10x fleet", base * 10, events, None),
+            GrowthCase("10x both", base * 10, events * 10, None),
+            GrowthCase("burst", base, events, round(live * QUEUE_LIVE)))
+
+
+def waiting_queue(report: Report) -> tuple[float, int]:
+    """How many workers wait after each step, on average over the steps, and at most."""
+    waiting: set[str] = set()
+    total = peak = 0
+    for step in report.steps:
+        for seat in getattr(step, "placed", ()):
+            waiting.discard(seat.worker)
+        if isinstance(step, ArriveStep):
+            if step.reason is not None:
+                waiting.add(step.worker)
+        elif isinstance(step, LeaveStep):  # a finish too
+            waiting.discard(step.worker)
+        elif isinstance(step, LoseNodeStep):
+            waiting.update(moved.worker for moved in step.moved if moved.reason is not None)
+        total += len(waiting)
+        peak = max(peak, len(waiting))
+    return total / max(1, len(report.steps)), peak
+
+
+def print_groups_growth(args: argparse.Namespace) -> None:
+    """CPU microseconds per event (end to end, best of ``--groups-repeat``) of each growth
+    case without and with the node group, all alternating in one run, and how the cost
+    grows: ten times the fleet over the base, and the burst over the base."""
+    cases = growth_cases(args.groups_base, args.events)
+    files = {case: (timed_file(case.nodes, case.events, args.seed, turns=False,
+                               live=case.live),
+                    groups_file(case.nodes, case.events, args.seed, case.live))
+             for case in cases}
+    _, cpu = alternating(tuple(path for pair in files.values() for path in pair),
+                         args.groups_repeat)
+    print(f"\nnode groups, growth: timed events ({SECONDS_APART}s apart), CPU us per event "
+          f"end to end (start-up included), best of {args.groups_repeat}, all alternating; "
+          "waiting: workers waiting after each step, mean / peak")
+    print(f"{'case':>9} {'nodes':>7} {'events':>8} {'live':>7} | {'none us/ev':>10} "
+          f"{'waiting':>13} | {'one us/ev':>10} {'waiting':>13} {'asks+removals':>14}")
+    cost: dict[tuple[str, bool], float] = {}
+    for case, (plain, grouped) in files.items():
+        row = f"{case.label:>9} {case.nodes:>7,} {case.events:>8,} {case.live or '-':>7} |"
+        for grouped_day, path in ((False, plain), (True, grouped)):
+            report = replay(load_scenario(path.read_text()))
+            mean, peak = waiting_queue(report)
+            cost[case.label, grouped_day] = us = cpu[path] / len(report.steps) * 1e6
+            row += f" {us:>10.1f} {f'{mean:,.0f} / {peak:,}':>13}"
+            if grouped_day:
+                changes = sum(1 for step in report.steps
+                              if isinstance(step, AskNodeStep | RemoveNodeStep))
+                row += f" {changes:>14,}"
+            else:
+                row += " |"
+        print(row)
+    for top, bottom, what in (("10x fleet", "base", "ten times the fleet, same events"),
+                              ("10x both", "base", "ten times the fleet and the events"),
+                              ("burst", "base", "the burst over the base day")):
+        print(f"{what}: per-event cost {cost[top, True] / cost[bottom, True]:.2f}x with the "
+              f"group, {cost[top, False] / cost[bottom, False]:.2f}x without")
+    print(f"(load average {os.getloadavg()[0]:.2f})")
 
 
 def alternating(paths: tuple[Path, ...], repeat: int) -> tuple[dict[Path, float],
@@ -303,6 +397,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="only the without / with a node group pair")
     parser.add_argument("--groups-repeat", type=int, default=3,
                         help="end-to-end runs of each node-group case; best is kept")
+    parser.add_argument("--groups-growth", action="store_true",
+                        default=os.environ.get("SIMULATE_BENCH_GROUPS_GROWTH") == "1",
+                        help="the node-group growth cases too (a tenth, ten times the fleet, "
+                             "a burst)")
+    parser.add_argument("--groups-base", type=int, default=1000,
+                        help="the growth cases' base fleet (nodes)")
     args = parser.parse_args(argv)
     if args.profile:
         profile(args.profile, args.events, args.seed)
@@ -312,7 +412,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.only_turns:
         return 1 if print_turns(args) and args.strict else 0
     if args.only_groups:
-        return 1 if print_groups(args) and args.strict else 0
+        missed = print_groups(args)
+        if args.groups_growth:
+            print_groups_growth(args)
+        return 1 if missed and args.strict else 0
     print(f"openrl-place simulate --output json, {args.events:,} events per scenario "
           f"(seed {args.seed}), 8 x 80Gi per node, best of {args.repeat}")
     print(f"{'nodes':>7} {'live':>7} {'pending':>8} {'end-to-end':>11} {'events/s':>9} "
@@ -354,6 +457,8 @@ def main(argv: list[str] | None = None) -> int:
         missed.append("turns")
     if print_groups(args):
         missed.append("groups")
+    if args.groups_growth:
+        print_groups_growth(args)
     return 1 if missed and args.strict else 0
 
 
