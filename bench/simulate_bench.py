@@ -40,6 +40,17 @@ contended as the 1,000-node day), and the 1,000-node fleet under a burst far
 beyond it (a sixth more live workers: the group reaches its max and about ten
 times as many wait at once, each considered for a node to add).
 
+With ``--blocked-growth`` (or SIMULATE_BENCH_BLOCKED_GROWTH=1; ``--only-blocked``
+for it alone) it times the shape where a removed node meets a long blocked
+queue: two groups, trainers only on one (at its max of two nodes, with 0, 200
+or 2,000 trainers waiting that it is full for, none leaving) and samplers only
+on the other, whose waves of 32 ask for four nodes, leave, and let them go
+idle and be removed, four removals per wave. A node of the full group could
+not go idle instead: the pending retry seats a waiting worker it fits as soon
+as a seat frees. Each removal has the blocked workers considered again, so
+it prints the CPU cost per event at each queue and the ratio of 2,000 to
+200, all alternating in one run, and the files' paths for callgrind.
+
 Targets: >= 20,000 events/s end to end at 1,000 nodes, a ten times larger
 fleet costing at most twice as much per event, turns costing at most 1.3x
 the events per second without them, and a node group keeping at least 0.8x
@@ -50,6 +61,7 @@ exits 0 unless --strict is given and a target is missed.
     .venv/bin/python bench/simulate_bench.py --nodes 1000 --repeat 1   # the short run
     .venv/bin/python bench/simulate_bench.py --only-turns [--turns-growth]
     .venv/bin/python bench/simulate_bench.py --only-groups [--groups-growth]
+    .venv/bin/python bench/simulate_bench.py --only-blocked   # a long blocked queue
     .venv/bin/python bench/simulate_bench.py --profile 1000   # where replay time goes
 """
 
@@ -89,6 +101,7 @@ TARGET_TURNS = 1.3  # events/s without turns over events/s with them, at most
 TARGET_GROUPS = 0.8  # events/s with a node group over events/s without, at least
 SECONDS_APART = 3  # the timed copy: 30,000 events make a day
 QUEUE_LIVE = 7 / 6  # the burst: live workers over the plain day's (14,000 at 1,000 nodes)
+BLOCKED = (0, 200, 2000)  # the blocked-growth cases: trainers waiting for a full group
 
 
 @attrs.frozen
@@ -254,6 +267,66 @@ def print_groups_growth(args: argparse.Namespace) -> None:
     print(f"(load average {os.getloadavg()[0]:.2f})")
 
 
+def blocked_file(blocked: int, waves: int) -> Path:
+    """Two node groups of 8 x 80Gi: ``big`` takes trainers only and is at its max of 2
+    nodes with ``blocked`` 80Gi trainers waiting for it (16 seated, none leaving);
+    ``small`` takes samplers only, and ``waves`` waves of 32 80Gi samplers, 1,000 s
+    apart, each ask for 4 of its nodes, leave 600 s after they came, and leave the nodes
+    idle: 4 removals a wave, each with the whole blocked queue waiting."""
+    OUT.mkdir(exist_ok=True)
+    path = OUT / f"scenario-blocked-{blocked}-w{waves}.json"
+    if path.exists():
+        return path
+    template = {"devices": 8, "deviceMemory": "80Gi", "hostMemory": "2Ti",
+                "maxWorkersPerClaim": 2, "product": "NVIDIA H100 80GB HBM3"}
+    groups = [{"name": name, "template": {**template, "roles": [role]}, "min": 0, "max": most,
+               "bootTime": "1m", "idleTime": "2m"}
+              for name, role, most in (("big", "trainer", 2), ("small", "sampler", 100))]
+    events: list[dict[str, object]] = [
+        {"at": 0, "arrive": {"name": f"t{index:05d}", "role": "trainer", "memory": "80Gi",
+                             "owner": "train"}}
+        for index in range(16 + blocked)]
+    serial = 0
+    for wave in range(waves):
+        start = 200 + wave * 1000
+        names = [f"s{serial + index:06d}" for index in range(1, 33)]
+        serial += 32
+        events += [{"at": start + index, "arrive": {"name": name, "role": "sampler",
+                                                    "memory": "80Gi", "owner": "sample"}}
+                   for index, name in enumerate(names)]
+        events += [{"at": start + 600 + index, "leave": name}
+                   for index, name in enumerate(names)]
+    path.write_text(json.dumps({"dra": "instant", "nodes": [], "nodeGroups": groups,
+                                "events": events}))
+    return path
+
+
+def print_blocked_growth(args: argparse.Namespace) -> None:
+    """CPU microseconds per event end to end (best of ``--groups-repeat``, alternating)
+    with 0, 200 and 2,000 workers blocked while the other group's nodes are removed."""
+    files = {blocked: blocked_file(blocked, args.blocked_waves) for blocked in BLOCKED}
+    _, cpu = alternating(tuple(files.values()), args.groups_repeat)
+    print(f"\nnode groups, a blocked queue: {args.blocked_waves} waves of 32 samplers on one "
+          "group while the other is at its max, CPU end to end (start-up included), best of "
+          f"{args.groups_repeat}, alternating")
+    print(f"{'blocked':>8} {'events':>7} {'removals':>9} {'us/event':>9} "
+          f"{'events/CPU-s':>13}")
+    cost = {}
+    for blocked, path in files.items():
+        report = replay(load_scenario(path.read_text()))
+        events = len(json.loads(path.read_text())["events"])
+        removals = sum(1 for step in report.steps if isinstance(step, RemoveNodeStep))
+        cost[blocked] = cpu[path] / events
+        print(f"{blocked:>8,} {events:>7,} {removals:>9,} {cost[blocked] * 1e6:>9.1f} "
+              f"{events / cpu[path]:>13,.0f}")
+    low, high = BLOCKED[1], BLOCKED[-1]
+    print(f"per-event cost, {high:,} blocked over {low:,}: {cost[high] / cost[low]:.2f}x "
+          f"(load average {os.getloadavg()[0]:.2f})")
+    print("instructions, deterministic: PYTHONHASHSEED=0 valgrind --tool=callgrind "
+          ".venv/bin/openrl-place simulate -o json FILE, on " +
+          ", ".join(str(path.relative_to(ROOT)) for path in files.values()))
+
+
 def alternating(paths: tuple[Path, ...], repeat: int) -> tuple[dict[Path, float],
                                                                 dict[Path, float]]:
     """Best wall seconds and best CPU seconds (the run's children's user+sys) of each
@@ -403,18 +476,31 @@ def main(argv: list[str] | None = None) -> int:
                              "a burst)")
     parser.add_argument("--groups-base", type=int, default=1000,
                         help="the growth cases' base fleet (nodes)")
+    parser.add_argument("--blocked-growth", action="store_true",
+                        default=os.environ.get("SIMULATE_BENCH_BLOCKED_GROWTH") == "1",
+                        help="0, 200 and 2,000 workers blocked on a full group while the "
+                             "other group's nodes are removed")
+    parser.add_argument("--only-blocked", action="store_true",
+                        help="only the blocked-queue cases")
+    parser.add_argument("--blocked-waves", type=int, default=150,
+                        help="the blocked-queue cases' waves of samplers (4 removals each)")
     args = parser.parse_args(argv)
     if args.profile:
         profile(args.profile, args.events, args.seed)
         return 0
 
     compile_package()
+    if args.only_blocked:
+        print_blocked_growth(args)
+        return 0
     if args.only_turns:
         return 1 if print_turns(args) and args.strict else 0
     if args.only_groups:
         missed = print_groups(args)
         if args.groups_growth:
             print_groups_growth(args)
+        if args.blocked_growth:
+            print_blocked_growth(args)
         return 1 if missed and args.strict else 0
     print(f"openrl-place simulate --output json, {args.events:,} events per scenario "
           f"(seed {args.seed}), 8 x 80Gi per node, best of {args.repeat}")
@@ -459,6 +545,8 @@ def main(argv: list[str] | None = None) -> int:
         missed.append("groups")
     if args.groups_growth:
         print_groups_growth(args)
+    if args.blocked_growth:
+        print_blocked_growth(args)
     return 1 if missed and args.strict else 0
 
 
