@@ -42,6 +42,11 @@ The rules, as the simulation applies them:
 Waiting workers are considered oldest first. A waiting worker some group
 could seat is waiting for capacity, never "NoCapacity", and its reason says
 which node is on its way for it, or that the groups are at their ``max``.
+When a removal has the blocked considered again, a blocked worker whose like
+(same role, memory, exclusive, and owner where it counts) stayed blocked with
+nothing changed since is passed over: it would stay blocked too
+(``_reconsider_blocked``), so a removal costs the kinds of worker blocked, not
+how many.
 
 *Would seat* is the decision's own answer, under the run's policy: a node
 on its way carries a plan, an empty copy of it with the workers counted on
@@ -60,9 +65,10 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from heapq import heappop, heappush
+from heapq import heapify, heappop, heappush
 
 from placement.decide import Reason, WaitKind, best_claim, best_pool
 from placement.fleet import Fleet
@@ -123,6 +129,27 @@ Change = NodeAsked | NodeUp | NodeDown
 
 _UP, _DOWN = 0, 1
 
+# What a blocked worker's consideration reads of it: role, memory, exclusive, and its
+# owner where owner affinity ranks a plan's claims for it ("" elsewhere).
+_Shape = tuple[Role, int, bool, str]
+
+
+def _arrival_of(entry: tuple[int, str]) -> int:
+    return entry[0]
+
+
+class _Blocked(dict[str, tuple[_Shape, int]]):
+    """Waiting workers every fitting group is full for -> (their shape, their arrival),
+    with each shape's as (arrival, worker), oldest first. A dict, so the membership tests
+    on every seat stay plain; the queues ride on it rather than as one more attribute of
+    the simulation, whose instances share their attribute names' table only up to 30."""
+
+    __slots__ = ("queues",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.queues: dict[_Shape, list[tuple[int, str]]] = {}
+
 
 class _Coming:
     """A node on its way: when it joins, and the plan of what it would seat."""
@@ -165,7 +192,7 @@ class AutoscaledSimulation(Simulation):
         self._group_of = group_of  # group nodes in the fleet -> their group's index
         self._coming: list[_Coming] = []  # in the order asked for
         self._counted: dict[str, _Coming] = {}  # waiting worker -> the node counted on
-        self._blocked: dict[str, None] = {}  # waiting workers every fitting group is full for
+        self._blocked = _Blocked()  # waiting workers every fitting group is full for
         self._fits: dict[tuple[int, Role, int], bool] = {}
         self._due: list[tuple[float, int, int, str, int]] = []  # (at, seq, kind, node, token)
         self._seq = itertools.count()
@@ -299,7 +326,30 @@ class AutoscaledSimulation(Simulation):
         if coming is not None:
             del coming.workers[worker]
             self._unplan(coming.plan, worker)
-        self._blocked.pop(worker, None)
+        if worker in self._blocked:
+            self._unblock(worker)
+
+    def _block(self, worker: str, request: Request) -> None:
+        if worker not in self._blocked:
+            shape = self._shape(request)
+            arrival = self._arrival[worker]
+            self._blocked[worker] = shape, arrival
+            insort(self._blocked.queues.setdefault(shape, []), (arrival, worker))
+
+    def _unblock(self, worker: str) -> None:
+        shape, arrival = self._blocked.pop(worker)
+        queues = self._blocked.queues
+        queue = queues[shape]
+        del queue[bisect_left(queue, (arrival, worker))]
+        if not queue:
+            del queues[shape]
+
+    def _shape(self, request: Request) -> _Shape:
+        """All ``_consider_one`` reads of a request but its name: a worker taking a new
+        claim only is seated by ``best_pool`` (role, memory); a joiner's owner counts
+        under owner affinity (``best_claim``)."""
+        ranked = self.policy.owner_affinity and not self._new_claim_only(request)
+        return request.role, request.memory, request.exclusive, request.owner if ranked else ""
 
     @staticmethod
     def _unplan(plan: Fleet, worker: str) -> None:
@@ -351,12 +401,13 @@ class AutoscaledSimulation(Simulation):
             self._count_on(coming, worker)
             return
         if blocked:
-            self._blocked[worker] = None
+            self._block(worker, request)
 
     def _count_on(self, coming: _Coming, worker: str) -> None:
         coming.workers[worker] = None
         self._counted[worker] = coming
-        self._blocked.pop(worker, None)
+        if worker in self._blocked:
+            self._unblock(worker)
 
     def _new_claim_only(self, request: Request) -> bool:
         if request.exclusive:
@@ -447,4 +498,41 @@ class AutoscaledSimulation(Simulation):
         self._count[index] -= 1
         self._changes.append(NodeDown(self.now, self.groups[index].name, node))
         # A group with room again: the workers it was full for are considered again.
-        self._consider(list(self._blocked))
+        self._reconsider_blocked()
+
+    def _reconsider_blocked(self) -> None:
+        """``self._consider(list(self._blocked))``, the same changes for less.
+
+        A blocked worker considered again is counted on a node (a change: a plan, the
+        nodes coming or a group's count) or stays blocked, changing nothing, and which
+        is decided by its shape (``_shape``) and that state alone. So once one stays
+        blocked, the younger of its shape would too until something changes: they are
+        passed over, and each shape's next after the change is considered in its turn.
+        """
+        requests, blocked = self._requests, self._blocked
+        queues = blocked.queues
+        # Each shape's next to consider, oldest first; one entry a shape, arrivals unique.
+        heap = [(queue[0], shape) for shape, queue in queues.items()]
+        heapify(heap)
+        asleep: list[_Shape] = []  # stayed blocked since the last change
+        while heap:
+            (arrival, worker), shape = heappop(heap)
+            if self.fleet.claim_of(worker) is not None or worker in self._counted:
+                # Never so for a blocked worker; passed over as ``_consider`` would.
+                self._wake(heap, shape, arrival)
+                continue
+            self._consider_one(worker, requests[worker])
+            asleep.append(shape)
+            if worker not in blocked:  # counted on a node: any shape may fare otherwise now
+                for each in asleep:
+                    self._wake(heap, each, arrival)
+                asleep.clear()
+
+    def _wake(self, heap: list[tuple[tuple[int, str], _Shape]], shape: _Shape,
+              after: int) -> None:
+        """Queue ``shape``'s oldest blocked worker that arrived after ``after``, if any."""
+        queue = self._blocked.queues.get(shape)
+        if queue is not None:
+            at = bisect_right(queue, after, key=_arrival_of)
+            if at < len(queue):
+                heappush(heap, (queue[at], shape))

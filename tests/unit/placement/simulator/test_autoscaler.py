@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -13,6 +15,7 @@ from placement.simulator.autoscaler import (
     NodeGroup,
     NodeUp,
 )
+from placement.simulator.simulation import Moved, Placement
 
 BOX = Node("template", 4, 80 * GiB, 1024 * GiB, frozenset(), 4)
 SOLO = Node("template", 4, 80 * GiB, 1024 * GiB)  # no sharing: a full node seats no one else
@@ -270,3 +273,126 @@ def test_under_churn_groups_stay_in_bounds_and_no_fitting_worker_is_forgotten(
             # every such group is full.
             assert (not fits or sim.coming_for(worker) is not None
                     or all(sim._count[i] >= groups[i].max for i in fits))
+
+
+# ------------------------------------------------- a removal meeting a blocked queue
+
+
+class Plain(AutoscaledSimulation):
+    """The removal's reconsideration as first written: every blocked worker, oldest first."""
+
+    def _reconsider_blocked(self) -> None:
+        self._consider(list(self._blocked))
+
+
+class Counting(AutoscaledSimulation):
+    """Which waiting workers were considered for a node, in order."""
+
+    considered: list[str]
+
+    def _consider_one(self, worker: str, request: Request) -> None:
+        self.considered.append(worker)
+        super()._consider_one(worker, request)
+
+
+TRAINERS = dataclasses.replace(SOLO, roles=frozenset({Role.TRAINER}))
+SAMPLERS = dataclasses.replace(SOLO, roles=frozenset({Role.SAMPLER}))
+
+
+def test_a_removal_considers_one_blocked_worker_of_each_shape() -> None:
+    sim = Counting((), [group(name="trainers", template=TRAINERS, max_=1, boot=0),
+                        group(name="samplers", template=SAMPLERS, boot=0, idle=10)])
+    sim.considered = []
+    sim.arrive(t("holder", 300))  # trainers-1, all four devices
+    for index in range(100):
+        sim.arrive(t(f"b{index}", 300))  # blocked: trainers is at its max
+        sim.arrive(t(f"c{index}", 200))
+    sim.arrive(Request("s", Role.SAMPLER, 10 * GiB))  # samplers-1
+    sim.advance(0)
+    sim.leave("s")  # samplers-1 goes at 10
+    sim.considered = []
+    sim.advance(10)
+    assert [type(c) for c in sim.take_changes()] == [NodeAsked, NodeAsked, NodeUp, NodeUp,
+                                                     NodeDown]
+    # The plain loop considers all 200; each shape's oldest stays blocked, so the rest would.
+    assert sim.considered == ["b0", "c0"]
+    assert len(sim._blocked) == 200
+
+
+def test_a_blocked_worker_a_coming_plan_has_room_for_again_is_counted_at_a_removal() -> None:
+    # a leaves trainers-1's plan, which then has room for b (two devices) but not for the
+    # older big (four); nothing considers them until a node goes, here one of the other
+    # group, which neither can use: big stays blocked, and b, younger, is counted.
+    for kind in (AutoscaledSimulation, Plain):
+        sim = kind((), [group(name="trainers", template=TRAINERS, max_=1, boot=1000),
+                        group(name="samplers", template=SAMPLERS, boot=10, idle=10)])
+        sim.arrive(Request("s", Role.SAMPLER, 300 * GiB))  # samplers-1, up at 10
+        sim.arrive(t("a", 140))  # trainers-1, up at 1000: two devices of its plan
+        sim.arrive(t("x", 140))  # the other two
+        sim.arrive(t("big", 300))  # blocked: trainers is at its max
+        sim.arrive(t("b", 140))
+        sim.leave("a")
+        assert sim.coming_for("b") is None
+        sim.advance(15)
+        sim.leave("s")  # samplers-1 idle from 15: it goes at 25
+        sim.advance(30)
+        assert sim.coming_for("big") is None
+        coming = sim.coming_for("b")
+        assert coming is not None and coming.node == "trainers-1"
+
+
+lockstep = st.lists(st.tuples(st.integers(0, 30),
+                              st.sampled_from(["trainer", "trainer", "sampler", "sampler",
+                                               "trainer leaves", "sampler leaves", "lose"]),
+                              st.sampled_from([10, 60, 140, 300]),
+                              st.sampled_from(["o1", "o2", ""]),  # "": the worker's own name
+                              st.booleans()), min_size=30, max_size=80)
+
+
+@settings(max_examples=100, deadline=None)
+@given(lockstep, st.sampled_from(list(Strategy)), st.booleans(), st.booleans())
+def test_the_blocked_are_considered_again_as_the_plain_loop_does(
+        script: list[tuple[int, str, int, str, bool]], strategy: Strategy, affinity: bool,
+        third: bool) -> None:
+    # Trainers wait for one slow node while samplers' nodes come and go: removals meet
+    # a blocked queue, at times with room freed on the trainers' plan meanwhile.
+    both = Node("template", 2, 80 * GiB, 512 * GiB, frozenset(), 2)
+    groups = [group(name="trainers", template=dataclasses.replace(both, roles=frozenset(
+                  {Role.TRAINER})), max_=1, boot=300, idle=30),
+              group(name="samplers", template=dataclasses.replace(both, roles=frozenset(
+                  {Role.SAMPLER})), max_=3, boot=5, idle=5)]
+    if third:
+        groups.append(group(name="both", template=both, max_=1, boot=50, idle=40))
+    sims = [kind((Node("fixed", 1, 80 * GiB),), groups, policy=Policy(strategy, affinity))
+            for kind in (AutoscaledSimulation, Plain)]
+    fast, plain = sims
+    now, serial = 0, 0
+    present: dict[Role, list[str]] = {Role.TRAINER: [], Role.SAMPLER: []}
+    for gap, action, gib, owner, exclusive in script:
+        now += gap
+        for sim in sims:
+            sim.advance(now)
+        assert fast.take_changes() == plain.take_changes()
+        role = Role.SAMPLER if action.startswith("sampler") else Role.TRAINER
+        lost = [node.name for node in fast.fleet.nodes if fast.group_of(node.name)]
+        outcome: list[list[Placement]] | list[list[Moved]]
+        if action.endswith("leaves") and present[role]:
+            worker = present[role].pop(gap % len(present[role]))
+            outcome = [sim.leave(worker) for sim in sims]
+        elif action == "lose" and lost:
+            outcome = [sim.lose_node(lost[gap % len(lost)]) for sim in sims]
+        else:
+            serial += 1
+            present[role].append(f"w{serial}")
+            request = Request(f"w{serial}", role, gib * GiB, owner, exclusive)
+            outcome = [sim.arrive(request) for sim in sims]
+        assert outcome[0] == outcome[1]
+        assert fast.take_changes() == plain.take_changes()
+        for worker in present[Role.TRAINER] + present[Role.SAMPLER]:
+            assert fast.state(worker) == plain.state(worker)
+            assert fast.coming_for(worker) == plain.coming_for(worker)
+        assert fast._blocked.keys() == plain._blocked.keys()
+        # Each shape's queue: its blocked, oldest first.
+        queued = [entry for queue in fast._blocked.queues.values() for entry in queue]
+        assert sorted(worker for _, worker in queued) == sorted(fast._blocked)
+        assert all(queue and queue == sorted(queue) for queue in fast._blocked.queues.values())
