@@ -313,8 +313,9 @@ def print_blocked_growth(args: argparse.Namespace) -> None:
           f"{'events/CPU-s':>13}")
     cost = {}
     for blocked, path in files.items():
-        report = replay(load_scenario(path.read_text()))
-        events = len(json.loads(path.read_text())["events"])
+        text = path.read_text()
+        report = replay(load_scenario(text))
+        events = len(json.loads(text)["events"])
         removals = sum(1 for step in report.steps if isinstance(step, RemoveNodeStep))
         cost[blocked] = cpu[path] / events
         print(f"{blocked:>8,} {events:>7,} {removals:>9,} {cost[blocked] * 1e6:>9.1f} "
