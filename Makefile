@@ -9,7 +9,7 @@ FIDELITY_SEED      ?= 1
 
 # hack/node.sh: one real node (containerd, runc, kubelet, a DRA plugin) beside the fake ones.
 .PHONY: node-up node-down node-status image node-bench
-.PHONY: versions fidelity setup browser demo test test-fast lint tools bench bench-cache bench-timeslicer burst cluster-up cluster-down cluster-status smoke stress chaos privilege fuzz clean
+.PHONY: versions fidelity setup browser demo test test-fast test-random lint tools bench bench-cache bench-timeslicer burst cluster-up cluster-down cluster-status smoke stress chaos privilege fuzz clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,9 +38,26 @@ browser:
 ## run last). OPENRL_E2E_KARPENTER_BUILD=0 leaves it unbuilt: the modules then skip, saying so.
 OPENRL_E2E_KARPENTER_BUILD ?= 1
 
+## The suite runs in LANES processes at once (pytest-xdist): each lane with its own local
+## control plane, the real node's modules in one lane (tests/lanes.py, docs/testing.md).
+## LANES=0 runs it in one process, as before (and is what a run on a KUBECONFIG of your
+## own wants: the lanes would share that cluster).
+LANES ?= 4
+LANE_ARGS = $(if $(filter 0,$(LANES)),,-n $(LANES) --no-loadscope-reorder)
+# When this make started: `make test` ends with its wall time, set-up and lint included.
+STARTED := $(shell date +%s)
+wall = echo "make $(1): $$(( ($$(date +%s) - $(STARTED)) / 60 )) min $$(( ($$(date +%s) - $(STARTED)) % 60 )) s wall, set-up and lint included"
+
 ## Lint and type-check, then every test (the e2e tests bring up the local control plane).
 test: lint browser
-	OPENRL_E2E_KARPENTER_BUILD=$(OPENRL_E2E_KARPENTER_BUILD) $(BIN)/pytest --durations=40
+	@rc=0; OPENRL_E2E_KARPENTER_BUILD=$(OPENRL_E2E_KARPENTER_BUILD) \
+	  $(BIN)/pytest --durations=40 $(LANE_ARGS) || rc=$$?; \
+	  $(call wall,test); exit $$rc
+
+## The fast tier with hypothesis exploring: new examples every run, failures remembered in
+## ~/.cache/openrl-place/hypothesis (make test plays the same examples each time).
+test-random: setup
+	HYPOTHESIS_PROFILE=random $(BIN)/pytest -m "not e2e and not tools and not install"
 
 ## Lint and the tests that need no control plane and build nothing (no Go tools): the
 ## tiers are in docs/testing.md.

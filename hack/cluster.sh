@@ -82,6 +82,18 @@ source_stamp() {
 }
 
 build() {
+  # Lanes of a parallel test run (each its own CLUSTER_DIR) and the early build
+  # tests/conftest.py starts share hack/bin: one build at a time, the others
+  # then find it current. The descriptor is the subshell's, so nothing `up`
+  # starts later holds the lock.
+  mkdir -p "$BIN_DIR"
+  (
+    flock 8
+    build_locked
+  ) 8>"$BIN_DIR/.kube.build.lock"
+}
+
+build_locked() {
   [[ -f $MODFILE ]] || die "KUBE_VERSION=$KUBE_VERSION: no $MODFILE (known: $(cd "$SRC/versions" && echo *))"
   ensure_go "the control plane (go.mod asks for $(sed -n 's/^go //p' "$MODFILE"))"
   local stamp

@@ -12,7 +12,16 @@ spends much of its time waiting on the cluster, the image build on downloads);
 those tests then find everything built, or wait for the build under way (each
 build takes a lock). Karpenter, for the autoscaling tests, likewise when
 ``OPENRL_E2E_KARPENTER_BUILD=1`` (``make test`` sets it). ``GOTOOL_EARLY=0``
-turns this off.
+turns this off. Under lanes (pytest-xdist, tests/lanes.py) the first lane
+starts them, once; every lane collects the whole session.
+
+Hypothesis runs from a profile: ``ci`` (the default, what ``make test`` uses)
+plays the same examples every run and keeps no example database, so a run
+that passes here passes in CI; ``random`` (``HYPOTHESIS_PROFILE=random``,
+``make test-random``) explores new examples and remembers the failures it
+finds, outside the tree. Neither puts a time limit on an example: how long a
+test takes is the machine's business (benchmarks print speed; a timed test
+only fails on a loaded machine).
 """
 
 from __future__ import annotations
@@ -20,31 +29,74 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis.database import DirectoryBasedExampleDatabase
 
-from tests import tools
+from tests import lanes, tools
 
 ROOT = Path(__file__).resolve().parent.parent
+pytest_plugins = ["tests.timing"]
+
+# Before anything reads them: this lane's control plane directory and ports.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+LANE = lanes.lane_of(_WORKER) if _WORKER else 0
+if _WORKER:
+    os.environ.update(lanes.lane_env(LANE, ROOT, int(os.environ.get(lanes.BASE_VAR)
+                                                     or lanes.FIRST_BASE)))
+
+_UNTIMED = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
+settings.register_profile("ci", derandomize=True, database=None, **_UNTIMED)
+settings.register_profile("random", database=DirectoryBasedExampleDatabase(
+    str(Path.home() / ".cache" / "openrl-place" / "hypothesis")), **_UNTIMED)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 TOOLS = ("helm", "kustomize", "promtool")
-NEEDS_NODE = ("test_node.py", "test_chart_node.py", "test_node_nvidia.py",
-              "test_timeslicer_node.py")
+NEEDS_NODE = lanes.GROUPS["real-node"]
 
 
-def early(name: str, script: str) -> None:
+def early(name: str, script: str, nice: int = 10) -> None:
     log = ROOT / "hack" / "bin" / f"{name}-early.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as out:
         # Detached from the test process: a test that needs the output waits on its lock.
-        subprocess.Popen(["nice", "-n", "10", "bash", "-c", script], cwd=ROOT, stdout=out,
+        subprocess.Popen(["nice", "-n", str(nice), "bash", "-c", script], cwd=ROOT, stdout=out,
                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                          start_new_session=True)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The run with lanes, before it starts them: a port range free for all of them.
+    lanes_asked = getattr(config.option, "numprocesses", None)
+    if lanes_asked and not _WORKER and lanes.BASE_VAR not in os.environ:
+        count = lanes_asked if isinstance(lanes_asked, int) else os.cpu_count() or 1
+        os.environ[lanes.BASE_VAR] = str(lanes.free_base(count, lanes.port_free))
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """The lanes' scheduler: xdist's load-by-scope, its scope our unit (tests/lanes.py).
+    A test's scope is computed from its node id here, on the run's side, so nothing
+    depends on rewriting node ids in the lanes (which newer pytest no longer allows)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Lanes(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return lanes.unit_of(nodeid)
+
+    return Lanes(config, log)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     if os.environ.get("GOTOOL_EARLY", "1") == "0" or session.config.option.collectonly:
         return  # nothing will run that needs them
+    if LANE != 0:
+        return  # every lane collects the whole session: the first starts the builds
     selected = {Path(str(item.path)).name for item in session.items}
+    # The control plane, which every e2e test waits for, unless a cluster is given.
+    if any(item.get_closest_marker("e2e") for item in session.items) and not os.environ.get(
+            "KUBECONFIG"):
+        early("cluster", "hack/cluster.sh build", nice=0)  # what every e2e lane waits on
     if any(item.get_closest_marker("tools") for item in session.items):
         early("gotool", " && ".join(f"hack/gotool.sh {name}" for name in TOOLS))
     # Only where a node can run here (check exits 4 where it cannot; the tests then skip).

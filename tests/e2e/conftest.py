@@ -28,10 +28,13 @@ import pytest
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
+from tests import lanes
+
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER_SH = REPO / "hack" / "cluster.sh"
 KUBE_BIN = REPO / "hack" / "bin" / "kube"
-LOCAL_KUBECONFIG = REPO / ".cluster" / "admin.kubeconfig"
+# This lane's control plane (tests/lanes.py): .cluster unless the lane has its own.
+LOCAL_KUBECONFIG = Path(os.environ.get("CLUSTER_DIR", REPO / ".cluster")) / "admin.kubeconfig"
 # A cold build of the control plane (empty Go caches) takes about 20 minutes.
 UP_TIMEOUT = float(os.environ.get("E2E_CLUSTER_UP_TIMEOUT", "2700"))
 
@@ -196,14 +199,11 @@ def namespace(cluster: Cluster) -> Iterator[str]:
                 raise
 
 
-# Modules that need Karpenter run last: its build (tests/conftest.py starts it in the
-# background when the session is told to build it) then has the whole run to finish.
-LAST = ("test_autoscaling.py", "test_fidelity_groups.py")
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test here is e2e; the e2e units (a module, or a group of tests/lanes.py) come
+    first, the longest first (tests/lanes.py's ORDER), and the rest after them."""
     here = Path(__file__).parent
     for item in items:
         if here in item.path.parents:
             item.add_marker(pytest.mark.e2e)
-    items.sort(key=lambda item: item.path.name in LAST)  # stable: the order otherwise kept
+    items.sort(key=lambda item: lanes.rank(item.path.name, here in item.path.parents))

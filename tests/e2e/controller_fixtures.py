@@ -28,7 +28,7 @@ from controller import kube
 from controller.fleet_reader import read_slices
 from controller.loop import Controller
 from controller.main import run
-from controller.metrics import Metrics
+from controller.metrics import PREFIX, Metrics
 from controller.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,6 +83,8 @@ class Env:
         self.core = cluster.core
         self.threads: list[tuple[threading.Thread, threading.Event]] = []
         self.controllers: list[Controller] = []
+        self.metrics: list[Metrics] = []
+        self.processed: dict[str, int] = {}  # queue key -> reconciles finished
 
     # ----------------------------------------------------------- controller
 
@@ -95,6 +97,7 @@ class Env:
         values.update(overrides)
         settings = Settings(**values)
         metrics = Metrics()
+        self.metrics.append(metrics)
         api = kube.Kube(kube.load_api_client(self.cluster.kubeconfig), self.namespace,
                         hook=metrics.api_request)
         stop = threading.Event()
@@ -102,6 +105,13 @@ class Env:
 
         def started(controller: Controller) -> None:
             self.controllers.append(controller)
+            process = controller.process
+
+            def counted(key: str) -> Any:  # every reconcile of a key, for ``looked``
+                result = process(key)
+                self.processed[key] = self.processed.get(key, 0) + 1
+                return result
+            controller.process = counted  # type: ignore[method-assign]
             ready.set()
 
         thread = threading.Thread(
@@ -118,6 +128,32 @@ class Env:
             stop.set()
             thread.join(15)
         self.threads.clear()
+
+    # --------------------------------------------------- what the controller did
+
+    def decisions(self, outcome: str) -> float:
+        """Placement decisions of this outcome by the controllers this test started."""
+        return sum(m.registry.get_sample_value(f"{PREFIX}_decisions_total",
+                                               {"outcome": outcome}) or 0.0
+                   for m in self.metrics)
+
+    def declined(self, times: int, outcome: str = "waiting_for_capacity",
+                 timeout: float = 90) -> None:
+        """Wait until the controllers have decided ``times`` more placements ``outcome``
+        from now: the proof that they looked again and declined. A fixed pause in its
+        place passes whether or not anything looked (a stalled controller, a slow one)."""
+        since = self.decisions(outcome)
+        self.cluster.wait_for(lambda: self.decisions(outcome) >= since + times,
+                              timeout=timeout, interval=0.2,
+                              what=f"{times} more {outcome} decisions")
+
+    def looked(self, worker: str, times: int = 1, timeout: float = 60) -> None:
+        """Wait until the controllers have reconciled ``worker`` ``times`` more times from
+        now, whatever they concluded (a reason that is not a placement decision)."""
+        since = self.processed.get(worker, 0)
+        self.cluster.wait_for(lambda: self.processed.get(worker, 0) >= since + times,
+                              timeout=timeout, interval=0.2,
+                              what=f"{times} more reconciles of {worker}")
 
     # -------------------------------------------------------------- objects
 

@@ -24,6 +24,7 @@ import statistics
 import subprocess
 import threading
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -64,6 +65,35 @@ def karpenter(cluster: Any) -> Iterator[None]:
         yield
     finally:
         _script("down", timeout=180)
+
+
+# The NodePool's consolidateAfter (hack/karpenter.sh): nothing is consolidated sooner.
+CONSOLIDATE_AFTER = 15
+
+
+def _karpenter_count(histogram: str, labels: str) -> float:
+    """The sum of a Karpenter histogram's ``_count`` over the series whose labels hold
+    ``labels`` (its /metrics; 0 while it does not answer)."""
+    port = os.environ.get("KARPENTER_METRICS_PORT", "18080")
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+            text = resp.read().decode()
+    except OSError:
+        return 0.0
+    total = 0.0
+    for line in text.splitlines():
+        name, _, rest = line.partition("{")
+        if name == f"{histogram}_count" and labels in rest.partition("}")[0]:
+            total += float(rest.rpartition(" ")[2])
+    return total
+
+
+def _karpenter_passes(env: Env, histogram: str, labels: str, times: int, what: str) -> None:
+    """Wait until Karpenter has made ``times`` more passes of ``what`` from now: it looked
+    (and, the books then show, changed nothing), where a fixed pause proves nothing."""
+    since = _karpenter_count(histogram, labels)
+    env.cluster.wait_for(lambda: _karpenter_count(histogram, labels) >= since + times,
+                         timeout=120, interval=0.5, what=f"{times} more {what} passes")
 
 
 class Books:
@@ -296,7 +326,12 @@ def test_from_zero_two_waves(auto: Env, strategy: str, second_wave_nodes: int) -
     # A node running a worker is never drained: the pool consolidates only empty nodes
     # (consolidationPolicy WhenEmpty), so past its 15s every node hosting a worker stays.
     hosting = {auto.status(n).get("nodeName") for n in first + second}
-    time.sleep(30)
+    # Past the pool's consolidateAfter (its rule, a fixed delay), Karpenter's disruption
+    # controller looks at the empty-node method twice: then every hosting node has been
+    # judged and kept.
+    time.sleep(CONSOLIDATE_AFTER)
+    _karpenter_passes(auto, "karpenter_voluntary_disruption_decision_evaluation_duration_seconds",
+                      'reason="empty"', times=2, what="empty-node consolidation")
     books.check()
     assert hosting <= {n.metadata.name for n in books.nodes()}
     # Scale-down: the workers gone, every node is empty and goes.
@@ -325,7 +360,9 @@ def test_undeclared_a_worker_waits_for_a_node_and_says_so(auto: Env) -> None:
     assert status["phase"] == "Pending"
     assert "waiting for a node to be added" in status["reason"]
     assert auto.pod("orw-huge") is not None
-    time.sleep(20)
+    # Karpenter has looked at the standing pod and found nothing to add, twice.
+    _karpenter_passes(auto, "karpenter_scheduler_scheduling_duration_seconds", "", times=2,
+                      what="provisioning")
     books.check()
     assert books.nodes_seen == set() and auto.status("huge")["phase"] == "Pending"
 

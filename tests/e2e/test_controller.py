@@ -9,6 +9,7 @@ GPU nodes are enabled with one worker per claim for the session.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -118,7 +119,7 @@ def test_recreated_worker_never_inherits_claim_or_pod(orw: Env) -> None:
         lambda: (s := orw.status("w")).get("reason", "").startswith("WaitingForPredecessor")
         and s, what="the new worker to wait for its predecessor's pod")
     assert waiting["phase"] == "Pending" and "claimName" not in waiting
-    time.sleep(3)  # a retry interval: still nothing adopted
+    orw.looked("w", times=2)  # looked at twice more: still nothing adopted
     assert orw.status("w")["phase"] == "Pending"
     assert orw.pod("orw-w").metadata.uid == old_pod_uid
 
@@ -147,7 +148,7 @@ def test_deleting_worker_keeps_its_seat_until_its_pod_is_gone(
     orw.create_worker("next", memory)
     orw.cluster.wait_for(lambda: orw.status("next").get("phase") == "Pending",
                          what="the next worker to wait")
-    time.sleep(6)  # retries and a sweep or two: the seat must still be taken
+    orw.declined(2)  # the next worker tried twice more: the seat must still be taken
     assert orw.status("next")["phase"] == "Pending"
     assert orw.status("next")["reason"].startswith("WaitingForCapacity:")
     held = orw.worker(leaving)
@@ -168,17 +169,21 @@ def test_sweep_deletes_orphaned_claims_but_never_young_ones(orw: Env) -> None:
                 "deviceClassName": orw.cluster.driver, "count": 1}}]}}}
     orw.custom.create_namespaced_custom_object("resource.k8s.io", "v1", orw.namespace,
                                                "resourceclaims", body)
+    created = time.monotonic()  # the orphan is at least this old when it goes
     unmanaged = {**body, "metadata": {"name": "not-ours"}}
     orw.custom.create_namespaced_custom_object("resource.k8s.io", "v1", orw.namespace,
                                                "resourceclaims", unmanaged)
     orw.create_worker("w", "10Gi")
     status = orw.wait_phase("w", "Running")
-    created = time.monotonic()
-    time.sleep(10)  # several sweeps, all inside the grace
+    # Several sweeps look at the orphan while it is young and keep it (what each says in
+    # its debug log), then one deletes it once the grace has passed.
+    kept = sweeps_keeping(orw, "orphan", times=3)
     assert "orphan" in orw.claims()
     orw.cluster.wait_for(lambda: "orphan" not in orw.claims(), timeout=40,
                          what="the orphaned claim to be swept")
-    assert time.monotonic() - created >= 10
+    # Never before the grace (20 s): the sweep comes back a second after it is due.
+    assert time.monotonic() - created >= 19
+    assert kept >= 3
     claims = orw.claims()
     assert "not-ours" in claims  # unmanaged: never ours to delete
     assert status["claimName"] in claims  # referenced: kept
@@ -258,7 +263,7 @@ def test_a_node_at_its_pod_limit_seats_no_more_workers_than_it_runs(
         assert len(pods) == slots
         assert all(pod.spec.node_name == node.name and pod.status.phase == "Running"
                    for pod in pods)
-        time.sleep(5)  # retries come round: nothing is promised meanwhile
+        orw.declined(count - slots)  # retries come round: nothing is promised meanwhile
         assert settled() is not None
         tally: dict[tuple[str, str], int] = {}
         for status in statuses.values():
@@ -273,3 +278,28 @@ def test_a_node_at_its_pod_limit_seats_no_more_workers_than_it_runs(
             core.patch_node(name, {"metadata": {"labels": {
                 k: labels.get(k) for k in ("openrl.io/max-workers-per-claim",
                                            "openrl.io/enabled")}}})
+
+
+def sweeps_keeping(orw: Env, claim: str, times: int) -> int:
+    """Wait until the sweep has looked at ``claim`` ``times`` times and kept it as too young
+    (its debug line); how many it had when this returned."""
+    seen: list[logging.LogRecord] = []
+
+    class Kept(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            fields = getattr(record, "fields", None) or {}
+            if record.getMessage() == "orphaned claim still young" and \
+                    fields.get("claim") == claim:
+                seen.append(record)
+
+    sweep = logging.getLogger("openrl.controller.sweep")
+    handler, level = Kept(logging.DEBUG), sweep.level
+    sweep.addHandler(handler)
+    sweep.setLevel(logging.DEBUG)
+    try:
+        orw.cluster.wait_for(lambda: len(seen) >= times, timeout=60, interval=0.2,
+                             what=f"{times} sweeps keeping {claim}")
+        return len(seen)
+    finally:
+        sweep.removeHandler(handler)
+        sweep.setLevel(level)

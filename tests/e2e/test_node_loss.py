@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from cli.scenario import Arrive, NodeSpec
+from controller.work import SWEEP
 from hack.lib import kube as testbed
 from hack.replay import Stage
 
@@ -54,6 +55,14 @@ def _wait(what: str, check: Any, timeout: float) -> Any:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.5)
+
+
+def _settled(stage: Stage) -> bool:
+    """Nothing but the sweep due within a second, and no write in flight."""
+    controller = stage.controller
+    assert controller is not None
+    due = [key for key in controller.queue.due_within(1.0) if key != SWEEP]
+    return not due and not controller.writer.in_flight()
 
 
 def _running(stage: Stage, names: list[str]) -> dict[str, dict[str, Any]]:
@@ -176,7 +185,9 @@ def test_lost_node_without_room_leaves_its_workers_waiting_never_failed(
     status = _wait("the lost node's worker waiting", waiting, MOVE_TIMEOUT)
     print(f"node {lost} deleted -> {mover} Pending in {time.monotonic() - started:.1f}s: "
           f"{status['reason']}")
-    time.sleep(5)
+    # Instead of a pause: the controller has finished with the loss (nothing of it queued,
+    # no write in flight), so what the workers say now is what it decided.
+    _wait("the controller to finish with the lost node", lambda: _settled(stage), 60)
     now = _workers(stage)
     assert all((w.get("status") or {}).get("phase") != "Failed" for w in now.values())
     assert now[mover]["status"]["phase"] == "Pending"

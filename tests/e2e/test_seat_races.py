@@ -9,9 +9,12 @@ placed worker moved) on the local control plane before it was fixed.
 
 from __future__ import annotations
 
+import re
 import signal
+import socket
 import subprocess
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -99,14 +102,14 @@ def test_worker_waiting_for_its_template_keeps_its_seat(orw: Env, node: GpuNode)
     orw.create_worker("s", wide(node), role="sampler")  # its template is still there
     orw.cluster.wait_for(lambda: orw.status("s").get("reason", "").startswith(
         "WaitingForCapacity"), what="the sampler to wait")
-    time.sleep(4)  # retries: the kept seat must stay kept
+    orw.declined(2)  # the sampler tried twice more: the kept seat must stay kept
     assert orw.status("s")["phase"] == "Pending"
     assert len(pods_on(orw, placed["a"])) == 1
 
     assert orw.status("a")["claimName"] == placed["a"]  # the seat, still booked
     set_template_key(orw, present=True, saved=saved)
     assert orw.wait_phase("a", "Running", timeout=60)["claimName"] == placed["a"]
-    time.sleep(3)
+    orw.declined(1)  # the sampler tried again with a back on its claim
     assert pods_on(orw, placed["a"]) == sorted(f"orw-{w}" for w, c in placed.items()
                                                if c == placed["a"])
     assert orw.status("s")["phase"] == "Pending"
@@ -164,7 +167,7 @@ def test_deleted_claim_keeps_its_devices_until_its_pods_are_gone(
         what="ClaimDeleting events")
     assert {e.regarding.name for e in events} == set(on_it)
     assert all(e.type == "Warning" for e in events)
-    time.sleep(4)  # retries and sweeps: the newcomer is not priced against those devices
+    orw.declined(2)  # tried twice more: the newcomer is not priced against those devices
     assert orw.status("e")["phase"] == "Pending"
     assert doomed in orw.claims()
     assert len(orw.claims()) == 2
@@ -198,16 +201,37 @@ def test_failed_pod_is_deleted_and_its_seat_settles(orw: Env, node: GpuNode) -> 
     assert orw.wait_phase("n", "Running", timeout=60)["claimName"] == placed["a"]
 
 
-def replica(orw: Env, crash_at: str = "") -> subprocess.Popen[bytes]:
+def replica(orw: Env, crash_at: str = "", http_port: int = 0) -> subprocess.Popen[bytes]:
     """The scheduler as its own process (leader election on), as the admin; ``crash_at``
-    plants a crash or pause in its API calls (hack/crashpoint.py)."""
+    plants a crash or pause in its API calls (hack/crashpoint.py); its /metrics on
+    ``http_port`` if one is given."""
+    http = f"127.0.0.1:{http_port}" if http_port else ""
     args = [*launcher(crash_at), f"--kubeconfig={orw.cluster.kubeconfig}",
             f"--namespace={orw.namespace}",
             f"--device-class={orw.cluster.driver}", "--retry-interval=3s",
-            "--reclaim-interval=2s", "--reclaim-grace=10s", "--http-address=",
+            "--reclaim-interval=2s", "--reclaim-grace=10s", f"--http-address={http}",
             "--log-format=text"]
     return subprocess.Popen(args, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def waits_decided(port: int) -> float:
+    """A replica's waiting_for_capacity decisions so far, from its /metrics (0 while it
+    serves none yet)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+            text = resp.read().decode()
+    except OSError:
+        return 0.0
+    found = re.search(r'^openrl_place_decisions_total\{outcome="waiting_for_capacity"\} (\S+)$',
+                      text, re.MULTILINE)
+    return float(found.group(1)) if found else 0.0
 
 
 def stopped(proc: subprocess.Popen[bytes]) -> bool:
@@ -229,17 +253,27 @@ def test_a_paused_leader_cannot_give_away_a_seat_twice(orw: Env, node: GpuNode) 
         free = next(c for c in set(placed.values()) if list(placed.values()).count(c) == 1)
         orw.create_worker("o", wide(node), podTemplate={"name": "later"})
         waits_for_template(orw, "o")
-        standby = replica(orw)
+        port = free_port()
+        standby = replica(orw, http_port=port)
         orw.create_worker("x", wide(node))
         orw.cluster.wait_for(lambda: stopped(leader), what="the leader to freeze before x's pod")
         source = orw.core.read_namespaced_config_map(TEMPLATE, orw.namespace)
         orw.core.create_namespaced_config_map(orw.namespace, {
             "metadata": {"name": "later", "labels": {"openrl.io/pod-template": "true"}},
             "data": dict(source.data)})
-        time.sleep(25)  # past the lease: the standby leads and retries o
+        # Past the lease the standby leads and decides o: o's reason turns from its missing
+        # template to waiting for capacity (only a leader writes a status; had the standby
+        # given o the frozen leader's seat, o would be placed instead).
+        orw.cluster.wait_for(lambda: orw.status("o").get("reason", "").startswith(
+            "WaitingForCapacity"), timeout=90, what="the standby to lead and decide o")
         leader.send_signal(signal.SIGCONT)
         orw.wait_phase("x", "Running", timeout=60)
-        time.sleep(5)
+        # The old leader finds its lease gone and steps down; the standby tries o again
+        # with x's pod in place.
+        leader.wait(60)  # it stepped down and exited (a TimeoutExpired here if it did not)
+        seen = waits_decided(port)
+        orw.cluster.wait_for(lambda: waits_decided(port) > seen, timeout=60,
+                             what="the standby to decide o again")
         assert orw.status("x")["claimName"] == free
         assert len(pods_on(orw, free)) == 2
         assert orw.status("o")["phase"] == "Pending"

@@ -93,8 +93,8 @@ def test_plain_simulate_never_imports_matplotlib(tmp_path: Path) -> None:
         "for output in ('table', 'json'):\n"
         "    try:\n"
         f"        cli.main.main(['simulate', '-o', output, {str(scenario)!r}])\n"
-        "    except SystemExit:\n"
-        "        pass\n"
+        "    except SystemExit as done:\n"  # click ends with one: it must say success
+        "        assert done.code in (0, None), f'simulate -o {output} exited {done.code}'\n"
         "assert 'matplotlib' not in sys.modules, 'simulate imported matplotlib'\n"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
