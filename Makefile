@@ -9,7 +9,7 @@ FIDELITY_SEED      ?= 1
 
 # hack/node.sh: one real node (containerd, runc, kubelet, a DRA plugin) beside the fake ones.
 .PHONY: node-up node-down node-status image node-bench
-.PHONY: versions fidelity setup browser demo test test-fast test-random lint tools bench bench-cache bench-timeslicer burst cluster-up cluster-down cluster-status smoke stress chaos privilege fuzz clean
+.PHONY: versions fidelity setup browser demo early-builds test test-fast test-random lint tools bench bench-cache bench-timeslicer burst cluster-up cluster-down cluster-status smoke stress chaos privilege fuzz clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,9 +48,14 @@ LANE_ARGS = $(if $(filter 0,$(LANES)),,-n $(LANES) --no-loadscope-reorder)
 STARTED := $(shell date +%s)
 wall = echo "make $(1): $$(( ($$(date +%s) - $(STARTED)) / 60 )) min $$(( ($$(date +%s) - $(STARTED)) % 60 )) s wall, set-up and lint included"
 
+## The e2e tier's slow builds (the control plane, the real node's parts and images, Helm,
+## kustomize, promtool, Karpenter) started in the background before set-up and lint.
+early-builds:
+	@OPENRL_E2E_KARPENTER_BUILD=$(OPENRL_E2E_KARPENTER_BUILD) hack/early.sh
+
 ## Lint and type-check, then every test (the e2e tests bring up the local control plane).
-test: lint browser
-	@rc=0; OPENRL_E2E_KARPENTER_BUILD=$(OPENRL_E2E_KARPENTER_BUILD) \
+test: early-builds lint browser
+	@rc=0; OPENRL_E2E_KARPENTER_BUILD=$(OPENRL_E2E_KARPENTER_BUILD) GOTOOL_EARLY=started \
 	  $(BIN)/pytest --durations=40 $(LANE_ARGS) || rc=$$?; \
 	  $(call wall,test); exit $$rc
 

@@ -12,8 +12,10 @@ spends much of its time waiting on the cluster, the image build on downloads);
 those tests then find everything built, or wait for the build under way (each
 build takes a lock). Karpenter, for the autoscaling tests, likewise when
 ``OPENRL_E2E_KARPENTER_BUILD=1`` (``make test`` sets it). ``GOTOOL_EARLY=0``
-turns this off. Under lanes (pytest-xdist, tests/lanes.py) the first lane
-starts them, once; every lane collects the whole session.
+turns this off; ``make test`` starts them itself before its set-up and lint
+(hack/early.sh) and says so with ``GOTOOL_EARLY=started``. Under lanes
+(pytest-xdist, tests/lanes.py) the first lane starts them, once; every lane
+collects the whole session.
 
 Hypothesis runs from a profile: ``ci`` (the default, what ``make test`` uses)
 plays the same examples every run and keeps no example database, so a run
@@ -88,8 +90,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    if os.environ.get("GOTOOL_EARLY", "1") == "0" or session.config.option.collectonly:
-        return  # nothing will run that needs them
+    if os.environ.get("GOTOOL_EARLY", "1") in ("0", "started") or \
+            session.config.option.collectonly:
+        return  # nothing will run that needs them, or hack/early.sh started them already
     if LANE != 0:
         return  # every lane collects the whole session: the first starts the builds
     selected = {Path(str(item.path)).name for item in session.items}
