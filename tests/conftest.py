@@ -76,6 +76,7 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[lanes.BASE_VAR] = str(lanes.free_base(count, lanes.port_free))
 
 
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: absent under -p no:xdist
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """The lanes' scheduler: xdist's load-by-scope, its scope our unit (tests/lanes.py).
     A test's scope is computed from its node id here, on the run's side, so nothing

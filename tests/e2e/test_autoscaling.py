@@ -169,6 +169,24 @@ class Books:
                     f"{' deleting' if meta.get('deletionTimestamp') else ''}")
         return out
 
+    def wait_no_standing(self, timeout: float = 60) -> None:
+        """Every standing claim left unallocated is gone: each worker placed elsewhere has
+        its standing claim deleted by a reconcile of its own, which may come a moment after
+        the worker is Running (seen in a cold run: one of 24, still there when the last
+        worker ran). A claim still there after ``timeout`` is a leak."""
+        left: list[str] = []
+
+        def gone() -> bool:
+            left[:] = self.standing_left()
+            return not left
+        started = time.monotonic()
+        try:
+            self.env.cluster.wait_for(gone, timeout=timeout, interval=0.5,
+                                      what="standing claims gone")
+        except AssertionError:
+            raise AssertionError(f"standing claims left after {timeout:.0f}s: {left}") from None
+        print(f"standing claims all gone {time.monotonic() - started:.1f}s after the check")
+
     def standing_left(self) -> list[str]:
         return [name for name, claim in self.env.claims().items()
                 if (claim["metadata"].get("labels") or {}).get("openrl.io/standing") == "true"
@@ -322,7 +340,7 @@ def test_from_zero_two_waves(auto: Env, strategy: str, second_wave_nodes: int) -
     print(f"[{strategy}] wave 2: {len(second)} more: nodes added = {more}, API writes per "
           f"Running worker (both waves) = {_per_worker(_writes(auto), len(first + second))}")
     assert more == second_wave_nodes * SCALE
-    assert books.standing_left() == []
+    books.wait_no_standing()
     # A node running a worker is never drained: the pool consolidates only empty nodes
     # (consolidationPolicy WhenEmpty), so past its 15s every node hosting a worker stays.
     hosting = {auto.status(n).get("nodeName") for n in first + second}
@@ -377,4 +395,4 @@ def test_books_hold_when_a_worker_leaves_a_standing_claim(auto: Env) -> None:
     books.wait_running(names, timeout=300)
     claims = {auto.status(n)["claimName"] for n in names}
     assert len(claims) < len(names) or len(books.nodes_seen) >= 1
-    assert books.standing_left() == []
+    books.wait_no_standing()
