@@ -34,8 +34,8 @@ browser:
 	  else echo "no chromium and no apt-get as root: the browser test will skip"; fi; }
 
 ## The autoscaling e2e tests run on Karpenter (hack/karpenter.sh), built from its Go module as the
-## session starts (a cold build takes 10-20 minutes on 2 cores, in the background; those modules
-## run last). OPENRL_E2E_KARPENTER_BUILD=0 leaves it unbuilt: the modules then skip, saying so.
+## session starts (a cold build takes 7-20 minutes on 2 cores, in the background, from
+## hack/early.sh). OPENRL_E2E_KARPENTER_BUILD=0 leaves it unbuilt: the modules then skip, saying so.
 OPENRL_E2E_KARPENTER_BUILD ?= 1
 
 ## The suite runs in LANES processes at once (pytest-xdist): each lane with its own local

@@ -108,8 +108,9 @@ def group_of(module: str) -> str | None:
 
 # The e2e units (a group, or a module by its stem), longest first, so that the lanes
 # start them first and the short ones fill in at the end. Karpenter's group comes after
-# the long ones: on a cold machine its build (17 minutes) has had that long. A unit not
-# named here comes after these, before the tests that need no cluster.
+# the long ones: on a cold machine its build (7 minutes here, begun by hack/early.sh)
+# has had that long. A unit not named here comes after these, before the tests that
+# need no cluster.
 ORDER = (
     "real-node",
     "test_chaos",
