@@ -54,18 +54,7 @@ settings.register_profile("ci", derandomize=True, database=None, **_UNTIMED)
 settings.register_profile("random", database=DirectoryBasedExampleDatabase(
     str(Path.home() / ".cache" / "openrl-place" / "hypothesis")), **_UNTIMED)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
-TOOLS = ("helm", "kustomize", "promtool")
 NEEDS_NODE = lanes.GROUPS["real-node"]
-
-
-def early(name: str, script: str, nice: int = 10) -> None:
-    log = ROOT / "hack" / "bin" / f"{name}-early.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("w") as out:
-        # Detached from the test process: a test that needs the output waits on its lock.
-        subprocess.Popen(["nice", "-n", str(nice), "bash", "-c", script], cwd=ROOT, stdout=out,
-                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                         start_new_session=True)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -97,18 +86,22 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if LANE != 0:
         return  # every lane collects the whole session: the first starts the builds
     selected = {Path(str(item.path)).name for item in session.items}
+    builds = []
     # The control plane, which every e2e test waits for, unless a cluster is given.
     if any(item.get_closest_marker("e2e") for item in session.items) and not os.environ.get(
             "KUBECONFIG"):
-        early("cluster", "hack/cluster.sh build", nice=0)  # what every e2e lane waits on
+        builds.append("cluster")
     if any(item.get_closest_marker("tools") for item in session.items):
-        early("gotool", " && ".join(f"hack/gotool.sh {name}" for name in TOOLS))
+        builds.append("gotool")
     # Only where a node can run here (check exits 4 where it cannot; the tests then skip).
     if selected & set(NEEDS_NODE) and (ROOT / "hack" / "node.sh").exists():
-        early("node", "hack/node.sh check >/dev/null && hack/node.sh prebuild")
+        builds.append("node")
     # Karpenter for the autoscaling tests, where the session is told to build it.
     if "test_autoscaling.py" in selected and os.environ.get("OPENRL_E2E_KARPENTER_BUILD") == "1":
-        early("karpenter", "hack/karpenter.sh build")
+        builds.append("karpenter")
+    if builds:  # hack/early.sh starts them detached and returns at once
+        subprocess.run([str(ROOT / "hack" / "early.sh"), *builds], cwd=ROOT, check=True,
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
 
 
 _build = tools.tool
