@@ -78,11 +78,11 @@ def one(root: Path, size: int, decisions: int, repeat: int) -> dict[str, Any]:
     sys.path.insert(1, str(HERE))
     import fleet_pages as pages
 
-    from controller import kube, naming
+    from controller.k8s import kube, naming
     from controller.loop import Controller
-    from controller.reconcile import Reconciler
+    from controller.reconcile.reconciler import Reconciler
+    from controller.reconcile.writes import Writer
     from controller.settings import Settings
-    from controller.writes import Writer
 
     class EchoApi:
         """Answers every write at once with the body and a new resourceVersion (no I/O)."""

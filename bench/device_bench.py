@@ -42,8 +42,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from controller.fleet_reader import read_slices  # noqa: E402
-from controller.selectors import DeviceSelector  # noqa: E402
+from controller.fleet.reader import read_slices  # noqa: E402
+from controller.fleet.selectors import DeviceSelector  # noqa: E402
 
 DRIVER = "gpu.nvidia.com"
 GPUS = 8
@@ -119,10 +119,10 @@ def best(repeat: int, run: Callable[[], object]) -> float:
 
 def baseline_reader(rev: str) -> Callable[..., Any]:
     source = subprocess.run(["git", "-C", str(HERE.parent), "show",
-                             f"{rev}:controller/fleet_reader.py"],
+                             f"{rev}:controller/fleet/reader.py"],
                             check=True, capture_output=True, text=True).stdout
     module = types.ModuleType("baseline_fleet_reader")
-    exec(compile(source, f"{rev}:controller/fleet_reader.py", "exec"), module.__dict__)
+    exec(compile(source, f"{rev}:controller/fleet/reader.py", "exec"), module.__dict__)
     return module.__dict__["read_slices"]  # type: ignore[no-any-return]
 
 

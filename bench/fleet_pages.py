@@ -11,7 +11,7 @@ Rules:
   unmanaged bound pods returns). So a page of any kind is made without
   making the others, and nothing but the page being served is held.
 * ``PagedApi`` stands where the Kubernetes client's ``ApiClient`` would:
-  ``controller.kube.Kube`` sends it its requests unchanged and gets back a
+  ``controller.k8s.kube.Kube`` sends it its requests unchanged and gets back a
   page's JSON bytes, cut at the ``limit`` it asked for and continued by the
   ``continue`` token it is handed, as the API server pages a list. A watch
   opens and stays silent until ``close``.
@@ -127,9 +127,10 @@ def worker_obj(name: str, memory: str = "10Gi", finalizer: str = "openrl.io/work
 @functools.cache
 def _controller() -> Any:
     """The controller's modules, imported once (from whichever tree is on sys.path)."""
-    from controller import naming, render
-    from controller.claims import build_claim
-    from controller.objects import Worker
+    from controller.fleet.claims import build_claim
+    from controller.k8s import naming
+    from controller.k8s.objects import Worker
+    from controller.reconcile import render
     from placement import NewClaim
 
     docs = yaml.safe_load_all((ROOT / "manifests" / "base" / "pod-templates.yaml").read_text())
@@ -315,7 +316,7 @@ class _Response:
 
 
 class PagedApi:
-    """The ``ApiClient`` surface ``controller.kube.Kube`` uses, serving ``fleet`` in pages."""
+    """The ``ApiClient`` surface ``controller.k8s.kube.Kube`` uses, serving ``fleet`` in pages."""
 
     def __init__(self, fleet: Fleet) -> None:
         self.fleet = fleet

@@ -35,9 +35,10 @@ from kubernetes import client, config, watch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from controller import naming, render
-from controller.claims import build_claim
-from controller.objects import Worker
+from controller.fleet.claims import build_claim
+from controller.k8s import naming
+from controller.k8s.objects import Worker
+from controller.reconcile import render
 from placement import NewClaim
 from placement.quantity import parse_quantity
 

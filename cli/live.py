@@ -25,8 +25,8 @@ from typing import Any, NoReturn, TypeVar
 import attrs
 import click
 
-from controller import kube
 from controller.inspect_fleet import LiveFleet, Unreachable, connect, read_live_fleet
+from controller.k8s import kube
 from controller.settings import default_namespace
 
 __all__ = ["KUBECTL", "OPENRL_PLACE", "Flags", "read", "unreachable"]

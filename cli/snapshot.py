@@ -31,7 +31,7 @@ from cli.live import KUBECTL, OPENRL_PLACE, Flags, read
 from cli.options import count
 from cli.replay import replay
 from cli.scenario import ScenarioError, build_scenario
-from controller.fleet_rules import LeftOut
+from controller.fleet.rules import LeftOut
 from controller.inspect_fleet import LiveFleet, holders_in_order, seated_claims, standing_claims
 from placement import Node
 from placement.quantity import format_quantity

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from controller import logs
+from controller.k8s import logs
 from placement.turns import TurnSettings
 from timeslicer.agent import Options, run
 

@@ -21,11 +21,11 @@ import re
 
 import attrs
 
-from controller import kube, naming
-from controller.cache import strip
-from controller.fleet_reader import FleetView, build_fleet
-from controller.fleet_rules import foreign_claim
-from controller.objects import Obj, Worker, age_order, annotations_of, created_at, name_of
+from controller.fleet.reader import FleetView, build_fleet
+from controller.fleet.rules import foreign_claim
+from controller.k8s import kube, naming
+from controller.k8s.objects import Obj, Worker, age_order, annotations_of, created_at, name_of
+from controller.store.cache import strip
 
 __all__ = [
     "READS",

@@ -29,9 +29,9 @@ import threading
 import time
 from collections.abc import Callable
 
-from controller import kube
-from controller.logs import kv
-from controller.objects import Obj, format_micro_time
+from controller.k8s import kube
+from controller.k8s.logs import kv
+from controller.k8s.objects import Obj, format_micro_time
 
 log = logging.getLogger("openrl.controller.leader")
 

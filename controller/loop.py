@@ -32,17 +32,19 @@ import threading
 import time
 from collections.abc import Callable
 
-from controller import kube, memory, moves
-from controller.cache import Cache
-from controller.housekeeping import tally
-from controller.logs import kv
+from controller import memory
+from controller.k8s import kube
+from controller.k8s.logs import kv
 from controller.metrics import Health, Metrics
-from controller.queue import WorkQueue
-from controller.reconcile import Reconciler
+from controller.reconcile import moves
+from controller.reconcile.housekeeping import tally
+from controller.reconcile.reconciler import Reconciler
+from controller.reconcile.writes import NotLeading, Verdict, Write, Writer
 from controller.settings import Settings
-from controller.watches import WAKE_DELAY, Watcher, feeds
-from controller.work import HOUSEKEEPING_ORDER, SWEEP, WAKE, Result, utcnow
-from controller.writes import NotLeading, Verdict, Write, Writer
+from controller.store.cache import Cache
+from controller.store.queue import WorkQueue
+from controller.store.watches import WAKE_DELAY, Watcher, feeds
+from controller.store.work import HOUSEKEEPING_ORDER, SWEEP, WAKE, Result, utcnow
 
 log = logging.getLogger("openrl.controller.loop")
 

@@ -16,12 +16,12 @@ from typing import Any
 
 import click
 
-from controller import kube
+from controller.k8s import kube
+from controller.k8s.logs import configure, kv
 from controller.leader import LeaderElector
-from controller.logs import configure, kv
 from controller.loop import Controller
 from controller.metrics import Health, Metrics, serve
-from controller.privileges import ALLOWABLE, LEVELS
+from controller.reconcile.privileges import ALLOWABLE, LEVELS
 from controller.settings import (
     STRATEGIES,
     Settings,

@@ -35,7 +35,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from controller.naming import ReasonKind
+from controller.k8s.naming import ReasonKind
 from placement import Role
 
 PREFIX = "openrl_place"

@@ -11,7 +11,7 @@ Rules:
   and in the claim's CEL selector) defaults to the device class name.
 * The lease namespace defaults to the namespace.
 * What templates may hand their workers is the operator's setting, here and
-  nowhere else (``controller.privileges``): ``service_account`` is the
+  nowhere else (``controller.reconcile.privileges``): ``service_account`` is the
   scheduler's own (never a worker's), ``template_service_accounts`` the others
   a template may name, and ``template_allow`` the privileged fields a template
   may set, as ``NAME=FIELD,FIELD`` entries separated by ``;`` or spaces (``*``
@@ -20,16 +20,16 @@ Rules:
   is the Pod Security level every template is held to (``baseline`` or
   ``restricted``), checked by the scheduler whatever the namespace's labels.
 * ``wedge_grace``, ``move_limit`` and ``move_window`` are the re-placement
-  rules' (``controller.moves``): how long a placed pod may stay unschedulable,
+  rules' (``controller.reconcile.moves``): how long a placed pod may stay unschedulable,
   and how many times a worker may be placed again within the window.
 * ``strategy`` is the placement policy's, one for the whole scheduler
   (``placement.policy``): ``spread`` (the default) or ``binpack``. Owner
   affinity is always on here; only the offline commands switch it off, to
   compare.
 * ``autoscaling`` (off by default) makes a worker that must wait keep a
-  standing claim and pod a node autoscaler can act on (``controller.standing``);
+  standing claim and pod a node autoscaler can act on (``controller.reconcile.standing``);
   ``autoscale_pools`` are the node pools the operator says it can add, as
-  ``COUNTxMEMORY[:ROLE[+ROLE]]`` entries (``controller.pools``): with autoscaling
+  ``COUNTxMEMORY[:ROLE[+ROLE]]`` entries (``controller.fleet.pools``): with autoscaling
   on, NoCapacity is judged against those alone (and the nodes present).
 """
 
@@ -43,8 +43,8 @@ from pathlib import Path
 
 import attrs
 
-from controller.pools import DeclaredPool, PoolError, parse_pools
-from controller.privileges import ALLOWABLE, LEVELS, TemplatePolicy
+from controller.fleet.pools import DeclaredPool, PoolError, parse_pools
+from controller.reconcile.privileges import ALLOWABLE, LEVELS, TemplatePolicy
 from placement import Policy, Strategy
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")

@@ -60,13 +60,14 @@ from typing import Any
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from controller import kube, naming, render
-from controller.claims import build_claim
-from controller.fleet_reader import read_slices
+from controller.fleet.claims import build_claim
+from controller.fleet.reader import read_slices
+from controller.k8s import kube, naming
+from controller.k8s.objects import Worker
 from controller.loop import Controller
 from controller.main import run
 from controller.metrics import Metrics
-from controller.objects import Worker
+from controller.reconcile import render
 from controller.settings import Settings
 from hack.lib import kube as testbed
 from hack.lib.install import ensure_crd

@@ -3,7 +3,7 @@
     python -m hack.crashpoint VERB:RESOURCE:K:WHEN [controller flags ...]
 
 runs ``openrl-place controller`` with its flags, after wrapping the one door
-every request goes through (``controller.kube.Kube._send``): at the K-th
+every request goes through (``controller.k8s.kube.Kube._send``): at the K-th
 request of that verb and resource (named as RBAC names them, e.g.
 ``create:pods:3:before`` or ``patch:openrlworkers/status:1:after``) the process
 
@@ -32,7 +32,7 @@ from typing import Any
 
 import attrs
 
-from controller import kube
+from controller.k8s import kube
 
 __all__ = ["CrashPoint", "launcher", "main", "plant"]
 

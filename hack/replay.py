@@ -133,12 +133,12 @@ from cli.scenario import (
     build_scenario,
     load_scenario,
 )
-from controller import kube, naming
-from controller.claims import read_claim
+from controller.fleet.claims import read_claim
+from controller.k8s import kube, naming
 from controller.loop import Controller
 from controller.main import run
 from controller.settings import Settings
-from controller.work import SWEEP
+from controller.store.work import SWEEP
 from hack import replay_pool as pool
 from hack.fakenodes import fakenodes
 from hack.lib import kube as testbed

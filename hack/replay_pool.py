@@ -55,7 +55,7 @@ from typing import Any
 
 from cli.model import NodeGroupSpec, NodeSpec
 from cli.scenario import Scenario
-from controller import naming
+from controller.k8s import naming
 from hack.lib import kube as testbed
 from placement.model import Role
 from placement.quantity import format_quantity, parse_quantity
@@ -155,7 +155,7 @@ def refusal(scenario: Scenario) -> str | None:
 
 
 def declared_pool(template: NodeSpec) -> str:
-    """The controller's --autoscale-pools entry for the group (controller.pools)."""
+    """The controller's --autoscale-pools entry for the group (controller.fleet.pools)."""
     roles = "+".join(sorted(template.roles))
     return f"{template.devices}x{format_quantity(template.device_memory)}" + (
         f":{roles}" if roles else "")

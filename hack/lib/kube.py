@@ -18,7 +18,7 @@ Rules:
   transport failure is a ``KubeError`` naming the request; nothing above
   this module catches ``ApiException``.
 * Every request has a timeout and every wait (``wait_for``) a bound.
-* This module does not import the product's ``controller.kube``: the checkers
+* This module does not import the product's ``controller.k8s.kube``: the checkers
   read the cluster through it, and a fault in the code they check must not
   be able to hide from them.
 """

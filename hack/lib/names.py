@@ -1,14 +1,14 @@
 """The names the testbed looks for on the cluster, declared once.
 
-The first group repeats what the controller defines (controller/naming.py,
-controller/privileges.py, the manifests) on purpose: the books
+The first group repeats what the controller defines (controller/k8s/naming.py,
+controller/reconcile/privileges.py, the manifests) on purpose: the books
 (hack/lib/books.py), the invariants (hack/lib/invariants.py) and the chaos,
 privilege and fuzz checks audit the controller, so they spell its names
 themselves rather than import them -- a label renamed in the controller must
 make the audit fail, not follow along unseen. tests/unit/hack/test_names.py
 compares each with the controller's, so a rename on either side is caught.
 Scripts that run the controller itself (hack/burst.py, hack/replay.py) import
-``controller.naming`` instead.
+``controller.k8s.naming`` instead.
 
 The second group is the testbed's own.
 """

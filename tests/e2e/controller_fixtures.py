@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from controller import kube
-from controller.fleet_reader import read_slices
+from controller.fleet.reader import read_slices
+from controller.k8s import kube
 from controller.loop import Controller
 from controller.main import run
 from controller.metrics import PREFIX, Metrics

@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 def test_a_burst_places_everyone_with_at_most_seven_requests_each(cluster: Any) -> None:
     from kubernetes import client
 
-    from controller.fleet_reader import read_slices
+    from controller.fleet.reader import read_slices
 
     slices = client.CustomObjectsApi(cluster.api).list_cluster_custom_object(
         "resource.k8s.io", "v1", "resourceslices")["items"]

@@ -17,7 +17,8 @@ import pytest
 from controller_fixtures import Env, GiB, GpuNode, crd, gpu_nodes, orw  # noqa: F401
 from kubernetes import client
 
-from controller import naming, render
+from controller.k8s import naming
+from controller.reconcile import render
 
 
 def whole_node(nodes: list[GpuNode]) -> str:

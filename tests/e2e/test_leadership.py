@@ -19,11 +19,11 @@ from typing import Any
 from controller_fixtures import Env, GpuNode, crd, gpu_nodes, orw  # noqa: F401
 from kubernetes.client.rest import ApiException
 
-from controller import kube
+from controller.k8s import kube
+from controller.k8s.objects import format_micro_time
 from controller.loop import Controller
 from controller.main import run
 from controller.metrics import Metrics
-from controller.objects import format_micro_time
 from controller.settings import Settings
 
 LEASE = "e2e-handover"

@@ -37,7 +37,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from controller import naming
+from controller.k8s import naming
 
 REPO = Path(__file__).resolve().parents[2]
 NODE_SH = REPO / "hack" / "node.sh"

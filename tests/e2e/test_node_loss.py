@@ -5,7 +5,7 @@ Each test plays its own corner of the cluster through ``hack/replay.py``'s
 process). A node is lost as a cloud loses it: its kubelet stops (the fake node
 is no longer played) and its Node object is deleted (its slice goes with it).
 Kubernetes then collects the node's pods; the controller places each worker of
-that node again (controller/moves.py). ``NODE_LOSS_ROUNDS`` (1) repeats the
+that node again (controller/reconcile/moves.py). ``NODE_LOSS_ROUNDS`` (1) repeats the
 room-left case with fresh nodes, for a longer run.
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from cli.scenario import Arrive, NodeSpec
-from controller.work import SWEEP
+from controller.store.work import SWEEP
 from hack.lib import kube as testbed
 from hack.replay import Stage
 

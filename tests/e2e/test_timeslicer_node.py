@@ -56,7 +56,7 @@ from test_node import (
     skip_unless_a_node_can_run,
 )
 
-from controller import naming
+from controller.k8s import naming
 
 REPO = Path(__file__).resolve().parents[2]
 NS = "openrl"

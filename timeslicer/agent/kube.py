@@ -2,7 +2,7 @@
 
 Rules:
 
-* Every API call goes through ``controller.kube`` (its errors, its timeouts);
+* Every API call goes through ``controller.k8s.kube`` (its errors, its timeouts);
   the blocking calls run off the event loop: the watch on a thread of its
   own, writes on an executor. Nothing here decides a turn.
 * Pods are read with ``spec.nodeName=<node>`` and ``accel-timeslicer=true``.
@@ -33,9 +33,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from controller import kube, naming
-from controller.events import Recorder
-from controller.objects import format_time, pod_claim, pod_claims
+from controller.k8s import kube, naming
+from controller.k8s.events import Recorder
+from controller.k8s.objects import format_time, pod_claim, pod_claims
 from placement.turns import EvictReason, TurnPhase
 from timeslicer.agent.channels import Member
 from timeslicer.agent.core import Agent

@@ -114,7 +114,7 @@ async def serve(options: Options, stop: asyncio.Event,
         def owner_of(pid: int) -> str | None:
             return next((k for k, m in agent.members.items() if m.extra.get("pid") == pid), None)
     else:
-        from controller import kube as controller_kube
+        from controller.k8s import kube as controller_kube
         from timeslicer.agent import kube
 
         api = controller_kube.Kube(controller_kube.load_api_client(options.kubeconfig), "default")

@@ -14,13 +14,13 @@ from cli.explain import _explanation, _explanation_lines
 from cli.replay import replay
 from cli.scenario import build_scenario
 from cli.snapshot import snapshot_document, verify_snapshot
-from controller.claims import build_claim, read_claim
-from controller.fleet_rules import placement_claim
+from controller.fleet.claims import build_claim, read_claim
+from controller.fleet.rules import placement_claim
 from controller.inspect_fleet import LiveFleet
 from placement import GiB, NewClaim, Node, Request, Role
 from placement.remedy import diagnose
 from tests.unit.cli.conftest import Run
-from tests.unit.controller.test_fleet_devices import device, nv_slice, read
+from tests.unit.controller.fleet.test_devices import device, nv_slice, read
 
 
 def mixed_slice() -> dict[str, Any]:

@@ -7,8 +7,8 @@ from click.testing import CliRunner
 from cli.explain import turn_line
 from cli.main import main
 from cli.snapshot import snapshot_document, verify_snapshot
-from controller import kube
 from controller.inspect_fleet import read_live_fleet, seated_claims, standing_claims, turn_state
+from controller.k8s import kube
 from placement import Request, Role
 from placement.remedy import diagnose
 from tests.unit.controller.conftest import DRIVER, Cluster

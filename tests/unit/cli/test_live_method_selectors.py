@@ -9,7 +9,7 @@ from cli.snapshot import snapshot_document, verify_snapshot
 from controller.inspect_fleet import LiveFleet
 from placement import Request, Role
 from placement.remedy import diagnose
-from tests.unit.controller.test_fleet_devices import device, nv_slice, read
+from tests.unit.controller.fleet.test_devices import device, nv_slice, read
 
 BIG = {"metadata": {"name": "big.nvidia.com"}, "spec": {"selectors": [{"cel": {"expression":
        "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('60Gi')) >= 0"}}]}}

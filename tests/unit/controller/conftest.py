@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from controller import kube, naming
-from controller.cache import Cache
-from controller.reconcile import Reconciler
+from controller.k8s import kube, naming
+from controller.reconcile.reconciler import Reconciler
 from controller.settings import Settings
+from controller.store.cache import Cache
 from tests.unit.controller.fake_kube import FakeKube
 
 DRIVER = "gpu.example.com"

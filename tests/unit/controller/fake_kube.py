@@ -1,4 +1,4 @@
-"""An in-memory stand-in for controller.kube.Kube: same verbs, same errors.
+"""An in-memory stand-in for controller.k8s.kube.Kube: same verbs, same errors.
 
 It keeps what the reconcile relies on: uids, resourceVersions and their
 preconditions, finalizers holding a deletion, the status subresource, merge
@@ -16,8 +16,8 @@ import uuid
 from collections import Counter
 from typing import Any
 
-from controller import kube
-from controller.objects import format_time
+from controller.k8s import kube
+from controller.k8s.objects import format_time
 
 Obj = dict[str, Any]
 

@@ -8,15 +8,15 @@ import urllib.request
 
 import pytest
 
-from controller import kube
+from controller.k8s import kube
 from controller.leader import LeaderElector
 from controller.loop import Controller
 from controller.metrics import Health, Metrics, serve
-from controller.queue import WorkQueue
+from controller.reconcile.writes import NotLeading, Verdict, Write
 from controller.settings import Settings
-from controller.watches import Feed, feeds
-from controller.work import WAKE, Result
-from controller.writes import NotLeading, Verdict, Write
+from controller.store.queue import WorkQueue
+from controller.store.watches import Feed, feeds
+from controller.store.work import WAKE, Result
 from tests.unit.controller.fake_kube import FakeKube
 
 

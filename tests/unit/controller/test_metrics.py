@@ -9,10 +9,11 @@ from typing import Any
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from controller import kube, status
-from controller.housekeeping import census
+from controller.k8s import kube
+from controller.k8s.objects import Worker, format_time
 from controller.metrics import Metrics
-from controller.objects import Worker, format_time
+from controller.reconcile import status
+from controller.reconcile.housekeeping import census
 
 T0 = dt.datetime(2026, 12, 1, 9, 0, tzinfo=dt.UTC)
 

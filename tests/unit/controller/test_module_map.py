@@ -1,10 +1,10 @@
-"""controller/__init__.py's module map stays true: it names every module, and only modules.
+"""Each controller folder's module map stays true: it names every module, and only modules.
 
-The map is the docstring's list from "Module map" on; an entry is a name in
+A map is its ``__init__`` docstring's list from "Module map" on; an entry is a name in
 double backticks followed by a colon (``name``: what it is), or several
-sharing one (``a``, ``b``: ...). Other names in backticks are prose. The
-package's modules are its tracked ``.py`` files (as ``git ls-files`` lists
-them, less ``__init__``), so a file not yet committed need not be named; a
+sharing one (``a``, ``b``: ...). Other names in backticks are prose. A
+folder's modules are its tracked ``.py`` files and subfolders (as ``git ls-files``
+lists them, less ``__init__``), so a file not yet committed need not be named; a
 name must match a file that exists.
 """
 
@@ -31,27 +31,52 @@ def entries(docstring: str) -> list[str]:
     return _ENTRY.findall(text)
 
 
-def tracked_modules() -> set[str]:
+PACKAGES = sorted(path.parent for path in PACKAGE.rglob("__init__.py")
+                  if "__pycache__" not in path.parts)
+
+
+def tracked_modules(package: Path) -> set[str]:
+    """The package's tracked modules and subpackages, by name (less ``__init__``)."""
+    folder = package.relative_to(ROOT).as_posix()
     try:
-        listed = subprocess.run(["git", "ls-files", "-z", "controller"], cwd=ROOT,
+        listed = subprocess.run(["git", "ls-files", "-z", folder], cwd=ROOT,
                                 capture_output=True, check=True).stdout.decode()
     except (OSError, subprocess.CalledProcessError):
         pytest.skip("not a git checkout: no list of tracked files")
-    return {Path(p).stem for p in listed.split("\0")
-            if p.count("/") == 1 and p.endswith(".py") and (ROOT / p).exists()} - {"__init__"}
+    names = set()
+    for line in filter(None, listed.split("\0")):
+        inside = Path(line).relative_to(folder).parts
+        if len(inside) == 1 and inside[0].endswith(".py") and (ROOT / line).exists():
+            names.add(Path(inside[0]).stem)
+        elif len(inside) > 1 and (package / inside[0] / "__init__.py").exists():
+            names.add(inside[0])
+    return names - {"__init__"}
 
 
-def test_the_map_names_every_module_once_and_nothing_else() -> None:
-    named = entries(ast.get_docstring(ast.parse((PACKAGE / "__init__.py").read_text())) or "")
-    on_disk = {p.stem for p in PACKAGE.glob("*.py")}
+def on_disk(package: Path) -> set[str]:
+    return ({p.stem for p in package.glob("*.py")}
+            | {p.parent.name for p in package.glob("*/__init__.py")})
+
+
+@pytest.mark.parametrize("package", PACKAGES,
+                         ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_each_map_names_every_module_once_and_nothing_else(package: Path) -> None:
+    where = (package / "__init__.py").relative_to(ROOT)
+    named = entries(ast.get_docstring(ast.parse((package / "__init__.py").read_text())) or "")
     twice = sorted({n for n in named if named.count(n) > 1})
-    unnamed = sorted(tracked_modules() - set(named))
-    not_modules = sorted(set(named) - on_disk)
-    assert not twice, f"controller/__init__.py's map names these twice: {twice}"
-    assert not unnamed, (f"controller/__init__.py's module map leaves out {unnamed}: add "
+    unnamed = sorted(tracked_modules(package) - set(named))
+    not_modules = sorted(set(named) - on_disk(package))
+    assert not twice, f"{where}'s map names these twice: {twice}"
+    assert not unnamed, (f"{where}'s module map leaves out {unnamed}: add "
                          "each as ``name``: what it is, where a reader meets it")
-    assert not not_modules, (f"controller/__init__.py's module map names {not_modules}, "
-                             "which are not modules of controller/ (renamed or removed?)")
+    assert not not_modules, (f"{where}'s module map names {not_modules}, "
+                             "which are not modules of its folder (renamed or removed?)")
+
+
+def test_the_controller_is_in_folders_by_job() -> None:
+    """Few modules directly in controller/: the rest live in the folder of their job."""
+    top = {p.stem for p in PACKAGE.glob("*.py")} - {"__init__"}
+    assert len(top) <= 15, f"controller/ holds {len(top)} modules directly: {sorted(top)}"
     assert controller.__doc__  # the map is the package's own docstring
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from controller import kube
+from controller.k8s import kube
 from hack import crashpoint
 from hack.crashpoint import CrashPoint
 

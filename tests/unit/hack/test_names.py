@@ -7,7 +7,8 @@ from pathlib import Path
 
 import yaml
 
-from controller import naming, privileges
+from controller.k8s import naming
+from controller.reconcile import privileges
 from controller.settings import Settings
 from hack.lib import names
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from controller.privileges import ALLOWABLE
+from controller.reconcile.privileges import ALLOWABLE
 from controller.settings import parse_template_allow
 from tests.tools import ROOT, run
 

@@ -444,7 +444,7 @@ def test_default_template_is_a_clean_pod(role: str) -> None:
 
 @pytest.mark.parametrize("role", ["trainer", "sampler"])
 def test_default_templates_are_marked_and_hand_out_nothing(role: str) -> None:
-    from controller.privileges import (
+    from controller.reconcile.privileges import (
         LABEL_POD_TEMPLATE,
         TemplatePolicy,
         privilege_refusal,

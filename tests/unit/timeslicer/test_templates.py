@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from controller.privileges import TemplatePolicy, privilege_refusal, unmarked_refusal
-from controller.render import parse_template, validate_template, worker_container_index
+from controller.reconcile.privileges import TemplatePolicy, privilege_refusal, unmarked_refusal
+from controller.reconcile.render import parse_template, validate_template, worker_container_index
 
 ROOT = Path(__file__).resolve().parents[3]
 TEMPLATES = sorted((ROOT / "examples" / "templates").glob("*.yaml"))

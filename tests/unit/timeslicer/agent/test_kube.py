@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from controller import kube
+from controller.k8s import kube
 from placement.turns import EvictReason, TurnPhase, TurnSettings
 from tests.unit.controller.fake_kube import FakeKube
 from timeslicer.agent import Agent

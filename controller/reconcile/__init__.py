@@ -1,0 +1,19 @@
+"""The reconcile: one worker, read from the store, one decision, its writes planned.
+
+Module map:
+
+* ``reconciler``: one reconcile, its stages in order, turned into one plan of writes.
+* ``steps``: the steps for a worker with a pod, and finalizing.
+* ``seating``: the steps for a worker with no pod yet: the claim it holds, its
+  template, and the seat decision.
+* ``moves``: when a placed worker is placed again (node lost or not ready, pod
+  wedged, finished), and how often.
+* ``standing``: autoscaling: a waiting worker's standing, unpinned claim and pod.
+* ``status``: the status an outcome means, and when a write and an Event are due.
+* ``render``: the worker pod: template, overlay and placement's stamps.
+* ``privileges``, ``pod_security``: what a template may hand its worker, and the
+  Pod Security Standards held control by control.
+* ``writes``: each reconcile's writes as one plan, plans on a bounded pool, and
+  what a failed write means.
+* ``housekeeping``: waking pending workers, sweeping orphaned claims.
+"""

@@ -1,0 +1,392 @@
+"""Placed again: lost and not-ready nodes, wedged pods, finished workers, and how often.
+
+A placed worker stays put (seating.py), except where staying cannot work. The
+rules, read top to bottom (first match), each with the function carrying it out:
+
+  the worker                               becomes
+  ---------------------------------------  ------------------------------------------------
+  pod completed, not deleted (with_pod)    Succeeded, terminal (one that exits 0 once
+                                           deleted was stopped: it gets a new pod)
+  pod's node lost (with_pod)               Pending NodeLost; the pod deleted (Kubernetes
+                                           finishes that: a deleted node's pods are collected)
+  pod alive on a node not ready (with_pod) its phase, reason NodeNotReady; nothing deleted:
+                                           it waits until Kubernetes confirms the pod gone
+                                           (eviction finished, or the out-of-service taint)
+  pod finished on a node not ready         Pending NodeNotReady; the pod deleted
+  pod Unschedulable (or failing in the     Pending PodWedged; the pod deleted
+    scheduler) past wedge_grace, or
+    rejected by the kubelet (with_pod)
+  no pod; its seat on a lost or not-ready  Pending, the move's kind; the seat given back
+    node, or its pod was wedged (leave)      (its own claim deleted, a join taken off the
+                                             claim's booked list)
+  no seat, moving, its own claim still     Pending, the move's kind, until the claim is gone
+    going (held_back)                        (the new claim takes its name)
+  no seat, moved more than move_limit      Pending PlacedTooOften until the oldest of those
+    times within move_window (held_back)     moves leaves the window (an alert fires)
+  no seat, moving (explain)                the normal decision; a wait keeps the move's kind,
+                                           naming the node and why, and never fails
+                                           Unsatisfiable (it ran once; hardware may return)
+  no seat, moving after its pod was        the same, but elsewhere when anywhere else can
+    wedged on a node (wedged_on)             take it: that node only as the last resort
+  finished (finished)                      its pod deleted; its claim deleted at once unless
+                                           another worker holds a seat on it
+
+Rules:
+
+* A seat is given back only once no pod of the worker can hold the device:
+  its pod is gone. Deleting a claim is safe before the other pods on it are
+  gone: DRA keeps it while any pod uses it, and our books keep its seats.
+* Nothing here force-deletes. A lost node's pods are collected by Kubernetes;
+  a not-ready node's wait for their eviction to finish, or for the operator.
+* Workers on healthy nodes never move: only the rows above move a worker.
+* A move is recorded in ``status.moves`` when it is first seen (the worker
+  was not already moving): when, why, the node and the claim; the newest
+  ``move_limit + 1`` are kept, enough to tell whether the limit is passed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+
+import attrs
+
+from controller.fleet.claims import ClaimView, booked_uids
+from controller.fleet.health import Trouble, trouble
+from controller.k8s import kube, naming
+from controller.k8s.naming import CONDITION_PLACED, PodPhase, ReasonKind, WorkerPhase
+from controller.k8s.objects import (
+    Obj,
+    Worker,
+    created_at,
+    format_time,
+    is_deleting,
+    name_of,
+    parse_time,
+    pod_alive,
+    pod_claim,
+    pod_condition,
+    pod_node,
+    pod_phase,
+    uid_of,
+    version_of,
+    worker_owner_uid,
+)
+from controller.reconcile.status import Outcome
+from controller.reconcile.steps import Conclusion, Context
+from controller.reconcile.writes import Write
+from controller.store.cache import Cache
+from placement.model import per_device_share
+
+__all__ = ["MOVE_KINDS", "explain", "finished", "held_back", "leave", "moving", "wedge_due",
+           "wedged_on", "with_pod", "workers_on_node"]
+
+# The kinds a worker being placed again is Pending with.
+MOVE_KINDS = frozenset({ReasonKind.NODE_LOST, ReasonKind.NODE_NOT_READY,
+                        ReasonKind.POD_WEDGED, ReasonKind.PLACED_TOO_OFTEN})
+# How a move reads in a reason: "placed again after <this>".
+_AFTER: dict[str, str] = {ReasonKind.NODE_LOST: "node {node} was lost",
+          ReasonKind.NODE_NOT_READY: "node {node} was not ready",
+          ReasonKind.POD_WEDGED: "its pod was wedged on node {node}"}
+# kube-scheduler's reasons for a pod it has not bound: judged unschedulable, or failed.
+UNSCHEDULED = frozenset({"Unschedulable", "SchedulerError"})
+# The kubelet's word on a pod it refused to run (its admission failed).
+REJECTED = "Pod was rejected"
+
+
+def _delete_pod(pod: Obj) -> Write:
+    return Write("delete", kube.PODS, name_of(pod), {}, uid=uid_of(pod))
+
+
+def _kind(worker: Worker) -> str:
+    for cond in worker.status.get("conditions") or []:
+        if cond.get("type") == CONDITION_PLACED:
+            return str(cond.get("reason") or "")
+    return ""
+
+
+def moving(worker: Worker) -> Obj | None:
+    """The move under way (the latest recorded), while the worker is Pending because of
+    it; None otherwise."""
+    recorded = worker.status.get("moves") or []
+    if worker.phase != WorkerPhase.PENDING or _kind(worker) not in MOVE_KINDS or not recorded:
+        return None
+    latest = recorded[-1]
+    return latest if isinstance(latest, dict) else None
+
+
+def wedged_on(worker: Worker) -> str:
+    """The node the worker's pod was wedged on, while it waits to be placed again after
+    that ('' otherwise): whatever kept the pod from running there (a broken device no
+    taint marks, a node the kubelet refuses pods on) may well keep the next one too."""
+    move = moving(worker)
+    if move is None or move.get("reason") != ReasonKind.POD_WEDGED:
+        return ""
+    return str(move.get("node") or "")
+
+
+def _after(move: Obj) -> str:
+    text = _AFTER.get(str(move.get("reason")), "node {node} was left")
+    return text.format(node=str(move.get("node") or "(unknown)"))
+
+
+def _record(ctx: Context, worker: Worker, kind: str, node: str,
+            claim: str) -> tuple[Obj, ...] | None:
+    """The status's moves with this one added; None when it is on record already."""
+    if moving(worker) is not None:
+        return None
+    kept = [m for m in worker.status.get("moves") or [] if isinstance(m, dict)]
+    entry = {"at": format_time(ctx.now), "reason": str(kind), "node": node, "claim": claim}
+    return tuple([*kept, entry][-(ctx.settings.move_limit + 1):])
+
+
+def _node_of(ctx: Context, worker: Worker, claim: str, pod: Obj | None = None) -> str:
+    """Where the worker is: its pod's node, else its status's, else its claim's."""
+    if pod is not None and pod_node(pod):
+        return pod_node(pod)
+    if worker.status.get("nodeName") and claim == worker.claim:
+        return str(worker.status["nodeName"])
+    view = ctx.cache.view
+    with ctx.cache.lock:
+        found = view.claims.get(claim) or view.closing.get(claim)
+    return found.node if found is not None else ""
+
+
+def _health(ctx: Context, node: str) -> Trouble | None:
+    return trouble(ctx.cache.get(kube.NODES, node), node) if node else None
+
+
+# ------------------------------------------------------------------ with a pod
+
+
+def with_pod(ctx: Context, worker: Worker, pod: Obj) -> Conclusion | None:
+    """Before ``steps.with_pod``: what the worker's own pod means when it completed, its
+    node is lost or not ready, or it is wedged. None: ``steps.with_pod`` says."""
+    if worker_owner_uid(pod) != worker.uid:
+        return None
+    claim = pod_claim(pod) or worker.claim
+    devices = worker.status.get("deviceCount")
+    placed = Outcome(WorkerPhase.PENDING, claim=claim, devices=devices,
+                     memory_per_device=per_device_share(worker.memory, devices)
+                     if devices else None, pod=name_of(pod))
+    # A pod that exits 0 once deleted (SIGTERM handled, as a well-made worker does) was
+    # stopped, not finished: the deletion is someone's (an eviction, a drain), and the
+    # worker gets a new pod like any other whose pod is deleted (steps.with_pod).
+    if pod_phase(pod) == PodPhase.SUCCEEDED and not is_deleting(pod):
+        return Conclusion(Outcome(WorkerPhase.SUCCEEDED, ReasonKind.COMPLETED,
+                                  f"pod {name_of(pod)} completed; its seat is released",
+                                  claim=claim, node=str(worker.status.get("nodeName") or ""),
+                                  pod=name_of(pod)), requeue_after=1.0)
+    node = _node_of(ctx, worker, claim, pod)
+    sick = _health(ctx, node)
+    if sick is not None and not sick.lost and pod_alive(pod):
+        phase = WorkerPhase.RUNNING if pod_phase(pod) == PodPhase.RUNNING \
+            else WorkerPhase.PLACING
+        state = "is being deleted;" if is_deleting(pod) else "stays;"
+        return Conclusion(Outcome(
+            phase, ReasonKind.NODE_NOT_READY,
+            f"{sick.why}; pod {name_of(pod)} {state} nothing is forced: the worker is "
+            "placed again once Kubernetes confirms the pod gone (its eviction finished, or "
+            "the node marked out-of-service)", claim=claim, devices=devices,
+            memory_per_device=placed.memory_per_device, node=node, pod=name_of(pod)),
+            requeue_after=ctx.settings.retry_interval)
+    why = sick.why if sick is not None else _wedged(ctx, pod)
+    if not why:
+        return None
+    kind = sick.kind if sick is not None else ReasonKind.POD_WEDGED
+    writes = () if is_deleting(pod) else (_delete_pod(pod),)
+    return Conclusion(Outcome(
+        WorkerPhase.PENDING, kind,
+        f"{why}; pod {name_of(pod)} deleted, the worker is placed again once it is gone",
+        claim=claim, devices=devices, memory_per_device=placed.memory_per_device,
+        pod=name_of(pod), moves=_record(ctx, worker, kind, node, claim)),
+        writes, requeue_after=ctx.settings.retry_interval, wake=True)
+
+
+def _wedged(ctx: Context, pod: Obj) -> str:
+    """Why the pod is wedged on its node ('' if it is not): refused by the kubelet, or
+    unschedulable for longer than the grace."""
+    status = pod.get("status") or {}
+    if not pod_alive(pod):
+        said = str(status.get("message") or "")
+        if pod_node(pod) and (said.startswith(REJECTED)
+                              or status.get("reason") == "UnexpectedAdmissionError"):
+            return (f"the kubelet on node {pod_node(pod)} rejected pod {name_of(pod)}: "
+                    f"{status.get('reason') or ''} {said}".rstrip())
+        return ""
+    waited = _unschedulable_for(ctx, pod)
+    if waited is None or waited < ctx.settings.wedge_grace:
+        return ""
+    cond = pod_condition(pod, "PodScheduled") or {}
+    return (f"pod {name_of(pod)} stayed unschedulable for {waited:.0f}s (grace "
+            f"{ctx.settings.wedge_grace:.0f}s): {cond.get('message') or 'no reason given'}")
+
+
+def _unschedulable_for(ctx: Context, pod: Obj) -> float | None:
+    if pod_node(pod) or is_deleting(pod):
+        return None
+    cond = pod_condition(pod, "PodScheduled") or {}
+    # A scheduler error that lasts the grace (a claim the pod names deleted under it,
+    # say) wedges the pod as surely as a verdict of unschedulable.
+    if cond.get("status") != "False" or cond.get("reason") not in UNSCHEDULED:
+        return None
+    since = parse_time(cond.get("lastTransitionTime")) or created_at(pod)
+    return (ctx.now - since).total_seconds()
+
+
+def wedge_due(ctx: Context, pod: Obj) -> float | None:
+    """Seconds until an unschedulable pod counts as wedged (None: it is not waiting so)."""
+    waited = _unschedulable_for(ctx, pod)
+    return None if waited is None else max(0.0, ctx.settings.wedge_grace - waited) + 0.5
+
+
+# ------------------------------------------------------------------- no pod
+
+
+def leave(ctx: Context, worker: Worker, held: ClaimView | None) -> Conclusion | None:
+    """No pod: give the seat back when its node is lost or not ready, or its pod was
+    wedged. Read under the cache's lock. None: the seat is kept."""
+    view = ctx.cache.view
+    seat = held or (view.closing.get(worker.claim) if worker.claim else None)
+    if seat is None:
+        return None
+    sick = _health(ctx, seat.node)
+    move = moving(worker)
+    wedged = (move is not None and move.get("reason") == ReasonKind.POD_WEDGED
+              and move.get("claim") == seat.name)
+    if sick is None and not wedged:
+        return None
+    kind = sick.kind if sick is not None else ReasonKind.POD_WEDGED
+    why = sick.why if sick is not None else f"its pod was wedged on node {seat.node}"
+    writes = _release(ctx, worker, seat, node_gone=sick is not None)
+    if not writes and sick is None and seat.name == worker.own_claim:
+        # Others sit on its own claim, whose name a new claim would need: it keeps the
+        # seat and tries it again; a pod wedged again counts as another move.
+        return None
+    return Conclusion(Outcome(
+        WorkerPhase.PENDING, kind,
+        f"{why}; its seat on claim {seat.name} is given back and it is placed again",
+        moves=_record(ctx, worker, kind, seat.node, seat.name)),
+        writes, requeue_after=1.0, wake=True)
+
+
+def _release(ctx: Context, worker: Worker, seat: ClaimView, *, node_gone: bool) -> tuple[
+        Write, ...]:
+    """The writes giving the seat back: the worker's own claim deleted (on a healthy node
+    only once nobody else sits on it), else its join taken off the claim's list."""
+    if seat.deleting:
+        return ()
+    obj = ctx.cache.get(kube.CLAIMS, seat.name)
+    if obj is None:
+        return ()
+    if seat.name == worker.own_claim:
+        booked = ctx.cache.view.fleet.claim(seat.name)
+        others = [b for b in (booked.bookings if booked else ()) if b.worker != worker.name]
+        if others and not node_gone:
+            return ()
+        return (Write("delete", kube.CLAIMS, seat.name, {}, uid=uid_of(obj)),)
+    uids = booked_uids(obj)
+    if worker.uid not in uids:
+        return ()
+    body = {"metadata": {
+        "resourceVersion": (obj.get("metadata") or {}).get("resourceVersion"),
+        "annotations": {naming.ANNOTATION_BOOKED: ",".join(u for u in uids if u != worker.uid)
+                        or None}}}
+    return (Write("patch", kube.CLAIMS, seat.name, body),)
+
+
+def held_back(ctx: Context, worker: Worker) -> Conclusion | None:
+    """A moving worker with no seat waits while its own claim is still on its way out
+    (its name is taken until then), and, moved more than the limit within the window,
+    until the oldest of those moves leaves it. Read under the cache's lock."""
+    move = moving(worker)
+    if move is None:
+        return None
+    if worker.own_claim in ctx.cache.view.closing:
+        return Conclusion(Outcome(
+            WorkerPhase.PENDING, str(move.get("reason") or ReasonKind.NODE_LOST),
+            f"to be placed again after {_after(move)}: its claim {worker.own_claim} is "
+            "being released first"), requeue_after=ctx.settings.retry_interval)
+    recent = _recent(worker, ctx.now, ctx.settings.move_window)
+    limit = ctx.settings.move_limit
+    if len(recent) <= limit:
+        return None
+    until = recent[-(limit + 1)] + dt.timedelta(seconds=ctx.settings.move_window)
+    return Conclusion(Outcome(
+        WorkerPhase.PENDING, ReasonKind.PLACED_TOO_OFTEN,
+        f"placed again {len(recent)} times within {ctx.settings.move_window:.0f}s (the "
+        f"limit is {limit}), the latest after {_after(move)}; it waits until "
+        f"{format_time(until)} before it is placed again"),
+        requeue_after=max(1.0, (until - ctx.now).total_seconds()))
+
+
+def _recent(worker: Worker, now: dt.datetime, window: float) -> list[dt.datetime]:
+    times = [parse_time(str(m.get("at") or "")) for m in worker.status.get("moves") or []
+             if isinstance(m, dict)]
+    return sorted(t for t in times if t is not None and (now - t).total_seconds() < window)
+
+
+def explain(ctx: Context, worker: Worker, done: Conclusion) -> Conclusion:
+    """The decision's conclusion for a moving worker: a seat says it was placed again and
+    why; a wait keeps the move's kind, naming the node, and never fails."""
+    move = moving(worker)
+    outcome = done.outcome
+    if move is None or outcome is None:
+        return done
+    after = _after(move)
+    if outcome.phase == WorkerPhase.PLACING:
+        return attrs.evolve(done, outcome=attrs.evolve(
+            outcome, detail=f"placed again after {after}: {outcome.detail}"))
+    waiting = outcome.phase == WorkerPhase.PENDING or outcome.kind == ReasonKind.UNSATISFIABLE
+    if not waiting or outcome.kind in MOVE_KINDS:
+        return done
+    kind = str(move.get("reason") or ReasonKind.NODE_LOST)
+    return attrs.evolve(done, outcome=Outcome(
+        WorkerPhase.PENDING, kind, f"to be placed again after {after}: {outcome.reason}"),
+        requeue_after=done.requeue_after or ctx.settings.retry_interval)
+
+
+# ------------------------------------------------------------------ finished
+
+
+def finished(ctx: Context, worker: Worker, pod: Obj | None) -> Conclusion:
+    """A Succeeded or Failed worker: its finished pod deleted (``steps``' rule), and its
+    claim deleted at once where nobody else holds a seat on it."""
+    writes: list[Write] = []
+    if pod is not None and not pod_alive(pod) and not is_deleting(pod) and \
+            worker_owner_uid(pod) == worker.uid:
+        writes.append(_delete_pod(pod))
+    claim = worker.claim
+    view = ctx.cache.view
+    with ctx.cache.lock:
+        seat = view.claims.get(claim) if claim else None
+        booked = view.fleet.claim(claim) if seat is not None and \
+            view.fleet.has_claim(claim) else None
+        taken = booked is not None and any(b.worker != worker.name for b in booked.bookings)
+        obj = ctx.cache.get(kube.CLAIMS, claim) if seat is not None else None
+    alive = pod is not None and pod_alive(pod)
+    if obj is not None and not taken and not alive and not _committed_others(ctx, obj, worker):
+        writes.append(Write("delete", kube.CLAIMS, claim, {}, uid=uid_of(obj),
+                            resource_version=version_of(obj)))
+    return Conclusion(writes=tuple(writes), wake=bool(writes), sweep=bool(writes))
+
+
+def _committed_others(ctx: Context, claim: Obj, worker: Worker) -> bool:
+    """Whether another live worker committed a seat on the claim (a join under way)."""
+    with ctx.cache.lock:
+        return any(uid != worker.uid and ctx.cache.view.live_uid(uid)
+                   for uid in booked_uids(claim))
+
+
+# ------------------------------------------------------------------ watches
+
+
+def workers_on_node(cache: Cache, node: str) -> Iterable[str]:
+    """The workers booked on claims of ``node`` (queued when the node is lost, or its
+    health changes)."""
+    with cache.lock:
+        view = cache.view
+        claims = {c.name for c in (*view.claims.values(), *view.closing.values())
+                  if c.node == node}
+        return sorted(b.holder for b in view.bookings.values()
+                      if b.claim in claims and not b.holder.startswith("pod/"))

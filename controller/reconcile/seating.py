@@ -1,0 +1,232 @@
+"""The steps for a worker with no pod yet: the claim it holds, its template, its seat.
+
+reconcile.py runs them in this order once no pod is named for the worker (its
+docstring's step 6). Each returns a ``steps.Conclusion`` like every step, and
+steps.py's first two rules hold here too: they read only the cache, and every
+write they need is in their conclusion.
+
+What ``seat`` concludes, by what placement decided:
+
+  decision                      writes, in order               the worker
+  ----------------------------  -----------------------------  ---------------------------------
+  back on the live claim it     the pod                        Placing: resumed on the claim
+  holds (``held_claim``)
+  NewClaim                      the claim (its own name), the  Placing: the new claim, sized
+                                pod                            for the node placement chose
+  NewClaim, its own claim       none                           Pending WaitingForCapacity
+  taken by others
+  JoinClaim                     the join's commit on the       Placing: joined, and why
+                                claim, the pod                 that claim
+  Wait                          none                           Pending, placement's reason;
+                                                               Failed Unsatisfiable once a
+                                                               wait no node could ever end
+                                                               has lasted the placement
+                                                               timeout
+
+Rules:
+
+* ``seat`` is the one step that decides; the reconcile runs it under the
+  cache's lock and assumes its writes (the claim cut, the pod) before letting
+  go.
+* A placed worker stays put: a worker holding a live claim gets its pod back
+  on it unless others already fill that claim's seats; then it is decided
+  afresh, like a newcomer.
+* A decision landing on ``avoid`` (a node the worker's pod was wedged on) is
+  made again without that node, and kept only if no other node can take it.
+* The pod is pinned to the node placement chose, after the writes its seat
+  needs.
+* Waiting for a template keeps a held claim's seat booked (the status keeps
+  the claim), so nobody else is promised it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from controller.fleet.claims import ClaimView, build_claim, commit_join
+from controller.k8s import kube
+from controller.k8s.logs import kv
+from controller.k8s.naming import ReasonKind, WorkerPhase
+from controller.k8s.objects import Obj, Worker
+from controller.reconcile import privileges, render
+from controller.reconcile.status import Outcome
+from controller.reconcile.steps import Conclusion, Context
+from controller.reconcile.writes import Write
+from placement import Fleet, JoinClaim, NewClaim, Policy, Request, Wait, decide
+from placement.decide import Decision, seat_text
+from placement.model import per_device_share
+from placement.quantity import format_quantity
+
+__all__ = ["held_claim", "seat", "template"]
+
+log = logging.getLogger("openrl.controller")
+
+
+def held_claim(ctx: Context, worker: Worker) -> ClaimView | None:
+    """The live claim the worker already holds, most certain first: its status, its own
+    claim (cut before a lost write), a join committed on a claim's booked list."""
+    view = ctx.cache.view
+    booked = view.bookings.get(worker.name)
+    for claim in (worker.claim, worker.own_claim, booked.claim if booked else ""):
+        if claim and claim in view.claims:
+            return view.claims[claim]
+    return None
+
+
+def template(ctx: Context, worker: Worker, held: ClaimView | None) -> Obj | Conclusion:
+    """The worker's prepared template, or why there is none. Waiting for it keeps a held
+    claim's seat booked (the status keeps the claim), so nobody else is promised it."""
+    source = f"ConfigMap {ctx.namespace}/{worker.template_name} key {worker.template_key}"
+    keep: dict[str, Any] = {}
+    seat_kept = ""
+    if held is not None:
+        keep = {"claim": held.name, "devices": held.devices,
+                "memory_per_device": per_device_share(worker.memory, held.devices),
+                "node": held.node if held.allocated else ""}
+        seat_kept = f"; its seat on claim {held.name} stays booked"
+    retry = ctx.settings.retry_interval
+    config_map = ctx.cache.get(kube.CONFIGMAPS, worker.template_name)
+    if config_map is None:
+        return Conclusion(Outcome(WorkerPhase.PENDING, ReasonKind.TEMPLATE_NOT_FOUND,
+                                  f"{source.rsplit(' key ', 1)[0]} not found{seat_kept}",
+                                  **keep), requeue_after=retry)
+    unmarked = privileges.unmarked_refusal(config_map, source.rsplit(" key ", 1)[0])
+    if unmarked is not None:
+        return Conclusion(Outcome(WorkerPhase.FAILED, ReasonKind.TEMPLATE_ERROR,
+                                  str(render.TemplateError(*unmarked))))
+    text = (config_map.get("data") or {}).get(worker.template_key)
+    if text is None:
+        return Conclusion(Outcome(WorkerPhase.PENDING, ReasonKind.TEMPLATE_NOT_FOUND,
+                                  f"{source}: no such key{seat_kept}", **keep),
+                          requeue_after=retry)
+    try:
+        return render.prepare(text, worker, source, ctx.settings.template_policy)
+    except render.TemplateError as exc:
+        return Conclusion(Outcome(WorkerPhase.FAILED, ReasonKind.TEMPLATE_ERROR, str(exc)))
+
+
+def _elsewhere(request: Request, fleet: Fleet, policy: Policy, avoid: str,
+               decision: Decision) -> Decision:
+    """``decision``, or where the fleet without node ``avoid`` would seat the worker when
+    ``decision`` puts it there and that fleet can. Rare (a worker placed again after a
+    wedged pod), so the copy of the fleet it costs is paid seldom."""
+    if not avoid or not isinstance(decision, NewClaim | JoinClaim) or decision.node != avoid:
+        return decision
+    trial = fleet.copy()
+    trial.remove_node(avoid)
+    other = decide(request, trial, policy)
+    return other if isinstance(other, NewClaim | JoinClaim) else decision
+
+
+def seat(ctx: Context, worker: Worker, prepared: Obj, *, avoid: str = "") -> Conclusion:
+    """Decide the worker's seat against the cache's fleet: back on the claim it holds,
+    a new claim, a join, or a wait. ``avoid``: a node to place it on only when no other
+    can take it (``moves.wedged_on``). Run under the cache's lock."""
+    view, settings = ctx.cache.view, ctx.settings
+    held = held_claim(ctx, worker)
+    if held is not None and _seat_kept(ctx, worker, held.name):
+        return _start(ctx, worker, prepared, held.name, held.devices,
+                      held.node if held.allocated else "", f"resumed on claim {held.name}",
+                      pin=held.node)
+    fleet = view.fleet
+    request = Request(worker.name, worker.role, worker.memory, worker.owner, worker.exclusive)
+    decision = _elsewhere(request, fleet, settings.policy, avoid,
+                          decide(request, fleet, settings.policy))
+    if isinstance(decision, NewClaim) and worker.own_claim in view.claims:
+        # The claim named for this worker exists and others fill it: it cannot cut
+        # another, so it waits for a seat like anyone else.
+        return Conclusion(Outcome(WorkerPhase.PENDING, ReasonKind.WAITING_FOR_CAPACITY,
+                                  f"claim {worker.own_claim}, cut for this worker, is "
+                                  "taken by others; waiting for a seat"),
+                          requeue_after=settings.retry_interval)
+    if isinstance(decision, NewClaim):
+        body = build_claim(worker.own_claim, decision, namespace=ctx.namespace,
+                           device_class=settings.device_class, driver=settings.device_driver,
+                           worker=worker.name, worker_uid=worker.uid)
+        log.info("cut claim", extra=kv(worker=worker.name, claim=worker.own_claim,
+                                       node=decision.node, devices=decision.devices,
+                                       floor=format_quantity(decision.memory_floor),
+                                       ceiling=format_quantity(decision.memory_ceiling)))
+        cut = Write("create", kube.CLAIMS, worker.own_claim, body, assumed=True)
+        return _start(
+            ctx, worker, prepared, worker.own_claim, decision.devices, "",
+            f"new claim {worker.own_claim}: {decision.devices} device(s) of "
+            f"{format_quantity(decision.memory_floor)}..."
+            f"{format_quantity(decision.memory_ceiling)}, sized for node {decision.node}",
+            pin=decision.node, before=(cut,), decided="new_claim")
+    if isinstance(decision, JoinClaim):
+        others = fleet.workers_on(decision.claim)
+        # Why this claim ("same owner", "binpack joins before cutting", contention).
+        why = seat_text(request, fleet, decision, settings.policy).partition(": ")[2]
+        return _start(ctx, worker, prepared, decision.claim, decision.devices, decision.node,
+                      f"joined claim {decision.claim} on node {decision.node} "
+                      f"({others} other worker(s)): {why}", pin=decision.node,
+                      before=_commit_join(ctx, worker, decision.claim), decided="join_claim")
+    assert isinstance(decision, Wait)
+    reason = decision.reason
+    decided = "no_capacity" if reason.never else "waiting_for_capacity"
+    retry = settings.retry_interval
+    if reason.never:
+        waited = (ctx.now - worker.created).total_seconds()
+        left = settings.placement_timeout - waited
+        if left <= 0:
+            return Conclusion(Outcome(WorkerPhase.FAILED, ReasonKind.UNSATISFIABLE,
+                                      f"{reason} (waited {waited:.0f}s)"), decided=decided)
+        retry = min(retry, left)
+    return Conclusion(Outcome(WorkerPhase.PENDING, str(reason.kind), reason.detail),
+                      requeue_after=retry, decided=decided)
+
+
+def _commit_join(ctx: Context, worker: Worker, claim: str) -> tuple[Write, ...]:
+    """The join's commit on the claim, before its pod: a compare-and-swap on the claim's
+    resourceVersion (see claims.commit_join). A 409 drops the plan's pod and brings the
+    worker straight back to be decided again."""
+    obj = ctx.cache.get(kube.CLAIMS, claim)
+    if obj is None:
+        return ()
+    # Only the claim's own list is checked against the cache: a join costs its few
+    # seats, never a pass over every worker.
+    return (Write("patch", kube.CLAIMS, claim,
+                  commit_join(obj, worker.uid, ctx.cache.view.live_uid)),)
+
+
+def _seat_kept(ctx: Context, worker: Worker, claim: str) -> bool:
+    """Whether a worker holding ``claim`` may recreate its pod there.
+
+    It may unless the claim is full without it. A placed worker never moves while
+    its seat is booked, and a recreated pod never takes a claim past its seats: a
+    claim full of others means this worker's booking was lost, and it goes through
+    the decision like a newcomer.
+    """
+    view = ctx.cache.view
+    fleet = view.fleet
+    if not fleet.has_claim(claim):
+        return True  # its node left placement: nothing to count against
+    node = view.nodes.get(fleet.claim_node(claim))
+    if node is None:
+        return True
+    booked = fleet.claim(claim)
+    others = sum(1 for b in booked.bookings if b.worker != worker.name) if booked else 0
+    if others < node.seats_per_claim:
+        return True
+    log.warning("the claim this worker held is full without it; deciding afresh",
+                extra=kv(worker=worker.name, claim=claim, others=others))
+    return False
+
+
+def _start(ctx: Context, worker: Worker, prepared: Obj, claim: str, devices: int, node: str,
+           how: str, *, pin: str, before: tuple[Write, ...] = (),
+           decided: str = "") -> Conclusion:
+    """The pod on ``claim``, pinned to ``pin`` (the node placement chose), after the
+    writes ``before`` it; ``node`` is the allocation's node once observed (the status
+    reports only that). What a refusal of the pod means is the write table's."""
+    pod = render.stamp(prepared, worker, claim, ctx.namespace, pin)
+    log.info("creating pod", extra=kv(worker=worker.name, pod=worker.pod_name, claim=claim,
+                                     node=node))
+    return Conclusion(
+        Outcome(WorkerPhase.PLACING, ReasonKind.PLACED, how, claim=claim, devices=devices,
+                memory_per_device=per_device_share(worker.memory, devices),
+                node=node, pod=worker.pod_name),
+        (*before, Write("create", kube.PODS, worker.pod_name, pod, assumed=True)),
+        ctx.settings.placement_timeout, decided=decided)

@@ -1,0 +1,1 @@
+"""Tests of controller/k8s/."""
