@@ -35,7 +35,8 @@ another group.
 ``decide`` is a pure function of the request, the fleet and the policy: the
 request's name never influences it (its owner only ranks joins, with owner
 affinity on), and ties are broken by names, never by the order in which
-anything was added. ``seat_text`` says in a few words why a seat was chosen.
+anything was added. ``seat_text`` says in a few words why a seat was chosen
+(``seat_why``: those words alone, for a caller that words the seat itself).
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ __all__ = [
     "explain",
     "find_seat",
     "seat_text",
+    "seat_why",
 ]
 
 
@@ -145,28 +147,31 @@ def find_seat(request: Request, fleet: Fleet,
 
 def seat_text(request: Request, fleet: Fleet, seat: NewClaim | JoinClaim,
               policy: Policy = DEFAULT_POLICY) -> str:
-    """Why ``find_seat`` chose ``seat``, in a few words
+    """Why ``find_seat`` chose ``seat``, in a few words, after what it is
     (``joins claim-x: same owner, other role``)."""
+    what = f"new claim on {seat.node}" if isinstance(seat, NewClaim) else f"joins {seat.claim}"
+    return f"{what}: {seat_why(request, fleet, seat, policy)}"
+
+
+def seat_why(request: Request, fleet: Fleet, seat: NewClaim | JoinClaim,
+             policy: Policy = DEFAULT_POLICY) -> str:
+    """Why ``find_seat`` chose ``seat``, the few words alone (``same owner, other role``)."""
     if isinstance(seat, NewClaim):
         if request.exclusive:
-            why = "a claim of its own (exclusive)"
-        elif policy.strategy is Strategy.BINPACK:
-            why = "no claim can seat it (binpack)"
-        else:
-            why = "free devices (spread)"
-        return f"new claim on {seat.node}: {why}"
+            return "a claim of its own (exclusive)"
+        if policy.strategy is Strategy.BINPACK:
+            return "no claim can seat it (binpack)"
+        return "free devices (spread)"
     claim = fleet.claim(seat.claim)
     mine = [booking.role for booking in claim.bookings if booking.owner == request.owner
             ] if policy.owner_affinity and claim is not None else []
     if pairs(request.role, mine):
         # A worker whose role its reader could not tell (None) is only known as same owner.
-        why = ("same owner, other role" if any(role is not None for role in mine)
-               else "same owner")
-    elif policy.strategy is Strategy.BINPACK:
-        why = "binpack joins before cutting"
-    else:
-        why = "no free devices (contention)"
-    return f"joins {seat.claim}: {why}"
+        return ("same owner, other role" if any(role is not None for role in mine)
+                else "same owner")
+    if policy.strategy is Strategy.BINPACK:
+        return "binpack joins before cutting"
+    return "no free devices (contention)"
 
 
 def best_pool(request: Request, fleet: Fleet) -> tuple[str, int, int] | None:
