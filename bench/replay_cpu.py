@@ -6,6 +6,9 @@ events, seed 1, no turns), made by this checkout and replayed by each
 checkout ROOT given (``git worktree add /tmp/base <commit>`` gives an old
 one). With ``--affinity-off`` the same day with ``ownerAffinity: false``; a
 checkout from before that key replays the plain day, which decides the same.
+With ``--groups`` the same day with the bench's node group added
+(``simulate_bench.groups_file``: the autoscaler asks for nodes and removes
+idle ones), for checkouts that read ``nodeGroups``.
 
 * CPU seconds (the default): each ROOT in a fresh interpreter, the roots
   taking turns ``--rounds`` times so a shared machine's load hits them alike;
@@ -18,6 +21,7 @@ checkout from before that key replays the plain day, which decides the same.
     git worktree add /tmp/base e6097a3
     .venv/bin/python bench/replay_cpu.py . /tmp/base [--rounds 8] [--affinity-off]
     .venv/bin/python bench/replay_cpu.py . /tmp/base --callgrind
+    .venv/bin/python bench/replay_cpu.py . /tmp/base --callgrind --groups
 
 A measurement, not a test: it prints and exits 0.
 """
@@ -37,10 +41,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def day_files(events: int, seed: int) -> tuple[Path, Path]:
-    """The bench's timed 1,000-node day, and the same with owner affinity off."""
+def day_files(events: int, seed: int) -> tuple[Path, Path, Path]:
+    """The bench's timed 1,000-node day, the same with owner affinity off, and with the
+    bench's node group."""
     sys.path.insert(0, str(ROOT))
-    from bench.simulate_bench import timed_file
+    from bench.simulate_bench import groups_file, timed_file
 
     plain = timed_file(1000, events, seed, turns=False)
     off = plain.with_name(plain.stem + "-affinity-off.json")
@@ -48,7 +53,7 @@ def day_files(events: int, seed: int) -> tuple[Path, Path]:
         document = json.loads(plain.read_text())
         document["ownerAffinity"] = False
         off.write_text(json.dumps(document))
-    return plain, off
+    return plain, off, groups_file(1000, events, seed)
 
 
 def child(root: str, path: str, fallback: str, mode: str, repeat: int) -> None:
@@ -123,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=30_000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--affinity-off", action="store_true")
+    parser.add_argument("--groups", action="store_true", help="the day with a node group")
     parser.add_argument("--callgrind", action="store_true")
     parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -131,9 +137,10 @@ def main(argv: list[str] | None = None) -> int:
         child(root, path, fallback, mode, int(repeat))
         return 0
     roots = [str(Path(root).resolve()) for root in args.roots]
-    plain, off = day_files(args.events, args.seed)
-    path = off if args.affinity_off else plain
-    print(f"{path.name}: {'owner affinity off' if args.affinity_off else 'the bench day'}")
+    plain, off, grouped = day_files(args.events, args.seed)
+    path, label = ((grouped, "the bench day with a node group") if args.groups else
+                   (off, "owner affinity off") if args.affinity_off else (plain, "the bench day"))
+    print(f"{path.name}: {label}")
     if args.callgrind:
         callgrind(roots, path, plain)
     else:

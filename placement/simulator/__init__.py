@@ -4,6 +4,7 @@ through the same decision the controller makes.
 - ``simulation``: ``Simulation``, the steps played, with the retry-oldest-first rule.
 - ``pending``: ``PendingQueue``, the waiting workers, oldest first by role and memory.
 - ``autoscaler``: ``AutoscaledSimulation``, the fleet grown and shrunk by ``NodeGroup``s.
+- ``nodegroups``: ``NodeGroup``, the autoscaler's changes and the records it keeps.
 """
 
 from placement.simulator.autoscaler import AutoscaledSimulation, NodeGroup

@@ -23,8 +23,8 @@ The rules, as the simulation applies them:
                                       nodes (up or coming) are fewer than
                                       ``max`` is asked for a node, which joins
                                       ``boot`` seconds later
-    every group that would seat it    it waits, and is considered again when
-    is at ``max``                     one of them has a node fewer
+    every group that would seat it    it waits (blocked), and is considered
+    is at ``max``                     again when one of them has a node fewer
     an asked-for node comes up        it joins the fleet; pending workers are
                                       retried on it, oldest first (the
                                       simulation's rule); those counted on it
@@ -43,10 +43,10 @@ Waiting workers are considered oldest first. A waiting worker some group
 could seat is waiting for capacity, never "NoCapacity", and its reason says
 which node is on its way for it, or that the groups are at their ``max``.
 When a removal has the blocked considered again, a blocked worker whose like
-(same role, memory, exclusive, and owner where it counts) stayed blocked with
-nothing changed since is passed over: it would stay blocked too
-(``_reconsider_blocked``), so a removal costs the kinds of worker blocked, not
-how many.
+(same role, memory, exclusive, and owner where it counts: its ``Shape``)
+stayed blocked with nothing changed since is passed over: it would stay
+blocked too (``_reconsider_blocked``), so a removal costs the kinds of worker
+blocked, not how many.
 
 *Would seat* is the decision's own answer, under the run's policy: a node
 on its way carries a plan, an empty copy of it with the workers counted on
@@ -56,112 +56,53 @@ elsewhere, or leaving, is taken off its plan.
 
 The clock: ``advance(now)`` plays everything due at or before ``now`` in
 time order (ties in the order they were scheduled), before the event at
-``now``. What the autoscaler did is kept as ``Change`` values, read and
-cleared by ``take_changes``. Nothing is played after the last event: a node
-still booting then never joins.
+``now``. Two things fall due:
+
+    event           due                          when played
+    --------------  ---------------------------  --------------------------------
+    ``Joins``      the node's ``boot`` after    the node comes up
+                    it was asked for
+    ``IdleEnds``   its group's ``idle`` after   the node goes -- if the event is
+                    the node last held nothing   still its node's: taking a claim
+                                                 drops it (an idle spell later
+                                                 makes a new one); kept at the
+                                                 floor, the same event falls due
+                                                 again when a node of its group
+                                                 comes up
+
+What the autoscaler did is kept as ``Change`` values, read and cleared by
+``take_changes``. Nothing is played after the last event: a node still
+booting then never joins.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
-from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from heapq import heapify, heappop, heappush
 
 from placement.decide import Reason, WaitKind, best_claim, best_pool
 from placement.fleet import Fleet
 from placement.model import Node, PlacementError, Request, Role
 from placement.policy import ALONE, DEFAULT_POLICY, Policy, Step, Strategy, steps_for
+from placement.simulator.nodegroups import (
+    Blocked,
+    Change,
+    Coming,
+    Due,
+    GroupState,
+    IdleEnds,
+    Joins,
+    NodeAsked,
+    NodeDown,
+    NodeGroup,
+    NodeUp,
+    Shape,
+)
 from placement.simulator.simulation import Moved, Placement, Simulation
 
 __all__ = ["AutoscaledSimulation", "Change", "NodeAsked", "NodeDown", "NodeGroup", "NodeUp"]
-
-
-@dataclass(frozen=True, slots=True)
-class NodeGroup:
-    name: str
-    template: Node  # its name is not used: the group's nodes are <name>-1, <name>-2, ...
-    min: int
-    max: int
-    boot: float  # seconds from asked for to in the fleet
-    idle: float  # seconds holding no claim before it is removed
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.template, Node):
-            raise PlacementError(f"group {self.name}: template must be a Node")
-        if not 0 <= self.min <= self.max or self.max < 1:
-            raise PlacementError(f"group {self.name}: needs 0 <= min <= max and max >= 1, "
-                                 f"got min {self.min}, max {self.max}")
-        if self.boot < 0 or self.idle < 0:
-            raise PlacementError(f"group {self.name}: boot and idle must be >= 0 seconds")
-
-    def node(self, number: int) -> Node:
-        return dataclasses.replace(self.template, name=f"{self.name}-{number}")
-
-
-@dataclass(frozen=True, slots=True)
-class NodeAsked:
-    at: float
-    group: str
-    node: str
-    worker: str  # the oldest waiting worker no node seated nor was coming for
-    ready: float  # when it joins the fleet
-
-
-@dataclass(frozen=True, slots=True)
-class NodeUp:
-    at: float
-    group: str
-    node: Node
-    placed: tuple[Placement, ...]  # pending workers it seated as it joined
-
-
-@dataclass(frozen=True, slots=True)
-class NodeDown:
-    at: float
-    group: str
-    node: Node
-
-
-Change = NodeAsked | NodeUp | NodeDown
-
-_UP, _DOWN = 0, 1
-
-# What a blocked worker's consideration reads of it: role, memory, exclusive, and its
-# owner where owner affinity ranks a plan's claims for it ("" elsewhere).
-_Shape = tuple[Role, int, bool, str]
-
-
-def _arrival_of(entry: tuple[int, str]) -> int:
-    return entry[0]
-
-
-class _Blocked(dict[str, tuple[_Shape, int]]):
-    """Waiting workers every fitting group is full for -> (their shape, their arrival),
-    with each shape's as (arrival, worker), oldest first. A dict, so the membership tests
-    on every seat stay plain; the queues ride on it rather than as one more attribute of
-    the simulation, whose instances share their attribute names' table only up to 30."""
-
-    __slots__ = ("queues",)
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.queues: dict[_Shape, list[tuple[int, str]]] = {}
-
-
-class _Coming:
-    """A node on its way: when it joins, and the plan of what it would seat."""
-
-    __slots__ = ("group", "node", "plan", "ready", "workers")
-
-    def __init__(self, group: int, node: Node, ready: float) -> None:
-        self.group = group
-        self.node = node
-        self.ready = ready
-        self.plan = Fleet((node,))
-        self.workers: dict[str, None] = {}  # counted on it, in the order they were
 
 
 class AutoscaledSimulation(Simulation):
@@ -169,40 +110,34 @@ class AutoscaledSimulation(Simulation):
 
     def __init__(self, nodes: tuple[Node, ...] = (), groups: Sequence[NodeGroup] = (), *,
                  deferred_allocation: bool = False, policy: Policy = DEFAULT_POLICY) -> None:
-        names = {node.name for node in nodes}
         if len({group.name for group in groups}) < len(groups):
             raise PlacementError("node group names must be unique")
         self.groups = tuple(groups)
-        self.now = 0.0
-        self._grows: dict[tuple[Role, int], bool] = {}  # some group's template seats it
-        self._spread = policy.strategy is Strategy.SPREAD
-        self._count = [group.min for group in self.groups]  # nodes up or on their way
-        self._serial = [group.min for group in self.groups]  # the last number given
-        group_of = {group.node(number).name: index for index, group in enumerate(self.groups)
-                    for number in range(1, group.min + 1)}
-        start = [self.groups[index].node(int(name.rpartition("-")[2]))
-                 for name, index in group_of.items()]
-        for node in start:
+        self._states = tuple(GroupState(group, up=group.min, serial=group.min)
+                             for group in self.groups)
+        start = [(state, state.spec.node(number)) for state in self._states
+                 for number in range(1, state.spec.min + 1)]
+        names = {node.name for node in nodes}
+        for _, node in start:
             if node.name in names:
                 raise PlacementError(f"node {node.name} is a node group's name for its nodes")
-        super().__init__((*nodes, *start), deferred_allocation=deferred_allocation,
-                         policy=policy)
-        self.started = tuple(start)  # the groups' nodes at the start, after the fixed ones
-        self.started_groups = tuple(self.groups[index].name for index in group_of.values())
-        self._group_of = group_of  # group nodes in the fleet -> their group's index
-        self._coming: list[_Coming] = []  # in the order asked for
-        self._counted: dict[str, _Coming] = {}  # waiting worker -> the node counted on
-        self._blocked = _Blocked()  # waiting workers every fitting group is full for
-        self._fits: dict[tuple[int, Role, int], bool] = {}
-        self._due: list[tuple[float, int, int, str, int]] = []  # (at, seq, kind, node, token)
+        super().__init__((*nodes, *(node for _, node in start)),
+                         deferred_allocation=deferred_allocation, policy=policy)
+        self.now = 0.0
+        self.started = tuple(node for _, node in start)  # after the fixed ones
+        self.started_groups = tuple(state.spec.name for state, _ in start)
+        self._spread = policy.strategy is Strategy.SPREAD
+        self._grows: dict[tuple[Role, int], bool] = {}  # some group's template seats it
+        self._group_of = {node.name: state for state, node in start}  # its nodes in the fleet
+        self._coming: list[Coming] = []  # in the order asked for
+        self._counted: dict[str, Coming] = {}  # waiting worker -> the node counted on
+        self._blocked = Blocked()
+        self._idle: dict[str, IdleEnds] = {}  # group node holding nothing -> its removal
+        self._due: list[Due] = []
         self._seq = itertools.count()
-        self._idle: dict[str, int] = {}  # group node holding nothing -> its removal's token
-        # Idle nodes kept because their group was at min, with their removal's token.
-        self._floor: dict[int, list[tuple[str, int]]] = {}
-        self._coming_by_name: dict[str, _Coming] = {}
         self._plan_names = itertools.count(1)
         self._changes: list[Change] = []
-        for node in start:
+        for _, node in start:
             self._went_idle(node.name)
 
     # ------------------------------------------------------------------ clock
@@ -212,13 +147,13 @@ class AutoscaledSimulation(Simulation):
         if now < self.now:
             raise PlacementError(f"time goes back: {now} is before {self.now}")
         due = self._due
-        while due and due[0][0] <= now:
-            at, _, kind, name, token = heappop(due)
+        while due and due[0].at <= now:
+            at, _, event = heappop(due)
             self.now = at
-            if kind == _UP:
-                self._node_up(self._coming_by_name.pop(name))
-            elif self._idle.get(name) == token:
-                self._remove_idle(name)
+            if isinstance(event, Joins):
+                self._node_up(event.coming)
+            elif self._idle.get(event.node) is event:
+                self._remove_idle(event)
         self.now = now
 
     def take_changes(self) -> list[Change]:
@@ -228,22 +163,21 @@ class AutoscaledSimulation(Simulation):
 
     def group_of(self, node: str) -> str | None:
         """The group a node present in the fleet belongs to; None for a fixed node."""
-        index = self._group_of.get(node)
-        return None if index is None else self.groups[index].name
+        state = self._group_of.get(node)
+        return None if state is None else state.spec.name
 
     def coming_for(self, worker: str) -> NodeAsked | None:
         """The node on its way that ``worker`` is counted on, if any."""
         coming = self._counted.get(worker)
         if coming is None:
             return None
-        return NodeAsked(self.now, self.groups[coming.group].name, coming.node.name, worker,
+        return NodeAsked(self.now, coming.group.spec.name, coming.node.name, worker,
                          coming.ready)
 
     def _waiting_reason(self, request: Request) -> Reason:
         """A worker some group could seat waits for capacity: which node is on its way for
         it, or that the groups are at their max (``state`` reads this)."""
-        fitting = [group for index, group in enumerate(self.groups)
-                   if self._template_fits(index, request)]
+        fitting = [state.spec for state in self._states if self._template_fits(state, request)]
         if not fitting:
             return super()._waiting_reason(request)
         join = (best_claim(request, self.fleet, self.policy.owner_affinity)
@@ -255,8 +189,7 @@ class AutoscaledSimulation(Simulation):
             detail = super()._waiting_reason(request).detail
         coming = self._counted.get(request.name)
         if coming is not None:
-            note = (f"node {coming.node.name} of group {self.groups[coming.group].name} "
-                    "is on its way")
+            note = f"node {coming.node.name} of group {coming.group.spec.name} is on its way"
         else:
             note = "the groups that could add a node for it are at their max: " + ", ".join(
                 f"{group.name} ({group.max})" for group in fitting)
@@ -277,7 +210,7 @@ class AutoscaledSimulation(Simulation):
         claim = fleet.claim_of(worker)
         node = fleet.claim_node(claim) if claim is not None else None
         placed = super().leave(worker)
-        if worker in self._counted or worker in self._blocked:
+        if worker in self._counted or worker in self._blocked.workers:
             self._forget(worker)
         if placed:
             self._seated(placed)
@@ -297,13 +230,13 @@ class AutoscaledSimulation(Simulation):
 
     def lose_node(self, name: str) -> list[Moved]:
         moved = super().lose_node(name)
-        index = self._group_of.pop(name, None)
+        state = self._group_of.pop(name, None)
         self._seated(m.placed for m in moved if m.placed is not None)
         waiting = [m.worker for m in moved if m.placed is None]
-        if index is not None:
+        if state is not None:
             self._idle.pop(name, None)
-            self._count[index] -= 1
-            waiting += self._blocked  # a group with room again
+            state.up -= 1
+            waiting += self._blocked.workers  # a group with room again
         self._consider(waiting)
         # Their reasons as a waiting worker's here read: with the node on its way, if any.
         return [dataclasses.replace(m, reason=self.state(m.worker).reason)
@@ -312,7 +245,7 @@ class AutoscaledSimulation(Simulation):
     # --------------------------------------------------------------- internal
 
     def _seated(self, placed: Iterable[Placement]) -> None:
-        counted, blocked, idle = self._counted, self._blocked, self._idle
+        counted, blocked, idle = self._counted, self._blocked.workers, self._idle
         for seat in placed:
             worker = seat.worker
             if worker in counted or worker in blocked:  # most were never either
@@ -326,25 +259,10 @@ class AutoscaledSimulation(Simulation):
         if coming is not None:
             del coming.workers[worker]
             self._unplan(coming.plan, worker)
-        if worker in self._blocked:
-            self._unblock(worker)
+        if worker in self._blocked.workers:
+            self._blocked.remove(worker)
 
-    def _block(self, worker: str, request: Request) -> None:
-        if worker not in self._blocked:
-            shape = self._shape(request)
-            arrival = self._arrival[worker]
-            self._blocked[worker] = shape, arrival
-            insort(self._blocked.queues.setdefault(shape, []), (arrival, worker))
-
-    def _unblock(self, worker: str) -> None:
-        shape, arrival = self._blocked.pop(worker)
-        queues = self._blocked.queues
-        queue = queues[shape]
-        del queue[bisect_left(queue, (arrival, worker))]
-        if not queue:
-            del queues[shape]
-
-    def _shape(self, request: Request) -> _Shape:
+    def _shape(self, request: Request) -> Shape:
         """All ``_consider_one`` reads of a request but its name: a worker taking a new
         claim only is seated by ``best_pool`` (role, memory); a joiner's owner counts
         under owner affinity (``best_claim``)."""
@@ -380,34 +298,35 @@ class AutoscaledSimulation(Simulation):
         self._ask(worker, request)
 
     def _ask(self, worker: str, request: Request) -> None:
+        """A node of the first group that would seat the worker and has room under its max;
+        every such group full: the worker is blocked."""
         blocked = False
-        for index, group in enumerate(self.groups):
-            if not self._template_fits(index, request):
+        for state in self._states:
+            if not self._template_fits(state, request):
                 continue
-            if self._count[index] >= group.max:
+            if state.full:
                 blocked = True
                 continue
-            self._count[index] += 1
-            self._serial[index] += 1
-            node = group.node(self._serial[index])
-            coming = _Coming(index, node, self.now + group.boot)
+            group = state.spec
+            state.coming += 1
+            state.serial += 1
+            coming = Coming(state, group.node(state.serial), self.now + group.boot)
             self._coming.append(coming)
-            self._coming_by_name[node.name] = coming
-            heappush(self._due, (coming.ready, next(self._seq), _UP, node.name, 0))
-            self._changes.append(NodeAsked(self.now, group.name, node.name, worker,
+            self._schedule(coming.ready, Joins(coming))
+            self._changes.append(NodeAsked(self.now, group.name, coming.node.name, worker,
                                            coming.ready))
             if not self._plan_seats(coming.plan, request):  # pragma: no cover - the template fits
-                raise AssertionError(f"{node.name} cannot seat {worker}")
+                raise AssertionError(f"{coming.node.name} cannot seat {worker}")
             self._count_on(coming, worker)
             return
-        if blocked:
-            self._block(worker, request)
+        if blocked and worker not in self._blocked.workers:
+            self._blocked.add(worker, self._shape(request), self._arrival[worker])
 
-    def _count_on(self, coming: _Coming, worker: str) -> None:
+    def _count_on(self, coming: Coming, worker: str) -> None:
         coming.workers[worker] = None
         self._counted[worker] = coming
-        if worker in self._blocked:
-            self._unblock(worker)
+        if worker in self._blocked.workers:
+            self._blocked.remove(worker)
 
     def _new_claim_only(self, request: Request) -> bool:
         if request.exclusive:
@@ -416,7 +335,7 @@ class AutoscaledSimulation(Simulation):
             grows = self._grows.get((request.role, request.memory))
             if grows is None:
                 grows = self._grows[request.role, request.memory] = any(
-                    self._template_fits(index, request) for index in range(len(self.groups)))
+                    self._template_fits(state, request) for state in self._states)
             return grows
         return False
 
@@ -445,31 +364,37 @@ class AutoscaledSimulation(Simulation):
                     return True
         return False
 
-    def _template_fits(self, index: int, request: Request) -> bool:
+    @staticmethod
+    def _template_fits(state: GroupState, request: Request) -> bool:
         """Whether an empty node of the group would seat the worker (once per role, memory)."""
-        key = (index, request.role, request.memory)
-        fits = self._fits.get(key)
+        key = (request.role, request.memory)
+        fits = state.fits.get(key)
         if fits is None:
             probe = Request("probe", request.role, request.memory)
-            fits = self._fits[key] = best_pool(probe, Fleet((self.groups[index].template,))
-                                               ) is not None
+            fits = state.fits[key] = best_pool(probe, Fleet((state.spec.template,))) is not None
         return fits
 
-    def _node_up(self, coming: _Coming) -> None:
+    def _schedule(self, at: float, event: Joins | IdleEnds) -> None:
+        heappush(self._due, Due(at, next(self._seq), event))
+
+    def _node_up(self, coming: Coming) -> None:
         self._coming.remove(coming)
         counted = list(coming.workers)
         for worker in counted:
             del self._counted[worker]
+        state = coming.group
+        state.coming -= 1
+        state.up += 1
         name = coming.node.name
-        self._group_of[name] = coming.group
+        self._group_of[name] = state
         placed = super().add_node(coming.node)
         self._seated(placed)
-        self._changes.append(NodeUp(self.now, self.groups[coming.group].name, coming.node,
-                                    tuple(placed)))
+        self._changes.append(NodeUp(self.now, state.spec.name, coming.node, tuple(placed)))
         self._maybe_idle(name)
-        for idle, token in self._floor.pop(coming.group, []):  # above the floor again
-            if self._idle.get(idle) == token:
-                heappush(self._due, (self.now, next(self._seq), _DOWN, idle, token))
+        kept, state.kept = state.kept, []  # above the floor again
+        for idle in kept:
+            if self._idle.get(idle.node) is idle:  # not held a claim since
+                self._schedule(self.now, idle)
         self._consider(worker for worker in counted if worker in self._requests)
 
     def _maybe_idle(self, node: str) -> None:
@@ -479,29 +404,27 @@ class AutoscaledSimulation(Simulation):
                 self._went_idle(node)
 
     def _went_idle(self, node: str) -> None:
-        token = next(self._seq)
-        self._idle[node] = token
-        group = self.groups[self._group_of[node]]
-        heappush(self._due, (self.now + group.idle, token, _DOWN, node, token))
+        state = self._group_of[node]
+        idle = self._idle[node] = IdleEnds(node, state)
+        self._schedule(self.now + state.spec.idle, idle)
 
-    def _remove_idle(self, name: str) -> None:
-        index = self._group_of[name]
-        up = self._count[index] - sum(1 for coming in self._coming if coming.group == index)
-        if up <= self.groups[index].min:
+    def _remove_idle(self, idle: IdleEnds) -> None:
+        state = idle.group
+        if state.up <= state.spec.min:
             # At its floor it stays; due again as soon as another node of its group is up
             # (unless it has held a claim since: then its idle clock started again).
-            self._floor.setdefault(index, []).append((name, self._idle[name]))
+            state.kept.append(idle)
             return
-        del self._idle[name]
-        node = self.fleet.remove_node(name)
-        del self._group_of[name]
-        self._count[index] -= 1
-        self._changes.append(NodeDown(self.now, self.groups[index].name, node))
+        del self._idle[idle.node]
+        node = self.fleet.remove_node(idle.node)
+        del self._group_of[idle.node]
+        state.up -= 1
+        self._changes.append(NodeDown(self.now, state.spec.name, node))
         # A group with room again: the workers it was full for are considered again.
         self._reconsider_blocked()
 
     def _reconsider_blocked(self) -> None:
-        """``self._consider(list(self._blocked))``, the same changes for less.
+        """``self._consider(list(self._blocked.workers))``, the same changes for less.
 
         A blocked worker considered again is counted on a node (a change: a plan, the
         nodes coming or a group's count) or stays blocked, changing nothing, and which
@@ -510,29 +433,25 @@ class AutoscaledSimulation(Simulation):
         passed over, and each shape's next after the change is considered in its turn.
         """
         requests, blocked = self._requests, self._blocked
-        queues = blocked.queues
         # Each shape's next to consider, oldest first; one entry a shape, arrivals unique.
-        heap = [(queue[0], shape) for shape, queue in queues.items()]
+        heap = [(queue[0], shape) for shape, queue in blocked.queues.items()]
         heapify(heap)
-        asleep: list[_Shape] = []  # stayed blocked since the last change
+        asleep: list[Shape] = []  # stayed blocked since the last change
+
+        def wake(shape: Shape, after: int) -> None:
+            following = blocked.after(shape, after)
+            if following is not None:
+                heappush(heap, (following, shape))
+
         while heap:
             (arrival, worker), shape = heappop(heap)
             if self.fleet.claim_of(worker) is not None or worker in self._counted:
                 # Never so for a blocked worker; passed over as ``_consider`` would.
-                self._wake(heap, shape, arrival)
+                wake(shape, arrival)
                 continue
             self._consider_one(worker, requests[worker])
             asleep.append(shape)
-            if worker not in blocked:  # counted on a node: any shape may fare otherwise now
+            if worker not in blocked.workers:  # counted: any shape may fare otherwise now
                 for each in asleep:
-                    self._wake(heap, each, arrival)
+                    wake(each, arrival)
                 asleep.clear()
-
-    def _wake(self, heap: list[tuple[tuple[int, str], _Shape]], shape: _Shape,
-              after: int) -> None:
-        """Queue ``shape``'s oldest blocked worker that arrived after ``after``, if any."""
-        queue = self._blocked.queues.get(shape)
-        if queue is not None:
-            at = bisect_right(queue, after, key=_arrival_of)
-            if at < len(queue):
-                heappush(heap, (queue[at], shape))

@@ -264,15 +264,16 @@ def test_under_churn_groups_stay_in_bounds_and_no_fitting_worker_is_forgotten(
         for index, g in enumerate(sim.groups):
             up = [n for n in sim.fleet.nodes if sim.group_of(n.name) == g.name]
             assert g.min <= len(up) <= g.max
-            assert sim._count[index] <= g.max
+            assert sim._states[index].up + sim._states[index].coming <= g.max
         for worker in present:
             if sim.fleet.claim_of(worker) is not None:
                 continue
-            fits = [i for i in range(len(groups)) if sim._template_fits(i, sim._requests[worker])]
+            request = sim._requests[worker]
+            fits = [i for i, state in enumerate(sim._states) if sim._template_fits(state, request)]
             # A waiting worker some group could seat is counted on a node coming, or
             # every such group is full.
             assert (not fits or sim.coming_for(worker) is not None
-                    or all(sim._count[i] >= groups[i].max for i in fits))
+                    or all(sim._states[i].full for i in fits))
 
 
 # ------------------------------------------------- a removal meeting a blocked queue
@@ -282,7 +283,7 @@ class Plain(AutoscaledSimulation):
     """The removal's reconsideration as first written: every blocked worker, oldest first."""
 
     def _reconsider_blocked(self) -> None:
-        self._consider(list(self._blocked))
+        self._consider(list(self._blocked.workers))
 
 
 class Counting(AutoscaledSimulation):
@@ -316,7 +317,7 @@ def test_a_removal_considers_one_blocked_worker_of_each_shape() -> None:
                                                      NodeDown]
     # The plain loop considers all 200; each shape's oldest stays blocked, so the rest would.
     assert sim.considered == ["b0", "c0"]
-    assert len(sim._blocked) == 200
+    assert len(sim._blocked.workers) == 200
 
 
 def test_a_blocked_worker_a_coming_plan_has_room_for_again_is_counted_at_a_removal() -> None:
@@ -391,8 +392,8 @@ def test_the_blocked_are_considered_again_as_the_plain_loop_does(
         for worker in present[Role.TRAINER] + present[Role.SAMPLER]:
             assert fast.state(worker) == plain.state(worker)
             assert fast.coming_for(worker) == plain.coming_for(worker)
-        assert fast._blocked.keys() == plain._blocked.keys()
+        assert fast._blocked.workers.keys() == plain._blocked.workers.keys()
         # Each shape's queue: its blocked, oldest first.
         queued = [entry for queue in fast._blocked.queues.values() for entry in queue]
-        assert sorted(worker for _, worker in queued) == sorted(fast._blocked)
+        assert sorted(worker for _, worker in queued) == sorted(fast._blocked.workers)
         assert all(queue and queue == sorted(queue) for queue in fast._blocked.queues.values())
