@@ -39,7 +39,8 @@ from controller.metrics import Health, Metrics
 from controller.reconcile import moves
 from controller.reconcile.housekeeping import tally
 from controller.reconcile.reconciler import Reconciler
-from controller.reconcile.writes import NotLeading, Verdict, Write, Writer
+from controller.reconcile.vocabulary import Write
+from controller.reconcile.writes import NotLeading, Verdict, Writer
 from controller.settings import Settings
 from controller.store.cache import Cache
 from controller.store.queue import WorkQueue

@@ -2,12 +2,18 @@
 
 Module map:
 
-* ``reconciler``: one reconcile, its stages in order, turned into one plan of writes.
-* ``steps``: the steps for a worker with a pod, and finalizing.
+* ``reconciler``: one reconcile: the stages walked under the cache's lock, their
+  conclusion turned into one plan of writes.
+* ``stages``: the reconcile's order as one table of stages and the refiners after
+  them; the rules every step keeps.
+* ``vocabulary``: the words every stage shares: ``Context``, ``Case``,
+  ``Conclusion``, ``Outcome``, ``Write``.
+* ``tracking``: the worker itself and the pod named for it: finalizer, deletion,
+  finished, an invalid spec, what its own pod means.
 * ``seating``: the steps for a worker with no pod yet: the claim it holds, its
   template, and the seat decision.
 * ``moves``: when a placed worker is placed again (node lost or not ready, pod
-  wedged, finished), and how often.
+  wedged), and how often.
 * ``standing``: autoscaling: a waiting worker's standing, unpinned claim and pod.
 * ``status``: the status an outcome means, and when a write and an Event are due.
 * ``render``: the worker pod: template, overlay and placement's stamps.

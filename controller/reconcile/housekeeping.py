@@ -36,7 +36,7 @@ from controller.k8s import kube, naming
 from controller.k8s.logs import kv
 from controller.k8s.objects import Obj, Worker, is_deleting, pod_claims, uid_of, version_of
 from controller.metrics import NEW, Census, Metrics
-from controller.reconcile.writes import Write
+from controller.reconcile.vocabulary import Write
 from controller.settings import Settings
 from controller.store.cache import Cache
 from controller.store.work import Result, Waiting, waiting_of

@@ -1,35 +1,34 @@
-"""Placed again: lost and not-ready nodes, wedged pods, finished workers, and how often.
+"""Placed again: lost and not-ready nodes, wedged pods, and how often.
 
 A placed worker stays put (seating.py), except where staying cannot work. The
-rules, read top to bottom (first match), each with the function carrying it out:
+rules, each with the function carrying it out (the stages' table, stages.py, runs
+them in its order; for a pod, the first row that matches here wins):
 
   the worker                               becomes
   ---------------------------------------  ------------------------------------------------
-  pod completed, not deleted (with_pod)    Succeeded, terminal (one that exits 0 once
+  pod completed, not deleted (moved_pod)   Succeeded, terminal (one that exits 0 once
                                            deleted was stopped: it gets a new pod)
-  pod's node lost (with_pod)               Pending NodeLost; the pod deleted (Kubernetes
+  pod's node lost (moved_pod)              Pending NodeLost; the pod deleted (Kubernetes
                                            finishes that: a deleted node's pods are collected)
-  pod alive on a node not ready (with_pod) its phase, reason NodeNotReady; nothing deleted:
-                                           it waits until Kubernetes confirms the pod gone
+  pod alive on a node not ready            its phase, reason NodeNotReady; nothing deleted:
+    (moved_pod)                            it waits until Kubernetes confirms the pod gone
                                            (eviction finished, or the out-of-service taint)
   pod finished on a node not ready         Pending NodeNotReady; the pod deleted
   pod Unschedulable (or failing in the     Pending PodWedged; the pod deleted
     scheduler) past wedge_grace, or
-    rejected by the kubelet (with_pod)
+    rejected by the kubelet (moved_pod)
   no pod; its seat on a lost or not-ready  Pending, the move's kind; the seat given back
-    node, or its pod was wedged (leave)      (its own claim deleted, a join taken off the
-                                             claim's booked list)
+    node, or its pod was wedged              (its own claim deleted, a join taken off the
+    (give_seat_back)                         claim's booked list)
   no seat, moving, its own claim still     Pending, the move's kind, until the claim is gone
     going (held_back)                        (the new claim takes its name)
   no seat, moved more than move_limit      Pending PlacedTooOften until the oldest of those
     times within move_window (held_back)     moves leaves the window (an alert fires)
-  no seat, moving (explain)                the normal decision; a wait keeps the move's kind,
+  no seat, moving (placed_again)           the normal decision; a wait keeps the move's kind,
                                            naming the node and why, and never fails
                                            Unsatisfiable (it ran once; hardware may return)
   no seat, moving after its pod was        the same, but elsewhere when anywhere else can
     wedged on a node (wedged_on)             take it: that node only as the last resort
-  finished (finished)                      its pod deleted; its claim deleted at once unless
-                                           another worker holds a seat on it
 
 Rules:
 
@@ -42,17 +41,24 @@ Rules:
 * A move is recorded in ``status.moves`` when it is first seen (the worker
   was not already moving): when, why, the node and the claim; the newest
   ``move_limit + 1`` are kept, enough to tell whether the limit is passed.
+* A pod still waiting out the grace is looked at again when it runs out
+  (``back_when_wedged``, after the ``own pod`` stage).
+* ``workers_on_node`` answers the watches (a node lost or changed), outside
+  any reconcile: it is the one function here that takes the cache's lock.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 import attrs
 
 from controller.fleet.claims import ClaimView, booked_uids
 from controller.fleet.health import Trouble, trouble
+from controller.fleet.rules import FleetReading
 from controller.k8s import kube, naming
 from controller.k8s.naming import CONDITION_PLACED, PodPhase, ReasonKind, WorkerPhase
 from controller.k8s.objects import (
@@ -69,17 +75,13 @@ from controller.k8s.objects import (
     pod_node,
     pod_phase,
     uid_of,
-    version_of,
     worker_owner_uid,
 )
-from controller.reconcile.status import Outcome
-from controller.reconcile.steps import Conclusion, Context
-from controller.reconcile.writes import Write
-from controller.store.cache import Cache
+from controller.reconcile.vocabulary import Case, Conclusion, Context, Outcome, Write, delete_pod
 from placement.model import per_device_share
 
-__all__ = ["MOVE_KINDS", "explain", "finished", "held_back", "leave", "moving", "wedge_due",
-           "wedged_on", "with_pod", "workers_on_node"]
+__all__ = ["MOVE_KINDS", "back_when_wedged", "give_seat_back", "held_back",
+           "moved_pod", "moving", "placed_again", "wedged_on", "workers_on_node"]
 
 # The kinds a worker being placed again is Pending with.
 MOVE_KINDS = frozenset({ReasonKind.NODE_LOST, ReasonKind.NODE_NOT_READY,
@@ -92,10 +94,6 @@ _AFTER: dict[str, str] = {ReasonKind.NODE_LOST: "node {node} was lost",
 UNSCHEDULED = frozenset({"Unschedulable", "SchedulerError"})
 # The kubelet's word on a pod it refused to run (its admission failed).
 REJECTED = "Pod was rejected"
-
-
-def _delete_pod(pod: Obj) -> Write:
-    return Write("delete", kube.PODS, name_of(pod), {}, uid=uid_of(pod))
 
 
 def _kind(worker: Worker) -> str:
@@ -147,8 +145,7 @@ def _node_of(ctx: Context, worker: Worker, claim: str, pod: Obj | None = None) -
     if worker.status.get("nodeName") and claim == worker.claim:
         return str(worker.status["nodeName"])
     view = ctx.cache.view
-    with ctx.cache.lock:
-        found = view.claims.get(claim) or view.closing.get(claim)
+    found = view.claims.get(claim) or view.closing.get(claim)
     return found.node if found is not None else ""
 
 
@@ -159,10 +156,12 @@ def _health(ctx: Context, node: str) -> Trouble | None:
 # ------------------------------------------------------------------ with a pod
 
 
-def with_pod(ctx: Context, worker: Worker, pod: Obj) -> Conclusion | None:
-    """Before ``steps.with_pod``: what the worker's own pod means when it completed, its
-    node is lost or not ready, or it is wedged. None: ``steps.with_pod`` says."""
-    if worker_owner_uid(pod) != worker.uid:
+def moved_pod(ctx: Context, case: Case, *, grace: float | None = None) -> Conclusion | None:
+    """What the worker's own pod means when it completed, its node is lost or not ready,
+    or it is wedged: unschedulable past ``grace`` (the settings' ``wedge_grace`` unless
+    given), or refused by the kubelet. None: the ``own pod`` stage says."""
+    worker, pod = case.worker, case.pod
+    if pod is None or worker_owner_uid(pod) != worker.uid:
         return None
     claim = pod_claim(pod) or worker.claim
     devices = worker.status.get("deviceCount")
@@ -171,7 +170,7 @@ def with_pod(ctx: Context, worker: Worker, pod: Obj) -> Conclusion | None:
                      if devices else None, pod=name_of(pod))
     # A pod that exits 0 once deleted (SIGTERM handled, as a well-made worker does) was
     # stopped, not finished: the deletion is someone's (an eviction, a drain), and the
-    # worker gets a new pod like any other whose pod is deleted (steps.with_pod).
+    # worker gets a new pod like any other whose pod is deleted (tracking.own_pod).
     if pod_phase(pod) == PodPhase.SUCCEEDED and not is_deleting(pod):
         return Conclusion(Outcome(WorkerPhase.SUCCEEDED, ReasonKind.COMPLETED,
                                   f"pod {name_of(pod)} completed; its seat is released",
@@ -190,11 +189,12 @@ def with_pod(ctx: Context, worker: Worker, pod: Obj) -> Conclusion | None:
             "the node marked out-of-service)", claim=claim, devices=devices,
             memory_per_device=placed.memory_per_device, node=node, pod=name_of(pod)),
             requeue_after=ctx.settings.retry_interval)
-    why = sick.why if sick is not None else _wedged(ctx, pod)
+    why = sick.why if sick is not None else _wedged(
+        ctx, pod, ctx.settings.wedge_grace if grace is None else grace)
     if not why:
         return None
     kind = sick.kind if sick is not None else ReasonKind.POD_WEDGED
-    writes = () if is_deleting(pod) else (_delete_pod(pod),)
+    writes = () if is_deleting(pod) else (delete_pod(pod),)
     return Conclusion(Outcome(
         WorkerPhase.PENDING, kind,
         f"{why}; pod {name_of(pod)} deleted, the worker is placed again once it is gone",
@@ -203,9 +203,9 @@ def with_pod(ctx: Context, worker: Worker, pod: Obj) -> Conclusion | None:
         writes, requeue_after=ctx.settings.retry_interval, wake=True)
 
 
-def _wedged(ctx: Context, pod: Obj) -> str:
+def _wedged(ctx: Context, pod: Obj, grace: float) -> str:
     """Why the pod is wedged on its node ('' if it is not): refused by the kubelet, or
-    unschedulable for longer than the grace."""
+    unschedulable for ``grace`` seconds or longer."""
     status = pod.get("status") or {}
     if not pod_alive(pod):
         said = str(status.get("message") or "")
@@ -215,11 +215,11 @@ def _wedged(ctx: Context, pod: Obj) -> str:
                     f"{status.get('reason') or ''} {said}".rstrip())
         return ""
     waited = _unschedulable_for(ctx, pod)
-    if waited is None or waited < ctx.settings.wedge_grace:
+    if waited is None or waited < grace:
         return ""
     cond = pod_condition(pod, "PodScheduled") or {}
     return (f"pod {name_of(pod)} stayed unschedulable for {waited:.0f}s (grace "
-            f"{ctx.settings.wedge_grace:.0f}s): {cond.get('message') or 'no reason given'}")
+            f"{grace:.0f}s): {cond.get('message') or 'no reason given'}")
 
 
 def _unschedulable_for(ctx: Context, pod: Obj) -> float | None:
@@ -234,20 +234,25 @@ def _unschedulable_for(ctx: Context, pod: Obj) -> float | None:
     return (ctx.now - since).total_seconds()
 
 
-def wedge_due(ctx: Context, pod: Obj) -> float | None:
-    """Seconds until an unschedulable pod counts as wedged (None: it is not waiting so)."""
-    waited = _unschedulable_for(ctx, pod)
-    return None if waited is None else max(0.0, ctx.settings.wedge_grace - waited) + 0.5
+def back_when_wedged(ctx: Context, case: Case, done: Conclusion) -> Conclusion:
+    """Come back when an unschedulable pod's grace runs out, if nothing sooner."""
+    waited = None if case.pod is None else _unschedulable_for(ctx, case.pod)
+    if waited is None:
+        return done
+    due = max(0.0, ctx.settings.wedge_grace - waited) + 0.5
+    if done.requeue_after is not None and done.requeue_after <= due:
+        return done
+    return attrs.evolve(done, requeue_after=due)
 
 
 # ------------------------------------------------------------------- no pod
 
 
-def leave(ctx: Context, worker: Worker, held: ClaimView | None) -> Conclusion | None:
+def give_seat_back(ctx: Context, case: Case) -> Conclusion | None:
     """No pod: give the seat back when its node is lost or not ready, or its pod was
-    wedged. Read under the cache's lock. None: the seat is kept."""
-    view = ctx.cache.view
-    seat = held or (view.closing.get(worker.claim) if worker.claim else None)
+    wedged. None: the seat is kept."""
+    worker, view = case.worker, ctx.cache.view
+    seat = case.held or (view.closing.get(worker.claim) if worker.claim else None)
     if seat is None:
         return None
     sick = _health(ctx, seat.node)
@@ -295,10 +300,11 @@ def _release(ctx: Context, worker: Worker, seat: ClaimView, *, node_gone: bool) 
     return (Write("patch", kube.CLAIMS, seat.name, body),)
 
 
-def held_back(ctx: Context, worker: Worker) -> Conclusion | None:
+def held_back(ctx: Context, case: Case) -> Conclusion | None:
     """A moving worker with no seat waits while its own claim is still on its way out
     (its name is taken until then), and, moved more than the limit within the window,
-    until the oldest of those moves leaves it. Read under the cache's lock."""
+    until the oldest of those moves leaves it."""
+    worker = case.worker
     move = moving(worker)
     if move is None:
         return None
@@ -326,10 +332,10 @@ def _recent(worker: Worker, now: dt.datetime, window: float) -> list[dt.datetime
     return sorted(t for t in times if t is not None and (now - t).total_seconds() < window)
 
 
-def explain(ctx: Context, worker: Worker, done: Conclusion) -> Conclusion:
-    """The decision's conclusion for a moving worker: a seat says it was placed again and
+def placed_again(ctx: Context, case: Case, done: Conclusion) -> Conclusion:
+    """The seat's conclusion for a moving worker: a seat says it was placed again and
     why; a wait keeps the move's kind, naming the node, and never fails."""
-    move = moving(worker)
+    move = moving(case.worker)
     outcome = done.outcome
     if move is None or outcome is None:
         return done
@@ -346,42 +352,19 @@ def explain(ctx: Context, worker: Worker, done: Conclusion) -> Conclusion:
         requeue_after=done.requeue_after or ctx.settings.retry_interval)
 
 
-# ------------------------------------------------------------------ finished
-
-
-def finished(ctx: Context, worker: Worker, pod: Obj | None) -> Conclusion:
-    """A Succeeded or Failed worker: its finished pod deleted (``steps``' rule), and its
-    claim deleted at once where nobody else holds a seat on it."""
-    writes: list[Write] = []
-    if pod is not None and not pod_alive(pod) and not is_deleting(pod) and \
-            worker_owner_uid(pod) == worker.uid:
-        writes.append(_delete_pod(pod))
-    claim = worker.claim
-    view = ctx.cache.view
-    with ctx.cache.lock:
-        seat = view.claims.get(claim) if claim else None
-        booked = view.fleet.claim(claim) if seat is not None and \
-            view.fleet.has_claim(claim) else None
-        taken = booked is not None and any(b.worker != worker.name for b in booked.bookings)
-        obj = ctx.cache.get(kube.CLAIMS, claim) if seat is not None else None
-    alive = pod is not None and pod_alive(pod)
-    if obj is not None and not taken and not alive and not _committed_others(ctx, obj, worker):
-        writes.append(Write("delete", kube.CLAIMS, claim, {}, uid=uid_of(obj),
-                            resource_version=version_of(obj)))
-    return Conclusion(writes=tuple(writes), wake=bool(writes), sweep=bool(writes))
-
-
-def _committed_others(ctx: Context, claim: Obj, worker: Worker) -> bool:
-    """Whether another live worker committed a seat on the claim (a join under way)."""
-    with ctx.cache.lock:
-        return any(uid != worker.uid and ctx.cache.view.live_uid(uid)
-                   for uid in booked_uids(claim))
-
-
 # ------------------------------------------------------------------ watches
 
 
-def workers_on_node(cache: Cache, node: str) -> Iterable[str]:
+class LockedReading(Protocol):
+    """The cache as the watches' question reads it: outside any reconcile, so locked."""
+
+    @property
+    def lock(self) -> AbstractContextManager[Any]: ...
+    @property
+    def view(self) -> FleetReading: ...
+
+
+def workers_on_node(cache: LockedReading, node: str) -> Iterable[str]:
     """The workers booked on claims of ``node`` (queued when the node is lost, or its
     health changes)."""
     with cache.lock:

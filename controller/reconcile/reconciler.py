@@ -1,63 +1,29 @@
 """One reconcile: one worker, read from the cache, one decision, its writes planned.
 
-Every read comes from the cache the watches keep (cache.py), never from a
-LIST or GET; the cache already holds every earlier decision (assumed), so a
+Every read comes from the cache the watches keep (store/cache.py), never from
+a LIST or GET; the cache already holds every earlier decision (assumed), so a
 reconcile always sees the seats promised before it. Writes are planned, not
 made: every write a reconcile causes -- finalizer, deletions, claim, join
 commit, pod, status, Event -- goes into one plan, handed to the write pool
 (writes.py) once the reconcile returns; what a failed write means is that
 module's table.
 
-The sequence for a worker, each step a function of steps.py (of seating.py
-for a worker with no pod yet) returning a ``Conclusion`` (the status to set,
-the writes it needs, when to come back):
+A worker's reconcile:
 
-1. Read the worker and its pod (``orw-<name>``). Gone: nothing to do.
-2. Deleting (``finalize``): delete its pod; only once the pod is verifiably
-   gone, remove the finalizer. The seat stays booked (through the worker's
-   status and its pod) until then: a seat cannot free while the process may
-   still hold the device.
-3. First sight (``add_finalizer``): plan the finalizer (the one extra write).
-4. Failed and Succeeded are terminal; the finished pod is deleted, and its
-   claim at once unless another worker holds a seat on it (``moves.finished``).
-   A spec the controller cannot act on is InvalidSpec.
-5. A pod named for the worker exists: first ``moves.with_pod`` (completed:
-   Succeeded; its node lost or not ready, or the pod wedged: the worker is
-   placed again, moves.py's table); else ``steps.with_pod``:
-   - owned by this incarnation: report it (Placing, Running, PodFailed;
-     Unschedulable, and the pod deleted, once it has waited past the
-     placement timeout);
-   - owned by an earlier incarnation of the same name: delete it, wait until
-     it is gone, never adopt it;
-   - anything else: PodConflict, nothing deleted.
-6. No pod: a seat on a lost or not-ready node, or under a wedged pod, is
-   given back (``moves.leave``); a moving worker placed again too often
-   waits (``moves.held_back``). Then read and check the template
-   (``template``: TemplateNotFound waits,
-   keeping a held claim's seat booked (``held_claim``); TemplateError fails,
-   also for a ConfigMap the operator has not marked as a template),
-   then decide under the cache's lock (``seat``):
-   - if the worker already holds a live claim (its status says so, or the
-     claim derived from its UID exists after a lost write, or a claim's
-     booked list commits its join), recreate the pod on it -- placed workers
-     stay put -- unless others already fill that claim's seats: then it is
-     decided afresh;
-   - a join is committed on the claim (its booked list, updated with the
-     claim's resourceVersion as a precondition) before the pod is planned;
-     a conflict means someone changed the claim since: decide again;
-   - otherwise decide against the cache's fleet; the claim (new claims only)
-     and the pod are assumed into the cache before the lock goes, and the
-     plan creates the claim, creates the pod, patches the status.
-7. Waiting workers are retried at the retry interval (and woken by capacity
-   changes); one no node could ever hold fails Unsatisfiable after the
-   placement timeout.
+1. Read the worker (gone: nothing to do) and, on first sight, plan its
+   finalizer first (``tracking.add_finalizer``: the one extra write).
+2. Holding the cache's lock, walk the stages to one ``Conclusion``
+   (stages.py: its table is the order, its rules hold for every step), and
+   assume what the conclusion creates before the lock goes. Count it: a
+   decision (``decisions_total``), a move it records (``moves_total``).
+3. ``_plan`` turns the conclusion into the plan: the finalizer, the step's
+   writes, the status patch when the status changed (status.py), an Event on
+   a transition.
 
-Then ``_plan`` turns the conclusion into the plan: the finalizer, the step's
-writes, the status patch when the status changed (status.py), an Event on a
-transition. The plan also carries two steps for its pod, run by the write
-pool when the table calls for them: ``settle`` (the pod exists after all:
-``with_pod`` on what is there) and ``refused`` (the API server refused the
-pod: TemplateError).
+The plan also carries two steps for its pod, run by the write pool when the
+table calls for them: ``settle`` (the pod exists after all: the ``own pod``
+stage on what is there) and ``refused`` (the API server refused the pod:
+TemplateError).
 
 Housekeeping keys (``WAKE``, ``SWEEP``: see housekeeping.py) share the queue,
 so they never run beside a reconcile.
@@ -69,18 +35,15 @@ import datetime as dt
 import logging
 from collections.abc import Callable
 
-import attrs
-
 from controller.k8s import kube
 from controller.k8s.events import Recorder
 from controller.k8s.logs import kv
-from controller.k8s.naming import FINISHED_PHASES, ReasonKind, WorkerPhase
+from controller.k8s.naming import ReasonKind, WorkerPhase
 from controller.k8s.objects import Obj, Worker
 from controller.metrics import Metrics
-from controller.reconcile import housekeeping, moves, seating, standing, status, steps
-from controller.reconcile.status import Outcome
-from controller.reconcile.steps import Conclusion, Context
-from controller.reconcile.writes import Plan, Verdict, Write, Writer
+from controller.reconcile import housekeeping, stages, status, tracking
+from controller.reconcile.vocabulary import Case, Conclusion, Context, Outcome, Write
+from controller.reconcile.writes import Plan, Verdict, Writer
 from controller.settings import Settings
 from controller.store.cache import Cache
 from controller.store.work import SWEEP, WAKE, Result, utcnow
@@ -121,17 +84,12 @@ class Reconciler:
         obj = self.cache.get(kube.WORKERS, name)
         if obj is None:
             return Result()
-        worker = Worker.from_obj(obj)
+        worker, first = tracking.add_finalizer(Worker.from_obj(obj))
         ctx = self._context()
         plan = self._new_plan(name)
-        first: Write | None = None
-        if worker.deleting:
-            done = steps.finalize(ctx, worker, self.cache.get(kube.PODS, worker.pod_name))
-        else:
-            worker, first = steps.add_finalizer(worker)
-            done = self._conclude(ctx, worker)
         if first is not None:
             plan.writes.append(first)
+        done = self._conclude(ctx, worker)
         try:
             self._plan(worker, done, plan, ctx.now)
         finally:  # what was assumed is written (or forgotten) whatever happened
@@ -139,59 +97,18 @@ class Reconciler:
         return Result(requeue_after=done.requeue_after, wake=done.wake, sweep=done.sweep)
 
     def _conclude(self, ctx: Context, worker: Worker) -> Conclusion:
-        """Steps 4 to 7: what the worker's status is to become, and the writes for it."""
-        pod = self.cache.get(kube.PODS, worker.pod_name)
-        if worker.phase in FINISHED_PHASES:
-            return moves.finished(ctx, worker, pod)
-        if worker.spec_error:
-            return Conclusion(
-                Outcome(WorkerPhase.FAILED, ReasonKind.INVALID_SPEC, worker.spec_error))
-        if pod is not None:
-            standing_pod = (standing.with_pod(ctx, worker, pod) if self.settings.autoscaling
-                            else None)
-            if standing_pod is not None:
-                return standing_pod
-            moved = moves.with_pod(ctx, worker, pod)
-            if moved is not None:
-                return self._counted(moved)
-            return self._wedge_check(ctx, pod, steps.with_pod(ctx, worker, pod))
-        gone = standing.without_pod(ctx, worker) if self.settings.autoscaling else None
-        if gone is not None:
-            return gone
+        """The stages' conclusion, walked under the cache's lock (stages.py's first rule),
+        with what it creates assumed before the lock goes; then counted."""
         with self.cache.lock:
-            held = seating.held_claim(ctx, worker)
-            left = moves.leave(ctx, worker, held) or (
-                moves.held_back(ctx, worker) if held is None else None)
-        if left is not None:
-            return self._counted(left)
-        prepared = seating.template(ctx, worker, held)
-        if isinstance(prepared, Conclusion):
-            return prepared
-        with self.cache.lock:  # decide and assume as one step: no decision in between
-            done = moves.explain(ctx, worker, seating.seat(ctx, worker, prepared,
-                                                           avoid=moves.wedged_on(worker)))
-            if self.settings.autoscaling:
-                done = standing.instead(ctx, worker, prepared, done)
+            done = stages.conclude(ctx, worker, self.cache.get(kube.PODS, worker.pod_name))
             for write in done.writes:
                 if write.assumed:
                     self.cache.assume(write.res, write.body)
         if done.decided:
             self.metrics.decisions.labels(outcome=done.decided).inc()
-        return done
-
-    def _counted(self, done: Conclusion) -> Conclusion:
-        """A move's conclusion, counted when it records the move (moves_total)."""
-        if done.outcome is not None and done.outcome.moves:
+        if done.outcome is not None and done.outcome.moves:  # it records a move
             self.metrics.moves.labels(reason=done.outcome.kind).inc()
         return done
-
-    @staticmethod
-    def _wedge_check(ctx: Context, pod: Obj, done: Conclusion) -> Conclusion:
-        """Come back when an unschedulable pod's grace runs out, if nothing sooner."""
-        due = moves.wedge_due(ctx, pod)
-        if due is None or (done.requeue_after is not None and done.requeue_after <= due):
-            return done
-        return attrs.evolve(done, requeue_after=due)
 
     def _context(self) -> Context:
         return Context(self.cache, self.settings, self.api.namespace, self.now())
@@ -236,7 +153,8 @@ class Reconciler:
         if pod is None:
             return plan, Verdict.SOON  # gone again meanwhile: try afresh
         worker, ctx = Worker.from_obj(obj), self._context()
-        done = steps.with_pod(ctx, worker, pod)
+        with self.cache.lock:  # the stages' rule: the step reads the cache as one moment
+            done = tracking.own_pod(ctx, Case(worker, pod))
         self._plan(worker, done, plan, ctx.now)
         failed = done.outcome is not None and done.outcome.phase == WorkerPhase.FAILED
         return plan, Verdict.DROP if failed else Verdict.SOON

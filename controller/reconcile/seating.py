@@ -1,9 +1,8 @@
 """The steps for a worker with no pod yet: the claim it holds, its template, its seat.
 
-reconcile.py runs them in this order once no pod is named for the worker (its
-docstring's step 6). Each returns a ``steps.Conclusion`` like every step, and
-steps.py's first two rules hold here too: they read only the cache, and every
-write they need is in their conclusion.
+``held_claim`` is read as the stages begin (``Case.held``); ``template`` and
+``seat`` are the last two stages of the table (stages.py, whose rules hold
+here too).
 
 What ``seat`` concludes, by what placement decided:
 
@@ -25,9 +24,8 @@ What ``seat`` concludes, by what placement decided:
 
 Rules:
 
-* ``seat`` is the one step that decides; the reconcile runs it under the
-  cache's lock and assumes its writes (the claim cut, the pod) before letting
-  go.
+* ``seat`` is the one step that decides; the reconciler assumes its writes
+  (the claim cut, the pod) before it lets the cache's lock go.
 * A placed worker stays put: a worker holding a live claim gets its pod back
   on it unless others already fill that claim's seats; then it is decided
   afresh, like a newcomer.
@@ -49,12 +47,10 @@ from controller.k8s import kube
 from controller.k8s.logs import kv
 from controller.k8s.naming import ReasonKind, WorkerPhase
 from controller.k8s.objects import Obj, Worker
-from controller.reconcile import privileges, render
-from controller.reconcile.status import Outcome
-from controller.reconcile.steps import Conclusion, Context
-from controller.reconcile.writes import Write
+from controller.reconcile import moves, privileges, render
+from controller.reconcile.vocabulary import Case, Conclusion, Context, Outcome, Write
 from placement import Fleet, JoinClaim, NewClaim, Policy, Request, Wait, decide
-from placement.decide import Decision, seat_text
+from placement.decide import Decision, seat_why
 from placement.model import per_device_share
 from placement.quantity import format_quantity
 
@@ -74,9 +70,11 @@ def held_claim(ctx: Context, worker: Worker) -> ClaimView | None:
     return None
 
 
-def template(ctx: Context, worker: Worker, held: ClaimView | None) -> Obj | Conclusion:
-    """The worker's prepared template, or why there is none. Waiting for it keeps a held
-    claim's seat booked (the status keeps the claim), so nobody else is promised it."""
+def template(ctx: Context, case: Case) -> Conclusion | None:
+    """Why the worker has no usable template, or None with the prepared template left on
+    the case (``Case.prepared``). Waiting for it keeps a held claim's seat booked (the
+    status keeps the claim), so nobody else is promised it."""
+    worker, held = case.worker, case.held
     source = f"ConfigMap {ctx.namespace}/{worker.template_name} key {worker.template_key}"
     keep: dict[str, Any] = {}
     seat_kept = ""
@@ -101,9 +99,10 @@ def template(ctx: Context, worker: Worker, held: ClaimView | None) -> Obj | Conc
                                   f"{source}: no such key{seat_kept}", **keep),
                           requeue_after=retry)
     try:
-        return render.prepare(text, worker, source, ctx.settings.template_policy)
+        case.prepared = render.prepare(text, worker, source, ctx.settings.template_policy)
     except render.TemplateError as exc:
         return Conclusion(Outcome(WorkerPhase.FAILED, ReasonKind.TEMPLATE_ERROR, str(exc)))
+    return None
 
 
 def _elsewhere(request: Request, fleet: Fleet, policy: Policy, avoid: str,
@@ -119,19 +118,20 @@ def _elsewhere(request: Request, fleet: Fleet, policy: Policy, avoid: str,
     return other if isinstance(other, NewClaim | JoinClaim) else decision
 
 
-def seat(ctx: Context, worker: Worker, prepared: Obj, *, avoid: str = "") -> Conclusion:
+def seat(ctx: Context, case: Case) -> Conclusion:
     """Decide the worker's seat against the cache's fleet: back on the claim it holds,
-    a new claim, a join, or a wait. ``avoid``: a node to place it on only when no other
-    can take it (``moves.wedged_on``). Run under the cache's lock."""
+    a new claim, a join, or a wait. A node its pod was wedged on (``moves.wedged_on``)
+    takes it only when no other can."""
     view, settings = ctx.cache.view, ctx.settings
-    held = held_claim(ctx, worker)
+    worker, held, prepared = case.worker, case.held, case.prepared
+    assert prepared is not None  # the template stage ran
     if held is not None and _seat_kept(ctx, worker, held.name):
         return _start(ctx, worker, prepared, held.name, held.devices,
                       held.node if held.allocated else "", f"resumed on claim {held.name}",
                       pin=held.node)
     fleet = view.fleet
     request = Request(worker.name, worker.role, worker.memory, worker.owner, worker.exclusive)
-    decision = _elsewhere(request, fleet, settings.policy, avoid,
+    decision = _elsewhere(request, fleet, settings.policy, moves.wedged_on(worker),
                           decide(request, fleet, settings.policy))
     if isinstance(decision, NewClaim) and worker.own_claim in view.claims:
         # The claim named for this worker exists and others fill it: it cannot cut
@@ -158,7 +158,7 @@ def seat(ctx: Context, worker: Worker, prepared: Obj, *, avoid: str = "") -> Con
     if isinstance(decision, JoinClaim):
         others = fleet.workers_on(decision.claim)
         # Why this claim ("same owner", "binpack joins before cutting", contention).
-        why = seat_text(request, fleet, decision, settings.policy).partition(": ")[2]
+        why = seat_why(request, fleet, decision, settings.policy)
         return _start(ctx, worker, prepared, decision.claim, decision.devices, decision.node,
                       f"joined claim {decision.claim} on node {decision.node} "
                       f"({others} other worker(s)): {why}", pin=decision.node,

@@ -13,17 +13,21 @@ enabled nodes of its role and names no node.
   no seat now; pools are declared and         NoCapacity, as without autoscaling (fails
     neither they nor a node fit (stand)         Unsatisfiable after the placement timeout)
   no seat now, otherwise; or, under spread,   standing: claim and pod created, Pending
-    only a seat on a shared claim (instead)
+    only a seat on a shared claim
+    (stand_instead)
                                                 WaitingForCapacity saying what it waits for
                                                 ("waiting for a node to be added" when no
                                                 pool is declared); never times out
-  standing, its claim allocated (with_pod)    placed there: the ordinary path (Placing,
-                                                Running), booked like any allocation
+  standing, its claim allocated              placed there: the ordinary path (Placing,
+    (standing_pod)                              Running), booked like any allocation
   standing, unallocated, binpack, a seat on   standing pod and claim deleted; it joins in a
-    a claim now takes it (with_pod)             later reconcile, once both are gone
+    a claim now takes it (standing_pod)         later reconcile, once both are gone
   standing, unallocated, otherwise            stays; its status says what it waits for
-  no pod, its standing claim left (without)   the claim deleted (if it is not going yet);
-                                                decided afresh once it is gone
+  pinned, unschedulable, its devices taken    wedged at once (moves.py's rule, no grace)
+    by a claim allocated meanwhile
+    (lost_race)
+  no pod, its standing claim left             the claim deleted (if it is not going yet);
+    (standing_claim_left)                       decided afresh once it is gone
 
 Rules:
 
@@ -55,8 +59,6 @@ from __future__ import annotations
 
 import logging
 
-import attrs
-
 from controller.fleet.claims import memory_selector
 from controller.fleet.pools import Alternative, Verdict, alternatives, can_grow
 from controller.k8s import kube, naming
@@ -76,13 +78,12 @@ from controller.k8s.objects import (
     version_of,
 )
 from controller.reconcile import moves, render
-from controller.reconcile.status import Outcome
-from controller.reconcile.steps import Conclusion, Context
-from controller.reconcile.writes import Write
+from controller.reconcile.vocabulary import Case, Conclusion, Context, Outcome, Write
 from placement import JoinClaim, Request, Strategy, decide
 
-__all__ = ["LABEL_STANDING", "WAITS", "build_standing_claim", "instead", "is_standing",
-           "stand", "standing_claim_name", "with_pod", "without_pod"]
+__all__ = ["LABEL_STANDING", "WAITS", "build_standing_claim", "is_standing", "lost_race",
+           "stand", "stand_instead", "standing_claim_left", "standing_claim_name",
+           "standing_pod"]
 
 log = logging.getLogger("openrl.controller")
 
@@ -132,7 +133,7 @@ def _waiting(worker: Worker, verdict: Verdict, claim: str, retry: float) -> Conc
     return Conclusion(Outcome(WorkerPhase.PENDING, ReasonKind.WAITING_FOR_CAPACITY,
                               f"standing claim {claim} and pod {worker.pod_name}: "
                               f"{verdict.reason}", pod=worker.pod_name),
-                      requeue_after=retry, decided="standing")
+                      requeue_after=retry)
 
 
 def _verdict(ctx: Context, worker: Worker) -> Verdict:
@@ -140,21 +141,24 @@ def _verdict(ctx: Context, worker: Worker) -> Verdict:
                         ctx.settings.autoscale_pools)
 
 
-def instead(ctx: Context, worker: Worker, prepared: Obj, done: Conclusion) -> Conclusion:
-    """What the worker does with autoscaling on, given the seat step's conclusion: a
-    wait stands; under spread, a join stands unless no pool can fit the worker. Run
-    under the cache's lock, before anything of ``done`` is assumed."""
+def stand_instead(ctx: Context, case: Case, done: Conclusion) -> Conclusion:
+    """What the worker does with autoscaling on, given the seat's conclusion (before
+    anything of it is assumed): a wait stands; under spread, a join stands unless no
+    pool can fit the worker."""
+    worker = case.worker
     if done.decided in WAITS:
-        return stand(ctx, worker, prepared, done)
+        return stand(ctx, case)
     if (done.decided == "join_claim" and ctx.settings.policy.strategy == Strategy.SPREAD
             and can_grow(worker.role, worker.memory, ctx.settings.autoscale_pools)):
-        return stand(ctx, worker, prepared, done)
+        return stand(ctx, case)
     return done
 
 
-def stand(ctx: Context, worker: Worker, prepared: Obj, waited: Conclusion) -> Conclusion:
-    """A worker placement told to wait (``waited``): its standing claim and pod, or the
-    wait as it was when no declared pool fits. Run under the cache's lock."""
+def stand(ctx: Context, case: Case) -> Conclusion:
+    """A worker placement told to wait, or to join under spread: its standing claim and
+    pod, or NoCapacity when no declared pool fits it."""
+    worker, prepared = case.worker, case.prepared
+    assert prepared is not None  # the template stage ran
     verdict = _verdict(ctx, worker)
     if verdict.never:
         # Judged against the declared pools, it fails as any NoCapacity does.
@@ -190,29 +194,27 @@ def stand(ctx: Context, worker: Worker, prepared: Obj, waited: Conclusion) -> Co
     return Conclusion(done.outcome, tuple(writes), done.requeue_after, decided="standing")
 
 
-def with_pod(ctx: Context, worker: Worker, pod: Obj) -> Conclusion | None:
+def standing_pod(ctx: Context, case: Case) -> Conclusion | None:
     """A standing pod whose claim is not allocated yet: moves to a join if one takes
-    it, else keeps waiting. A pinned pod that lost its devices to a standing claim:
-    wedged at once. None for any other pod (the ordinary path)."""
-    if not is_standing(pod):
-        return _lost_race(ctx, worker, pod)
+    it, else keeps waiting. None once its claim is allocated (the ordinary path), or
+    the pod has finished."""
+    worker, pod = case.worker, case.pod
+    assert pod is not None  # the stage's condition, as that it is standing
     if not pod_alive(pod):
         return None
     name = standing_claim_name(worker)
     retry = ctx.settings.retry_interval
-    with ctx.cache.lock:
-        view = ctx.cache.view
-        claim = view.claims.get(name) or view.closing.get(name)
-        if claim is not None and claim.allocated:
-            return None  # placed: the ordinary path reports it
-        if is_deleting(pod):
-            return Conclusion(Outcome(WorkerPhase.PENDING, ReasonKind.WAITING_FOR_CAPACITY,
-                                      f"standing pod {name_of(pod)} is being deleted"),
-                              requeue_after=retry)
-        request = Request(worker.name, worker.role, worker.memory, worker.owner,
-                          worker.exclusive)
-        decision = decide(request, view.fleet, ctx.settings.policy)
-        verdict = _verdict(ctx, worker)
+    view = ctx.cache.view
+    claim = view.claims.get(name) or view.closing.get(name)
+    if claim is not None and claim.allocated:
+        return None  # placed: the ordinary path reports it
+    if is_deleting(pod):
+        return Conclusion(Outcome(WorkerPhase.PENDING, ReasonKind.WAITING_FOR_CAPACITY,
+                                  f"standing pod {name_of(pod)} is being deleted"),
+                          requeue_after=retry)
+    request = Request(worker.name, worker.role, worker.memory, worker.owner, worker.exclusive)
+    decision = decide(request, view.fleet, ctx.settings.policy)
+    verdict = _verdict(ctx, worker)
     if isinstance(decision, JoinClaim) and ctx.settings.policy.strategy == Strategy.BINPACK:
         log.info("leaving standing claim for a seat", extra=kv(
             worker=worker.name, claim=name, joins=decision.claim))
@@ -220,7 +222,8 @@ def with_pod(ctx: Context, worker: Worker, pod: Obj) -> Conclusion | None:
         # claim and bind the pod meanwhile, and another worker may then join the claim.
         # The pod bound, its delete conflicts and the worker is decided again (placed
         # where it stands); the claim allocated, its delete conflicts and it stays, the
-        # worker's claim (without_pod's rule), never deleted under a worker that joined it.
+        # worker's claim (standing_claim_left's rule), never deleted under a worker that
+        # joined it.
         standing_claim = ctx.cache.get(kube.CLAIMS, name) or {}
         writes = (Write("delete", kube.PODS, name_of(pod), {}, uid=uid_of(pod),
                         resource_version=version_of(pod)),
@@ -231,35 +234,36 @@ def with_pod(ctx: Context, worker: Worker, pod: Obj) -> Conclusion | None:
     return _waiting(worker, verdict, name, retry)
 
 
-def _lost_race(ctx: Context, worker: Worker, pod: Obj) -> Conclusion | None:
+def lost_race(ctx: Context, case: Case) -> Conclusion | None:
     """A pinned pod kube-scheduler calls unschedulable while its claim is unallocated and
     the claims allocated on its node leave it too few devices: a standing claim took
     them meanwhile. No grace is waited for: it is wedged now (moves.py's rule)."""
+    worker, pod = case.worker, case.pod
+    assert pod is not None  # the stage's condition, as that it is pinned
     claim_name = pod_claim(pod)
     scheduled = pod_condition(pod, "PodScheduled") or {}
     if (pod_node(pod) or not claim_name or scheduled.get("status") != "False"
             or scheduled.get("reason") != "Unschedulable"):
         return None
-    with ctx.cache.lock:
-        view = ctx.cache.view
-        claim = view.claims.get(claim_name)
-        node = view.nodes.get(claim.node) if claim is not None else None
-        if claim is None or claim.allocated or node is None:
-            return None
-        taken = sum(c.devices for c in (*view.claims.values(), *view.closing.values())
-                    if c.allocated and c.node == node.name)
+    view = ctx.cache.view
+    claim = view.claims.get(claim_name)
+    node = view.nodes.get(claim.node) if claim is not None else None
+    if claim is None or claim.allocated or node is None:
+        return None
+    taken = sum(c.devices for c in (*view.claims.values(), *view.closing.values())
+                if c.allocated and c.node == node.name)
     if taken + claim.devices <= node.devices:
         return None
     log.info("pinned pod lost its devices to a claim allocated meanwhile",
              extra=kv(worker=worker.name, claim=claim_name, node=node.name, taken=taken))
-    at_once = attrs.evolve(ctx, settings=attrs.evolve(ctx.settings, wedge_grace=1e-9))
-    return moves.with_pod(at_once, worker, pod)
+    return moves.moved_pod(ctx, case, grace=0.0)
 
 
-def without_pod(ctx: Context, worker: Worker) -> Conclusion | None:
+def standing_claim_left(ctx: Context, case: Case) -> Conclusion | None:
     """No pod, and the worker's standing claim is still there unallocated: it goes (a
     worker holds one claim at a time) before anything is decided. Allocated, it is the
     claim the worker holds (the ordinary path resumes it)."""
+    worker = case.worker
     name = standing_claim_name(worker)
     claim = ctx.cache.get(kube.CLAIMS, name)
     if claim is None:

@@ -29,32 +29,10 @@ from __future__ import annotations
 
 import datetime as dt
 
-import attrs
-
 from controller.k8s.naming import CONDITION_PLACED, WARNING_REASONS, WorkerPhase
 from controller.k8s.objects import Obj, Worker, format_time, parse_time
+from controller.reconcile.vocabulary import Outcome
 from placement.quantity import format_quantity
-
-
-@attrs.frozen
-class Outcome:
-    """What one reconcile concluded about a worker."""
-
-    phase: WorkerPhase
-    kind: str = ""  # a naming.ReasonKind, or "" (Running carries no reason)
-    detail: str = ""
-    claim: str = ""
-    devices: int | None = None
-    memory_per_device: int | None = None
-    node: str = ""
-    pod: str = ""
-    moves: tuple[Obj, ...] | None = None  # the status's moves; None: as they are
-
-    @property
-    def reason(self) -> str:
-        if not self.kind:
-            return ""
-        return f"{self.kind}: {self.detail}" if self.detail else self.kind
 
 
 def desired(worker: Worker, outcome: Outcome, now: dt.datetime) -> Obj:

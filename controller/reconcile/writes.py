@@ -49,12 +49,16 @@ import attrs
 from controller.k8s import kube
 from controller.k8s.logs import kv
 from controller.k8s.objects import Obj
+from controller.reconcile.vocabulary import Write
 from controller.store.cache import Cache
 
-__all__ = ["ON_FAILURE", "Failure", "NotLeading", "Plan", "Then", "Verdict", "Write", "Writer",
-           "after_failure"]
+__all__ = ["CONCURRENCY", "ON_FAILURE", "Failure", "NotLeading", "Plan", "Then", "Verdict",
+           "Writer", "after_failure"]
 
 log = logging.getLogger("openrl.controller.writes")
+
+# Plans in flight at once, as the loop runs the pool (loop.WRITE_CONCURRENCY, design.md).
+CONCURRENCY = 16
 
 
 class NotLeading(kube.KubeError):
@@ -123,18 +127,6 @@ def after_failure(write: Write, error: kube.KubeError) -> Verdict | Then:
     return Verdict.RETRY
 
 
-@attrs.frozen
-class Write:
-    verb: str  # create | patch | delete
-    res: kube.Resource
-    name: str
-    body: Obj
-    subresource: str | None = None
-    assumed: bool = False  # the body goes into the cache before it is written
-    uid: str = ""  # a delete's preconditions: only this incarnation of the object,
-    resource_version: str = ""  # and (if given) only as it was read
-
-
 # A follow-up the plan carries for its pod: the writes it leads to, and the verdict.
 FollowUp = tuple["Plan", Verdict]
 
@@ -164,7 +156,7 @@ Done = Callable[[str, Write | None, kube.KubeError | None, Verdict | None], None
 
 
 class Writer:
-    def __init__(self, api: kube.Kube, cache: Cache, *, concurrency: int = 8,
+    def __init__(self, api: kube.Kube, cache: Cache, *, concurrency: int = CONCURRENCY,
                  fence: Callable[[], None] = lambda: None,
                  done: Done = lambda _key, _write, _error, _verdict: None) -> None:
         self.api, self.cache, self.fence, self.done = api, cache, fence, done

@@ -12,7 +12,8 @@ from controller.k8s import kube
 from controller.leader import LeaderElector
 from controller.loop import Controller
 from controller.metrics import Health, Metrics, serve
-from controller.reconcile.writes import NotLeading, Verdict, Write
+from controller.reconcile.vocabulary import Write
+from controller.reconcile.writes import NotLeading, Verdict
 from controller.settings import Settings
 from controller.store.queue import WorkQueue
 from controller.store.watches import Feed, feeds

@@ -2,7 +2,7 @@ import datetime as dt
 
 from controller.k8s.objects import Worker
 from controller.reconcile import status
-from controller.reconcile.status import Outcome
+from controller.reconcile.vocabulary import Outcome
 from tests.unit.controller.conftest import worker_obj
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)

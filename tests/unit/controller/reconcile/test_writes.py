@@ -3,15 +3,17 @@ that finishes its worker's story itself (no second writer, no trip through the l
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from controller.k8s import kube
+from controller.reconcile.vocabulary import Write
 from controller.reconcile.writes import (
     NotLeading,
     Plan,
     Then,
     Verdict,
-    Write,
     Writer,
     after_failure,
 )
@@ -68,3 +70,17 @@ def test_a_delete_of_something_gone_goes_on() -> None:
     plan = Plan("w", [DELETE, CLAIM])
     assert run(plan, api) == [("w", None, None, None)]
     assert api.obj(kube.CLAIMS, "c") is not None
+
+
+def test_the_pools_default_width_is_the_loops() -> None:
+    """One figure, 16 plans in flight: the writer's default, the loop's and design.md's."""
+    from controller import loop
+    from controller.reconcile.writes import CONCURRENCY
+
+    writer = Writer(FakeKube(), Cache("gpu.example.com"))
+    try:
+        assert writer.concurrency == CONCURRENCY == loop.WRITE_CONCURRENCY == 16
+    finally:
+        writer.close()
+    assert f"writes.py`, {CONCURRENCY} in" in " ".join(
+        (Path(__file__).resolve().parents[4] / "docs" / "design.md").read_text().split())

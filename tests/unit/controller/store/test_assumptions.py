@@ -15,7 +15,8 @@ import pytest
 
 from controller.k8s import kube
 from controller.loop import Controller
-from controller.reconcile.writes import NotLeading, Plan, Write, Writer
+from controller.reconcile.vocabulary import Write
+from controller.reconcile.writes import NotLeading, Plan, Writer
 from controller.store.cache import Cache
 from controller.store.work import WAKE
 from tests.unit.controller.conftest import Cluster

@@ -1,22 +1,16 @@
-"""The steps of one reconcile, each a function that returns what it concluded.
+"""The worker itself and the pod named for it: deleted, first seen, finished, tracked.
 
-reconcile.py runs them in order (its docstring gives the sequence); each
-returns a ``Conclusion``: the status the worker is to show (``outcome``, or
-None to leave it as it is), the writes that outcome needs, in order, and when
-to come back. No step writes, and none raises to report a result.
-
-This module holds the steps for a worker being deleted or finished, and for
-one whose pod exists; those for a worker with no pod yet (the claim it holds,
-its template, the seat decision) are seating.py's, under the first two rules
-below and its own.
+Five steps of the reconcile (stages.py holds the order, and the rules every
+step keeps): ``add_finalizer`` before the table, on first sight; the stages
+``deleting`` (``finalize``), ``finished`` (``finished``: its finished pod
+deleted, and its claim at once where nobody else holds a seat on it),
+``invalid spec`` (``invalid_spec``) and ``own pod`` (``own_pod``: what the
+pod named for the worker means -- ours reported, an earlier incarnation's
+deleted and never adopted, anyone else's a conflict). The write pool settles
+a pod that already existed with ``own_pod`` too.
 
 Rules:
 
-* Steps read only the cache: objects through ``Cache.get``, the fleet through
-  ``Cache.view`` (a ``fleet_rules.FleetReading``), never the API.
-* Every write a worker needs is in its conclusion, deletions included. A
-  write marked ``assumed`` (the claim cut, the pod) is put into the cache by
-  the reconcile before the next decision, and forgotten if it fails.
 * Progress short of Running, once Placing is on record, is written only when
   it is news the status lacks: the scheduler's own reason for not placing the
   pod (its PodScheduled message), once the pod has waited ``STATUS_QUIET`` of
@@ -31,11 +25,11 @@ Rules:
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 
 import attrs
 
+from controller.fleet.claims import booked_uids
 from controller.k8s import kube, naming
 from controller.k8s.logs import kv
 from controller.k8s.naming import PodPhase, ReasonKind, WorkerPhase
@@ -55,16 +49,14 @@ from controller.k8s.objects import (
     pod_node,
     pod_phase,
     uid_of,
+    version_of,
     worker_owner_uid,
 )
-from controller.reconcile.status import Outcome
-from controller.reconcile.writes import Write
-from controller.settings import Settings
-from controller.store.cache import Cache
+from controller.reconcile.vocabulary import Case, Conclusion, Context, Outcome, Write, delete_pod
 from placement.model import per_device_share
 
-__all__ = ["Conclusion", "Context", "add_finalizer", "drop_finished_pod", "finalize",
-           "with_pod"]
+__all__ = ["STATUS_QUIET", "add_finalizer", "finalize", "finished", "invalid_spec",
+           "own_pod"]
 
 log = logging.getLogger("openrl.controller")
 
@@ -74,43 +66,18 @@ log = logging.getLogger("openrl.controller")
 STATUS_QUIET = 0.25
 
 
-@attrs.frozen
-class Context:
-    """What every step reads besides the worker: the cache, the settings, the time."""
-
-    cache: Cache
-    settings: Settings
-    namespace: str
-    now: dt.datetime
+# ------------------------------------------------------------ the worker itself
 
 
-@attrs.frozen
-class Conclusion:
-    """What a step concluded for its worker."""
-
-    outcome: Outcome | None = None  # the status it means; None: the status stays
-    writes: tuple[Write, ...] = ()  # planned before the status, in order
-    requeue_after: float | None = None
-    wake: bool = False  # capacity changed: retry every pending worker
-    sweep: bool = False  # a claim may have lost its last reference
-    decided: str = ""  # a decision's outcome, for the decisions metric
-
-
-def _delete_pod(pod: Obj) -> Write:
-    return Write("delete", kube.PODS, name_of(pod), {}, uid=uid_of(pod))
-
-
-# ------------------------------------------------------------ deleting, finishing
-
-
-def finalize(ctx: Context, worker: Worker, pod: Obj | None) -> Conclusion:
+def finalize(ctx: Context, case: Case) -> Conclusion:
     """A deleted worker: its pod goes first; only once it is verifiably gone does the
     finalizer (and with it the seat) go."""
+    worker, pod = case.worker, case.pod
     # Only orw-<name> is ever created for a worker, so reading it by name is enough.
     if pod is not None and worker_owner_uid(pod) == worker.uid:
         writes: tuple[Write, ...] = ()
         if not is_deleting(pod):
-            writes = (_delete_pod(pod),)
+            writes = (delete_pod(pod),)
             log.info("deleting pod of deleted worker",
                      extra=kv(worker=worker.name, pod=name_of(pod), claim=pod_claim(pod),
                               node=pod_node(pod)))
@@ -128,8 +95,9 @@ def finalize(ctx: Context, worker: Worker, pod: Obj | None) -> Conclusion:
 
 def add_finalizer(worker: Worker) -> tuple[Worker, Write | None]:
     """The worker as it will read with our finalizer, and the write adding it (first in
-    the plan, so it is there before any seat is written); None if it has it."""
-    if naming.FINALIZER in worker.finalizers:
+    the plan, so it is there before any seat is written); None if it has it, or is
+    being deleted (``finalize`` removes it)."""
+    if worker.deleting or naming.FINALIZER in worker.finalizers:
         return worker, None
     finalizers = [*worker.finalizers, naming.FINALIZER]
     body = {"metadata": {"finalizers": finalizers,
@@ -139,27 +107,50 @@ def add_finalizer(worker: Worker) -> tuple[Worker, Write | None]:
     return stamped, Write("patch", kube.WORKERS, worker.name, body)
 
 
-def drop_finished_pod(worker: Worker, pod: Obj | None) -> Conclusion:
-    """A Failed worker's own finished pod is deleted once the failure is on record.
+def invalid_spec(_ctx: Context, case: Case) -> Conclusion:
+    """A spec the controller cannot act on: InvalidSpec, terminal."""
+    return Conclusion(Outcome(WorkerPhase.FAILED, ReasonKind.INVALID_SPEC,
+                              case.worker.spec_error or ""))
 
-    The status keeps why it ended. The pod holds no seat in our books, but while it
-    existed its claim's reservation was seen flipping between listing it and not,
-    many times a second, and a later joiner would have shared the claim with it.
-    """
-    if pod is None or pod_alive(pod) or is_deleting(pod) or \
-            worker_owner_uid(pod) != worker.uid:
-        return Conclusion()
-    log.info("deleted the finished pod of a failed worker",
-             extra=kv(worker=worker.name, pod=name_of(pod), claim=pod_claim(pod)))
-    return Conclusion(writes=(_delete_pod(pod),), wake=True, sweep=True)
+
+# ------------------------------------------------------------------ finished
+
+
+def finished(ctx: Context, case: Case) -> Conclusion:
+    """A Succeeded or Failed worker: its finished pod deleted, and its claim deleted at
+    once where nobody else holds a seat on it."""
+    worker, pod = case.worker, case.pod
+    writes: list[Write] = []
+    if pod is not None and not pod_alive(pod) and not is_deleting(pod) and \
+            worker_owner_uid(pod) == worker.uid:
+        writes.append(delete_pod(pod))
+    claim = worker.claim
+    view = ctx.cache.view
+    seat = view.claims.get(claim) if claim else None
+    booked = view.fleet.claim(claim) if seat is not None and view.fleet.has_claim(claim) \
+        else None
+    taken = booked is not None and any(b.worker != worker.name for b in booked.bookings)
+    obj = ctx.cache.get(kube.CLAIMS, claim) if seat is not None else None
+    alive = pod is not None and pod_alive(pod)
+    if obj is not None and not taken and not alive and not _committed_others(ctx, obj, worker):
+        writes.append(Write("delete", kube.CLAIMS, claim, {}, uid=uid_of(obj),
+                            resource_version=version_of(obj)))
+    return Conclusion(writes=tuple(writes), wake=bool(writes), sweep=bool(writes))
+
+
+def _committed_others(ctx: Context, claim: Obj, worker: Worker) -> bool:
+    """Whether another live worker committed a seat on the claim (a join under way)."""
+    return any(uid != worker.uid and ctx.cache.view.live_uid(uid) for uid in booked_uids(claim))
 
 
 # ------------------------------------------------------------------ with a pod
 
 
-def with_pod(ctx: Context, worker: Worker, pod: Obj) -> Conclusion:
+def own_pod(ctx: Context, case: Case) -> Conclusion:
     """A pod named for the worker exists: ours is reported, an earlier incarnation's is
     deleted (never adopted), anyone else's is a conflict."""
+    worker, pod = case.worker, case.pod
+    assert pod is not None  # the stage's condition
     owner = controller_owner(pod) or {}
     owner_uid = worker_owner_uid(pod)
     if owner_uid == worker.uid:
@@ -177,7 +168,7 @@ def with_pod(ctx: Context, worker: Worker, pod: Obj) -> Conclusion:
             "nothing was deleted"))
     writes: tuple[Write, ...] = ()
     if not is_deleting(pod):
-        writes = (_delete_pod(pod),)
+        writes = (delete_pod(pod),)
         log.info("deleting pod of an earlier incarnation",
                  extra=kv(worker=worker.name, pod=name_of(pod), old_uid=owner_uid))
     return Conclusion(
@@ -243,7 +234,7 @@ def _track(ctx: Context, worker: Worker, pod: Obj) -> Conclusion:
             f"pod {name_of(pod)} with claim {claim} was not scheduled within "
             f"{settings.placement_timeout:.0f}s: {said or 'not scheduled yet'}; "
             "pod deleted, seat released"),
-            (_delete_pod(pod),))
+            (delete_pod(pod),))
     if reported and (waited < quiet or not said):
         # The scheduler's word comes as a pod update; the timeout's check is due anyway.
         return Conclusion(requeue_after=(quiet if waited < quiet and said
@@ -259,8 +250,7 @@ def _allocation(ctx: Context, worker: Worker, claim: str) -> tuple[str, int, boo
     first, then the cache's reading."""
     known_devices = worker.status.get("deviceCount")
     view = ctx.cache.view
-    with ctx.cache.lock:
-        found = view.claims.get(claim) or view.closing.get(claim)
+    found = view.claims.get(claim) or view.closing.get(claim)
     closing = found is not None and found.deleting
     if claim == worker.claim and worker.status.get("nodeName") and known_devices:
         return str(worker.status["nodeName"]), int(known_devices), closing
