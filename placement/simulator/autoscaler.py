@@ -85,7 +85,7 @@ from heapq import heapify, heappop, heappush
 from placement.decide import Reason, WaitKind, best_claim, best_pool
 from placement.fleet import Fleet
 from placement.model import Node, PlacementError, Request, Role
-from placement.policy import ALONE, DEFAULT_POLICY, Policy, Step, Strategy, steps_for
+from placement.policy import ALONE, DEFAULT_POLICY, Policy, Strategy
 from placement.simulator.nodegroups import (
     Blocked,
     Change,
@@ -100,7 +100,7 @@ from placement.simulator.nodegroups import (
     NodeUp,
     Shape,
 )
-from placement.simulator.simulation import Moved, Placement, Simulation
+from placement.simulator.simulation import _NEW_CLAIM, Moved, Placement, Simulation
 
 __all__ = ["AutoscaledSimulation", "Change", "NodeAsked", "NodeDown", "NodeGroup", "NodeUp"]
 
@@ -349,8 +349,8 @@ class AutoscaledSimulation(Simulation):
         for less bookkeeping than an allocated one with seats to file.
         """
         alone = self._new_claim_only(request)
-        for step in ALONE if alone else steps_for(self.policy, request):
-            if step is Step.NEW_CLAIM:
+        for step in ALONE if alone else self._steps:
+            if step is _NEW_CLAIM:
                 pool = best_pool(request, plan)
                 if pool is not None:
                     node, devices, _ = pool

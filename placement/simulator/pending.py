@@ -135,20 +135,20 @@ class _Classes:
 class PendingQueue:
     """Pending workers by (role, memory), answering "the oldest that fits" per role."""
 
-    __slots__ = ("_classes", "_count", "_queues", "_who")
+    __slots__ = ("_classes", "_queues", "_who", "size")
 
     def __init__(self) -> None:
         self._classes = {role: _Classes() for role in Role}
         self._queues: dict[tuple[Role, int], deque[int]] = {}
         self._who: dict[int, tuple[str, Role, int]] = {}  # arrival -> (worker, role, memory)
-        self._count = 0
+        self.size = 0  # workers waiting (read, not written, outside: a call costs more)
 
     def __len__(self) -> int:
-        return self._count
+        return self.size
 
     def add(self, arrival: int, worker: str, role: Role, memory: int) -> None:
         self._who[arrival] = (worker, role, memory)
-        self._count += 1
+        self.size += 1
         queue = self._queues.get((role, memory))
         if queue is None:
             self._queues[(role, memory)] = deque((arrival,))
@@ -159,7 +159,7 @@ class PendingQueue:
     def remove(self, arrival: int) -> None:
         """Forget a pending worker (it left, or it was placed)."""
         _, role, memory = self._who.pop(arrival)
-        self._count -= 1
+        self.size -= 1
         queue = self._queues[(role, memory)]
         if queue[0] == arrival:
             self._advance(role, memory, queue)
