@@ -59,10 +59,11 @@ class OwnerLists:
         self._owner_counts: list[int] = []  # sorted: every worker count of its keys, ever
         # Per role policy, by the roles one owner holds on a claim: the joiner roles the
         # claim pairs with for that owner (a handful, filled as they are met).
-        self._pairing: dict[frozenset[Role], dict[frozenset[Role | None], tuple[Role, ...]]] = {}
+        self._pairing: dict[frozenset[Role], dict[frozenset[str | None], tuple[Role, ...]]] = {}
         # The same for a claim's one worker, by its role (the index fills it with each
         # new role policy).
-        self._solo: dict[frozenset[Role], dict[Role | None, tuple[Role, ...]]] = {}
+        # (Keyed by roles, read with a booking's role name: a Role equals its name.)
+        self._solo: dict[frozenset[Role], dict[str | None, tuple[Role, ...]]] = {}
 
     def _file_owners(self, claim: ClaimRow, roles: frozenset[Role], workers: int) -> None:
         owners = self._owners
@@ -89,14 +90,14 @@ class OwnerLists:
             else:
                 insort(names, name)
 
-    def _owner_keys(self, bookings: dict[str, tuple[str, int, bool, Role | None]],
+    def _owner_keys(self, bookings: dict[str, tuple[str, int, bool, str | None]],
                     roles: frozenset[Role], workers: int) -> tuple[OwnerKey, ...]:
         """The owner lists a claim of several workers is filed in: ``owner_keys`` read
         with the index's table of pairings."""
         pairing = self._pairing.get(roles)
         if pairing is None:
             pairing = self._pairing[roles] = {}
-        by_owner: dict[str, frozenset[Role | None]] = {}
+        by_owner: dict[str, frozenset[str | None]] = {}
         for owner, _parked, _exclusive, role in bookings.values():
             mine = by_owner.get(owner)
             by_owner[owner] = _ONLY[role] if mine is None else mine | _ONLY[role]
@@ -154,23 +155,23 @@ class OwnerLists:
         return {key: tuple(sorted(names)) for key, names in owners.items()}
 
 
-def joiners(roles: frozenset[Role], held: frozenset[Role | None]) -> tuple[Role, ...]:
+def joiners(roles: frozenset[Role], held: frozenset[str | None]) -> tuple[Role, ...]:
     """The joiner roles a claim pairs with, its role policy ``roles`` and one owner's
     roles ``held`` there (None: not known): those ``policy.pairs`` names, where the node
     takes them."""
     return tuple(role for role in Role if (not roles or role in roles) and pairs(role, held))
 
 
-def owner_keys(bookings: dict[str, tuple[str, int, bool, Role | None]],
+def owner_keys(bookings: dict[str, tuple[str, int, bool, str | None]],
                roles: frozenset[Role]) -> tuple[OwnerKey, ...]:
     """The owner lists an open claim with these bookings, on a node of role policy
     ``roles``, is filed in, read plainly (the filing reads the index's tables)."""
-    held: dict[str, set[Role | None]] = {}
+    held: dict[str, set[str | None]] = {}
     for owner, _parked, _exclusive, role in bookings.values():
         held.setdefault(owner, set()).add(role)
     return tuple([(owner, joiner, len(bookings)) for owner, mine in held.items()
                   for joiner in joiners(roles, frozenset(mine))])
 
 
-_ONLY: dict[Role | None, frozenset[Role | None]] = {
+_ONLY: dict[str | None, frozenset[str | None]] = {
     role: frozenset((role,)) for role in (*Role, None)}

@@ -197,7 +197,7 @@ JOIN_RANKING = ("same owner, other role only (with owner affinity on)", "fewest 
                 "claim name")
 
 
-def pairs(joiner: Role, owners_roles: Collection[Role | None]) -> bool:
+def pairs(joiner: Role, owners_roles: Collection[str | None]) -> bool:
     """Whether a claim pairs with a joiner of role ``joiner``: ``owners_roles``, the roles
     of the claim's workers of the joiner's owner, are some, and none is the joiner's (its
     phases coincide with the joiner's; the other role's alternate). A role not known

@@ -27,6 +27,10 @@ from placement.model import Booking, Claim, Node, Role
 from placement.policy import has_pod_slot
 from placement.rooms import RoomIndex
 
+# A role's plain string and back (None: a role not known), for the bookings' tuples.
+ROLE_NAME: dict[Role | None, str | None] = {None: None, **{role: role.value for role in Role}}
+ROLE_OF: dict[str | None, Role | None] = {name: role for role, name in ROLE_NAME.items()}
+
 
 @dataclass(frozen=True, slots=True, eq=False)
 class PoolGroup:
@@ -115,9 +119,12 @@ class ClaimRow:
         self.devices = devices
         self.allocated = allocated
         self.device_memory = device_memory  # its group on its node (``Claim.device_memory``)
-        # worker -> (owner, parked memory, exclusive, role or None): a Booking is made
-        # only for a snapshot, not once per seat taken.
-        self.bookings: dict[str, tuple[str, int, bool, Role | None]] = {}
+        # worker -> (owner, parked memory, exclusive, role's name or None): a Booking is
+        # made only for a snapshot, not once per seat taken. The role is kept as its plain
+        # string (equal to the Role, and hashed alike): a tuple holding an enum member
+        # stays tracked by the garbage collector for good, and so does the dict holding
+        # it, so every collection would walk each booking.
+        self.bookings: dict[str, tuple[str, int, bool, str | None]] = {}
         self.exclusive = 0  # exclusive workers booked on it: while any, no one joins it
         # The parked memory of all its workers, shared or not, kept as bookings come
         # and go: summing them on every change would cost a pass over the workers.
@@ -136,7 +143,7 @@ class ClaimRow:
 
     def seat(self, worker: str, owner: str, parked_memory: int, exclusive: bool = False,
              role: Role | None = None) -> None:
-        self.bookings[worker] = (owner, parked_memory, exclusive, role)
+        self.bookings[worker] = (owner, parked_memory, exclusive, ROLE_NAME[role])
         self.footprint += parked_memory
         self.exclusive += exclusive
         self.shown = None
@@ -165,7 +172,7 @@ class ClaimRow:
             shown = self.shown = Claim(
                 self.name, self.node, self.devices, allocated=self.allocated,
                 device_memory=self.device_memory,
-                bookings=tuple(Booking(worker, owner, parked, exclusive, role)
+                bookings=tuple(Booking(worker, owner, parked, exclusive, ROLE_OF[role])
                                for worker, (owner, parked, exclusive, role)
                                in self.bookings.items()))
         return shown
