@@ -166,13 +166,45 @@ class ClaimRow:
         return self.footprint if len(self.bookings) >= 2 else 0
 
     def snapshot(self) -> Claim:
-        """The claim as a frozen value; kept until the claim changes (reads repeat a lot)."""
+        """The claim as a frozen value; kept until the claim changes (reads repeat a lot).
+
+        Built as ``Claim`` and ``Booking`` would build it (bookings by worker name), less
+        their checks: every value here passed them on its way into the books, and a
+        report snapshots every claim (the checks were half of that).
+        ``tests/unit/placement/test_properties.py`` compares it with the checked values.
+        """
         shown = self.shown
         if shown is None:
-            shown = self.shown = Claim(
-                self.name, self.node, self.devices, allocated=self.allocated,
-                device_memory=self.device_memory,
-                bookings=tuple(Booking(worker, owner, parked, exclusive, ROLE_OF[role])
-                               for worker, (owner, parked, exclusive, role)
-                               in self.bookings.items()))
+            shown = self.shown = _claim(
+                self.name, self.node, self.devices, self.allocated,
+                tuple([_booking(worker, owner, parked, exclusive, ROLE_OF[role])
+                       for worker, (owner, parked, exclusive, role)
+                       in sorted(self.bookings.items())]),
+                self.device_memory)
         return shown
+
+
+_new, _set = object.__new__, object.__setattr__
+
+
+def _claim(name: str, node: str, devices: int, allocated: bool,
+           bookings: tuple[Booking, ...], device_memory: int) -> Claim:
+    claim = _new(Claim)
+    _set(claim, "name", name)
+    _set(claim, "node", node)
+    _set(claim, "devices", devices)
+    _set(claim, "allocated", allocated)
+    _set(claim, "bookings", bookings)
+    _set(claim, "device_memory", device_memory)
+    return claim
+
+
+def _booking(worker: str, owner: str, parked_memory: int, exclusive: bool,
+             role: Role | None) -> Booking:
+    booking = _new(Booking)
+    _set(booking, "worker", worker)
+    _set(booking, "owner", owner)
+    _set(booking, "parked_memory", parked_memory)
+    _set(booking, "exclusive", exclusive)
+    _set(booking, "role", role)
+    return booking

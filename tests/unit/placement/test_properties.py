@@ -225,8 +225,20 @@ def test_many_pending_classes_agree_with_the_plain_transcription(
             assert books(sim) == ref.books()
 
 
+def checked(claim: Claim) -> Claim:
+    """The claim built through ``Claim`` and ``Booking``'s checks, bookings in reverse
+    (the snapshot builds it without them, its bookings already in order)."""
+    return Claim(claim.name, claim.node, claim.devices, allocated=claim.allocated,
+                 device_memory=claim.device_memory,
+                 bookings=tuple(Booking(b.worker, b.owner, b.parked_memory, b.exclusive,
+                                        b.role) for b in reversed(claim.bookings)))
+
+
 def check_books(sim: Simulation) -> None:
     fleet = sim.fleet
+    for claim in fleet.claims:  # the books' snapshots are the checked values
+        assert claim == checked(claim) and claim.bookings == checked(claim).bookings
+        assert all(type(b.role) is Role for b in claim.bookings)
     for node in fleet.nodes:
         on_node = [c for c in fleet.claims if c.node == node.name]
         # No device promised twice: allocated and reserved claims fit the node together.
