@@ -184,6 +184,8 @@ class ClaimRow:
         return shown
 
 
+# One setter line per field, not a loop over the slots: the loop cost more than the
+# checked construction it stands in for.
 _new, _set = object.__new__, object.__setattr__
 
 
