@@ -26,6 +26,7 @@ from typing import Any
 import click
 
 from cli.live import KUBECTL, OPENRL_PLACE, Flags, read, unreachable
+from controller.fleet.warning import Kind
 from controller.inspect_fleet import LiveFleet, seated_claims, standing_claims, turn_state
 from placement import Policy, Request, Role, Strategy
 from placement.quantity import format_quantity
@@ -97,8 +98,8 @@ def _explanation(name: str, role: str, memory: int, owner: str, phase: str,
                       and diagnosis.change is not None else None),
         "alternatives": ([c.to_dict() for c in diagnosis.alternatives[1:]]
                          if diagnosis is not None else []),
-        "devicesLeftOut": [w for w in live.view.warnings
-                           if " left out (" in w or w.startswith("deviceclass ")],
+        "devicesLeftOut": [w.text for w in live.view.warnings
+                           if w.kind in (Kind.DEVICES, Kind.CLASS)],
     }
 
 

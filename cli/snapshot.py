@@ -154,7 +154,7 @@ def build(flags: Flags) -> click.Command:
                        f"({count(len(live.view.nodes), 'node')}, {count(seats, 'worker')} seated, "
                        f"{arrivals - seats} waiting)")
         for warning in live.view.warnings:
-            click.echo(f"warning: {warning}", err=True)
+            click.echo(f"warning: {warning.text}", err=True)
         click.echo(f"snapshot: {verdict}", err=True)
         if standing:
             click.echo(f"snapshot: {_standing_line(standing)}", err=True)

@@ -23,6 +23,7 @@ import attrs
 
 from controller.fleet.reader import FleetView, build_fleet
 from controller.fleet.rules import foreign_claim
+from controller.fleet.warning import FleetWarning, Kind, warning
 from controller.k8s import kube, naming
 from controller.k8s.objects import Obj, Worker, age_order, annotations_of, created_at, name_of
 from controller.store.cache import strip
@@ -98,7 +99,7 @@ def read_live_fleet(api: kube.Kube, driver: str, device_class: str | None = None
     view = build_fleet(slices=slices, nodes=nodes, claims=claims, workers=workers, pods=pods,
                        driver=driver, node_pods=node_pods,
                        device_class=classes[0] if classes else None, foreign_claims=others)
-    if unseen:
+    if unseen is not None:
         view = attrs.evolve(view, warnings=(*view.warnings, unseen))
     return LiveFleet(view, {w.name: w for w in workers}, {name_of(p): p for p in pods})
 
@@ -133,15 +134,15 @@ def turn_state(live: LiveFleet, worker: Worker) -> Obj | None:
     return state if isinstance(state, dict) else {"phase": "Unreadable", "raw": text}
 
 
-def _other_claims(api: kube.Kube) -> tuple[list[Obj], str]:
+def _other_claims(api: kube.Kube) -> tuple[list[Obj], FleetWarning | None]:
     """Every namespace's claims that are not ours, for the devices they hold; where this
-    identity may not list them, none, and a note saying so."""
+    identity may not list them, none, and a warning saying so."""
     try:
         return [claim for claim in api.list(kube.OTHER_CLAIMS)
-                if foreign_claim(claim, api.namespace)], ""
+                if foreign_claim(claim, api.namespace)], None
     except kube.Forbidden:
-        return [], ("claims of other namespaces not readable: devices they hold (and the "
-                    "counters they consume) count as free")
+        return [], warning(Kind.UNREAD, "claims of other namespaces not readable",
+                           "devices they hold (and the counters they consume) count as free")
 
 
 def holders_in_order(live: LiveFleet) -> list[Holder]:

@@ -9,6 +9,8 @@ Module map:
 
 * ``rules``: the reading rules both readings share (who holds which seat, which
   devices count, what placement is told, when a node gives way).
+* ``warning``: what the readings warn about, as values (kind, node, claim), each
+  kind with its one sentence.
 * ``reader``: the plain reading.
 * ``cache``: the incremental reading; ``nodes``: its nodes, re-read and filed
   again as their slices, the DeviceClass, claims not ours and other pods change.

@@ -9,7 +9,9 @@ Rules:
 * What it offers to read is ``view``, a ``fleet_rules.FleetReading`` shaped
   like the plain reading's ``FleetView`` (the same kinds: ``nodes``, ``claims``,
   ``closing`` and ``bookings`` by name), read-only and always current; its
-  maps are its own.
+  maps are its own. The view reads only what ``FleetCache`` offers in public
+  (``fleet``, the four maps, ``warnings()``, ``live_uid``), and the cache
+  reads its nodes through ``fleet_nodes``' interface (its table).
 * Every change costs what it touches, a few workers, never the fleet (the
   changes the nodes alone read are in ``fleet_nodes``' table):
 
@@ -26,8 +28,9 @@ Rules:
                                                worker's booking
     a booking that changed                     the claim it was on and the one it is on,
                                                each dropped and re-added with its seats
-    a claim wider than its node now reads      the node, left out (``fleet_nodes``)
-    a claim leaving a node the fleet refused   that node (``fleet_nodes``), filed again
+    a claim coming to a node, leaving it, or   that node (``fleet_nodes.settle``): it
+      changing its width                         gives way or is filed again, as
+                                                 ``fleet_rules.make_way`` says
 
 * It holds no lock and does no I/O; the cache around it serializes changes.
 * It keeps no object: what it must read again (an orphan's pod, a claim
@@ -63,6 +66,7 @@ from controller.fleet.rules import (
     seats_used,
     worker_booking,
 )
+from controller.fleet.warning import FleetWarning, Kind, warning
 from controller.k8s import kube, naming
 from controller.k8s.objects import Obj, Worker, worker_owner_uid
 from controller.store.work import Waiting, waiting_of
@@ -105,13 +109,15 @@ class FleetCache:
         self.driver = driver
         self._lookup = lookup
         self._fleet = Fleet()
-        self._nodes = FleetNodes(driver, self._fleet, lookup=lookup, device_class=device_class)
+        self._nodes = FleetNodes(driver, self._fleet, lookup=lookup, claims_on=self._claims_on,
+                                 device_class=device_class)
         self._claims: dict[str, ClaimView] = {}  # managed claims not being deleted
         self._closing: dict[str, ClaimView] = {}  # being deleted: booked until gone
         self._bookings: dict[str, Booked] = {}  # holder -> its booking
         self._by_pool: set[str] = set()  # allocated claims whose node comes from a pool
         self._in_fleet: dict[str, Claim] = {}
-        self._claim_notes: dict[str, str] = {}  # claims the fleet refused, and why
+        self._on_node: dict[str, tuple[str, ...]] = {}  # node -> claims in the fleet on it
+        self._claim_notes: dict[str, FleetWarning] = {}  # claims the fleet refused, and why
         self._on_claim: dict[str, tuple[str, ...]] = {}  # claim -> holders booked on it
         self._workers: dict[str, WorkerSeat] = {}
         self._waiting: dict[str, Waiting] = {}  # the pending workers (work.waiting_of)
@@ -120,7 +126,34 @@ class FleetCache:
         self._pods_of: dict[str, tuple[str, ...]] = {}  # worker uid -> pods it controls
         self._booked: dict[str, set[str]] = {}  # live claim -> uids its booked list commits
         self._committed: dict[str, set[str]] = {}  # worker uid -> claims listing it
+        self.nodes: Mapping[str, Node] = self._nodes.nodes
+        self.claims: Mapping[str, ClaimView] = MappingProxyType(self._claims)
+        self.closing: Mapping[str, ClaimView] = MappingProxyType(self._closing)
+        self.bookings: Mapping[str, Booked] = MappingProxyType(self._bookings)
         self.view = CachedView(self)
+
+    # ------------------------------------------------------------------ reads
+
+    @property
+    def fleet(self) -> Fleet:
+        """Placement's books, as the changes so far left them."""
+        return self._fleet
+
+    def warnings(self) -> tuple[FleetWarning, ...]:
+        """In the order they have always been given: the class's, each pool's, each
+        claim's, each node's."""
+        return (*self._nodes.reading_notes(),
+                *(self._claim_notes[c] for c in sorted(self._claim_notes)),
+                *self._nodes.node_warnings())
+
+    def live_uid(self, uid: str) -> bool:
+        """Whether a worker of that UID is known and not finished (Failed, Succeeded)."""
+        name = self._worker_by_uid.get(uid)
+        return name is not None and self._workers[name].phase not in naming.FINISHED_PHASES
+
+    def _claims_on(self, node: str) -> list[Claim]:
+        """The claims the fleet holds filed on the node (``fleet_nodes`` asks)."""
+        return [self._in_fleet[name] for name in self._on_node.get(node, ())]
 
     # ---------------------------------------------------------------- changes
 
@@ -266,27 +299,28 @@ class FleetCache:
             self._claim_notes.pop(name, None)
         if desired == current:
             return
+        # Whether its node's claims change as make_way reads them (bookings alone do not).
+        moved = (current is None or desired is None
+                 or (desired.node, desired.devices) != (current.node, current.devices))
         if current is not None:
             for booking in current.bookings:
                 self._fleet.unbook(booking.worker)
             self._fleet.remove_claim(name)
             del self._in_fleet[name]
+            _discard(self._on_node, current.node, name)
+            if moved and (desired is None or desired.node != current.node):
+                self._nodes.settle(current.node)  # this claim may have kept it out
         if desired is not None:
-            node = self._nodes.nodes.get(desired.node)
-            if node is not None and desired.devices > node.devices:
-                self._nodes.make_way(desired.node, f"claim {name} holds {desired.devices} "
-                                     f"devices, node {node.name} has {node.devices}")
+            if moved:
+                self._nodes.settle(desired.node, desired)  # a narrower node gives way first
             try:
                 self._fleet.add_claim(desired)
             except PlacementError as exc:
-                self._claim_notes[name] = f"claim {name}: left out of placement: {exc}"
+                self._claim_notes[name] = warning(Kind.CLAIM_LEFT_OUT, name, str(exc))
             else:
                 self._claim_notes.pop(name, None)
                 self._in_fleet[name] = desired
-        if current is not None and current.node in self._nodes.refused and (
-                desired is None or (desired.node, desired.devices) != (current.node,
-                                                                       current.devices)):
-            self._nodes.refile(current.node)  # this claim may have been what kept it out
+                _add(self._on_node, desired.node, name)
 
 
 class CachedView:
@@ -296,24 +330,19 @@ class CachedView:
 
     def __init__(self, of: FleetCache) -> None:
         self._of = of
-        self.nodes: Mapping[str, Node] = MappingProxyType(of._nodes.nodes)
-        self.claims: Mapping[str, ClaimView] = MappingProxyType(of._claims)
-        self.closing: Mapping[str, ClaimView] = MappingProxyType(of._closing)
-        self.bookings: Mapping[str, Booked] = MappingProxyType(of._bookings)
+        self.nodes = of.nodes
+        self.claims = of.claims
+        self.closing = of.closing
+        self.bookings = of.bookings
 
     @property
     def fleet(self) -> Fleet:
         """Placement's books, for decisions (``decide``) and their read-only figures."""
-        return self._of._fleet
+        return self._of.fleet
 
     @property
-    def warnings(self) -> tuple[str, ...]:
-        # In the order they have always been given: the class's, each pool's, each
-        # claim's, each node's.
-        of = self._of
-        notes = [*of._nodes.reading_notes()]
-        notes += [of._claim_notes[c] for c in sorted(of._claim_notes)]
-        return (*notes, *of._nodes.node_warnings())
+    def warnings(self) -> tuple[FleetWarning, ...]:
+        return self._of.warnings()
 
     @property
     def seats_total(self) -> int:
@@ -325,9 +354,7 @@ class CachedView:
 
     def live_uid(self, uid: str) -> bool:
         """Whether a worker of that UID is known and not finished (Failed, Succeeded)."""
-        name = self._of._worker_by_uid.get(uid)
-        return name is not None and \
-            self._of._workers[name].phase not in naming.FINISHED_PHASES
+        return self._of.live_uid(uid)
 
 
 def _single_node(allocation: Obj) -> bool:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import datetime as dt
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import attrs
 
@@ -141,7 +141,7 @@ def requested_devices(claim: Obj) -> int:
         return 1
 
 
-def allocated_node(allocation: Obj, pool_nodes: dict[str, str]) -> str:
+def allocated_node(allocation: Obj, pool_nodes: Mapping[str, str]) -> str:
     selector = allocation.get("nodeSelector") or {}
     for term in selector.get("nodeSelectorTerms") or []:
         for field in term.get("matchFields") or []:
@@ -158,7 +158,7 @@ def allocated_node(allocation: Obj, pool_nodes: dict[str, str]) -> str:
     return nodes.pop() if len(nodes) == 1 else ""
 
 
-def read_claim(claim: Obj, pool_nodes: dict[str, str]) -> ClaimView:
+def read_claim(claim: Obj, pool_nodes: Mapping[str, str]) -> ClaimView:
     status = claim.get("status") or {}
     allocation = status.get("allocation")
     sized_for = (annotations_of(claim).get(naming.ANNOTATION_SIZED_FOR)

@@ -28,45 +28,63 @@ Rules:
 * It keeps no object: what it must read again (a pool's slices, a node) it
   looks up in the cache (``Lookup``). Of claims not ours it keeps only the
   devices each holds; of other pods, the node each takes a slot on.
-* What the fleet refuses (a node with fewer devices than a claim on it holds,
-  say) is left out and reported among the warnings, never raised: one odd
-  object must not stop the watches. Between a node and a claim wider than
-  the node now reads, the node gives way, whichever came first (``make_way``):
-  the claim's devices are really held. Such a node is kept in ``refused`` and
-  filed again when it reads wide enough or the claim that stood in its way
-  leaves (``refile``): no event of the node's own need come for it.
+* What the fleet refuses is left out and reported among the warnings, never
+  raised: one odd object must not stop the watches. Between a node and a
+  claim wider than the node now reads, the node gives way whichever came
+  first, as ``fleet_rules.make_way`` decides (the one rule, the plain
+  reading's too). A node that gave way is kept as it reads, with its warning,
+  and decided again when it reads anew or the claims on it change
+  (``settle``): no event of the node's own need come for it.
+* The fleet cache talks to its nodes through this interface only:
+
+    the cache                                  its nodes
+    -----------------------------------------  -----------------------------------------
+    reads ``nodes``, ``pool_nodes``            the nodes as filed; each pool's node
+                                               (read-only)
+    hands on a change (``*_changed``)          the table above
+    is about to file a claim, or took one      ``settle(node, coming)``: the node gives
+      off a node or changed its width            way, or is filed again, as the rule says
+    reads the warnings                         ``reading_notes()``, ``node_warnings()``
+    is asked for the claims on a node          ``claims_on``, given at construction: the
+                                               claims the fleet holds filed on it
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from types import MappingProxyType
 
 from controller.fleet.reader import Hardware, read_nodes, read_slices
-from controller.fleet.rules import claim_holder, held_devices, other_pod_node
+from controller.fleet.rules import claim_holder, held_devices, make_way, other_pod_node
 from controller.fleet.selectors import DeviceSelector
+from controller.fleet.warning import FleetWarning, Kind, warning
 from controller.k8s import kube
 from controller.k8s.objects import Obj
-from placement import Fleet, Node, PlacementError
+from placement import Claim, Fleet, Node, PlacementError
 
-__all__ = ["FleetNodes", "Lookup"]
+__all__ = ["ClaimsOn", "FleetNodes", "Lookup"]
 
 Lookup = Callable[[kube.Resource, str], Obj | None]  # the cache's current object, if any
+ClaimsOn = Callable[[str], Iterable[Claim]]  # the claims the fleet holds filed on a node
 
 
 class FleetNodes:
     """The nodes of ``fleet``, kept as the slices, the DeviceClass, the nodes, the claims
     not ours and the other pods now read."""
 
-    def __init__(self, driver: str, fleet: Fleet, *, lookup: Lookup,
+    def __init__(self, driver: str, fleet: Fleet, *, lookup: Lookup, claims_on: ClaimsOn,
                  device_class: str | None = None) -> None:
         self.driver = driver
         self._fleet = fleet
         self._lookup = lookup
+        self._claims_on = claims_on
         self._class_name = device_class
         self._selector: DeviceSelector | None = None
-        self.nodes: dict[str, Node] = {}  # as filed in the fleet
-        self.pool_nodes: dict[str, str] = {}  # pool -> its node (a claim's node may be a pool's)
+        self._nodes: dict[str, Node] = {}  # as filed in the fleet
+        self._pool_nodes: dict[str, str] = {}  # pool -> its node (a claim's may be a pool's)
+        self.nodes: Mapping[str, Node] = MappingProxyType(self._nodes)
+        self.pool_nodes: Mapping[str, str] = MappingProxyType(self._pool_nodes)
         # Claims not ours: what each holds ((pool, device)), and per pool each held
         # device's holders (sorted; the first names it): a small record, never the claim
         self._foreign: dict[str, tuple[tuple[str, str], ...]] = {}
@@ -75,11 +93,12 @@ class FleetNodes:
         self._pool_slices: dict[str, set[str]] = {}
         self._node_pools: dict[str, Counter[str]] = {}  # node -> pools naming it (slice count)
         self._hardware: dict[str, Hardware] = {}
-        self._pool_notes: dict[str, list[str]] = {}
-        self._node_warnings: dict[str, list[str]] = {}
+        self._pool_notes: dict[str, list[FleetWarning]] = {}
+        self._node_warnings: dict[str, list[FleetWarning]] = {}  # each node's, as read
         self._pod_slot: dict[str, str] = {}  # namespace/name -> the node it takes a slot on
         self._other_pods: Counter[str] = Counter()  # node -> its pods that are not workers
-        self.refused: set[str] = set()  # nodes the fleet would not take as they read
+        # Nodes left out as they read, each with why (``make_way``'s warning, mostly)
+        self._refused: dict[str, tuple[Node, FleetWarning]] = {}
 
     # ---------------------------------------------------------------- changes
 
@@ -148,20 +167,17 @@ class FleetNodes:
     def node_changed(self, name: str, obj: Obj | None) -> None:
         self._refile_node(name, obj)
 
-    def refile(self, name: str) -> None:
-        """File a node the fleet refused again, as it now reads (a claim left it)."""
-        self._refile_node(name)
-
-    def make_way(self, name: str, why: str) -> None:
-        """Leave a node out for a claim on it wider than it reads: the claim is what the
-        cluster allocated, the node's free devices would include some the claim holds.
-        Filed again when it reads wide enough (its own change) or the claim goes."""
-        if name in self.nodes:
-            self._fleet.remove_node(name)
-            del self.nodes[name]
-        self._node_warnings.setdefault(name, []).append(
-            f"node {name}: left out of placement: {why}")
-        self.refused.add(name)
+    def settle(self, name: str, coming: Claim | None = None) -> None:
+        """The claims on node ``name`` changed: one left it or changed its width, or
+        ``coming`` is about to be filed on it. The node gives way or is filed again as
+        ``make_way`` now says."""
+        filed = self._nodes.get(name)
+        if filed is not None:
+            if coming is not None:  # the claims the fleet holds on it fit: the fleet checks
+                self._file(filed, [coming])
+        elif name in self._refused:
+            self._file(self._refused[name][0],
+                       [*self._claims_on(name), *((coming,) if coming is not None else ())])
 
     def node_pod_changed(self, name: str, obj: Obj | None) -> None:
         """A pod of any namespace (``namespace/name``): the pod slot it takes, if any."""
@@ -180,16 +196,18 @@ class FleetNodes:
 
     # -------------------------------------------------------------- warnings
 
-    def reading_notes(self) -> Iterator[str]:
+    def reading_notes(self) -> Iterator[FleetWarning]:
         """What reading the slices found: the class's selectors', then each pool's."""
         yield from self._selector.warnings if self._selector is not None else ()
         for pool in sorted(self._pool_notes):
             yield from self._pool_notes[pool]
 
-    def node_warnings(self) -> Iterator[str]:
-        """Each node's warnings, by node: left out of placement, and why."""
-        for node in sorted(self._node_warnings):
-            yield from self._node_warnings[node]
+    def node_warnings(self) -> Iterator[FleetWarning]:
+        """Each node's warnings, by node: its reading's, then why it is left out."""
+        for node in sorted(self._node_warnings.keys() | self._refused.keys()):
+            yield from self._node_warnings.get(node, ())
+            if node in self._refused:
+                yield self._refused[node][1]
 
     # ------------------------------------------------------------- hardware
 
@@ -205,21 +223,21 @@ class FleetNodes:
 
     def _reread_pool(self, pool: str) -> set[str]:
         """Re-read one pool's slices; the nodes whose hardware may have changed."""
-        before = {self.pool_nodes[pool]} if pool in self.pool_nodes else set()
+        before = {self._pool_nodes[pool]} if pool in self._pool_nodes else set()
         names = sorted(self._pool_slices.get(pool, ()))
         slices = self._objs(kube.SLICES, names)
         _, pool_nodes, notes = self._read(slices, [pool])
         self._pool_notes.pop(pool, None)
         if notes:
             self._pool_notes[pool] = notes
-        self.pool_nodes.pop(pool, None)
+        self._pool_nodes.pop(pool, None)
         if pool in pool_nodes:
-            self.pool_nodes[pool] = pool_nodes[pool]
+            self._pool_nodes[pool] = pool_nodes[pool]
         named = {self._slices[s][1] for s in names}
         return before | named | set(pool_nodes.values())
 
     def _read(self, slices: list[Obj], pools: Iterable[str],
-              ) -> tuple[dict[str, Hardware], dict[str, str], list[str]]:
+              ) -> tuple[dict[str, Hardware], dict[str, str], list[FleetWarning]]:
         """``read_slices`` with the class's selector and what claims not ours hold of
         these pools."""
         taken = {pool: {device: holders[0] for device, holders in self._taken[pool].items()}
@@ -247,27 +265,41 @@ class FleetNodes:
         hardware = self._hardware.get(name)
         desired: Node | None = None
         self._node_warnings.pop(name, None)
-        self.refused.discard(name)
         if obj is not None and hardware is not None:
             nodes, warnings = read_nodes([obj], {name: hardware}, self._other_pods)
             desired = nodes[0] if nodes else None
             if warnings:
                 self._node_warnings[name] = warnings
-        current = self.nodes.get(name)
-        if desired == current:
-            return
+        current = self._nodes.get(name)
+        if desired is not None and desired == current:
+            return  # filed as it reads: the claims on it fit
         if current is not None:
             self._fleet.remove_node(name)
-            del self.nodes[name]
-        if desired is not None:
+            del self._nodes[name]
+        if desired is None:
+            self._refused.pop(name, None)
+        else:
+            self._file(desired, self._claims_on(name))
+
+    def _file(self, node: Node, claims: Iterable[Claim]) -> None:
+        """File ``node`` as it reads (it may be filed so already), or leave it out when it
+        gives way to one of ``claims`` on it (``make_way``)."""
+        name = node.name
+        way = make_way([node], claims).get(name)
+        if way is None and name not in self._nodes:
             try:
-                self._fleet.add_node(desired)
-            except PlacementError as exc:  # e.g. fewer devices than a claim on it holds
-                self._node_warnings.setdefault(name, []).append(
-                    f"node {name}: left out of placement: {exc}")
-                self.refused.add(name)
-                return
-            self.nodes[name] = desired
+                self._fleet.add_node(node)
+            except PlacementError as exc:  # should placement ever refuse more than the rule
+                way = warning(Kind.NODE_LEFT_OUT, name, str(exc))
+            else:
+                self._nodes[name] = node
+        elif way is not None and name in self._nodes:
+            self._fleet.remove_node(name)
+            del self._nodes[name]
+        if way is None:
+            self._refused.pop(name, None)
+        else:
+            self._refused[name] = (node, way)
 
 
 def _pool_and_node(item: Obj) -> tuple[str, str]:

@@ -30,9 +30,10 @@ Rules:
   until it is gone (DRA keeps it, allocated, while a pod still uses it), but
   reads as unallocated, so nobody joins a claim on its way out; ``claims``
   of the view lists only the ones not terminating, ``closing`` the others.
-* Who holds which seat, a claim's shape in placement, and the seat counts are
-  ``fleet_rules``' (shared with the incremental ``fleet_cache``); this module
-  only gathers the objects those rules read.
+* Who holds which seat, a claim's shape in placement, the seat counts and
+  which node gives way to a claim wider than it are ``fleet_rules``' (shared
+  with the incremental ``fleet_cache``); this module only gathers the objects
+  those rules read. Warnings are ``warning.FleetWarning`` values.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from controller.fleet.rules import (
     committed_uids,
     left_out_warnings,
     live_pod_claim,
+    make_way,
     orphan_booking,
     other_pod_node,
     placement_claim,
@@ -62,9 +64,10 @@ from controller.fleet.rules import (
     worker_pod_slots,
 )
 from controller.fleet.selectors import DeviceSelector
+from controller.fleet.warning import FleetWarning, Kind, warning
 from controller.k8s import naming
 from controller.k8s.objects import Obj, Worker, labels_of, name_of, worker_owner_uid
-from placement import Claim, Fleet, Node, Role
+from placement import Fleet, Node, Role
 from placement.model import MAX_CLAIM_CONSUMERS
 from placement.quantity import QuantityError, parse_quantity
 
@@ -90,7 +93,7 @@ class FleetView:
     claims: dict[str, ClaimView]
     closing: dict[str, ClaimView]
     bookings: dict[str, Booked]
-    warnings: tuple[str, ...]
+    warnings: tuple[FleetWarning, ...]
     live_uids: frozenset[str] = frozenset()
     # Per node placement knows, the devices it publishes that do not count (snapshot's)
     left_out: dict[str, tuple[LeftOut, ...]] = attrs.field(factory=dict)
@@ -109,7 +112,7 @@ class FleetView:
 
 def read_slices(slices: list[Obj], driver: str, selector: DeviceSelector | None = None,
                 taken: Mapping[str, Mapping[str, str]] | None = None,
-                ) -> tuple[dict[str, Hardware], dict[str, str], list[str]]:
+                ) -> tuple[dict[str, Hardware], dict[str, str], list[FleetWarning]]:
     """(hardware per node, node per pool, notes) from the driver's ResourceSlices.
 
     ``selector``: the DeviceClass's (None: every device with memory is selected);
@@ -125,7 +128,7 @@ def read_slices(slices: list[Obj], driver: str, selector: DeviceSelector | None 
         pools.setdefault(str(pool.get("name", "")), []).append((_generation(pool), spec, item))
     per_node: dict[str, list[Seat]] = {}
     pool_nodes: dict[str, str] = {}
-    notes: list[str] = []
+    notes: list[FleetWarning] = []
     for name in sorted(pools):
         members = pools[name]
         latest = max(m[0] for m in members)
@@ -133,8 +136,8 @@ def read_slices(slices: list[Obj], driver: str, selector: DeviceSelector | None 
         expected = max(int((spec.get("pool") or {}).get("resourceSliceCount") or 1)
                        for _, spec, _ in current)
         if len(current) != expected:
-            notes.append(f"pool {name}: generation {latest} has {len(current)} of {expected} "
-                         "slices; skipped until complete")
+            notes.append(warning(Kind.POOL, name, f"generation {latest} has {len(current)} "
+                                 f"of {expected} slices; skipped until complete"))
             continue
         placed = []
         for _, spec, item in current:
@@ -143,7 +146,7 @@ def read_slices(slices: list[Obj], driver: str, selector: DeviceSelector | None 
                 pool_nodes[name] = str(node)
                 placed.append(item)
             elif spec.get("devices"):
-                notes.append(f"slice {name_of(item)}: no nodeName; skipped")
+                notes.append(warning(Kind.SLICE, name_of(item), "no nodeName; skipped"))
         counted, out = pool_devices(name, placed, driver, selector, taken.get(name) or {})
         last, bucket = "", None
         for seat in counted:  # a pool's devices are almost always on one node
@@ -177,13 +180,14 @@ def _generation(pool: Obj) -> int:
 
 
 def read_nodes(node_objs: list[Obj], hardware: dict[str, Hardware],
-               other_pods: Mapping[str, int] | None = None) -> tuple[list[Node], list[str]]:
+               other_pods: Mapping[str, int] | None = None,
+               ) -> tuple[list[Node], list[FleetWarning]]:
     """Enabled nodes the driver publishes devices for, with their policy; plus warnings.
 
     ``other_pods``: per node, its pods that are not workers (``other_pods_by_node``).
     """
     nodes: list[Node] = []
-    warnings: list[str] = []
+    warnings: list[FleetWarning] = []
     for obj in sorted(node_objs, key=name_of):
         name, labels = name_of(obj), labels_of(obj)
         if labels.get(naming.NODE_ENABLED) != "true" or name not in hardware:
@@ -195,14 +199,14 @@ def read_nodes(node_objs: list[Obj], hardware: dict[str, Hardware],
         # No new seat on a node that cannot keep its workers, nor on one closing.
         why = sick.why if sick is not None else closing(obj, name)
         if why:
-            warnings.append(f"node {name}: left out of placement: {why}")
+            warnings.append(warning(Kind.NODE_LEFT_OUT, name, why))
             continue
         present = {role: labels[key] for role, key in naming.NODE_ROLE_LABELS.items()
                    if key in labels}
         roles = frozenset(Role(role) for role, value in present.items() if value == "true")
         if present and not roles:
-            warnings.append(f"node {name}: role labels {present} name no role as 'true'; "
-                            "the node accepts no workers")
+            warnings.append(warning(Kind.NODE, name, f"role labels {present} name no role as "
+                                    "'true'; the node accepts no workers"))
             continue
         max_workers = 1
         raw = labels.get(naming.NODE_MAX_WORKERS)
@@ -210,12 +214,13 @@ def read_nodes(node_objs: list[Obj], hardware: dict[str, Hardware],
             if raw.isdigit() and int(raw) >= 1:
                 max_workers = int(raw)
             else:
-                warnings.append(f"node {name}: {naming.NODE_MAX_WORKERS}={raw!r} is not a "
-                                "whole number >= 1; using 1")
+                warnings.append(warning(Kind.NODE, name, f"{naming.NODE_MAX_WORKERS}={raw!r} "
+                                        "is not a whole number >= 1; using 1"))
             if max_workers > MAX_CLAIM_CONSUMERS:
-                warnings.append(f"node {name}: {naming.NODE_MAX_WORKERS}={raw!r} is above "
-                                f"{MAX_CLAIM_CONSUMERS}, the most consumers a ResourceClaim "
-                                f"lists; using {MAX_CLAIM_CONSUMERS}")
+                warnings.append(warning(Kind.NODE, name, f"{naming.NODE_MAX_WORKERS}={raw!r} "
+                                        f"is above {MAX_CLAIM_CONSUMERS}, the most consumers "
+                                        "a ResourceClaim lists; using "
+                                        f"{MAX_CLAIM_CONSUMERS}"))
                 max_workers = MAX_CLAIM_CONSUMERS
         allocatable = (obj.get("status") or {}).get("allocatable") or {}
         pods: int | None = None
@@ -223,16 +228,17 @@ def read_nodes(node_objs: list[Obj], hardware: dict[str, Hardware],
             try:
                 pods = parse_quantity(allocatable["pods"], allow_zero=True)
             except QuantityError:
-                warnings.append(f"node {name}: allocatable pods {allocatable['pods']!r} "
-                                "unreadable; pod slots unchecked")
+                warnings.append(warning(Kind.NODE, name, f"allocatable pods "
+                                        f"{allocatable['pods']!r} unreadable; pod slots "
+                                        "unchecked"))
         host = allocatable.get("memory")
         host_memory: int | None = None
         if host is not None:
             try:
                 host_memory = parse_quantity(host, allow_zero=True)
             except QuantityError:
-                warnings.append(f"node {name}: allocatable memory {host!r} unreadable; "
-                                "host memory unchecked")
+                warnings.append(warning(Kind.NODE, name, f"allocatable memory {host!r} "
+                                        "unreadable; host memory unchecked"))
         hw = hardware[name]
         nodes.append(Node(name=name, devices=hw.devices, device_memory=hw.device_memory,
                           host_memory=host_memory, roles=roles,
@@ -309,7 +315,11 @@ def build_fleet(
         on_claim.setdefault(booked.claim, []).append(booked)
     fleet_claims = [claim for v in views.values()
                     if (claim := placement_claim(v, on_claim.get(v.name, ()))) is not None]
-    placement_nodes = _make_way(placement_nodes, fleet_claims, warnings)
+    # A node narrower than a claim on it gives way (fleet_rules.make_way).
+    giving_way = make_way(placement_nodes, fleet_claims)
+    if giving_way:
+        warnings += giving_way.values()
+        placement_nodes = [n for n in placement_nodes if n.name not in giving_way]
     fleet = Fleet(placement_nodes, fleet_claims)
     return FleetView(
         fleet=fleet, nodes={node.name: node for node in placement_nodes},
@@ -319,20 +329,6 @@ def build_fleet(
         live_uids=frozenset(w.uid for w in workers if w.phase not in naming.FINISHED_PHASES),
         left_out={n.name: hardware[n.name].left_out for n in placement_nodes
                   if hardware[n.name].left_out})
-
-
-def _make_way(nodes: list[Node], claims: list[Claim], warnings: list[str]) -> list[Node]:
-    """The nodes less each one narrower than a claim on it, with a warning naming the
-    (first) claim: its devices are really held, and the node's reading would offer some."""
-    by_name = {node.name: node for node in nodes}
-    out: set[str] = set()
-    for claim in sorted(claims, key=lambda c: c.name):
-        node = by_name.get(claim.node)
-        if node is not None and claim.devices > node.devices and node.name not in out:
-            out.add(node.name)
-            warnings.append(f"node {node.name}: left out of placement: claim {claim.name} "
-                            f"holds {claim.devices} devices, node {node.name} has {node.devices}")
-    return [node for node in nodes if node.name not in out] if out else nodes
 
 
 def _reading(view: FleetView) -> FleetReading:

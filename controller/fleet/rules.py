@@ -43,6 +43,11 @@ Rules:
   until it finishes. Workers take theirs through their bookings (placement
   counts those), so a node's slots for workers are its allocatable ``pods``
   less its other pods: bound, not finished, and not labelled managed.
+* Make way (``make_way``): a node narrower than a claim on it (the claim holds
+  more devices than the node now reads) gives way: the claim's devices are
+  really held, and the node's reading would offer some of them as free. The
+  node is left out of placement, with a warning naming the first such claim
+  by name; placement keeps the claim.
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ import attrs
 
 from controller.fleet.claims import ClaimView, booked_uids
 from controller.fleet.selectors import DeviceSelector
+from controller.fleet.warning import FleetWarning, Kind, warning
 from controller.k8s import naming
 from controller.k8s.objects import (
     Obj,
@@ -72,12 +78,13 @@ from placement.quantity import QuantityError, parse_quantity
 
 __all__ = ["Booked", "FleetReading", "LeftOut", "claim_holder", "committed_uids",
            "device_memory", "device_product", "foreign_claim", "held_devices",
-           "left_out_warnings", "live_pod_claim", "orphan_booking", "other_pod_node",
+           "left_out_warnings", "live_pod_claim", "make_way", "orphan_booking", "other_pod_node",
            "placement_claim", "pool_devices", "seats_total", "seats_used", "slice_devices",
            "taken_devices", "worker_booking", "worker_pod_slots"]
 
 ORPHAN_PREFIX = "pod/"
 _HOLDER = operator.attrgetter("holder")
+_NAME = operator.attrgetter("name")
 
 
 @attrs.frozen
@@ -108,7 +115,7 @@ class FleetReading(Protocol):
     @property
     def bookings(self) -> Mapping[str, Booked]: ...
     @property
-    def warnings(self) -> tuple[str, ...]: ...
+    def warnings(self) -> tuple[FleetWarning, ...]: ...
     @property
     def seats_total(self) -> int: ...
     @property
@@ -197,6 +204,20 @@ def placement_claim(view: ClaimView, seats: Iterable[Booked]) -> Claim | None:
                  device_memory=view.device_memory, bookings=tuple([
         Booking(b.holder, b.owner, b.memory, b.exclusive, Role(b.role) if b.role else None)
         for b in sorted(seats, key=_HOLDER)]))
+
+
+def make_way(nodes: Iterable[Node], claims: Iterable[Claim]) -> dict[str, FleetWarning]:
+    """The nodes that give way (the module's rule), each with its warning, in the order
+    of the claims they give way to, by name."""
+    by_name = {node.name: node for node in nodes}
+    out: dict[str, FleetWarning] = {}
+    for claim in sorted(claims, key=_NAME):
+        node = by_name.get(claim.node)
+        if node is not None and claim.devices > node.devices and node.name not in out:
+            out[node.name] = warning(Kind.MAKE_WAY, node.name, f"claim {claim.name} holds "
+                                     f"{claim.devices} devices, node {node.name} has "
+                                     f"{node.devices}", claim=claim.name)
+    return out
 
 
 def seats_total(nodes: Iterable[Node]) -> int:
@@ -395,13 +416,13 @@ def _claimed(name: str, uses: tuple[Use, ...], taken: Mapping[str, str],
     return ""
 
 
-def left_out_warnings(node: str, left_out: Iterable[LeftOut]) -> list[str]:
-    """One line per reason, naming the node's devices left out for it."""
+def left_out_warnings(node: str, left_out: Iterable[LeftOut]) -> list[FleetWarning]:
+    """One warning per reason, naming the node's devices left out for it."""
     by_reason: dict[str, list[str]] = {}
     for item in left_out:
         by_reason.setdefault(item.reason, []).append(item.device)
-    return [f"node {node}: {len(names)} device{'s' if len(names) > 1 else ''} left out "
-            f"({', '.join(sorted(names))}): {reason}"
+    return [warning(Kind.DEVICES, node, f"{len(names)} device{'s' if len(names) > 1 else ''} "
+                    f"left out ({', '.join(sorted(names))}): {reason}")
             for reason, names in sorted(by_reason.items())]
 
 

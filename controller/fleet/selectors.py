@@ -48,6 +48,7 @@ import cel
 import msgspec
 
 from controller.fleet.cel_reads import Reads, reads_of
+from controller.fleet.warning import FleetWarning, Kind, warning
 from controller.k8s.objects import Obj, meta
 from placement.quantity import QuantityError, parse_quantity
 
@@ -222,8 +223,8 @@ class DeviceSelector:
                    reads)
 
     @property
-    def warnings(self) -> tuple[str, ...]:
-        return tuple(f"deviceclass {self.name}: {p}; it selects no device"
+    def warnings(self) -> tuple[FleetWarning, ...]:
+        return tuple(warning(Kind.CLASS, self.name, f"{p}; it selects no device")
                      for p in self.problems)
 
     def slice_verdicts(self, driver: str, item: Obj) -> list[str]:

@@ -65,7 +65,9 @@ class Reconciler:
         self.metrics = metrics or Metrics()
         self.now = now
         self.recorder = recorder or Recorder(api, settings.identity, now)
-        self._warned: set[str] = set()
+        # The fleet's warnings (FleetWarning values) standing at the last wake: each is
+        # logged when it comes, and again only if it went away and came back.
+        self._warned: frozenset[object] = frozenset()
 
     def __call__(self, key: str) -> Result:
         if key == WAKE:
@@ -184,8 +186,7 @@ class Reconciler:
         self.metrics.seats_used.set(used)
         self.metrics.seats_total.set(total)
         self.metrics.node_warnings.set(len(warnings))
-        for warning in warnings:
+        for warning in dict.fromkeys(warnings):  # in order, each once
             if warning not in self._warned:
-                self._warned.add(warning)
-                node = warning.split(":")[0].removeprefix("node ")
-                log.warning(warning, extra=kv(node=node) if " " not in node else {})
+                log.warning(warning.text, extra=kv(node=warning.node) if warning.node else {})
+        self._warned = frozenset(warnings)  # those gone are forgotten

@@ -48,7 +48,7 @@ def test_a_claim_wider_than_its_node_reads_keeps_the_node_out_until_it_heals() -
     assert restarted.view.fleet.has_claim(claim)  # the claim is what DRA allocated
     assert "node-0" not in restarted.view.nodes  # its one readable device is a's
     assert (f"node node-0: left out of placement: claim {claim} holds 2 devices, "
-            "node node-0 has 1") in restarted.view.warnings
+            "node node-0 has 1") in [w.text for w in restarted.view.warnings]
     assert isinstance(probe(restarted), Wait)
 
     cluster.api.put(kube.SLICES, slice_obj("node-0", 2))  # the device heals

@@ -57,8 +57,9 @@ def test_a_partly_partitioned_node_counts_its_whole_gpus_and_names_the_mig_devic
     view = read([nv_slice("a100", devices)])
     node = view.nodes["a100"]
     assert (node.devices, node.device_memory) == (2, parse_quantity("80Gi"))
-    assert view.warnings == ("node a100: 3 devices left out (mig-1-0, mig-1-1, mig-1-2): "
-                             "not selected by class gpu.nvidia.com",)
+    assert tuple(w.text for w in view.warnings) == (
+        "node a100: 3 devices left out (mig-1-0, mig-1-1, mig-1-2): "
+        "not selected by class gpu.nvidia.com",)
 
 
 def test_xid_tainted_gpus_are_left_out_and_an_informational_taint_is_not() -> None:
@@ -70,8 +71,9 @@ def test_xid_tainted_gpus_are_left_out_and_an_informational_taint_is_not() -> No
     view = read([nv_slice("h100", devices)])
     node = view.nodes["h100"]
     assert (node.devices, node.device_memory) == (6, parse_quantity("81559Mi"))
-    assert view.warnings == ("node h100: 2 devices left out (gpu-3, gpu-6): tainted "
-                             "gpu.nvidia.com/xid=79:NoSchedule",)
+    assert tuple(w.text for w in view.warnings) == (
+        "node h100: 2 devices left out (gpu-3, gpu-6): tainted "
+        "gpu.nvidia.com/xid=79:NoSchedule",)
 
 
 def dynamic_mig(node: str) -> list[dict[str, Any]]:
@@ -90,15 +92,16 @@ def test_a_dynamic_mig_node_counts_the_whole_gpu_once() -> None:
     view = read(dynamic_mig("l40"))
     node = view.nodes["l40"]
     assert (node.devices, node.device_memory) == (1, parse_quantity("40Gi"))
-    assert "(gpu-0-mig-0, gpu-0-mig-1): not selected" in view.warnings[0]
+    assert "(gpu-0-mig-0, gpu-0-mig-1): not selected" in view.warnings[0].text
 
 
 def test_a_counters_pool_is_complete_only_with_every_slice() -> None:
     _, gpus = dynamic_mig("l40")
     view = read([gpus])
     assert "l40" not in view.nodes
-    assert view.warnings == ("pool l40: generation 1 has 1 of 2 slices; skipped until "
-                             "complete",)
+    assert tuple(w.text for w in view.warnings) == (
+        "pool l40: generation 1 has 1 of 2 slices; skipped until "
+        "complete",)
 
 
 def test_a_gpu_whose_counters_another_claim_consumes_is_not_free() -> None:
@@ -108,13 +111,14 @@ def test_a_gpu_whose_counters_another_claim_consumes_is_not_free() -> None:
     view = read(dynamic_mig("l40"), foreign=[other])
     assert "l40" not in view.nodes
     assert ("node l40: 1 device left out (gpu-0): counters consumed by claim team/inference "
-            "(gpu-0-mig-1)") in view.warnings
+            "(gpu-0-mig-1)") in [w.text for w in view.warnings]
 
 
 def test_devices_without_memory_are_named() -> None:
     view = read([nv_slice("n", [device("gpu-0", "gpu", "80Gi"), device("nvlink", "gpu", None)])])
     assert view.nodes["n"].devices == 1
-    assert view.warnings == ("node n: 1 device left out (nvlink): no memory capacity",)
+    assert tuple(w.text for w in view.warnings) == (
+        "node n: 1 device left out (nvlink): no memory capacity",)
 
 
 def test_a_device_shared_by_many_claims_counts_once_whole() -> None:
@@ -129,12 +133,12 @@ def test_a_selector_that_fails_selects_nothing_and_is_named() -> None:
               "spec": {"selectors": [{"cel": {"expression": "device.attributes["}}]}}
     view = read([nv_slice("n", [device("gpu-0", "gpu", "80Gi")])], device_class=broken)
     assert "n" not in view.nodes
-    assert view.warnings[0].startswith("deviceclass gpu.nvidia.com: selector 0: does not "
+    assert view.warnings[0].text.startswith("deviceclass gpu.nvidia.com: selector 0: does not "
                                        "compile")
     missing = {"metadata": {"name": "gpu.nvidia.com"}, "spec": {"selectors": [{"cel": {
         "expression": "device.attributes['gpu.nvidia.com'].index == 0"}}]}}
     view = read([nv_slice("n", [device("gpu-0", "gpu", "80Gi")])], device_class=missing)
-    assert "selector 0 failed: no such key: 'index'" in view.warnings[0]
+    assert "selector 0 failed: no such key: 'index'" in view.warnings[0].text
 
 
 def test_the_kubernetes_functions_read_quantities_and_versions() -> None:
@@ -216,7 +220,7 @@ def test_a_claim_of_another_namespace_takes_its_devices_until_it_lets_them_go() 
     hear(kube.OTHER_CLAIMS, "MODIFIED", allocated)
     assert cache.view.nodes["h100"].devices == 1
     assert ("node h100: 1 device left out (gpu-1): allocated to claim team/inference"
-            in cache.view.warnings)
+            in [w.text for w in cache.view.warnings])
     stored = cache.get(kube.OTHER_CLAIMS, "team/inference")
     assert stored == {"metadata": {"name": "team/inference", "namespace": "team",
                                    "uid": "u1", "resourceVersion": "3"},

@@ -38,7 +38,7 @@ def test_a_closing_node_keeps_its_worker_and_takes_no_new_one(edit: dict, said: 
     assert c.status("a") == before and c.api.obj(kube.PODS, "orw-a") == pod
     # A newcomer is not seated there, though a device is free.
     assert c.place("b")["phase"] == "Pending"
-    assert any(said in w for w in c.cache.view.warnings)
+    assert any(said in w.text for w in c.cache.view.warnings)
     # The node opens again (a test's liberty for a deletion): the newcomer gets its device.
     c.api.edit(kube.NODES, node, {"metadata": {"deletionTimestamp": None},
                                   "spec": {"unschedulable": False, "taints": []}})

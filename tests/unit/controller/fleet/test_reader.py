@@ -31,7 +31,7 @@ def test_multi_slice_pool_counts_only_when_complete() -> None:
     assert hardware["n1"].devices == 8
     partial, _, notes = read_slices([a], DRIVER)
     assert "n1" not in partial
-    assert "1 of 2" in notes[0]
+    assert "1 of 2" in notes[0].text
 
 
 def test_partial_new_generation_hides_pool_rather_than_mixing() -> None:
@@ -54,7 +54,7 @@ def test_other_drivers_and_devices_without_memory_are_ignored() -> None:
     assert set(hardware) == {"n2", "n3"}
     assert hardware["n2"].devices == 2
     assert hardware["n3"].device_memory == 24 * GiB
-    assert any("no nodeName" in n for n in notes)
+    assert any("no nodeName" in n.text for n in notes)
 
 
 def hw(*names: str) -> dict:
@@ -92,16 +92,17 @@ def test_malformed_labels_fall_back_and_say_so() -> None:
     assert {n.name: n.max_workers_per_claim for n in nodes} == {"a": 1, "b": 1, "d": 1}
     assert next(n for n in nodes if n.name == "d").host_memory is None
     assert len(warnings) == 4
-    assert any("'two'" in w and "using 1" in w for w in warnings)
-    assert any("node c" in w and "accepts no workers" in w for w in warnings)
+    assert any("'two'" in w.text and "using 1" in w.text for w in warnings)
+    assert any("node c" in w.text and "accepts no workers" in w.text for w in warnings)
 
 
 def test_a_max_workers_label_above_256_warns_and_counts_as_256() -> None:
     nodes, warnings = read_nodes(
         [node_obj("a", labels={"openrl.io/max-workers-per-claim": "300"})], hw("a"))
     assert nodes[0].max_workers_per_claim == 256
-    assert warnings == ["node a: openrl.io/max-workers-per-claim='300' is above 256, the most "
-                        "consumers a ResourceClaim lists; using 256"]
+    assert [w.text for w in warnings] == [
+        "node a: openrl.io/max-workers-per-claim='300' is above 256, the most "
+        "consumers a ResourceClaim lists; using 256"]
 
 
 def other_pod(name: str, node: str, phase: str = "Running", *, managed: bool = False,
@@ -124,7 +125,8 @@ def test_pod_slots_are_allocatable_pods_less_the_pods_that_are_not_workers() -> 
     view = build_fleet(slices=[slice_obj(n, 8) for n in "abc"], nodes=[a, b, c], claims=[],
                        workers=[], pods=[], driver=DRIVER, node_pods=pods)
     assert {n: node.pods for n, node in view.nodes.items()} == {"a": 108, "b": 0, "c": None}
-    assert view.warnings == ("node c: allocatable pods 'many' unreadable; pod slots unchecked",)
+    assert tuple(w.text for w in view.warnings) == (
+        "node c: allocatable pods 'many' unreadable; pod slots unchecked",)
     # Seats count no more than the pod slots: 8 x 1 on a, none on b, 8 on c.
     assert view.seats_total == 8 + 0 + 8
 
