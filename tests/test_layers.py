@@ -216,3 +216,31 @@ def test_the_circle_check_sees_every_kind_of_import(tmp_path: Path) -> None:
     assert _circles({"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}, "d": {"a": 1}}) == [
         ["a", "b", "c"]]
     assert _circles({"a": {"b": 1}, "b": {}}) == []
+
+
+# ------------------------------------------------------------- depth
+
+def _longest_chain(graph: Mapping[str, Mapping[str, int]], prefix: str) -> list[str]:
+    """The longest chain of imports among the modules under ``prefix`` (the graph has
+    no circle, as the test above holds)."""
+    inside = {m: [t for t in targets if t.startswith(prefix) and t != m]
+              for m, targets in graph.items() if m.startswith(prefix)}
+    longest: dict[str, list[str]] = {}
+
+    def chain(module: str) -> list[str]:
+        if module not in longest:
+            longest[module] = [module, *max((chain(t) for t in inside.get(module, ())),
+                                            key=len, default=[])]
+        return longest[module]
+
+    return max((chain(m) for m in sorted(inside)), key=len, default=[])
+
+
+def test_the_controller_stacks_no_deeper_than_its_folders_need() -> None:
+    # The shared words of a reconcile live low in the graph, not inside a step, so
+    # a chain runs entry point -> reconcile -> store -> fleet -> the door once.
+    chain = _longest_chain(_graph(), "controller")
+    assert len(chain) <= 13, (f"controller/ imports {len(chain)} modules deep: "
+                              + " -> ".join(chain))
+    assert _longest_chain({"a": {"b": 1, "c": 1}, "b": {"c": 1}, "c": {}}, "") == [
+        "a", "b", "c"]
