@@ -16,7 +16,7 @@ import yaml
 from controller_fixtures import Env, crd, gpu_nodes, orw  # noqa: F401
 from kubernetes import client
 
-from tests.unit.controller.test_pod_security import CASES, REFUSED, Case, answer
+from tests.unit.controller.reconcile.test_pod_security import CASES, REFUSED, Case, answer
 
 
 def _slug(case: Case) -> str:
