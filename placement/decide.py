@@ -26,7 +26,13 @@ exclusive worker only ever cuts):
    node at its pod limit is named with its limit, and when every node the
    worker fits takes no worker pod at all (a limit of 0) that is "never".
 
-A new claim's shape: width = devices needed in the chosen group; per-device
+A worker that names its device count (``Request.devices``: N) needs exactly
+N devices of one group, each holding ``ceil(memory / N)`` (``devices_for``),
+and never joins (``policy.py``): 100Gi with ``devices: 4`` on a node of 8 x
+80Gi gets a claim of 4 devices, floor 25Gi each, where its memory alone
+would take 2. When no node has N devices that size it waits "never".
+
+A new claim's shape: width = devices needed in the chosen group (N when named); per-device
 floor = the worker's per-device share, raised on a mixed node above its
 smaller groups' size; ceiling = the group's device memory (the size it was
 priced against), so DRA can hand out neither a bigger device nor one of
@@ -46,7 +52,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from placement.model import Node, Request, devices_needed, per_device_share
+from placement.model import Node, Request, devices_for, devices_needed, per_device_share
 from placement.policy import DEFAULT_POLICY, Policy, Step, Strategy, pairs, spread_rank, steps_for
 from placement.quantity import format_gib
 from placement.records import PoolGroup
@@ -181,8 +187,14 @@ def best_pool(request: Request, fleet: Fleet) -> tuple[str, int, int] | None:
     tens of thousands of times, reads the plain answer.
     """
     best: tuple[int, int, int, str] | None = None
+    exact = request.devices
     for group, by_free in fleet.index.pool_groups(request.role):
-        needed = devices_needed(request.memory, group.device_memory)
+        if exact is None:
+            needed = devices_needed(request.memory, group.device_memory)
+        elif per_device_share(request.memory, exact) <= group.device_memory:
+            needed = exact
+        else:  # its share of each of N devices outgrows this group's
+            continue
         tightest = -1
         for free in by_free:  # a handful of keys: at most the devices of a node, plus one
             if free >= needed and (tightest < 0 or free < tightest):
@@ -249,7 +261,9 @@ class NodeOffer:
     ``host_left`` to park exactly when ``memory <= join_room(...)``. So what a
     node can seat is one threshold: every worker of an accepted role up to
     ``capacity`` bytes, and none above. An exclusive worker only spreads, so
-    its threshold is ``alone``, the free devices' part of it.
+    its threshold is ``alone``, the free devices' part of it. A worker naming
+    N devices only spreads too, and ``alone`` bounds it from above (its
+    ``memory <= N * d <= free * d``); the exact test is ``best_pool``'s.
     """
 
     node: Node
@@ -278,6 +292,7 @@ def explain(request: Request, fleet: Fleet) -> Reason:
     """Why ``request`` cannot be placed right now (meaningful when ``decide`` says wait)."""
     role = request.role
     memory = request.memory
+    exact = request.devices
     shapes = list(fleet.index.shapes(role))
     if not shapes:
         return Reason(WaitKind.NO_CAPACITY, f"no enabled node accepts {role} workers")
@@ -285,26 +300,31 @@ def explain(request: Request, fleet: Fleet) -> Reason:
     fitting = [
         (group, devices, unallocated)
         for group, devices, _nodes, unallocated in shapes
-        if devices_needed(memory, group.device_memory) <= devices
+        if _fits(memory, group.device_memory, exact, devices)
     ]
     if not fitting:
         largest_group, largest_devices = max(
             ((group, devices) for group, devices, _n, _u in shapes),
             key=lambda shape: (shape[0].device_memory * shape[1], shape[0].device_memory),
         )
+        needs = (f"needs {format_gib(memory)} of accelerator memory on one node"
+                 if exact is None else
+                 f"devices: {exact}: no {role} node has {exact} devices of at least "
+                 f"{format_gib(per_device_share(memory, exact))} ({format_gib(memory)} "
+                 f"over {exact})")
         return Reason(
             WaitKind.NO_CAPACITY,
-            f"needs {format_gib(memory)} of accelerator memory on one node; the largest "
-            f"{role} pool offers {largest_devices} x {format_gib(largest_group.device_memory)}",
+            f"{needs}; the largest {role} pool offers {largest_devices} x "
+            f"{format_gib(largest_group.device_memory)}",
         )
 
     pod_full = [
         (names, podless) for group, devices, names, podless in fleet.index.pod_full(role)
-        if devices_needed(memory, group.device_memory) <= devices
+        if _fits(memory, group.device_memory, exact, devices)
     ]
     at_limit = sum(len(names) for names, _ in pod_full)
     nodes_fitting = sum(nodes for group, devices, nodes, _u in shapes
-                        if devices_needed(memory, group.device_memory) <= devices)
+                        if _fits(memory, group.device_memory, exact, devices))
     blockers = []
     if pod_full:
         first = min(names[0] for names, _ in pod_full)
@@ -318,12 +338,13 @@ def explain(request: Request, fleet: Fleet) -> Reason:
                           f"{_pod_limit(first, pods, named)}")
         blockers.append(_pod_limit(first, pods, named))
     if at_limit < nodes_fitting:
-        blockers.append(_free_devices_blocker(memory, fitting, other=bool(pod_full)))
-    if request.exclusive:
+        blockers.append(_free_devices_blocker(memory, exact, fitting, other=bool(pod_full)))
+    if request.exclusive or exact is not None:
         # It joins no claim, so what blocks the others' joins is not its business.
+        why = ("exclusive: it shares no claim" if request.exclusive
+               else f"devices: {exact}: it joins no claim")
         return Reason(WaitKind.WAITING_FOR_CAPACITY,
-                      "; ".join(["exclusive: it shares no claim and waits for devices of its "
-                                 "own", *blockers]))
+                      "; ".join([f"{why} and waits for devices of its own", *blockers]))
     full_at = sorted({
         limit for group, limit, _count in fleet.index.full_claims(role)
         if per_device_share(memory, group.devices) <= group.device_memory
@@ -364,11 +385,18 @@ def _pod_limit(first: str, pods: int | None, at_limit: int) -> str:
     return text
 
 
-def _free_devices_blocker(memory: int, fitting: list[tuple[PoolGroup, int, int]], *,
+def _fits(memory: int, device_memory: int, exact: int | None, devices: int) -> bool:
+    """A group of ``devices`` devices of ``device_memory`` could hold the worker, all free."""
+    needed = devices_for(memory, device_memory, exact)
+    return needed is not None and needed <= devices
+
+
+def _free_devices_blocker(memory: int, exact: int | None,
+                          fitting: list[tuple[PoolGroup, int, int]], *,
                           other: bool = False) -> str:
     # Name the narrowest pool it would take: that is what a departure must free.
     needed, device_memory = min(
-        (devices_needed(memory, group.device_memory), group.device_memory)
+        (devices_for(memory, group.device_memory, exact) or 0, group.device_memory)
         for group, _devices, _unallocated in fitting
     )
     return (

@@ -28,6 +28,10 @@ Rules stated once, so the rest of the package can lean on them:
 * One node per worker. Devices needed on a node =
   ``max(1, ceil(memory / device_memory))``; capacity split across nodes places
   nothing.
+* A worker that names ``devices`` (a tensor-parallel server) needs exactly
+  that many, whatever its memory: ``devices_for`` gives N on devices that
+  hold its per-device share ``ceil(memory / N)``, and None on smaller ones
+  (no count of them will do). It never joins a claim (``policy.py``).
 * V1 residency: exactly one worker of a claim is resident in accelerator
   memory at a time, so estimates on a claim are never summed. A worker fits a
   k-device claim when its per-device share ``ceil(memory / k)`` fits one
@@ -56,6 +60,7 @@ __all__ = [
     "PlacementError",
     "Request",
     "Role",
+    "devices_for",
     "devices_needed",
     "per_device_share",
 ]
@@ -81,6 +86,16 @@ def devices_needed(memory: int, device_memory: int) -> int:
     """Devices a worker of ``memory`` bytes needs when each holds ``device_memory``."""
     needed = -(-memory // device_memory)
     return needed if needed > 1 else 1
+
+
+def devices_for(memory: int, device_memory: int, exact: int | None) -> int | None:
+    """Devices a worker of ``memory`` bytes takes on devices of ``device_memory``: its
+    ``exact`` count when it names one and its share of each fits (None when it does not),
+    else ``devices_needed``."""
+    if exact is None:
+        needed = -(-memory // device_memory)
+        return needed if needed > 1 else 1
+    return exact if -(-memory // exact) <= device_memory else None
 
 
 def per_device_share(memory: int, devices: int) -> int:
@@ -185,6 +200,9 @@ class Request:
     memory: int
     owner: str = ""
     exclusive: bool = False  # runs alone: joins no claim, and no one joins its claim
+    # Exactly this many devices of one node, each holding memory / devices; None: as
+    # many as its memory needs. A worker naming it joins no claim.
+    devices: int | None = None
 
     def __post_init__(self) -> None:
         # Inline tests first: a simulation builds one request per arrival.
@@ -202,6 +220,13 @@ class Request:
         if type(self.exclusive) is not bool:
             raise PlacementError(f"worker {self.name}: exclusive must be True or False, "
                                  f"got {_show(self.exclusive)}")
+        if self.devices is not None and (type(self.devices) is not int or self.devices < 1):
+            _check_whole(f"worker {self.name}", "devices", self.devices, 1)
+
+    @property
+    def joins(self) -> bool:
+        """Whether it may join a claim: neither exclusive nor asking an exact device count."""
+        return not self.exclusive and self.devices is None
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,12 @@ Rules:
 * An *exclusive* worker never shares: it takes only the new-claim step,
   whatever the strategy, and no one joins a claim it is on (two of the
   ``JOIN_CHECKS``). It waits for devices of its own.
+* A worker that names its device count (``Request.devices``: N) never joins
+  either: it takes only the new-claim step, a claim of exactly N devices of
+  one group whose devices each hold ``ceil(memory / N)``. Claims it might
+  join were cut to other workers' widths, and finding one of exactly N would
+  file the join search by width too; so it waits for N free devices. Others
+  may still join its claim: it is an ordinary claim of N devices.
 * A node takes another worker, by a new claim or a join alike, only while
   it has a pod slot free (``has_pod_slot``): the cluster would refuse the
   pod otherwise.
@@ -120,7 +126,8 @@ DEFAULT_POLICY = Policy()
 
 def steps_for(policy: Policy, request: Request) -> tuple[Step, ...]:
     """The steps ``request`` tries under ``policy``, in order."""
-    return ALONE if request.exclusive else STEPS[policy.strategy]
+    # ``request.joins`` inlined: every decision asks.
+    return ALONE if request.exclusive or request.devices is not None else STEPS[policy.strategy]
 
 def has_pod_slot(node: Node, workers: int) -> bool:
     """Whether ``node``, with ``workers`` workers booked on its claims, can run one more."""
@@ -164,7 +171,8 @@ def _parked_after_join(claim: JoinCandidate, request: Request) -> int:
 
 # The join step: a worker may join a claim when every check holds, in this order.
 JOIN_CHECKS: tuple[tuple[str, Callable[[JoinCandidate, Request], bool]], ...] = (
-    ("the worker is not exclusive", lambda claim, request: not request.exclusive),
+    ("the worker joins claims (neither exclusive nor asking exact devices)",
+     lambda claim, request: request.joins),
     ("no exclusive worker is on the claim", lambda claim, request: not claim.exclusive),
     # Nothing about a claim without a node can be checked against anything
     # real, so an unallocated claim is never joined.

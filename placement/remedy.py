@@ -35,7 +35,10 @@ Rules:
   A node's geometry reads largest group first: ``4 x 80Gi + 4 x 48Gi``.
 * An exclusive worker joins no claim, so the changes that open a seat on a
   claim (allocation, seats, host memory) are never offered to it; and no
-  change opens a claim an exclusive worker is on.
+  change opens a claim an exclusive worker is on. Nor to a worker naming its
+  device count (N): it too joins no claim, needs N devices of one group each
+  holding ``ceil(memory / N)`` (``devices_for``), and a node fits it only
+  with a group of N such devices.
 * A worker that would be seated now gets the seat and why it was chosen
   (``seat_text``: ``joins claim-x: same owner, other role``) under the policy given.
 """
@@ -54,7 +57,7 @@ from placement.model import (
     DeviceGroup,
     Node,
     Request,
-    devices_needed,
+    devices_for,
     per_device_share,
 )
 from placement.policy import DEFAULT_POLICY, Policy
@@ -78,7 +81,8 @@ class ClaimVerdict:
     claim: str
     workers: int
     devices: int
-    # open | full | too small | not yet allocated | exclusive | host memory | pod limit
+    # open | full | too small | not yet allocated | exclusive | own devices | host memory
+    # | pod limit
     verdict: str
     detail: str
 
@@ -211,10 +215,10 @@ def _node_verdict(request: Request, fleet: Fleet, node: Node, claims: list[Claim
     free_by_group = fleet.free_by_group(node.name)
     free = sum(free_by_group)
     # (devices needed, size, free) of each group that could hold it, tightest first.
-    options = _group_needs(request.memory, node, free_by_group)
+    options = _group_needs(request, node, free_by_group)
     could_hold = bool(options)
-    needed = options[0][0] if options else min(
-        devices_needed(request.memory, size) for _count, size in node.groups)
+    needed = options[0][0] if options else (request.devices or min(
+        devices_for(request.memory, size, None) or 1 for _count, size in node.groups))
     seated_now = [option for option in options if option[0] <= option[2]]
     if seated_now:  # the group a new claim would take now
         needed = seated_now[0][0]
@@ -224,7 +228,7 @@ def _node_verdict(request: Request, fleet: Fleet, node: Node, claims: list[Claim
     pod_limit = not fleet.has_pod_slot(node.name)
     claim_verdicts = tuple(_claim_verdict(request, node, claim, parked, pod_limit)
                            for claim in claims)
-    alone = request.exclusive
+    alone = not request.joins
     shape = geometry(node)
     roles = tuple(sorted(str(role) for role in node.roles))
     mixed = bool(node.device_groups)
@@ -234,7 +238,7 @@ def _node_verdict(request: Request, fleet: Fleet, node: Node, claims: list[Claim
     if not accepts:
         summary = f"{shape}; refuses {request.role} workers (takes {', '.join(roles)} only)"
     elif not could_hold:
-        summary = f"{shape}; can never hold it: needs {_never_text(request.memory, node)}"
+        summary = f"{shape}; can never hold it: needs {_never_text(request, node)}"
     elif pod_limit:
         summary = (f"{shape}, {free_text} free; needs {needs}; at its pod limit "
                    f"({_pods(node.pods or 0)}, {workers} of them workers)")
@@ -243,7 +247,8 @@ def _node_verdict(request: Request, fleet: Fleet, node: Node, claims: list[Claim
         if seated_now:
             summary += ": a new claim fits"
         elif alone:
-            summary += "; runs alone (exclusive): waits for free devices"
+            why = "runs alone (exclusive)" if request.exclusive else "joins no claim (devices)"
+            summary += f"; {why}: waits for free devices"
         elif claim_verdicts:
             summary += "; claims: " + _tally(claim_verdicts)
         else:
@@ -263,21 +268,27 @@ def geometry(node: Node) -> str:
     return " + ".join(f"{count} x {format_gib(size)}" for count, size in reversed(node.groups))
 
 
-def _group_needs(memory: int, node: Node,
+def _group_needs(request: Request, node: Node,
                  free_by_group: tuple[int, ...]) -> list[tuple[int, int, int]]:
-    """(devices needed, device size, free) in each group of ``node`` that could hold a
-    worker of ``memory`` bytes were all its devices free, as the new-claim step ranks
-    them: fewest devices needed first, then the smallest size."""
+    """(devices needed, device size, free) in each group of ``node`` that could hold
+    ``request`` were all its devices free, as the new-claim step ranks them: fewest
+    devices needed first, then the smallest size."""
+    memory, exact = request.memory, request.devices
     return sorted((needed, size, free)
                   for (count, size), free in zip(node.groups, free_by_group, strict=True)
-                  if (needed := devices_needed(memory, size)) <= count)
+                  if (needed := devices_for(memory, size, exact)) is not None
+                  and needed <= count)
 
 
-def _never_text(memory: int, node: Node) -> str:
+def _never_text(request: Request, node: Node) -> str:
+    memory, exact = request.memory, request.devices
+    if exact is not None:
+        return (f"{exact} devices of at least {format_gib(per_device_share(memory, exact))} "
+                f"on one node (devices: {exact})")
     if not node.device_groups:
-        needed = devices_needed(memory, node.device_memory)
+        needed = devices_for(memory, node.device_memory, None)
         return f"{needed} devices of {format_gib(node.device_memory)} on one node"
-    largest_first = [f"{devices_needed(memory, size)} devices of {format_gib(size)}"
+    largest_first = [f"{devices_for(memory, size, None)} devices of {format_gib(size)}"
                      for _count, size in reversed(node.groups)]
     return f"{' or '.join(largest_first)}, all of one size, on one node"
 
@@ -294,6 +305,9 @@ def _claim_verdict(request: Request, node: Node, claim: Claim, parked: int,
         return verdict("not yet allocated", "never joined before DRA allocates it")
     if request.exclusive:
         return verdict("exclusive", "this worker runs alone: it joins no claim")
+    if request.devices is not None:
+        return verdict("own devices", f"it names devices: {request.devices}: it joins no "
+                       "claim")
     if claim.exclusive:
         return verdict("exclusive", "an exclusive worker is on it: no one joins it")
     size = node.group_memory(claim.device_memory)  # its devices' size: its group's
@@ -327,8 +341,8 @@ def _tally(verdicts: tuple[ClaimVerdict, ...]) -> str:
     counts: dict[str, int] = {}
     for item in verdicts:
         counts[item.verdict] = counts.get(item.verdict, 0) + 1
-    order = ("open", "full", "too small", "exclusive", "host memory", "pod limit",
-             "not yet allocated")
+    order = ("open", "full", "too small", "exclusive", "own devices", "host memory",
+             "pod limit", "not yet allocated")
     return ", ".join(f"{counts[kind]} {kind}" for kind in order if kind in counts)
 
 
@@ -342,7 +356,7 @@ def _candidates(request: Request, fleet: Fleet, nodes: tuple[Node, ...],
     role, memory = request.role, request.memory
     # Kinds 1-3 open a seat on a claim: none for a worker that runs alone, none on a
     # claim an exclusive worker is on.
-    claims = () if request.exclusive else tuple(c for c in every_claim if not c.exclusive)
+    claims = () if not request.joins else tuple(c for c in every_claim if not c.exclusive)
     # 1. A claim the worker could join once DRA allocates it.
     pending = sorted((c.node, c.name) for c in claims if not c.allocated)
     for node_name, claim_name in pending:
@@ -379,7 +393,7 @@ def _candidates(request: Request, fleet: Fleet, nodes: tuple[Node, ...],
     for node in nodes:
         pods = node.pods
         if (pods is not None and node.accepts(role)
-                and _group_needs(memory, node, fleet.free_by_group(node.name))
+                and _group_needs(request, node, fleet.free_by_group(node.name))
                 and not fleet.has_pod_slot(node.name)):
             short = fleet.workers_on_node(node.name) + 1 - pods
             crowded.append((short, node.name, pods, replace(node, pods=pods + short)))
@@ -395,29 +409,38 @@ def _candidates(request: Request, fleet: Fleet, nodes: tuple[Node, ...],
         yield (Change("podLimit", name, pods_now + short,
                       f"a pod limit of {pods_now + short} for workers on {name} "
                       f"(now {_pods(pods_now)})"), changed)
-    # 7. A node that refuses the role, labelled for it: only one that could hold the
-    # worker at all, since a label changes neither its devices nor its claims. A worker
-    # no node holds would otherwise try every node of another role (the whole fleet
-    # replaced node by node, for nothing).
+    # 7. A node that refuses the role, labelled for it.
+    yield from _relabelled(request, nodes, every_claim)
+
+
+def _relabelled(request: Request, nodes: tuple[Node, ...],
+                every_claim: tuple[Claim, ...]) -> Iterator[tuple[Change, Node]]:
+    """Nodes that refuse the role, labelled for it: only one that could hold the worker at
+    all, since a label changes neither its devices nor its claims. A worker no node holds
+    would otherwise try every node of another role (the whole fleet replaced node by
+    node, for nothing)."""
+    role = request.role
     claims_on: dict[str, list[Claim]] | None = None
     for node in nodes:
         if not node.accepts(role):
-            if not _fits_devices(memory, node):
+            if not _fits_devices(request, node):
+                if not request.joins:  # a claim it fits is no seat for it
+                    continue
                 if claims_on is None:
                     claims_on = {}
                     for claim in every_claim:
                         claims_on.setdefault(claim.node, []).append(claim)
-                if not _fits_a_claim(memory, node, claims_on.get(node.name, ())):
+                if not _fits_a_claim(request.memory, node, claims_on.get(node.name, ())):
                     continue
             yield (Change("role", node.name, 1,
                           f"{node.name} labelled for {role} workers"),
                    replace(node, roles=node.roles | {role}))
 
 
-def _fits_devices(memory: int, node: Node) -> bool:
+def _fits_devices(request: Request, node: Node) -> bool:
     """Some device group of ``node`` is wide enough for a new claim of the worker, were all
     its devices free (the new-claim step needs that many free in one group)."""
-    return any(devices_needed(memory, size) <= count for count, size in node.groups)
+    return bool(_group_needs(request, node, tuple(0 for _ in node.groups)))
 
 
 def _fits_a_claim(memory: int, node: Node, claims: Iterable[Claim]) -> bool:
@@ -433,7 +456,7 @@ def _more_devices(request: Request, fleet: Fleet,
     wider = []
     for node in nodes:
         if node.accepts(request.role):
-            for needed, size, free in _group_needs(request.memory, node,
+            for needed, size, free in _group_needs(request, node,
                                                    fleet.free_by_group(node.name)):
                 if free < needed:
                     wider.append((needed - free, size, node.name, node))

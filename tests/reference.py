@@ -8,6 +8,9 @@ A mixed node (devices of several sizes) is a list of device groups: every
 claim takes its devices from one group, named by its ``device_memory`` (0 or
 a size the node lacks: the smallest group), and free devices are counted per
 group.
+
+A worker naming ``devices`` (N) takes exactly N devices of one group whose
+devices each hold ``ceil(memory / N)``, and never joins a claim.
 """
 
 from __future__ import annotations
@@ -82,9 +85,11 @@ def parked_load(node: Node, claims: list[RefClaim]) -> int:
 def reference_decide(
     request: Request, nodes: list[Node], claims: list[RefClaim], policy: Policy = SPREAD
 ) -> NewClaim | JoinClaim | None:
-    """Binpack tries a join first, spread a new claim first; an exclusive worker never joins."""
+    """Binpack tries a join first, spread a new claim first; an exclusive worker never joins,
+    nor one naming its device count."""
     new = reference_new_claim(request, nodes, claims)
-    join = None if request.exclusive else reference_join(request, nodes, claims, policy)
+    alone = request.exclusive or request.devices is not None
+    join = None if alone else reference_join(request, nodes, claims, policy)
     if policy.strategy == Strategy.BINPACK:
         return join or new
     return new or join
@@ -97,7 +102,9 @@ def reference_new_claim(request: Request, nodes: list[Node],
         if not accepts(node, request.role) or not pod_slot_free(node, claims):
             continue
         for _count, size in node.groups:  # each device group is a pool of its own
-            n = needed(request.memory, size)
+            n = needed(request.memory, size) if request.devices is None else request.devices
+            if math.ceil(request.memory / n) > size:  # its share outgrows these devices
+                continue
             free = max(0, free_in_group(node, size, claims))
             if free >= n:
                 pools.append(((n, size, free - n, node.name), node, n, size))

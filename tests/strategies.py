@@ -63,12 +63,15 @@ def node_lists(draw: st.DrawFn, min_size: int = 1, max_size: int = 5) -> list[No
 owners = st.sampled_from(["", "qwen", "llama"])
 exclusive = st.sampled_from([False, False, False, True])
 policies = st.builds(Policy, st.sampled_from(list(Strategy)), st.booleans())
+# Now and then a worker naming its device count, up to more than any drawn node has.
+exact_devices = st.one_of(st.none(), st.none(), st.none(), st.none(),
+                          st.integers(min_value=1, max_value=5))
 
 
 @st.composite
 def requests(draw: st.DrawFn, name: str = "w") -> Request:
     return Request(name=name, role=draw(roles), memory=draw(memories), owner=draw(owners),
-                   exclusive=draw(exclusive))
+                   exclusive=draw(exclusive), devices=draw(exact_devices))
 
 
 # Arrivals outnumber the rest so that fleets fill up and contention happens.

@@ -39,11 +39,15 @@ The rules, as the simulation applies them:
                                       group's node lost leaves room under
                                       ``max`` (nothing restores ``min``)
 
+An exclusive worker, and one naming its device count, takes a new claim
+only under either strategy; a template seats the latter when it has that many
+devices of at least its share (``best_pool``'s rule).
+
 Waiting workers are considered oldest first. A waiting worker some group
 could seat is waiting for capacity, never "NoCapacity", and its reason says
 which node is on its way for it, or that the groups are at their ``max``.
 When a removal has the blocked considered again, a blocked worker whose like
-(same role, memory, exclusive, and owner where it counts: its ``Shape``)
+(same role, memory, exclusive, devices named, and owner where it counts: its ``Shape``)
 stayed blocked with nothing changed since is passed over: it would stay
 blocked too (``_reconsider_blocked``), so a removal costs the kinds of worker
 blocked, not how many.
@@ -181,7 +185,7 @@ class AutoscaledSimulation(Simulation):
         if not fitting:
             return super()._waiting_reason(request)
         join = (best_claim(request, self.fleet, self.policy.owner_affinity)
-                if self._spread and not request.exclusive else None)
+                if self._spread and request.joins else None)
         if join is not None:  # explain() knows nothing of the rule that kept it out
             detail = (f"no free devices for it, and under spread it joins no claim (it "
                       f"could join {join}) while a node group can add a node for it")
@@ -264,10 +268,11 @@ class AutoscaledSimulation(Simulation):
 
     def _shape(self, request: Request) -> Shape:
         """All ``_consider_one`` reads of a request but its name: a worker taking a new
-        claim only is seated by ``best_pool`` (role, memory); a joiner's owner counts
-        under owner affinity (``best_claim``)."""
+        claim only is seated by ``best_pool`` (role, memory, devices); a joiner's owner
+        counts under owner affinity (``best_claim``)."""
         ranked = self.policy.owner_affinity and not self._new_claim_only(request)
-        return request.role, request.memory, request.exclusive, request.owner if ranked else ""
+        return (request.role, request.memory, request.exclusive,
+                request.owner if ranked else "", request.devices)
 
     @staticmethod
     def _unplan(plan: Fleet, worker: str) -> None:
@@ -329,7 +334,7 @@ class AutoscaledSimulation(Simulation):
             self._blocked.remove(worker)
 
     def _new_claim_only(self, request: Request) -> bool:
-        if request.exclusive:
+        if request.exclusive or request.devices is not None:
             return True
         if self._spread:
             grows = self._grows.get((request.role, request.memory))
@@ -366,11 +371,12 @@ class AutoscaledSimulation(Simulation):
 
     @staticmethod
     def _template_fits(state: GroupState, request: Request) -> bool:
-        """Whether an empty node of the group would seat the worker (once per role, memory)."""
-        key = (request.role, request.memory)
+        """Whether an empty node of the group would seat the worker (once per role, memory,
+        devices named)."""
+        key = (request.role, request.memory, request.devices)
         fits = state.fits.get(key)
         if fits is None:
-            probe = Request("probe", request.role, request.memory)
+            probe = Request("probe", request.role, request.memory, devices=request.devices)
             fits = state.fits[key] = best_pool(probe, Fleet((state.spec.template,))) is not None
         return fits
 

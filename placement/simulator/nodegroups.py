@@ -87,9 +87,10 @@ class NodeDown:
 
 Change = NodeAsked | NodeUp | NodeDown
 
-# What a blocked worker's consideration reads of it: role, memory, exclusive, and its
-# owner where owner affinity ranks a plan's claims for it ("" elsewhere).
-Shape = tuple[Role, int, bool, str]
+# What a blocked worker's consideration reads of it: role, memory, exclusive, its owner
+# where owner affinity ranks a plan's claims for it ("" elsewhere), and the device count
+# it names (None: as its memory needs).
+Shape = tuple[Role, int, bool, str, int | None]
 
 
 @dataclass(slots=True, eq=False)
@@ -101,7 +102,8 @@ class GroupState:
     serial: int  # the last number given to one of its nodes
     coming: int = 0  # asked for, not up yet
     kept: list[IdleEnds] = field(default_factory=list)  # idle nodes kept at the floor
-    fits: dict[tuple[Role, int], bool] = field(default_factory=dict)  # its template seats
+    # Whether its template seats a worker of (role, memory, devices named).
+    fits: dict[tuple[Role, int, int | None], bool] = field(default_factory=dict)
 
     @property
     def full(self) -> bool:

@@ -38,7 +38,10 @@ result against a plain full scan):
   share or less host RAM. Exclusive workers wait in a queue of their own,
   against the node's free devices alone (``NodeOffer.alone``): one of them
   failing says nothing of a worker that could join. (A subclass may send
-  more workers that way, new claim only: ``_new_claim_only``.)
+  more workers that way, new claim only: ``_new_claim_only``.) A worker
+  naming N devices waits in a queue of those naming N (``_exact``), against
+  the same bound: for one N more memory never fits more groups, but across
+  counts (or beside the exclusive) a failure says nothing.
 * An arrival is decided alone: the pending workers were already tried
   against the same fleet. Only a new allocated claim can give them something
   (a seat to join), so only then are they retried, and only those that could
@@ -128,6 +131,7 @@ class Simulation:
         self._next_arrival = 0
         self._pending = PendingQueue()
         self._alone = PendingQueue()  # exclusive workers: they wait for free devices only
+        self._exact: dict[int, PendingQueue] = {}  # workers naming N devices, by N
         self._names = _ClaimNames(self.fleet.has_claim)
 
     # ----------------------------------------------------------------- events
@@ -140,8 +144,8 @@ class Simulation:
         self._next_arrival += 1
         placed = self._try_place(request, retried=False)
         if placed is None:
-            queue = self._alone if self._new_claim_only(request) else self._pending
-            queue.add(self._arrival[request.name], request.name, request.role, request.memory)
+            self._queue(request).add(self._arrival[request.name], request.name, request.role,
+                                     request.memory)
             return []
         if not (placed.new_claim and placed.allocated):
             # Taking a seat or reserving a pool only consumes capacity: nobody can gain.
@@ -156,7 +160,7 @@ class Simulation:
         arrival = self._arrival.pop(worker)
         claim = self.fleet.claim_of(worker)
         if claim is None:
-            (self._alone if self._new_claim_only(request) else self._pending).remove(arrival)
+            self._queue(request).remove(arrival)
             return []
         node = self.fleet.claim_node(claim)
         self.fleet.unbook(worker)
@@ -200,8 +204,7 @@ class Simulation:
             request = self._requests[worker]
             placed = self._try_place(request, retried=True)
             if placed is None:
-                queue = self._alone if self._new_claim_only(request) else self._pending
-                queue.add(arrival, worker, request.role, request.memory)
+                self._queue(request).add(arrival, worker, request.role, request.memory)
             moved.append(Moved(worker, name, claim, placed,
                                None if placed else explain(request, fleet)))
         return moved
@@ -220,7 +223,8 @@ class Simulation:
         return iter(sorted(self._requests, key=self._arrival.__getitem__))
 
     def pending_count(self) -> int:
-        return self._pending.size + self._alone.size
+        return (self._pending.size + self._alone.size
+                + sum(queue.size for queue in self._exact.values()))
 
     def state(self, worker: str) -> WorkerState:
         request = self._requests.get(worker)
@@ -248,8 +252,17 @@ class Simulation:
         return explain(request, self.fleet)
 
     def _new_claim_only(self, request: Request) -> bool:
-        """Whether the worker takes the new-claim step alone, waiting with the exclusive."""
-        return request.exclusive
+        """Whether the worker takes the new-claim step alone, waiting for free devices."""
+        return request.exclusive or request.devices is not None
+
+    def _queue(self, request: Request) -> PendingQueue:
+        """The queue the worker waits in: of its device count, the exclusive's, or the rest."""
+        if request.devices is not None:
+            queue = self._exact.get(request.devices)
+            if queue is None:
+                queue = self._exact[request.devices] = PendingQueue()
+            return queue
+        return self._alone if self._new_claim_only(request) else self._pending
 
     def _try_place(self, request: Request, *, retried: bool) -> Placement | None:
         # find_seat's steps, read plainly: no decision object per event. (``steps_for``'s
@@ -290,13 +303,16 @@ class Simulation:
         placed: list[Placement] = []
         pending = self._pending
         alone = None if joins_only else self._alone
-        if not pending.size and (alone is None or not alone.size):
+        exact = [] if joins_only or not self._exact else list(self._exact.values())
+        if not pending.size and (alone is None or not alone.size) and not any(
+                queue.size for queue in exact):
             return placed
         node = self.fleet.node(changed_node)
         if node is None:
             return placed
         roles = [role for role in _ROLES if role in node.roles] if node.roles else _ROLES
-        while pending.size or (alone is not None and alone.size):
+        while pending.size or (alone is not None and alone.size) or any(
+                queue.size for queue in exact):
             offer = offer_of(self.fleet, changed_node)
             assert offer is not None
             # A worker that cannot be placed means no larger worker of its role (and
@@ -306,6 +322,9 @@ class Simulation:
                        if pending.size else [])
             if alone is not None and alone.size:
                 classes += [(alone, role, [offer.alone]) for role in roles]
+            for queue in exact:
+                if queue.size:
+                    classes += [(queue, role, [offer.alone]) for role in roles]
             while True:
                 oldest: tuple[int, str, int] | None = None
                 bound_of_oldest: list[float] = []

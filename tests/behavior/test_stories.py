@@ -7,7 +7,7 @@ nodes with single 80Gi devices and 180Gi of host memory.
 
 from __future__ import annotations
 
-from placement import GiB, Node, Policy, Request, Role, Strategy, WaitKind
+from placement import GiB, NewClaim, Node, Policy, Request, Role, Strategy, WaitKind, decide
 from placement.simulator.simulation import Seating, Simulation
 from tests.behavior.conftest import (
     FFT_8B,
@@ -399,3 +399,45 @@ def test_a_finished_worker_gives_its_seat_back_at_once() -> None:
     assert sim.state("next").phase == Seating.PENDING
     placed = sim.finish("done")
     assert [p.worker for p in placed] == ["next"]
+
+
+def test_a_tensor_parallel_server_gets_exactly_the_devices_it_names() -> None:
+    # 100Gi alone would take 2 of 8 x 80Gi; devices: 4 takes 4, each holding 25Gi.
+    eight = Node("gpu-8", devices=8, device_memory=80 * GiB, host_memory=1024 * GiB,
+                 max_workers_per_claim=2, product="H100 80GB")
+    sim = Simulation((eight,))
+    assert decide(Request("tp-1", Role.SAMPLER, 100 * GiB, devices=4), sim.fleet) == \
+        NewClaim("gpu-8", 4, 25 * GiB, 80 * GiB)
+    sim.arrive(Request("tp-1", Role.SAMPLER, 100 * GiB, devices=4))
+    assert sim.state("tp-1").devices == 4 and sim.state("tp-1").memory_per_device == 25 * GiB
+    sim.arrive(Request("tp-2", Role.SAMPLER, 100 * GiB, devices=4))
+    assert sim.state("tp-2").devices == 4 and node_of(sim, "tp-2") == "gpu-8"
+
+    # The node's 8 devices are taken. A third server joins neither claim, though each has
+    # a seat its share fits: it waits for 4 devices of its own.
+    sim.arrive(Request("tp-3", Role.SAMPLER, 100 * GiB, devices=4))
+    waiting = sim.state("tp-3")
+    assert waiting.phase is Seating.PENDING
+    assert str(waiting.reason) == (
+        "WaitingForCapacity: devices: 4: it joins no claim and waits for devices of its own; "
+        "no node has 4 free devices of 80Gi for 100Gi")
+    # A worker that names no count may still join a server's claim: it is an ordinary one.
+    sim.arrive(sampler("small", LORA))
+    assert claim_of(sim, "small") == "claim-tp-1"
+
+    sim.leave("tp-2")  # 4 devices free: tp-3 takes them
+    assert claim_of(sim, "tp-3") == "claim-tp-3" and sim.state("tp-3").devices == 4
+
+
+def test_a_server_naming_more_devices_than_any_node_has_never_fits() -> None:
+    sim = Simulation((prod_node("gpu-a", devices=8), prod_node("gpu-b", devices=4)))
+    sim.arrive(Request("tp-16", Role.TRAINER, 100 * GiB, devices=16))
+    waiting = sim.state("tp-16")
+    assert waiting.phase is Seating.PENDING and waiting.reason is not None
+    assert waiting.reason.never
+    assert str(waiting.reason) == (
+        "NoCapacity: devices: 16: no trainer node has 16 devices of at least 6.25Gi "
+        "(100Gi over 16); the largest trainer pool offers 8 x 80Gi")
+    # Its memory spread over 8 devices would have fit; the count it names is the rule.
+    sim.arrive(Request("tp-8", Role.TRAINER, 100 * GiB, devices=8))
+    assert node_of(sim, "tp-8") == "gpu-a" and sim.state("tp-8").devices == 8

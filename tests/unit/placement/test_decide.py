@@ -262,3 +262,41 @@ def test_a_node_with_pod_slots_left_is_still_told_apart() -> None:
         WaitKind.WAITING_FOR_CAPACITY,
         "crowded is at its pod limit (0 pods); no other node has 1 free device of 80Gi for "
         "10Gi; claims it fits are full at 1 worker"))
+
+
+# ------------------------------------------------------------ exact device counts
+
+
+def exact(memory_gib: float, devices: int) -> Request:
+    return Request("asker", TRAINER, int(memory_gib * GiB), devices=devices)
+
+
+def test_a_worker_naming_its_devices_gets_that_many_each_bounded_below_by_its_share() -> None:
+    fleet = Fleet([Node("n", 8, 80 * GiB)])
+    assert decide(exact(100, 4), fleet) == NewClaim("n", 4, 25 * GiB, 80 * GiB)
+    assert decide(ask(100), fleet) == NewClaim("n", 2, 50 * GiB, 80 * GiB)  # absent: as today
+
+
+def test_a_named_count_passes_over_devices_too_small_for_its_share() -> None:
+    # 100Gi over 2 is 50Gi: the 48Gi group is passed over although it has 2 free.
+    fleet = Fleet([Node.grouped("mixed", [(4, 48 * GiB), (2, 80 * GiB)])])
+    assert decide(exact(100, 2), fleet) == NewClaim("mixed", 2, 50 * GiB, 80 * GiB)
+    assert decide(exact(100, 4), fleet) == NewClaim("mixed", 4, 25 * GiB, 48 * GiB)
+
+
+def test_a_worker_naming_its_devices_never_joins_even_a_claim_of_that_width() -> None:
+    node = Node("n", 4, 80 * GiB, max_workers_per_claim=4)
+    fleet = Fleet([node], [Claim("c", "n", 4, bookings=(seat("x", 10),))])
+    decision = decide(exact(100, 4), fleet)
+    assert isinstance(decision, Wait) and not decision.reason.never
+    assert str(decision.reason) == (
+        "WaitingForCapacity: devices: 4: it joins no claim and waits for devices of its own; "
+        "no node has 4 free devices of 80Gi for 100Gi")
+    assert isinstance(decide(ask(100), fleet), JoinClaim)  # one that names none joins
+
+
+def test_a_count_no_node_has_waits_for_ever_and_says_so() -> None:
+    fleet = Fleet([Node("n", 8, 80 * GiB)])
+    assert decide(exact(100, 9), fleet) == Wait(Reason(
+        WaitKind.NO_CAPACITY, "devices: 9: no trainer node has 9 devices of at least 11.11Gi "
+        "(100Gi over 9); the largest trainer pool offers 8 x 80Gi"))

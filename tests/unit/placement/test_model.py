@@ -6,7 +6,7 @@ from collections.abc import Callable
 import pytest
 
 from placement import Booking, Claim, GiB, Node, PlacementError, Request, Role
-from placement.model import devices_needed, per_device_share
+from placement.model import devices_for, devices_needed, per_device_share
 
 
 @pytest.mark.parametrize(
@@ -165,3 +165,34 @@ def test_a_mixed_node_reads_as_groups_smallest_first_and_one_size_as_a_plain_nod
 def test_malformed_device_groups_are_refused(build: Callable[[], object], message: str) -> None:
     with pytest.raises(PlacementError, match=message):
         build()
+
+
+@pytest.mark.parametrize(("memory", "device_memory", "exact", "expected"), [
+    (100 * GiB, 80 * GiB, None, 2),  # as its memory needs
+    (100 * GiB, 80 * GiB, 4, 4),  # 25Gi each fits 80Gi
+    (100 * GiB, 80 * GiB, 1, None),  # 100Gi on one 80Gi device: no count of them will do
+    (100 * GiB + 1, 25 * GiB, 4, None),  # the share rounds up past the devices' size
+])
+def test_devices_for_a_worker_naming_its_count(memory: int, device_memory: int,
+                                               exact: int | None, expected: int | None) -> None:
+    assert devices_for(memory, device_memory, exact) == expected
+
+
+@pytest.mark.parametrize(("devices", "message"), [
+    (0, "worker w: devices must be >= 1, got 0"),
+    (-2, "worker w: devices must be >= 1, got -2"),
+    (2.0, "worker w: devices must be a whole number (an int), got 2.0 (a float)"),
+    (True, "worker w: devices must be a whole number (an int), got True (a bool)"),
+    ("4", "worker w: devices must be a whole number (an int), got '4' (a str)"),
+])
+def test_a_request_refuses_a_device_count_that_is_not_a_whole_number_from_one(
+        devices: object, message: str) -> None:
+    with pytest.raises(PlacementError) as raised:
+        Request("w", Role.TRAINER, GiB, devices=devices)  # type: ignore[arg-type]
+    assert str(raised.value) == message
+
+
+def test_a_worker_naming_its_device_count_joins_no_claim() -> None:
+    assert Request("w", Role.TRAINER, GiB).joins
+    assert not Request("w", Role.TRAINER, GiB, devices=2).joins
+    assert not Request("w", Role.TRAINER, GiB, exclusive=True).joins

@@ -132,6 +132,22 @@ def test_an_exclusive_worker_never_joins_and_no_one_joins_its_claim(
 
 
 @settings(max_examples=300)
+@given(fleets(), requests(), policies)
+def test_a_worker_naming_its_devices_gets_exactly_them_and_never_joins(
+    fleet: tuple, request: Request, policy: Policy
+) -> None:
+    node_list, claims = fleet
+    decision = decide(request, Fleet(node_list, claims), policy)
+    if request.devices is None:
+        return
+    assert not isinstance(decision, JoinClaim)
+    if isinstance(decision, NewClaim):
+        assert decision.devices == request.devices
+        share = -(-request.memory // request.devices)
+        assert share <= decision.memory_floor <= decision.memory_ceiling
+
+
+@settings(max_examples=300)
 @given(fleets(), requests(), st.booleans())
 def test_binpack_cuts_a_claim_only_when_none_can_seat_the_worker(
     fleet: tuple, request: Request, affinity: bool
@@ -139,7 +155,7 @@ def test_binpack_cuts_a_claim_only_when_none_can_seat_the_worker(
     node_list, claims = fleet
     policy = Policy(Strategy.BINPACK, affinity)
     decision = decide(request, Fleet(node_list, claims), policy)
-    if isinstance(decision, NewClaim) and not request.exclusive:
+    if isinstance(decision, NewClaim) and request.joins:
         assert reference_join(request, node_list, as_reference(claims), policy) is None
 
 

@@ -308,3 +308,26 @@ def test_a_label_is_tried_only_where_the_worker_could_be_held(
     with mock.patch.object(remedy, "_fits_devices", lambda *_: True):
         plain = changes(request, books)
     assert filtered == plain
+
+
+def test_a_worker_naming_its_devices_is_offered_devices_never_a_seat() -> None:
+    node = Node("n", 8, 80 * GiB, max_workers_per_claim=4)
+    fleet = Fleet([node], [Claim("c", "n", 6, bookings=(Booking("x", "x", 10 * GiB),))])
+    request = Request("tp", Role.TRAINER, 100 * GiB, devices=4)
+    found = diagnose(request, fleet)
+    (verdict,) = found.nodes
+    assert verdict.needed == 4
+    assert verdict.summary == "8 x 80Gi, 2 free; needs 4; joins no claim (devices): waits for " \
+        "free devices"
+    assert [(c.claim, c.verdict) for c in verdict.claims] == [("c", "own devices")]
+    assert found.change is not None and found.change.kind == "freeDevices"
+    assert found.change.amount == 2
+    assert [change.kind for change in found.alternatives] == ["freeDevices"]
+
+
+def test_a_node_too_narrow_for_a_named_count_can_never_hold_it() -> None:
+    fleet = Fleet([Node("n", 2, 80 * GiB)])
+    found = diagnose(Request("tp", Role.TRAINER, 100 * GiB, devices=4), fleet)
+    assert found.nodes[0].summary == (
+        "2 x 80Gi; can never hold it: needs 4 devices of at least 25Gi on one node (devices: 4)")
+    assert found.change is None and found.reason is not None and found.reason.never

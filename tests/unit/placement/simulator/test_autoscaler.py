@@ -397,3 +397,15 @@ def test_the_blocked_are_considered_again_as_the_plain_loop_does(
         queued = [entry for queue in fast._blocked.queues.values() for entry in queue]
         assert sorted(worker for _, worker in queued) == sorted(fast._blocked.workers)
         assert all(queue and queue == sorted(queue) for queue in fast._blocked.queues.values())
+
+
+def test_a_worker_naming_its_devices_asks_only_a_group_with_that_many() -> None:
+    narrow = group(name="narrow", template=Node("template", 2, 80 * GiB, 1024 * GiB))
+    sim = AutoscaledSimulation((), [narrow, group(name="wide")])
+    # 100Gi fits 2 x 80Gi by memory, but it names 4 devices: only the wide group will do.
+    assert sim.arrive(Request("tp", Role.TRAINER, 100 * GiB, devices=4)) == []
+    (asked,) = sim.take_changes()
+    assert isinstance(asked, NodeAsked) and asked.group == "wide"
+    sim.arrive(Request("plain", Role.TRAINER, 100 * GiB))
+    (asked,) = sim.take_changes()
+    assert isinstance(asked, NodeAsked) and asked.group == "narrow"

@@ -86,3 +86,18 @@ def test_impossible_events_are_refused_by_name(action: object, message: str) -> 
     sim.arrive(t("here"))
     with pytest.raises(PlacementError, match=message):
         action(sim)  # type: ignore[operator]
+
+
+def test_workers_naming_different_counts_wait_apart_so_one_failing_bounds_no_other() -> None:
+    # On 4 x 40Gi: 50Gi over 1 never fits, 60Gi over 4 does. Were they one queue, the
+    # smaller one failing first would rule out the larger.
+    sim = Simulation((Node("n", 4, 40 * GiB),))
+    sim.arrive(Request("holder", Role.TRAINER, 10 * GiB, devices=4))
+    sim.arrive(Request("one", Role.TRAINER, 50 * GiB, devices=1))
+    sim.arrive(Request("four", Role.TRAINER, 60 * GiB, devices=4))
+    assert sim.pending_count() == 2
+    placed = sim.leave("holder")
+    assert [seat.worker for seat in placed] == ["four"] and placed[0].devices == 4
+    assert sim.state("one").reason is not None and sim.state("one").reason.never
+    sim.leave("one")  # a pending worker naming a count leaves its own queue
+    assert sim.pending_count() == 0
