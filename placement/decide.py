@@ -53,13 +53,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from placement.model import Node, Request, devices_for, devices_needed, per_device_share
+from placement.owners import NO_RANK, WORKER_BITS, share_rank
 from placement.policy import DEFAULT_POLICY, Policy, Step, Strategy, pairs, spread_rank, steps_for
 from placement.quantity import format_gib
 from placement.records import PoolGroup
-from placement.rooms import Room, RoomIndex
+from placement.rooms import Room
 
 if TYPE_CHECKING:  # the decision only reads a fleet
     from placement.fleet import Fleet
+    from placement.index import Index
 
 # best_pool, best_claim and offer_of are the package's own (the simulation's fast path).
 __all__ = [
@@ -220,36 +222,49 @@ def best_claim(request: Request, fleet: Fleet, owner_affinity: bool = True) -> s
     second, third, fourth, sixth and seventh of ``JOIN_CHECKS``), each with
     its room (``join_room``: the fifth and eighth), so the check left is one
     comparison inside a bucket; the first (an exclusive joiner) is checked
-    here. With owner affinity the claims the index files under the joiner's
-    owner in the other role only are searched first, in the same order.
+    here. With owner affinity the claims of the joiner's owner that pair with
+    it are searched first, in the same order.
     """
     if request.exclusive:
         return None
+    index = fleet.index
     if owner_affinity:
-        found = fleet.index.first_of_owner(request.owner, request.role, request.memory)
+        found = index.first_of_owner(request.owner, request.role, request.memory, paired=True)
         if found is not None:
-            return found
-    return _first_open(fleet.index.open_seats(request.role), request.memory)
+            return found[1]
+    return _first_open(index, request)
 
 
-def _first_open(open_seats: list[dict[int, RoomIndex]], memory: int) -> str | None:
-    # JOIN_RANKING after the owner: fewest workers first, then the smallest claim name.
-    # Each role policy's buckets come by ascending workers: its first fit is its best,
-    # and a count above the best found so far is not read.
-    best: str | None = None
-    fewest = 0
-    for by_workers in open_seats:
-        for workers, bucket in by_workers.items():
-            if best is not None and workers > fewest:
+def _first_open(index: Index, request: Request) -> str | None:
+    # JOIN_RANKING after owner affinity: the joiner's share of turns, then fewest workers
+    # (one rank, ``share_rank``), then the smallest claim name. The claims its owner is on
+    # rank by that owner's lists; the rest by the open seats' buckets, whose key is the
+    # rank of a joiner of another owner less one turn. Each role policy's buckets come
+    # ascending: its first fit is its best, and a key ranking past the best found so far
+    # is not read.
+    owner, memory = request.owner, request.memory
+    mine = index.first_of_owner(owner, request.role, memory)
+    best_rank, best = mine if mine is not None else (NO_RANK, "")
+    for by_key in index.open_seats(request.role):
+        for key, bucket in by_key.items():
+            rank = key + _ONE_MORE_OWNER
+            if rank > best_rank:
                 break
             if not bucket.rooms:  # emptied, kept
                 continue
             name = bucket.first(memory)
+            if key & _WORKERS > 1:  # its owner's claims here rank lower: found above
+                while name is not None and index.holds(name, owner):
+                    name = bucket.first(memory, name)
             if name is not None:
-                if best is None or workers < fewest or name < best:
-                    best, fewest = name, workers
+                if rank < best_rank or name < best:
+                    best_rank, best = rank, name
                 break
-    return best
+    return best or None
+
+
+_ONE_MORE_OWNER = share_rank(1, 0, 0) - share_rank(0, 0, 0)  # a joiner's owner, new there
+_WORKERS = (1 << WORKER_BITS) - 1
 
 
 @dataclass(frozen=True, slots=True)

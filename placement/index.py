@@ -12,15 +12,19 @@ What is filed, and for which part of the policy in ``policy.py``:
   tie-break is its head). A mixed node is filed once per device group, by
   that group's free devices: a new claim's devices all come from one group.
 * Open seats, for joining: allocated claims on known nodes with fewer workers
-  than their node's limit, bucketed by role policy, then by workers (the join
-  ranking's first key), each bucket a ``RoomIndex`` holding every claim with
-  its room (``join_room``: the fit and host-memory checks as one number). A
-  decision visits a bucket or two per worker count whatever the fleet's size
-  or hardware mix, and skips the claims that cannot take the worker.
-* The same open seats again for owner affinity, by the joiners they pair
-  with (``placement.owners``, the index's base: its rules there), filed
-  only once owner affinity first searches; until then filing a claim costs
-  one test for them.
+  than their node's limit, bucketed by role policy, then by (distinct owners,
+  workers) as one number (``owners.share_rank`` of a joiner whose owner is
+  not on them, less one turn: the join ranking's keys after owner affinity),
+  each bucket a ``RoomIndex`` holding every claim with its room
+  (``join_room``: the fit and host-memory checks as one number). A decision
+  visits a bucket or two per key whatever the fleet's size or hardware mix,
+  and skips the claims that cannot take the worker.
+* The same open seats again by each owner on them, ranked as that owner's
+  joiners rank them (``placement.owners``, the index's base: its rules
+  there), filed only once a join first searches; until then filing a claim
+  costs one test for them. An open claim of two workers or more keeps its
+  owners (``ClaimRow.tally``): its bucket's key counts them, and a search
+  tells by it a claim the joiner's owner is on.
 * A claim an exclusive worker is on takes no joiner, so it is filed apart:
   counted per seat group for the reasons, never among the open seats.
 * A node at its pod limit takes no worker at all, so it is filed apart: its
@@ -46,7 +50,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from placement.model import Node, Role
-from placement.owners import OwnerLists, joiners
+from placement.owners import WORKER_BITS, OwnerLists, tally
 from placement.policy import join_room
 from placement.records import ClaimRow, Groups, NodeRow, PoolGroup, SeatGroup
 from placement.rooms import Room, RoomIndex
@@ -179,7 +183,8 @@ class Index(OwnerLists):
             self._exclusive[group] = self._exclusive.get(group, 0) + 1
             claim.exclusive_key = group
             return
-        workers = len(claim.bookings)
+        bookings = claim.bookings
+        workers = len(bookings)
         limit = row.seats
         if workers >= limit:
             full = (group, limit)
@@ -190,15 +195,18 @@ class Index(OwnerLists):
             self._blocked[group] = self._blocked.get(group, 0) + 1
             claim.blocked_key = group
             return
-        by_workers = self._seats.get(group.roles)
-        if by_workers is None:
-            by_workers = self._seats[group.roles] = {}
+        by_key = self._seats.get(group.roles)
+        if by_key is None:
+            by_key = self._seats[group.roles] = {}
             self._seat_views.clear()
-            self._solo[group.roles] = {role: joiners(group.roles, frozenset((role,)))
-                                       for role in (*Role, None)}
-        bucket = by_workers.get(workers)
+        if workers > 1:
+            owners = claim.tally = tally(bookings)
+            key = len(owners) << WORKER_BITS | workers
+        else:  # one owner with one worker, or none
+            key = workers << WORKER_BITS | workers
+        bucket = by_key.get(key)
         if bucket is None:
-            bucket = _new_bucket(by_workers, workers)
+            bucket = _new_bucket(by_key, key)
         bucket.add(claim.name, join_room(devices, workers, claim.footprint, device_memory,
                                          host_left))
         claim.bucket = bucket
@@ -216,17 +224,9 @@ class Index(OwnerLists):
             claim.bucket = None
             self._open[group] -= 1
             claim.open_key = None
-            keys = claim.owner_keys
-            if keys is not None:
-                owners = self._owners
-                assert owners is not None
-                for key in keys:
-                    names = owners[key]
-                    if len(names) == 1:
-                        del owners[key]
-                    else:
-                        del names[bisect_left(names, claim.name)]
-                claim.owner_keys = None
+            claim.tally = None
+            if claim.owner_lists is not None:
+                self._unfile_owners(claim)
         elif claim.exclusive_key is not None:
             self._exclusive[claim.exclusive_key] -= 1
             claim.exclusive_key = None
@@ -271,11 +271,12 @@ class Index(OwnerLists):
         return views
 
     def open_seats(self, role: Role) -> list[dict[int, RoomIndex]]:
-        """Claims with a free seat on nodes accepting ``role``, by workers.
+        """Claims with a free seat on nodes accepting ``role``, by (owners, workers).
 
-        One mapping per role policy, its keys in ascending order (the join ranking's);
-        a bucket once emptied stays, empty (in the simulation a claim's last worker
-        leaving empties the bucket of none every time).
+        One mapping per role policy, its keys ``owners << WORKER_BITS | workers`` in
+        ascending order (the join ranking's, for a joiner whose owner is on none of
+        them); a bucket once emptied stays, empty (in the simulation a claim's last
+        worker leaving empties the bucket of none every time).
         """
         views = self._seat_views.get(role)
         if views is None:
@@ -283,6 +284,11 @@ class Index(OwnerLists):
                      if not roles or role in roles]
             self._seat_views[role] = views
         return views
+
+    def holds(self, claim: str, owner: str) -> bool:
+        """Whether an open claim of two workers or more has one of ``owner``'s."""
+        owners = self._rows[claim].tally
+        return owners is not None and owner in owners
 
     @staticmethod
     def largest_room(claims: Iterable[ClaimRow]) -> Room | None:
@@ -343,16 +349,13 @@ class Index(OwnerLists):
         return {
             "pools": {shape(g): {free: tuple(names) for free, names in by_free.items() if names}
                       for g, by_free in self._pools.items() if any(by_free.values())},
-            "seats": {_roles_key(roles): {workers: tuple((name, bucket.room(name))
-                                                         for name in bucket)
-                                          for workers, bucket in by_workers.items() if bucket}
-                      for roles, by_workers in self._seats.items() if any(by_workers.values())},
-            # Keys in the order the searches walk them: worker counts ascending.
-            "ranked": (all(list(by_workers) == sorted(by_workers)
-                           for by_workers in self._seats.values())
-                       and self._owner_counts == sorted(set(self._owner_counts))
-                       and all(workers in self._owner_counts
-                               for _owner, _role, workers in self._owners or ())),
+            "seats": {_roles_key(roles): {divmod(key, 1 << WORKER_BITS):
+                                          tuple((name, bucket.room(name)) for name in bucket)
+                                          for key, bucket in by_key.items() if bucket}
+                      for roles, by_key in self._seats.items() if any(by_key.values())},
+            # Keys in the order the searches walk them: ascending.
+            "ranked": (all(list(by_key) == sorted(by_key) for by_key in self._seats.values())
+                       and self._ranks_ascending()),
             "owners": self._describe_owners(),
             "exclusive": {shape(g): n for g, n in self._exclusive.items() if n},
             "shapes": {(shape(g), devices): n for (g, devices), n in self._shapes.items() if n},
@@ -369,13 +372,13 @@ class Index(OwnerLists):
         }
 
 
-def _new_bucket(by_workers: dict[int, RoomIndex], workers: int) -> RoomIndex:
-    """A role policy's bucket for a new number of workers, its keys kept ascending."""
-    bucket = by_workers[workers] = RoomIndex()
-    if len(by_workers) > 1 and max(by_workers) != workers:  # rare: re-rank in place
-        ranked = sorted(by_workers.items())
-        by_workers.clear()
-        by_workers.update(ranked)
+def _new_bucket(by_key: dict[int, RoomIndex], key: int) -> RoomIndex:
+    """A role policy's bucket for a new (owners, workers) key, its keys kept ascending."""
+    bucket = by_key[key] = RoomIndex()
+    if len(by_key) > 1 and max(by_key) != key:  # rare: re-rank in place
+        ranked = sorted(by_key.items())
+        by_key.clear()
+        by_key.update(ranked)
     return bucket
 
 

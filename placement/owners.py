@@ -1,117 +1,147 @@
-"""Owner affinity's lists: the index's open seats again, by the joiners they pair with.
+"""The join ranking's lists by owner: the index's open seats again, filed under each owner on them.
 
 Internal to the package: the base of ``placement.index.Index``, so the index's
 filing reads and writes these lists as its own attributes, with no call or
-lookup added on the path that files a claim. Rules:
+lookup added on the path that files a claim. The join ranking
+(``policy.JOIN_RANKING``) reads a claim differently for a joiner whose owner
+is on it: it pairs or not (owner affinity), and the joiner's share of its
+turns is ``1/(k*(m+1))`` rather than the ``1/(k+1)`` of everyone else
+(``policy.turn_round``). So a claim is filed once per owner on it, where that
+owner's joiners find it ranked as they would rank it. Rules:
 
-* An open claim's name is filed under (owner, role, workers) for each owner
-  on it and each role its node accepts that ``policy.pairs`` with that
-  owner's roles there (the other role; either, for a role not known), in
-  sorted lists. A claim no joiner pairs with is filed nowhere.
-* A joiner's search (``first_of_owner``) is a lookup per worker count,
-  fewest first, of (its owner, its role, that count), and a walk of that
-  list in name order, reading each claim's room from its open-seat bucket (so
-  a node's parked load moving touches no owner list), that stops at the
-  first claim with room: only an owner holding every claim of the fleet, with
-  host memory blocking them all, makes it as long as the fleet. (Tried and
-  slower on the bench's day: a room index per owner, its bounds re-tightened
-  after each miss, 1.5x the replay; lists per (owner, roles held) under each
-  role policy and worker count, three nested dictionaries to file through;
-  one list per (owner, role) of (workers, name) pairs, whose tuple
-  comparisons cost each filing twice a name's.)
-* The lists are filed only once a search asks for them (owner affinity on, a
-  join sought), all at once from the books' rows, and kept from then on:
-  until then, and for good with owner affinity off, filing a claim costs one
-  test for them. ``Index.describe`` lists them as filed, or before that as
-  they would be, read plainly (``owner_keys``) rather than through the
-  filing's tables.
-* The worker counts ever filed are kept sorted and never dropped, so the
-  search walks them in the join ranking's order without sorting.
+* A *rank* is (turn round, workers) as one integer, ``round << WORKER_BITS |
+  workers`` (a claim seats at most 256), so the two keys after owner affinity
+  compare as one number. ``share_rank`` gives it.
+* An open claim with workers is filed, for each owner on it, under that
+  owner, then its *owner group* (the node's role policy, the roles the owner
+  holds there; None: a role not known), then that owner's rank there, in a
+  sorted list of names. An owner has a handful of groups: role policies
+  times the roles it can hold.
+* A joiner's search (``first_of_owner``) reads its owner's groups whose role
+  policy takes it (and, for owner affinity, that ``policy.pairs`` with it),
+  each group's ranks in ascending order, and in a rank's list the first
+  claim with room (read from its open-seat bucket, so a node's parked load
+  moving touches no owner list); a group stops at its first hit, or at a rank
+  past the best found so far. Only an owner whose claims with no room fill
+  its best ranks makes that long.
+* The lists are filed only once a join search asks for them, all at once
+  from the books' rows, and kept from then on: until then filing a claim
+  costs one test for them. ``Index.describe`` lists them as filed, or before
+  that as they would be, read plainly (``owner_keys``).
+* A group's ranks are kept ascending (a new one not the largest re-sorts that
+  group alone, a handful of keys), an emptied rank is dropped.
 """
 
 from __future__ import annotations
 
-from bisect import insort
+from bisect import bisect_left, insort
 from collections.abc import Mapping
 
 from placement.model import Role
-from placement.policy import pairs
-from placement.records import ClaimRow
+from placement.policy import pairs, turn_round
+from placement.records import ClaimRow, RankLists, Tally
 
-__all__ = ["OwnerKey", "OwnerLists", "joiners", "owner_keys"]
+__all__ = ["NO_RANK", "WORKER_BITS", "OwnerKey", "OwnerLists", "owner_keys", "share_rank",
+           "tally"]
 
-# An owner list's key: an owner, the role of the joiners its claims there pair with,
-# and their workers.
-OwnerKey = tuple[str, Role, int]
+WORKER_BITS = 9  # a rank's low bits: workers on the claim, at most 256
+NO_RANK = 1 << 62  # above every rank
+
+# An owner group: a node's role policy and the roles one owner holds on a claim there.
+OwnerGroup = tuple[frozenset[Role], frozenset[str | None]]
+# A list as ``describe`` names it: owner, role policy, roles held, (turn round, workers).
+OwnerKey = tuple[str, tuple[str, ...], tuple[str, ...], tuple[int, int]]
+
+
+def share_rank(owners: int, mine: int, workers: int) -> int:
+    """A claim's rank for a joiner: ``policy.turn_round`` above its workers, as one number."""
+    return turn_round(owners, mine) << WORKER_BITS | workers
+
+
+ALONE_RANK = share_rank(1, 1, 1)  # a claim of one worker, for that worker's owner
+
+
+def tally(bookings: Mapping[str, tuple[str, int, bool, str | None]]) -> Tally:
+    """Owner -> (its workers, the roles they hold) over a claim's bookings."""
+    by_owner: Tally = {}
+    for owner, _parked, _exclusive, role in bookings.values():
+        had = by_owner.get(owner)
+        if had is None:
+            by_owner[owner] = (1, _ONLY[role])
+        else:
+            mine, held = had
+            by_owner[owner] = (mine + 1, held if role in held else held | _ONLY[role])
+    return by_owner
 
 
 class OwnerLists:
     """The owner lists of an index; see the module's rules. Filed by ``Index.file_claim``."""
 
-    __slots__ = ("_owner_counts", "_owners", "_pairing", "_rows", "_solo")
+    __slots__ = ("_owners", "_rows")
 
     def __init__(self, rows: Mapping[str, ClaimRow]) -> None:
-        """``rows``: the books' claims, read when owner affinity first searches."""
+        """``rows``: the books' claims, read when a join search first asks."""
         self._rows = rows
-        # Sorted names by (owner, role, workers) of the joiners they pair with;
-        # None: not filed until owner affinity first searches.
-        self._owners: dict[OwnerKey, list[str]] | None = None
-        self._owner_counts: list[int] = []  # sorted: every worker count of its keys, ever
-        # Per role policy, by the roles one owner holds on a claim: the joiner roles the
-        # claim pairs with for that owner (a handful, filled as they are met).
-        self._pairing: dict[frozenset[Role], dict[frozenset[str | None], tuple[Role, ...]]] = {}
-        # The same for a claim's one worker, by its role (the index fills it with each
-        # new role policy).
-        # (Keyed by roles, read with a booking's role name: a Role equals its name.)
-        self._solo: dict[frozenset[Role], dict[str | None, tuple[Role, ...]]] = {}
+        # owner -> its groups -> rank -> sorted names; None: not filed until a join
+        # search first asks.
+        self._owners: dict[str, dict[OwnerGroup, RankLists]] | None = None
 
     def _file_owners(self, claim: ClaimRow, roles: frozenset[Role], workers: int) -> None:
         owners = self._owners
         assert owners is not None
-        keys: tuple[OwnerKey, ...]
-        if workers == 1:  # the common case: one owner, one role, read from a table
-            for owner, _parked, _exclusive, role in claim.bookings.values():
-                joiners = self._solo[roles][role]
-                if not joiners:
-                    claim.owner_keys = ()
-                    return
-                keys = (((owner, joiners[0], 1),) if len(joiners) == 1 else
-                        tuple([(owner, joiner, 1) for joiner in joiners]))
-        else:
-            keys = self._owner_keys(claim.bookings, roles, workers)
-        claim.owner_keys = keys
         name = claim.name
-        for key in keys:
-            names = owners.get(key)
+        if workers == 1:  # the common case: one owner, one role
+            for owner, _parked, _exclusive, role in claim.bookings.values():
+                groups = owners.get(owner)
+                if groups is None:
+                    groups = owners[owner] = {}
+                group = (roles, _ONLY[role])
+                by_rank = groups.get(group)
+                if by_rank is None:
+                    by_rank = groups[group] = {}
+                names = by_rank.get(ALONE_RANK)
+                if names is None:
+                    _new_rank(by_rank, ALONE_RANK, name)
+                else:
+                    insort(names, name)
+                claim.owner_lists = ((by_rank, ALONE_RANK),)
+            return
+        by_owner = claim.tally
+        assert by_owner is not None
+        count = len(by_owner)
+        filed = []
+        for owner, (mine, held) in by_owner.items():
+            groups = owners.get(owner)
+            if groups is None:
+                groups = owners[owner] = {}
+            group = (roles, held)
+            by_rank = groups.get(group)
+            if by_rank is None:
+                by_rank = groups[group] = {}
+            rank = (count + 1 if not mine else count * (mine + 1)) << WORKER_BITS | workers
+            names = by_rank.get(rank)
             if names is None:
-                owners[key] = [name]
-                if workers not in self._owner_counts:
-                    insort(self._owner_counts, workers)
+                _new_rank(by_rank, rank, name)
             else:
                 insort(names, name)
+            filed.append((by_rank, rank))
+        claim.owner_lists = tuple(filed)
 
-    def _owner_keys(self, bookings: dict[str, tuple[str, int, bool, str | None]],
-                    roles: frozenset[Role], workers: int) -> tuple[OwnerKey, ...]:
-        """The owner lists a claim of several workers is filed in: ``owner_keys`` read
-        with the index's table of pairings."""
-        pairing = self._pairing.get(roles)
-        if pairing is None:
-            pairing = self._pairing[roles] = {}
-        by_owner: dict[str, frozenset[str | None]] = {}
-        for owner, _parked, _exclusive, role in bookings.values():
-            mine = by_owner.get(owner)
-            by_owner[owner] = _ONLY[role] if mine is None else mine | _ONLY[role]
-        keys = []
-        for owner, held in by_owner.items():
-            found = pairing.get(held)
-            if found is None:
-                found = pairing[held] = joiners(roles, held)
-            for joiner in found:
-                keys.append((owner, joiner, workers))
-        return tuple(keys)
+    @staticmethod
+    def _unfile_owners(claim: ClaimRow) -> None:
+        lists = claim.owner_lists
+        if lists is None:
+            return
+        for by_rank, rank in lists:
+            names = by_rank[rank]
+            if len(names) == 1:
+                del by_rank[rank]
+            else:
+                del names[bisect_left(names, claim.name)]
+        claim.owner_lists = None
 
-    def _file_every_owner(self) -> dict[OwnerKey, list[str]]:
-        """Owner affinity's first search: file every open claim by owner, from now on."""
+    def _file_every_owner(self) -> dict[str, dict[OwnerGroup, RankLists]]:
+        """A join's first search: file every open claim by owner, from now on."""
         self._owners = {}
         for claim in self._rows.values():
             if claim.bucket is not None and claim.bookings:
@@ -121,31 +151,50 @@ class OwnerLists:
 
     @property
     def owners_filed(self) -> bool:
-        """Whether the owner lists are filed (owner affinity has searched)."""
+        """Whether the owner lists are filed (a join has searched)."""
         return self._owners is not None
 
-    def first_of_owner(self, owner: str, role: Role, memory: int) -> str | None:
-        """The best-ranked open claim that pairs with a joiner of ``owner``, ``role`` and
-        ``memory`` bytes (``policy.pairs``: workers of ``owner`` on it, none in ``role``)
-        and takes it: fewest workers, then name; None: none does."""
+    def first_of_owner(self, owner: str, role: Role, memory: int, *,
+                       paired: bool = False) -> tuple[int, str] | None:
+        """The best-ranked open claim holding ``owner``'s workers that takes a joiner of
+        ``owner``, ``role`` and ``memory`` bytes, as (rank, name); with ``paired``, only
+        claims that ``policy.pairs`` with it (none of the owner's workers in ``role``).
+        None: none does."""
         owners = self._owners
         if owners is None:
             owners = self._file_every_owner()
+        groups = owners.get(owner)
+        if not groups:
+            return None
         rows = self._rows
-        for workers in self._owner_counts:  # the join ranking: fewest workers, then name
-            names = owners.get((owner, role, workers))
-            if names is not None:
+        best_rank, best = NO_RANK, ""
+        for (roles, held), by_rank in groups.items():
+            if (roles and role not in roles) or (paired and not pairs(role, held)):
+                continue
+            for rank, names in by_rank.items():  # ascending: the group's first hit is its best
+                if rank > best_rank:
+                    break
+                hit = None
                 for name in names:  # the first with room
                     bucket = rows[name].bucket
                     if bucket is not None and bucket.rooms[name] >= memory:
-                        return name
-        return None
+                        hit = name
+                        break
+                if hit is not None:
+                    if rank < best_rank or hit < best:
+                        best_rank, best = rank, hit
+                    break
+        return (best_rank, best) if best_rank < NO_RANK else None
 
     def _describe_owners(self) -> dict[OwnerKey, tuple[str, ...]]:
-        """(owner, joiner role, workers) -> names: as filed, or before owner affinity
-        first searched, as they would be filed (read plainly, by ``owner_keys``)."""
+        """Every owner list by ``OwnerKey``: as filed, or before a join first searched, as
+        they would be filed (read plainly, by ``owner_keys``)."""
         if self._owners is not None:
-            return {key: tuple(names) for key, names in self._owners.items()}
+            return {(owner, _names(roles), _names(held), divmod(rank, 1 << WORKER_BITS)):
+                    tuple(names)
+                    for owner, groups in self._owners.items()
+                    for (roles, held), by_rank in groups.items()
+                    for rank, names in by_rank.items()}
         owners: dict[OwnerKey, list[str]] = {}
         for claim in self._rows.values():
             if claim.bucket is not None and claim.bookings:
@@ -154,24 +203,37 @@ class OwnerLists:
                     owners.setdefault(key, []).append(claim.name)
         return {key: tuple(sorted(names)) for key, names in owners.items()}
 
-
-def joiners(roles: frozenset[Role], held: frozenset[str | None]) -> tuple[Role, ...]:
-    """The joiner roles a claim pairs with, its role policy ``roles`` and one owner's
-    roles ``held`` there (None: not known): those ``policy.pairs`` names, where the node
-    takes them."""
-    return tuple(role for role in Role if (not roles or role in roles) and pairs(role, held))
+    def _ranks_ascending(self) -> bool:
+        """Every group's ranks in ascending order, none empty (for ``describe``)."""
+        return all(list(by_rank) == sorted(by_rank) and all(by_rank.values())
+                   for groups in (self._owners or {}).values() for by_rank in groups.values())
 
 
 def owner_keys(bookings: dict[str, tuple[str, int, bool, str | None]],
                roles: frozenset[Role]) -> tuple[OwnerKey, ...]:
     """The owner lists an open claim with these bookings, on a node of role policy
     ``roles``, is filed in, read plainly (the filing reads the index's tables)."""
-    held: dict[str, set[str | None]] = {}
+    held: dict[str, list[str | None]] = {}
     for owner, _parked, _exclusive, role in bookings.values():
-        held.setdefault(owner, set()).add(role)
-    return tuple([(owner, joiner, len(bookings)) for owner, mine in held.items()
-                  for joiner in joiners(roles, frozenset(mine))])
+        held.setdefault(owner, []).append(role)
+    return tuple([(owner, _names(roles), _names(frozenset(mine)),
+                   (turn_round(len(held), len(mine)), len(bookings)))
+                  for owner, mine in held.items()])
 
 
+def _new_rank(by_rank: RankLists, rank: int, name: str) -> None:
+    """A group's first claim at ``rank``: its ranks kept ascending."""
+    by_rank[rank] = [name]
+    if len(by_rank) > 1 and max(by_rank) != rank:  # re-rank in place: a handful of keys
+        ranked = sorted(by_rank.items())
+        by_rank.clear()
+        by_rank.update(ranked)
+
+
+def _names(roles: frozenset[Role] | frozenset[str | None]) -> tuple[str, ...]:
+    return tuple(sorted(str(role) for role in roles))
+
+
+# A role's plain name (None: not known) alone, as the roles an owner holds.
 _ONLY: dict[str | None, frozenset[str | None]] = {
-    role: frozenset((role,)) for role in (*Role, None)}
+    name: frozenset((name,)) for name in (*(role.value for role in Role), None)}

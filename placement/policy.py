@@ -45,8 +45,16 @@ Rules:
   sharing a claim, each waits for the other through every rollout. So a
   claim holding a worker of the joiner's owner in the joiner's own role earns
   no preference, even beside one in the other role (a job's second sampler
-  is not sent to the claim its trainer already shares with its first). Then
-  load evens out across claims before any claim fills up.
+  is not sent to the claim its trainer already shares with its first).
+* Then, and first with owner affinity off, the joiner's share of the claim's
+  turns once it joins, largest first (``turn_round``): the node's time-slicer
+  hands turns round by owner, then among one owner's workers, so on a claim
+  of ``k`` distinct owners a joiner of a new owner gets ``1/(k+1)`` of the
+  turns, and one whose owner already has ``m`` workers there ``1/(k*(m+1))``
+  (never more; equal only for ``k = m = 1``). Two workers of two owners
+  leave a joiner a third, two of one other owner a half.
+* Then load evens out across claims before any claim fills up (fewest
+  workers), and the claim name breaks ties.
 * A claim's *room* (``join_room``) is the largest joiner it takes now, so the
   fit and host-memory checks are one comparison.
 
@@ -81,6 +89,7 @@ __all__ = [
     "pairs",
     "spread_rank",
     "steps_for",
+    "turn_round",
 ]
 
 
@@ -199,10 +208,11 @@ JOIN_CHECKS: tuple[tuple[str, Callable[[JoinCandidate, Request], bool]], ...] = 
 
 # Candidates compare by ``join_rank``, smallest first: with owner affinity on, a
 # claim whose workers of the joiner's owner are all of the other role first (their
-# phases alternate with the joiner's); then load evens out across claims before any
-# claim fills up.
-JOIN_RANKING = ("same owner, other role only (with owner affinity on)", "fewest workers",
-                "claim name")
+# phases alternate with the joiner's); then the largest share of the claim's turns the
+# joiner would get (``turn_round``, fewest first); then load evens out across claims
+# before any claim fills up.
+JOIN_RANKING = ("same owner, other role only (with owner affinity on)",
+                "largest share of turns for the joiner", "fewest workers", "claim name")
 
 
 def pairs(joiner: Role, owners_roles: Collection[str | None]) -> bool:
@@ -213,10 +223,20 @@ def pairs(joiner: Role, owners_roles: Collection[str | None]) -> bool:
     return bool(owners_roles) and joiner not in owners_roles
 
 
-def join_rank(paired: bool, workers: int, claim: str) -> tuple[bool, int, str]:
+def turn_round(owners: int, mine: int) -> int:
+    """Turns in one round of a claim's time-slicing per turn of a joiner, once it joins:
+    its share of the turns is the inverse. ``owners``: distinct owners on the claim now;
+    ``mine``: workers of the joiner's owner there. Rounds go by owner, then among one
+    owner's workers: a new owner gets one turn in ``owners + 1``, a present one one in
+    ``owners`` times its ``mine + 1`` workers."""
+    return owners + 1 if not mine else owners * (mine + 1)
+
+
+def join_rank(paired: bool, owners: int, mine: int, workers: int,
+              claim: str) -> tuple[bool, int, int, str]:
     """An open claim's place in ``JOIN_RANKING``; ``paired``: it ``pairs`` with the joiner
-    (always False with affinity off)."""
-    return not paired, workers, claim
+    (always False with affinity off); ``owners``, ``mine``: as ``turn_round`` reads them."""
+    return not paired, turn_round(owners, mine), workers, claim
 
 
 def join_room(devices: int, workers: int, footprint: int, device_memory: int,

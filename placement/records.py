@@ -27,6 +27,11 @@ from placement.model import Booking, Claim, Node, Role
 from placement.policy import has_pod_slot
 from placement.rooms import RoomIndex
 
+# Owner -> (its workers on a claim, the roles they hold; None: not known).
+Tally = dict[str, tuple[int, frozenset[str | None]]]
+# One owner group's lists: rank (``owners.share_rank``) -> sorted claim names.
+RankLists = dict[int, list[str]]
+
 # A role's plain string and back (None: a role not known), for the bookings' tuples.
 ROLE_NAME: dict[Role | None, str | None] = {None: None, **{role: role.value for role in Role}}
 ROLE_OF: dict[str | None, Role | None] = {name: role for role, name in ROLE_NAME.items()}
@@ -110,7 +115,7 @@ class ClaimRow:
 
     __slots__ = ("allocated", "blocked_key", "bookings", "bucket", "device_memory", "devices",
                  "exclusive", "exclusive_key", "footprint", "full_key", "name", "node",
-                 "open_key", "owner_keys", "shown", "unallocated_key")
+                 "open_key", "owner_lists", "shown", "tally", "unallocated_key")
 
     def __init__(self, name: str, node: str, devices: int, allocated: bool,
                  device_memory: int = 0) -> None:
@@ -132,9 +137,12 @@ class ClaimRow:
         self.shown: Claim | None = None  # the last snapshot, until the claim changes
         # ---- the index's: where the claim is filed
         self.bucket: RoomIndex | None = None  # its open-seat bucket
-        # The (owner, joiner role, workers) owner lists it is filed in; None: in none (not
-        # open, or owner affinity has not searched yet)
-        self.owner_keys: tuple[tuple[str, Role, int], ...] | None = None
+        # The owner lists it is filed in, as (lists, rank); None: in none (not open, or
+        # no join has searched yet)
+        self.owner_lists: tuple[tuple[RankLists, int], ...] | None = None
+        # Its owners while it is open with two workers or more (``owners.tally``); None
+        # otherwise (one worker: its one booking says it)
+        self.tally: Tally | None = None
         self.exclusive_key: SeatGroup | None = None  # counted as held by an exclusive worker
         self.open_key: SeatGroup | None = None  # counted as open (with a free seat)
         self.full_key: tuple[SeatGroup, int] | None = None  # counted as full

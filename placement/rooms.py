@@ -63,22 +63,32 @@ class RoomIndex:
     def room(self, name: str) -> Room:
         return self._rooms[name]
 
-    def first(self, at_least: Room) -> str | None:
-        """The smallest name whose room is at least ``at_least``, if any."""
+    def first(self, at_least: Room, after: str | None = None) -> str | None:
+        """The smallest name whose room is at least ``at_least``, if any; with ``after``
+        (a name here), the smallest such name past it."""
         maxima = self._maxima
-        for chunk, chunk_top in enumerate(self._chunk_maxima):
-            if chunk_top < at_least:
+        begin = 0  # the first block read whole
+        if after is not None:
+            index = bisect_right(self._heads, after) - 1
+            block = self._blocks[index]
+            rooms = self._rooms
+            for name in block[bisect_right(block, after):]:
+                if rooms[name] >= at_least:
+                    return name
+            begin = index + 1
+        for chunk in range(begin // CHUNK, len(self._chunk_maxima)):
+            if self._chunk_maxima[chunk] < at_least:
                 continue
             start = chunk * CHUNK
-            for index in range(start, min(start + CHUNK, len(maxima))):
+            for index in range(max(start, begin), min(start + CHUNK, len(maxima))):
                 if maxima[index] >= at_least:
                     rooms = self._rooms
                     for name in self._blocks[index]:
                         if rooms[name] >= at_least:
                             return name
                     maxima[index] = max(map(rooms.__getitem__, self._blocks[index]))
-            # Nothing here was large enough: tighten the chunk's bound too.
-            self._chunk_maxima[chunk] = max(maxima[start:start + CHUNK])
+            if start >= begin:  # the chunk read whole and nothing was large enough
+                self._chunk_maxima[chunk] = max(maxima[start:start + CHUNK])
         return None
 
     def add(self, name: str, room: Room) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from placement import JoinClaim, NewClaim, Node, Policy, Request, Role, Strategy
 
@@ -141,7 +142,11 @@ def reference_join(request: Request, nodes: list[Node], claims: list[RefClaim],
         mine = [claim.roles.get(worker) for worker, owner in claim.owners.items()
                 if owner == request.owner]
         paired = policy.owner_affinity and bool(mine) and request.role not in mine
-        seats.append(((not paired, len(claim.workers), claim.name), claim, node))
+        # The joiner's share of the claim's turns once it joins: turns go round the
+        # owners, then round one owner's workers.
+        owners = set(claim.owners.values()) | {request.owner}
+        share = Fraction(1, len(owners)) / (len(mine) + 1)
+        seats.append(((not paired, -share, len(claim.workers), claim.name), claim, node))
     if seats:
         _, claim, node = min(seats, key=lambda s: s[0])
         return JoinClaim(claim.name, node.name, claim.devices,

@@ -19,6 +19,7 @@ from tests.behavior.conftest import (
     sampler,
     trainer,
 )
+from tests.behavior.test_turn_stories import played
 
 
 def test_free_gpus_are_used_before_anyone_shares() -> None:
@@ -313,19 +314,69 @@ def test_a_joiner_goes_to_a_claim_of_its_own_owner_first() -> None:
     # beta's sampler takes turns with beta's trainer, so it joins claim-b-train.
     assert claim_of(sim, "b-sample-1") == "claim-b-train"
     # beta's second sampler would roll out with the first: claim-b-train earns it no
-    # preference now, so fewest workers, then name, as for anyone.
+    # preference now, so its share of turns decides, as for anyone: a half beside alpha's
+    # trainer, a third as beta's third worker of claim-b-train.
     sim.arrive(sampler("b-sample-2", LORA, "beta"))
     assert claim_of(sim, "b-sample-2") == "claim-a-train"
-    # A worker of neither owner: fewest workers, then name, as ever.
+    # A worker of neither owner: claim-a-train now holds two owners (a third of the turns
+    # for a third), claim-b-train one (a half), so claim-b-train.
     sim.arrive(sampler("c-sample", LORA, "gamma"))
-    assert claim_of(sim, "c-sample") == "claim-a-train"
+    assert claim_of(sim, "c-sample") == "claim-b-train"
 
-    # With owner affinity off, the ranking is fewest workers, then name.
+    # With owner affinity off, the ranking is the share of turns (a half on either), then
+    # fewest workers, then name.
     off = Simulation(nodes, policy=Policy(owner_affinity=False))
     for request in (trainer("a-train", LORA, "alpha"), trainer("b-train", LORA, "beta"),
                     sampler("b-sample-1", LORA, "beta")):
         off.arrive(request)
     assert claim_of(off, "b-sample-1") == "claim-a-train"
+
+
+def test_a_joiner_goes_where_it_gets_the_larger_share_of_turns() -> None:
+    # Turns go round a claim's owners, then round one owner's workers.
+    sim = Simulation((prod_node("gpu-a", max_workers=4), prod_node("gpu-b", max_workers=4)))
+    sim.arrive(sampler("a1", LORA, "alice"))
+    sim.arrive(sampler("c1", LORA, "carol"))
+    sim.arrive(sampler("b1", LORA, "bob"))  # a half on either: one worker each, by name
+    assert claim_of(sim, "b1") == "claim-a1"
+    sim.arrive(sampler("c2", LORA, "carol"))  # a half beside carol's own, a third beside two
+    assert claim_of(sim, "c2") == "claim-c1"
+    # Both claims hold two workers. claim-a1's are of two owners: dave would get a third
+    # of the turns there (the old ranking sent it there, by name). claim-c1's are both
+    # carol's: a half for dave, a quarter for each of carol's.
+    sim.arrive(sampler("d1", LORA, "dave"))
+    assert claim_of(sim, "d1") == "claim-c1"
+    # With owner affinity off the share ranks first just the same.
+    off = Simulation((prod_node("gpu-a", max_workers=4), prod_node("gpu-b", max_workers=4)),
+                     policy=Policy(owner_affinity=False))
+    for name, owner in (("a1", "alice"), ("c1", "carol"), ("b1", "bob"), ("c2", "carol"),
+                        ("d1", "dave")):
+        off.arrive(sampler(name, LORA, owner))
+    assert claim_of(off, "d1") == "claim-c1"
+
+
+def test_the_joiner_is_served_the_share_of_turns_its_claim_promised() -> None:
+    # The story above with turns played (examples/turn-share.yaml tells it too): every
+    # worker wants the device all the time, so what each is served is its share.
+    text = """
+turns: {}
+nodes:
+  - {name: gpu, devices: 2, deviceMemory: 80Gi, hostMemory: 1Ti, maxWorkersPerClaim: 4,
+     hostToDeviceBandwidth: 25GB/s}
+events:
+  - {at: 0, arrive: {name: a1, role: sampler, memory: 20Gi, owner: alice}}
+  - {arrive: {name: c1, role: sampler, memory: 20Gi, owner: carol}}
+  - {arrive: {name: b1, role: sampler, memory: 20Gi, owner: bob}}
+  - {arrive: {name: c2, role: sampler, memory: 20Gi, owner: carol}}
+  - {arrive: {name: d1, role: sampler, memory: 20Gi, owner: dave}}
+  - {at: 10h, expect: {worker: d1, sharesWith: c2}}
+"""
+    served = {w.worker: w.served_share for w in played(text).workers}
+    # A half, less the switches (a second or two of every two minutes); a third where the
+    # names alone would have sent it.
+    assert 0.47 < served["d1"] <= 0.5
+    assert all(0.23 < served[c] <= 0.25 for c in ("c1", "c2"))
+    assert all(0.47 < served[w] <= 0.5 for w in ("a1", "b1"))
 
 
 def test_a_sampler_joins_its_own_jobs_trainer_not_its_jobs_other_sampler() -> None:
