@@ -85,6 +85,8 @@ class ArriveStep(NamedTuple):
     memory: int
     owner: str
     demand: tuple[tuple[float, float], ...] | None  # when it wants a turn; None: always
+    exclusive: bool = False  # it runs alone
+    devices: int | None = None  # the exact device count it names; None: none
 
 
 class LeaveStep(NamedTuple):

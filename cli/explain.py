@@ -28,7 +28,7 @@ import click
 from cli.live import KUBECTL, OPENRL_PLACE, Flags, read, unreachable
 from controller.fleet.warning import Kind
 from controller.inspect_fleet import LiveFleet, seated_claims, standing_claims, turn_state
-from placement import Policy, Request, Role, Strategy
+from placement import Policy, Strategy
 from placement.quantity import format_quantity
 from placement.remedy import Diagnosis, NodeVerdict, diagnose
 
@@ -61,9 +61,7 @@ def build(flags: Flags) -> click.Command:
         standing = standing_claims(live).get(worker)
         diagnosis: Diagnosis | None = None
         if claim is None and not found.spec_error:
-            request = Request(found.name, Role(found.role), found.memory, found.owner,
-                              found.exclusive)
-            diagnosis = diagnose(request, live.view.fleet, Policy(Strategy(strategy)))
+            diagnosis = diagnose(found.request, live.view.fleet, Policy(Strategy(strategy)))
         document = _explanation(found.name, found.role.value, found.memory, found.owner,
                                 str(status.get("phase") or "Pending"), status.get("reason"),
                                 claim, live, diagnosis)

@@ -157,11 +157,22 @@ class Arrive:
                                                            default=None)
     # Runs alone: never joins a claim, and no one joins its claim.
     exclusive: bool = field("exclusive", check_boolean, default=False)
+    # Exactly this many devices of one node, each holding memory / devices (a
+    # tensor-parallel server); never joins a claim. None: as many as its memory needs.
+    devices: int | None = field("devices", default=None)
+
+    @devices.validator
+    def _whole_devices(self, attribute: attrs.Attribute[Any], value: object) -> None:
+        # Named with the worker: the count is the server's own, read beside its name.
+        try:
+            check_count(self, attribute, value)
+        except FieldError as error:
+            raise FieldError(error.key, f"worker {excerpt(self.name)}: {error.message}") from None
 
     def to_request(self) -> Request:
         # No owner: an owner of one, itself (the placement library's rule).
         return Request(self.name, _ROLES[self.role], self.memory, self.owner or "",
-                       self.exclusive)
+                       self.exclusive, self.devices)
 
 
 _ROLES = {role.value: role for role in Role}

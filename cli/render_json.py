@@ -59,6 +59,7 @@ def to_document(report: Report) -> dict[str, Any]:
     failures = list(report.failures)
     steps: list[dict[str, Any]] = []
     arrived: dict[str, float] = {}
+    arrivals: dict[str, ArriveStep] = {}  # each worker's latest
     seated: dict[str, float] = {}
     at: float = 0
     for step, at in zip(report.steps, report.clock, strict=True):
@@ -67,11 +68,12 @@ def to_document(report: Report) -> dict[str, Any]:
         steps.append(_step(step, at))
         if step.__class__ is ArriveStep:
             arrived[step.worker] = at
+            arrivals[step.worker] = step
             seated.pop(step.worker, None)
         for seat in step.placed:
             seated[seat.worker] = at
     end = at
-    would_seat = _would_seat(report)
+    would_seat = _would_seat(report, arrivals)
     return {
         "workers": {
             state.name: {
@@ -86,7 +88,7 @@ def to_document(report: Report) -> dict[str, Any]:
                 "arrivedAt": arrived[state.name],
                 "placedAt": seated.get(state.name),
                 "waited": seated.get(state.name, end) - arrived[state.name],
-                **({"wouldSeat": would_seat[state.role, state.memory]}
+                **({"wouldSeat": would_seat[_class_of(arrivals[state.name])]}
                    if state.claim is None else {}),
             }
             for state in report.workers
@@ -170,17 +172,29 @@ def turns_document(turns: Turns) -> dict[str, Any]:
     }
 
 
-def _would_seat(report: Report) -> dict[tuple[Role, int], dict[str, object] | None]:
-    """The smallest change that would seat each pending worker, per (role, memory).
+_Class = tuple[str, int, bool, int]  # role, memory, exclusive, devices named (0: none)
 
-    The decision reads nothing else of a worker, so one answer serves a class. The
+
+def _class_of(arrival: ArriveStep) -> _Class:
+    return arrival.role, arrival.memory, arrival.exclusive, arrival.devices or 0
+
+
+def _would_seat(report: Report,
+                arrivals: dict[str, ArriveStep]) -> dict[_Class, dict[str, object] | None]:
+    """The smallest change that would seat each pending worker, per (role, memory,
+    exclusive, devices named).
+
+    The decision reads nothing else of a worker (its owner only ranks joins, and a
+    change is tried by whether it seats at all), so one answer serves a class. The
     fleet is built here for this alone, so the trials borrow it rather than a copy
     each: on a 1,000-node day a copy costs about as much as building it.
     """
-    classes = sorted({(s.role, s.memory) for s in report.workers if s.claim is None})
+    classes = sorted({_class_of(arrivals[s.name]) for s in report.workers if s.claim is None})
     if not classes:
         return {}
-    found = smallest_changes((Request("pending", role, memory) for role, memory in classes),
+    found = smallest_changes((Request("pending", Role(role), memory, exclusive=exclusive,
+                                      devices=devices or None)
+                              for role, memory, exclusive, devices in classes),
                              _ending_fleet(report), lend=True)
     return {key: change.to_dict() if change is not None else None
             for key, change in zip(classes, found, strict=True)}

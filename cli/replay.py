@@ -228,7 +228,8 @@ class _Run:
             state_reason = self.sim.state(event.name).reason
             reason = str(state_reason) if state_reason is not None else None
         step = ArriveStep(event.name, placed, reason, event.role, event.memory,
-                          event.owner or event.name, event.demand)
+                          event.owner or event.name, event.demand, event.exclusive,
+                          event.devices)
         self.arrivals[event.name] = step
         return step
 

@@ -8,7 +8,9 @@ Rules:
   (none: both). Entries are separated by commas, semicolons or spaces, e.g.
   ``8x80Gi:trainer, 4x40Gi:sampler``.
 * A size is a device memory S with the most devices D one node of it has. A
-  worker fits it when ``devices_needed(memory, S) <= D``.
+  worker fits it when ``devices_for(memory, S, N) <= D``: with ``spec.devices``
+  N, exactly N devices each holding ``ceil(memory / N)``, else
+  ``devices_needed``.
 * The sizes a standing claim lists (``alternatives``): every size of the nodes
   that accept the worker's role, and of the declared pools that do, the worker
   fits; smallest device first, each with its count, a per-device floor (the
@@ -29,7 +31,7 @@ from collections.abc import Iterable
 
 import attrs
 
-from placement.model import Node, Role, devices_needed, per_device_share
+from placement.model import Node, Role, devices_for, per_device_share
 from placement.quantity import QuantityError, format_quantity, parse_quantity
 
 __all__ = ["MAX_ALTERNATIVES", "Alternative", "DeclaredPool", "PoolError", "Verdict",
@@ -130,26 +132,37 @@ class Verdict:
         return "waiting for kube-scheduler or the autoscaler to add a node"
 
 
-def can_grow(role: Role, memory: int, pools: tuple[DeclaredPool, ...]) -> bool:
-    """Whether a node the autoscaler adds could hold the worker: some declared pool fits
-    it, or none is declared (then nobody can say it cannot)."""
-    return not pools or any(
-        p.accepts(role) and devices_needed(memory, p.device_memory) <= p.devices for p in pools)
+def can_grow(role: Role, memory: int, pools: tuple[DeclaredPool, ...],
+             devices: int | None = None) -> bool:
+    """Whether a node the autoscaler adds could hold the worker (``devices``: the count
+    it names, if any): some declared pool fits it, or none is declared (then nobody can
+    say it cannot)."""
+    return not pools or any(p.accepts(role) and _fits(memory, p.device_memory, devices,
+                                                      p.devices) for p in pools)
+
+
+def _fits(memory: int, device_memory: int, devices: int | None, most: int) -> bool:
+    need = devices_for(memory, device_memory, devices)
+    return need is not None and need <= most
 
 
 def alternatives(role: Role, memory: int, nodes: Iterable[Node],
-                 pools: tuple[DeclaredPool, ...]) -> Verdict:
-    """The shapes a standing claim for a worker of ``role`` and ``memory`` lists."""
+                 pools: tuple[DeclaredPool, ...], devices: int | None = None) -> Verdict:
+    """The shapes a standing claim for a worker of ``role`` and ``memory`` lists
+    (``devices``: the count it names, if any)."""
     most: dict[int, int] = {}
     for size, count in [*((n.device_memory, n.devices) for n in nodes if n.accepts(role)),
                         *((p.device_memory, p.devices) for p in pools if p.accepts(role))]:
         most[size] = max(most.get(size, 0), count)
     shapes = []
     for size in sorted(most):
-        need = devices_needed(memory, size)
-        if need <= most[size]:
+        need = devices_for(memory, size, devices)
+        if need is not None and need <= most[size]:
             shapes.append(Alternative(need, per_device_share(memory, need), size))
     shapes = shapes[:MAX_ALTERNATIVES]
     if shapes or pools:
         return Verdict(tuple(shapes), never=not shapes, declared=bool(pools))
-    return Verdict((Alternative(1, memory, None),), never=False, declared=False)
+    # Nothing known fits: one open shape, its count (one, unless it names more).
+    count = devices or 1
+    return Verdict((Alternative(count, per_device_share(memory, count), None),), never=False,
+                   declared=False)

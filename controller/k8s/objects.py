@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 
 from controller.k8s import naming
-from placement import Role
+from placement import Request, Role
 from placement.quantity import QuantityError, parse_quantity
 
 Obj = dict[str, Any]
@@ -101,6 +101,9 @@ class Worker:
     overlay: Obj
     spec_error: str | None
     exclusive: bool = False  # runs alone: never joins a claim, and no one joins its claim
+    # spec.devices: exactly this many devices, each holding memory / devices; None: as
+    # many as its memory needs. Never joins a claim.
+    devices: int | None = None
 
     @classmethod
     def from_obj(cls, obj: Obj) -> Worker:
@@ -131,6 +134,12 @@ class Worker:
         if not isinstance(exclusive, bool):
             errors.append(f"spec.exclusive {exclusive!r} is not true or false")
             exclusive = False
+        devices = spec.get("devices")
+        if devices is not None and (type(devices) is not int or devices < 1):
+            # The CRD's schema refuses these; a spec written before it, or an API server
+            # that skipped it, still gets a clear status rather than a guess.
+            errors.append(f"spec.devices {devices!r} is not a whole number of at least 1")
+            devices = None
         return cls(
             obj=obj,
             name=name,
@@ -146,7 +155,14 @@ class Worker:
             overlay=overlay,
             spec_error="; ".join(errors) or None,
             exclusive=exclusive,
+            devices=devices,
         )
+
+    @property
+    def request(self) -> Request:
+        """The worker as placement asks about it."""
+        return Request(self.name, self.role, self.memory, self.owner, self.exclusive,
+                       self.devices)
 
     @property
     def status(self) -> Obj:

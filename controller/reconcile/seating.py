@@ -130,7 +130,7 @@ def seat(ctx: Context, case: Case) -> Conclusion:
                       held.node if held.allocated else "", f"resumed on claim {held.name}",
                       pin=held.node)
     fleet = view.fleet
-    request = Request(worker.name, worker.role, worker.memory, worker.owner, worker.exclusive)
+    request = worker.request
     decision = _elsewhere(request, fleet, settings.policy, moves.wedged_on(worker),
                           decide(request, fleet, settings.policy))
     if isinstance(decision, NewClaim) and worker.own_claim in view.claims:

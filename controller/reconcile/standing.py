@@ -79,7 +79,7 @@ from controller.k8s.objects import (
 )
 from controller.reconcile import moves, render
 from controller.reconcile.vocabulary import Case, Conclusion, Context, Outcome, Write
-from placement import JoinClaim, Request, Strategy, decide
+from placement import JoinClaim, Strategy, decide
 
 __all__ = ["LABEL_STANDING", "WAITS", "build_standing_claim", "is_standing", "lost_race",
            "stand", "stand_instead", "standing_claim_left", "standing_claim_name",
@@ -138,7 +138,7 @@ def _waiting(worker: Worker, verdict: Verdict, claim: str, retry: float) -> Conc
 
 def _verdict(ctx: Context, worker: Worker) -> Verdict:
     return alternatives(worker.role, worker.memory, ctx.cache.view.nodes.values(),
-                        ctx.settings.autoscale_pools)
+                        ctx.settings.autoscale_pools, worker.devices)
 
 
 def stand_instead(ctx: Context, case: Case, done: Conclusion) -> Conclusion:
@@ -149,7 +149,8 @@ def stand_instead(ctx: Context, case: Case, done: Conclusion) -> Conclusion:
     if done.decided in WAITS:
         return stand(ctx, case)
     if (done.decided == "join_claim" and ctx.settings.policy.strategy == Strategy.SPREAD
-            and can_grow(worker.role, worker.memory, ctx.settings.autoscale_pools)):
+            and can_grow(worker.role, worker.memory, ctx.settings.autoscale_pools,
+                         worker.devices)):
         return stand(ctx, case)
     return done
 
@@ -212,7 +213,7 @@ def standing_pod(ctx: Context, case: Case) -> Conclusion | None:
         return Conclusion(Outcome(WorkerPhase.PENDING, ReasonKind.WAITING_FOR_CAPACITY,
                                   f"standing pod {name_of(pod)} is being deleted"),
                           requeue_after=retry)
-    request = Request(worker.name, worker.role, worker.memory, worker.owner, worker.exclusive)
+    request = worker.request
     decision = decide(request, view.fleet, ctx.settings.policy)
     verdict = _verdict(ctx, worker)
     if isinstance(decision, JoinClaim) and ctx.settings.policy.strategy == Strategy.BINPACK:

@@ -203,6 +203,7 @@ def test_crd_spec_contract() -> None:
         "ownerId",
         "memory",
         "exclusive",
+        "devices",
         "estimatorVersion",
         "podTemplate",
         "container",
@@ -210,6 +211,10 @@ def test_crd_spec_contract() -> None:
     assert props["role"]["enum"] == ["trainer", "sampler"]
     # A worker that runs alone says so at creation; like the rest of spec, never after.
     assert props["exclusive"] == {**props["exclusive"], "type": "boolean", "default": False}
+    # An exact device count: a whole number from 1, fixed once set (as the rest of spec).
+    assert props["devices"] == {**props["devices"], "type": "integer", "minimum": 1}
+    assert [r["rule"] for r in props["devices"]["x-kubernetes-validations"]] == [
+        "self == oldSelf"]
     assert props["modelId"]["minLength"] == 1
     assert props["podTemplate"]["required"] == ["name"]
     assert props["podTemplate"]["properties"]["key"]["default"] == "pod.yaml"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from controller.k8s import kube
 from tests.unit.controller.conftest import Cluster
 
 SHARING = {"openrl.io/max-workers-per-claim": "2"}
@@ -59,3 +60,38 @@ def test_exclusive_must_be_true_or_false() -> None:
     status = c.place("w", exclusive="yes")
     assert status["phase"] == "Failed"
     assert "spec.exclusive 'yes' is not true or false" in status["reason"]
+
+
+def test_spec_devices_gets_a_claim_of_exactly_that_many_floored_at_its_share() -> None:
+    # 100Gi would take 2 of 8 x 80Gi; devices: 4 takes 4, each of at least 25Gi.
+    c = Cluster(devices=8)
+    status = c.place("tp", "100Gi", devices=4)
+    claim = c.api.obj(kube.CLAIMS, status["claimName"])
+    assert claim is not None
+    (request,) = claim["spec"]["devices"]["requests"]
+    assert request["exactly"]["count"] == 4
+    assert claim["metadata"]["labels"]["openrl.io/memory-floor"] == "25Gi"
+    assert claim["metadata"]["labels"]["openrl.io/memory-ceiling"] == "80Gi"
+    expression = request["exactly"]["selectors"][0]["cel"]["expression"]
+    assert 'compareTo(quantity("25Gi")) >= 0' in expression
+    assert 'compareTo(quantity("80Gi")) <= 0' in expression
+    assert c.place("plain", "100Gi")["claimName"] != status["claimName"]
+    assert c.api.obj(kube.CLAIMS, c.status("plain")["claimName"])["spec"]["devices"][
+        "requests"][0]["exactly"]["count"] == 2
+
+
+def test_spec_devices_more_than_any_node_has_never_fits() -> None:
+    c = Cluster(devices=8)
+    status = c.place("tp", "100Gi", devices=16)
+    assert status["phase"] == "Pending"
+    assert status["reason"].startswith(
+        "NoCapacity: devices: 16: no trainer node has 16 devices of at least 6.25Gi")
+
+
+def test_spec_devices_must_be_a_whole_number_from_one() -> None:
+    c = Cluster()
+    for bad in (0, -1, 2.5, "4", True):
+        name = f"w{abs(hash(repr(bad))) % 1000}"
+        status = c.place(name, devices=bad)
+        assert f"spec.devices {bad!r} is not a whole number of at least 1" in \
+            status["reason"], status

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from controller.fleet.pools import PoolError, alternatives, parse_pools
+from controller.fleet.pools import PoolError, alternatives, can_grow, parse_pools
 from controller.k8s import kube
 from controller.settings import Settings, SettingsError
 from placement import Node
@@ -77,6 +77,19 @@ def test_shapes_smallest_device_first_each_with_count_floor_and_ceiling() -> Non
     assert never.never and never.reason == "no declared autoscaled pool fits it"
     open_ = alternatives(Role.TRAINER, 2000 * GI, [], ())
     assert not open_.never and [str(s) for s in open_.shapes] == ["1 x 2000Gi..any"]
+
+
+def test_a_named_device_count_lists_only_sizes_with_that_many_each_floored_at_its_share() -> None:
+    nodes = [Node("a", 8, 80 * GI), Node("b", 2, 40 * GI)]
+    pools = parse_pools("4x40Gi:trainer, 8x141Gi")
+    verdict = alternatives(Role.TRAINER, 100 * GI, nodes, pools, devices=4)
+    assert [str(s) for s in verdict.shapes] == ["4 x 25Gi..40Gi", "4 x 25Gi..80Gi",
+                                                 "4 x 25Gi..141Gi"]
+    assert alternatives(Role.TRAINER, 100 * GI, nodes, pools, devices=16).never
+    assert can_grow(Role.TRAINER, 100 * GI, pools, 8)
+    assert not can_grow(Role.TRAINER, 100 * GI, pools, 16)
+    open_ = alternatives(Role.TRAINER, 100 * GI, [], (), devices=4)
+    assert [str(s) for s in open_.shapes] == ["4 x 25Gi..any"]
 
 
 # --------------------------------------------------------------------- stories
