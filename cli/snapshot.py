@@ -54,6 +54,11 @@ def snapshot_document(live: LiveFleet) -> dict[str, Any]:
                                   "memory": format_quantity(holder.memory)}
         if holder.owner != holder.name:
             arrive["owner"] = holder.owner
+        # What placement reads of the worker besides: a replay without them decides otherwise.
+        if holder.exclusive:
+            arrive["exclusive"] = True
+        if holder.devices is not None:
+            arrive["devices"] = holder.devices
         events.append({"arrive": arrive})
         claim = claim_of.get(holder.name)
         # The oldest holder of a claim is the one that cut it in a replay.

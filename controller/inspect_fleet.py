@@ -54,6 +54,8 @@ class Holder:
     memory: int
     owner: str
     order: tuple[str, str]  # creation time, then name: the controller's arrival order
+    exclusive: bool = False  # spec.exclusive: it runs alone
+    devices: int | None = None  # spec.devices: the exact count it names; None: none
 
 
 @attrs.frozen
@@ -152,7 +154,8 @@ def holders_in_order(live: LiveFleet) -> list[Holder]:
     holds its seat until its pod is gone, so it stays in.
     """
     holders = [
-        Holder(w.name, w.role.value, w.memory, w.owner, age_order(w.obj))
+        Holder(w.name, w.role.value, w.memory, w.owner, age_order(w.obj), w.exclusive,
+               w.devices)
         for w in live.workers.values()
         if w.phase not in naming.FINISHED_PHASES and not w.spec_error
     ]

@@ -228,3 +228,21 @@ def test_standing_claims_seat_nobody_and_are_shown() -> None:
                                 "reason": c.status("w1")["reason"],
                                 "standingClaim": standing_claims(live)["w1"]}, None)
     assert lines[2].startswith(f"stands on claim orw-w1-standing-{uid} (not allocated")
+
+
+def test_the_snapshot_keeps_a_workers_exact_device_count_and_replays_its_claim() -> None:
+    c = Cluster(nodes=1, devices=8)
+    c.place("tp", "100Gi", devices=4)
+    c.allocate_and_run("tp")
+    c.place("solo", "10Gi", exclusive=True)
+    c.allocate_and_run("solo")
+    live = read_live_fleet(c.api, DRIVER)  # type: ignore[arg-type]
+    document = snapshot_document(live)
+    arrivals = {e["arrive"]["name"]: e["arrive"] for e in document["events"]}
+    assert arrivals == {
+        "tp": {"name": "tp", "role": "trainer", "memory": "100Gi", "devices": 4},
+        "solo": {"name": "solo", "role": "trainer", "memory": "10Gi", "exclusive": True}}
+    assert verify_snapshot(live, document) == []
+    # Without the count a replay would give tp 2 devices: the check says so.
+    del arrivals["tp"]["devices"]
+    assert verify_snapshot(live, document) != []
