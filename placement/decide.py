@@ -57,7 +57,7 @@ from placement.owners import NO_RANK, WORKER_BITS, share_rank
 from placement.policy import DEFAULT_POLICY, Policy, Step, Strategy, pairs, spread_rank, steps_for
 from placement.quantity import format_gib
 from placement.records import PoolGroup
-from placement.rooms import Room
+from placement.rooms import OwnedRooms, Room
 
 if TYPE_CHECKING:  # the decision only reads a fleet
     from placement.fleet import Fleet
@@ -229,22 +229,25 @@ def best_claim(request: Request, fleet: Fleet, owner_affinity: bool = True) -> s
         return None
     index = fleet.index
     if owner_affinity:
-        found = index.first_of_owner(request.owner, request.role, request.memory, paired=True)
+        found = index.first_of_owner(request.owner, request.role, request.memory, pairing=True)
         if found is not None:
             return found[1]
-    return _first_open(index, request)
+    return _first_open(index, request, owner_affinity)
 
 
-def _first_open(index: Index, request: Request) -> str | None:
+def _first_open(index: Index, request: Request, owner_affinity: bool) -> str | None:
     # JOIN_RANKING after owner affinity: the joiner's share of turns, then fewest workers
-    # (one rank, ``share_rank``), then the smallest claim name. The claims its owner is on
-    # rank by that owner's lists; the rest by the open seats' buckets, whose key is the
-    # rank of a joiner of another owner less one turn. Each role policy's buckets come
-    # ascending: its first fit is its best, and a key ranking past the best found so far
-    # is not read.
+    # (one rank, ``share_rank``), then the smallest claim name. The claims its owner is
+    # not on rank by the open seats' buckets, whose key is their rank less one turn; each
+    # role policy's buckets come ascending: its first fit is its best, and a key ranking
+    # past the best found so far is not read. A bucket of two workers or more may hold
+    # claims its owner is on: they rank lower, so they are stepped over here and ranked
+    # by that owner's lists after, only where they beat the best found (a claim of one
+    # worker ranks alike for anyone: the buckets rank it). With owner affinity on, the
+    # claims that pair with it were searched already: none took it.
     owner, memory = request.owner, request.memory
-    mine = index.first_of_owner(owner, request.role, memory)
-    best_rank, best = mine if mine is not None else (NO_RANK, "")
+    best_rank, best = NO_RANK, ""
+    room = False  # some open claim it may join takes it, its owner's or not
     for by_key in index.open_seats(request.role):
         for key, bucket in by_key.items():
             rank = key + _ONE_MORE_OWNER
@@ -253,14 +256,25 @@ def _first_open(index: Index, request: Request) -> str | None:
             if not bucket.rooms:  # emptied, kept
                 continue
             name = bucket.first(memory)
-            if key & _WORKERS > 1:  # its owner's claims here rank lower: found above
-                while name is not None and index.holds(name, owner):
-                    name = bucket.first(memory, name)
+            if name is None:
+                continue
+            room = True
+            if key & _WORKERS > 1 and index.holds(name, owner):
+                if isinstance(bucket, OwnedRooms):  # claims of one owner: its bounds skip
+                    name = bucket.first_without(memory, owner)
+                else:  # claims of several owners: the owner's are stepped over one by one
+                    while name is not None and index.holds(name, owner):
+                        name = bucket.first(memory, name)
             if name is not None:
                 if rank < best_rank or name < best:
                     best_rank, best = rank, name
                 break
-    return best or None
+    if not room:  # nothing takes it: its owner's lists would only walk claims without room
+        return None
+    mine = index.first_of_owner(owner, request.role, memory,
+                                pairing=False if owner_affinity else None, alone=False,
+                                to_beat=(best_rank, best))
+    return mine[1] if mine is not None else best or None
 
 
 _ONE_MORE_OWNER = share_rank(1, 0, 0) - share_rank(0, 0, 0)  # a joiner's owner, new there

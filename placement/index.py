@@ -46,14 +46,14 @@ decision never depends on the order in which the fleet was built.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from placement.model import Node, Role
 from placement.owners import WORKER_BITS, OwnerLists, tally
 from placement.policy import join_room
 from placement.records import ClaimRow, Groups, NodeRow, PoolGroup, SeatGroup
-from placement.rooms import Room, RoomIndex
+from placement.rooms import OwnedRooms, Room, RoomIndex
 
 
 class Index(OwnerLists):
@@ -206,7 +206,7 @@ class Index(OwnerLists):
             key = workers << WORKER_BITS | workers
         bucket = by_key.get(key)
         if bucket is None:
-            bucket = _new_bucket(by_key, key)
+            bucket = _new_bucket(by_key, key, self._only_owner)
         bucket.add(claim.name, join_room(devices, workers, claim.footprint, device_memory,
                                          host_left))
         claim.bucket = bucket
@@ -284,6 +284,12 @@ class Index(OwnerLists):
                      if not roles or role in roles]
             self._seat_views[role] = views
         return views
+
+    def _only_owner(self, claim: str) -> str:
+        """The one owner of an open claim of several workers of one owner."""
+        owners = self._rows[claim].tally
+        assert owners is not None and len(owners) == 1
+        return next(iter(owners))
 
     def holds(self, claim: str, owner: str) -> bool:
         """Whether an open claim of two workers or more has one of ``owner``'s."""
@@ -372,9 +378,13 @@ class Index(OwnerLists):
         }
 
 
-def _new_bucket(by_key: dict[int, RoomIndex], key: int) -> RoomIndex:
-    """A role policy's bucket for a new (owners, workers) key, its keys kept ascending."""
-    bucket = by_key[key] = RoomIndex()
+def _new_bucket(by_key: dict[int, RoomIndex], key: int,
+                only_owner: Callable[[str], str]) -> RoomIndex:
+    """A role policy's bucket for a new (owners, workers) key, its keys kept ascending: an
+    ``OwnedRooms`` for claims of one owner and several workers (a search leaves out the
+    joiner's own owner's there; of one worker they rank alike for anyone)."""
+    bucket = by_key[key] = (OwnedRooms(only_owner) if key >> WORKER_BITS == 1
+                            and key & ((1 << WORKER_BITS) - 1) > 1 else RoomIndex())
     if len(by_key) > 1 and max(by_key) != key:  # rare: re-rank in place
         ranked = sorted(by_key.items())
         by_key.clear()

@@ -23,7 +23,10 @@ owner's joiners find it ranked as they would rank it. Rules:
   claim with room (read from its open-seat bucket, so a node's parked load
   moving touches no owner list); a group stops at its first hit, or at a rank
   past the best found so far. Only an owner whose claims with no room fill
-  its best ranks makes that long.
+  its best ranks makes that long. The claims of one worker rank alike for
+  every joiner (a half of the turns), so the open seats' buckets rank them
+  with the rest, and past owner affinity an owner's lists of them are not
+  read.
 * The lists are filed only once a join search asks for them, all at once
   from the books' rows, and kept from then on: until then filing a claim
   costs one test for them. ``Index.describe`` lists them as filed, or before
@@ -77,7 +80,7 @@ def tally(bookings: Mapping[str, tuple[str, int, bool, str | None]]) -> Tally:
 class OwnerLists:
     """The owner lists of an index; see the module's rules. Filed by ``Index.file_claim``."""
 
-    __slots__ = ("_owners", "_rows")
+    __slots__ = ("_owners", "_rows", "_views")
 
     def __init__(self, rows: Mapping[str, ClaimRow]) -> None:
         """``rows``: the books' claims, read when a join search first asks."""
@@ -85,6 +88,9 @@ class OwnerLists:
         # owner -> its groups -> rank -> sorted names; None: not filed until a join
         # search first asks.
         self._owners: dict[str, dict[OwnerGroup, RankLists]] | None = None
+        # (owner, joiner role, pairing) -> the lists of the owner's groups a search
+        # reads (``first_of_owner``); all forgotten when a group is added (rare).
+        self._views: dict[tuple[str, Role, bool | None], list[RankLists]] = {}
 
     def _file_owners(self, claim: ClaimRow, roles: frozenset[Role], workers: int) -> None:
         owners = self._owners
@@ -99,6 +105,7 @@ class OwnerLists:
                 by_rank = groups.get(group)
                 if by_rank is None:
                     by_rank = groups[group] = {}
+                    self._views.clear()
                 names = by_rank.get(ALONE_RANK)
                 if names is None:
                     _new_rank(by_rank, ALONE_RANK, name)
@@ -118,6 +125,7 @@ class OwnerLists:
             by_rank = groups.get(group)
             if by_rank is None:
                 by_rank = groups[group] = {}
+                self._views.clear()
             rank = (count + 1 if not mine else count * (mine + 1)) << WORKER_BITS | workers
             names = by_rank.get(rank)
             if names is None:
@@ -155,25 +163,33 @@ class OwnerLists:
         return self._owners is not None
 
     def first_of_owner(self, owner: str, role: Role, memory: int, *,
-                       paired: bool = False) -> tuple[int, str] | None:
+                       pairing: bool | None = None, alone: bool = True,
+                       to_beat: tuple[int, str] = (NO_RANK, "")) -> tuple[int, str] | None:
         """The best-ranked open claim holding ``owner``'s workers that takes a joiner of
-        ``owner``, ``role`` and ``memory`` bytes, as (rank, name); with ``paired``, only
-        claims that ``policy.pairs`` with it (none of the owner's workers in ``role``).
-        None: none does."""
+        ``owner``, ``role`` and ``memory`` bytes, as (rank, name), if it ranks before
+        ``to_beat``; None: none does. ``pairing``: True, only the claims that
+        ``policy.pairs`` with the joiner (none of the owner's workers in ``role``);
+        False, only the others; None, all. ``alone``: False, not the claims of one worker
+        (the open seats' buckets rank those for any joiner alike)."""
         owners = self._owners
         if owners is None:
             owners = self._file_every_owner()
-        groups = owners.get(owner)
-        if not groups:
-            return None
+        view = self._views.get((owner, role, pairing))
+        if view is None:
+            view = self._views[owner, role, pairing] = [
+                by_rank for (roles, held), by_rank in owners.get(owner, {}).items()
+                if (not roles or role in roles)
+                and (pairing is None or pairing is pairs(role, held))]
         rows = self._rows
-        best_rank, best = NO_RANK, ""
-        for (roles, held), by_rank in groups.items():
-            if (roles and role not in roles) or (paired and not pairs(role, held)):
-                continue
+        best_rank, best = to_beat
+        found = False
+        skip = -1 if alone else ALONE_RANK
+        for by_rank in view:
             for rank, names in by_rank.items():  # ascending: the group's first hit is its best
                 if rank > best_rank:
                     break
+                if rank == skip:
+                    continue
                 hit = None
                 for name in names:  # the first with room
                     bucket = rows[name].bucket
@@ -182,9 +198,9 @@ class OwnerLists:
                         break
                 if hit is not None:
                     if rank < best_rank or hit < best:
-                        best_rank, best = rank, hit
+                        best_rank, best, found = rank, hit, True
                     break
-        return (best_rank, best) if best_rank < NO_RANK else None
+        return (best_rank, best) if found else None
 
     def _describe_owners(self) -> dict[OwnerKey, tuple[str, ...]]:
         """Every owner list by ``OwnerKey``: as filed, or before a join first searched, as

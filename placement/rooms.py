@@ -6,6 +6,10 @@ A claim's *room* is the largest worker that could join it now: what its
 devices hold, capped by the host memory its node can still park (the policy
 in ``policy.py`` states it as ``join_room``); ``-inf`` when nothing may join.
 
+``OwnedRooms`` is the same for claims of one owner each, and also finds the
+first name with room outside one owner (a joiner ranks its own owner's
+claims apart), by a second bound per block and chunk.
+
 Why it exists: among allocated claims with the same number of workers, the
 join goes to the smallest claim name whose node can still park the joiner.
 Rooms differ per claim, and walking names until one has room turns into
@@ -23,8 +27,9 @@ so a bound is made exact only when a query reads a block and finds nothing.
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Final
 
 BLOCK = 64  # names per block (split at twice this)
@@ -166,3 +171,133 @@ class RoomIndex:
         # Blocks shifted: rare (one split per BLOCK insertions), so rebuild them all.
         maxima = self._maxima
         self._chunk_maxima = [max(maxima[i:i + CHUNK]) for i in range(0, len(maxima), CHUNK)]
+
+
+class OwnedRooms(RoomIndex):
+    """A ``RoomIndex`` of claims that each have one owner, which also finds the first name
+    with room outside one owner (``first_without``), for a joiner that ranks its own
+    owner's claims apart.
+
+    Each block and chunk also remembers its *top* owner and a bound on the rooms of the
+    other owners' claims, so a search that leaves out the top owner skips a block whose
+    other claims have no room, however many of the top owner's do. Like the largest
+    room, these are bounds: raised at once (a room of another owner than the top raises
+    the other owners' bound), made exact when a search reads a block and finds nothing,
+    where the top becomes the owner of its largest room.
+    """
+
+    __slots__ = ("_chunk_others", "_chunk_tops", "_others", "_owner_of", "_owners", "_tops")
+
+    def __init__(self, owner_of: Callable[[str], str]) -> None:
+        """``owner_of``: a claim's one owner, read once as it is added."""
+        super().__init__()
+        self._owner_of = owner_of
+        self._owners: dict[str, str] = {}
+        self._tops: list[str] = []  # per block
+        self._others: list[Room] = []  # per block: no room of another owner's claim is above
+        self._chunk_tops: list[str] = []
+        self._chunk_others: list[Room] = []
+
+    def add(self, name: str, room: Room) -> None:
+        owner = self._owners[name] = self._owner_of(name)
+        blocks = len(self._blocks)
+        super().add(name, room)
+        if blocks == 0:
+            self._tops.append(owner)
+            self._others.append(-math.inf)
+            self._chunk_tops.append(owner)
+            self._chunk_others.append(-math.inf)
+        elif len(self._blocks) == blocks:  # no split: raise the bounds
+            self._raise_others(bisect_right(self._heads, name) - 1, room, owner)
+
+    def remove(self, name: str) -> None:
+        index = bisect_right(self._heads, name) - 1
+        blocks = len(self._blocks)
+        super().remove(name)
+        del self._owners[name]
+        if len(self._blocks) < blocks:
+            del self._tops[index], self._others[index]
+            self._rebuild_others()
+
+    def update(self, name: str, room: Room) -> None:
+        if self._rooms[name] != room:
+            super().update(name, room)
+            self._raise_others(bisect_right(self._heads, name) - 1, room, self._owners[name])
+
+    def first_without(self, at_least: Room, owner: str) -> str | None:
+        """The smallest name whose room is at least ``at_least`` and whose owner is not
+        ``owner``, if any."""
+        maxima, tops, others = self._maxima, self._tops, self._others
+        rooms, owners = self._rooms, self._owners
+        for chunk, chunk_top in enumerate(self._chunk_tops):
+            if (self._chunk_maxima[chunk] if chunk_top != owner
+                    else self._chunk_others[chunk]) < at_least:
+                continue
+            start = chunk * CHUNK
+            for index in range(start, min(start + CHUNK, len(maxima))):
+                if (maxima[index] if tops[index] != owner else others[index]) >= at_least:
+                    for name in self._blocks[index]:
+                        if rooms[name] >= at_least and owners[name] != owner:
+                            return name
+                    self._tighten(index)
+            self._rebuild_others(chunk)
+        return None
+
+    def bounds_hold(self) -> bool:
+        if not RoomIndex.bounds_hold(self) or len(self._tops) != len(self._blocks) or (
+                len(self._chunk_tops) != len(self._chunk_maxima)):
+            return False
+        rooms, owners = self._rooms, self._owners
+        for index, block in enumerate(self._blocks):
+            chunk = index // CHUNK
+            for name in block:
+                if owners[name] != self._tops[index] and rooms[name] > self._others[index]:
+                    return False
+                if owners[name] != self._chunk_tops[chunk] and (
+                        rooms[name] > self._chunk_others[chunk]):
+                    return False
+        return True
+
+    def _raise_others(self, index: int, room: Room, owner: str) -> None:
+        if owner != self._tops[index] and room > self._others[index]:
+            self._others[index] = room
+        chunk = index // CHUNK
+        if owner != self._chunk_tops[chunk] and room > self._chunk_others[chunk]:
+            self._chunk_others[chunk] = room
+
+    def _tighten(self, index: int) -> None:
+        """Make a block's bounds exact: its top the owner of its largest room."""
+        rooms, owners = self._rooms, self._owners
+        block = self._blocks[index]
+        top_name = max(block, key=rooms.__getitem__)
+        top = owners[top_name]
+        self._maxima[index] = rooms[top_name]
+        self._tops[index] = top
+        self._others[index] = max((rooms[name] for name in block if owners[name] != top),
+                                  default=-math.inf)
+
+    def _split(self, index: int) -> None:
+        super()._split(index)
+        self._tops.insert(index + 1, "")
+        self._others.insert(index + 1, -math.inf)
+        self._tighten(index)
+        self._tighten(index + 1)
+        self._rebuild_others()
+
+    def _rebuild_others(self, only: int | None = None) -> None:
+        """A chunk's bounds from its blocks' (every chunk's, or chunk ``only``'s)."""
+        maxima, tops, others = self._maxima, self._tops, self._others
+        chunks = range(0, len(maxima), CHUNK) if only is None else (only * CHUNK,)
+        if only is None:
+            self._chunk_tops = []
+            self._chunk_others = []
+        for start in chunks:
+            span = range(start, min(start + CHUNK, len(maxima)))
+            top = tops[max(span, key=maxima.__getitem__)]
+            bound = max(maxima[i] if tops[i] != top else others[i] for i in span)
+            if only is None:
+                self._chunk_tops.append(top)
+                self._chunk_others.append(bound)
+            else:
+                self._chunk_tops[only], self._chunk_others[only] = top, bound
+                self._chunk_maxima[only] = max(maxima[i] for i in span)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from placement.rooms import BLOCK, RoomIndex
+from placement.rooms import BLOCK, OwnedRooms, RoomIndex
 
 names = st.integers(min_value=0, max_value=3 * BLOCK * 8).map(lambda i: f"claim-{i:05d}")
 rooms = st.one_of(st.integers(min_value=-50, max_value=50), st.just(float("inf")))
@@ -13,24 +13,73 @@ operations = st.lists(st.tuples(st.sampled_from(["add", "remove", "update", "fir
                                 names, rooms), max_size=600)
 
 
+def apply(index: RoomIndex, plain: dict[str, float], op: str, name: str, room: float) -> None:
+    """One operation on both the index and the plain dict."""
+    if op == "add" and name not in plain:
+        index.add(name, room)
+        plain[name] = room
+    elif op == "remove" and name in plain:
+        index.remove(name)
+        del plain[name]
+    elif op == "update" and name in plain:
+        index.update(name, room)
+        plain[name] = room
+
+
 @settings(max_examples=150, deadline=None)
 @given(operations)
 def test_room_index_agrees_with_a_plain_dict(ops: list[tuple[str, str, float]]) -> None:
     index, plain = RoomIndex(), {}
     for op, name, room in ops:
-        if op == "add" and name not in plain:
-            index.add(name, room)
-            plain[name] = room
-        elif op == "remove" and name in plain:
-            index.remove(name)
-            del plain[name]
-        elif op == "update" and name in plain:
-            index.update(name, room)
-            plain[name] = room
+        apply(index, plain, op, name, room)
         expected = next((n for n in sorted(plain) if plain[n] >= room), None)
         assert index.first(room) == expected
+        if name in plain:  # past a name: what a search stepping over claims reads
+            after = next((n for n in sorted(plain) if n > name and plain[n] >= room), None)
+            assert index.first(room, name) == after
         assert len(index) == len(plain)
     assert list(index) == sorted(plain)
+
+
+@settings(max_examples=150, deadline=None)
+@given(operations, st.lists(st.sampled_from("abc"), min_size=1, max_size=4))
+def test_owned_rooms_leave_out_one_owner_as_a_plain_dict_does(
+        ops: list[tuple[str, str, float]], owners: list[str]) -> None:
+    # A claim's owner follows from its name, as a claim's booking gives it.
+    def owner_of(name: str) -> str:
+        return owners[int(name[-5:]) % len(owners)]
+
+    index, plain = OwnedRooms(owner_of), {}
+    for op, name, room in ops:
+        apply(index, plain, op, name, room)
+        for left_out in "abc":
+            expected = next((n for n in sorted(plain)
+                             if plain[n] >= room and owner_of(n) != left_out), None)
+            assert index.first_without(room, left_out) == expected
+        assert index.first(room) == next((n for n in sorted(plain) if plain[n] >= room), None)
+        assert index.bounds_hold()
+
+
+def test_one_owner_filling_the_first_blocks_is_skipped_by_its_bounds() -> None:
+    # 4,000 claims of owner "o" with room, then one of "p": the search for a joiner of "o"
+    # reads the blocks' bounds, not 4,000 names (once made exact by a first search).
+    index = OwnedRooms(lambda name: "p" if name == "z" else "o")
+    for i in range(4000):
+        index.add(f"c{i:05d}", 10)
+    index.add("z", 10)
+    assert index.first_without(5, "o") == "z"
+    reads = 0
+    rooms = index.rooms
+
+    class Counting(dict[str, float]):
+        def __getitem__(self, name: str) -> float:
+            nonlocal reads
+            reads += 1
+            return rooms[name]
+
+    index._rooms = Counting(rooms)  # type: ignore[misc]
+    assert index.first_without(5, "o") == "z"
+    assert reads < 2 * BLOCK
 
 
 def test_many_blocks_and_chunks_stay_consistent() -> None:
@@ -54,6 +103,10 @@ def test_many_blocks_and_chunks_stay_consistent() -> None:
             for threshold in (0, 50, 95, 99, 100):
                 expected = next((n for n in sorted(plain) if plain[n] >= threshold), None)
                 assert index.first(threshold) == expected
+                if expected is not None:  # and the next past it, blocks and chunks away
+                    past = next((n for n in sorted(plain) if n > expected
+                                 and plain[n] >= threshold), None)
+                    assert index.first(threshold, expected) == past
     assert list(index) == sorted(plain)
 
 
