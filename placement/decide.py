@@ -241,10 +241,11 @@ def _first_open(index: Index, request: Request, owner_affinity: bool) -> str | N
     # not on rank by the open seats' buckets, whose key is their rank less one turn; each
     # role policy's buckets come ascending: its first fit is its best, and a key ranking
     # past the best found so far is not read. A bucket of two workers or more may hold
-    # claims its owner is on: they rank lower, so they are stepped over here and ranked
-    # by that owner's lists after, only where they beat the best found (a claim of one
-    # worker ranks alike for anyone: the buckets rank it). With owner affinity on, the
-    # claims that pair with it were searched already: none took it.
+    # claims its owner is on: they rank lower, so the bucket leaves them out here
+    # (``OwnedRooms``) and that owner's lists rank them after, only where they beat the
+    # best found (a claim of one worker ranks alike for anyone: the buckets rank it).
+    # With owner affinity on, the claims that pair with it were searched already: none
+    # took it.
     owner, memory = request.owner, request.memory
     best_rank, best = NO_RANK, ""
     room = False  # some open claim it may join takes it, its owner's or not
@@ -260,11 +261,8 @@ def _first_open(index: Index, request: Request, owner_affinity: bool) -> str | N
                 continue
             room = True
             if key & _WORKERS > 1 and index.holds(name, owner):
-                if isinstance(bucket, OwnedRooms):  # claims of one owner: its bounds skip
-                    name = bucket.first_without(memory, owner)
-                else:  # claims of several owners: the owner's are stepped over one by one
-                    while name is not None and index.holds(name, owner):
-                        name = bucket.first(memory, name)
+                assert isinstance(bucket, OwnedRooms)  # the buckets of two workers or more
+                name = bucket.first_without(memory, owner)
             if name is not None:
                 if rank < best_rank or name < best:
                     best_rank, best = rank, name

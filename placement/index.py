@@ -23,8 +23,8 @@ What is filed, and for which part of the policy in ``policy.py``:
   joiners rank them (``placement.owners``, the index's base: its rules
   there), filed only once a join first searches; until then filing a claim
   costs one test for them. An open claim of two workers or more keeps its
-  owners (``ClaimRow.tally``): its bucket's key counts them, and a search
-  tells by it a claim the joiner's owner is on.
+  owners (``ClaimRow.tally``): its bucket's key counts them, and its bucket
+  (an ``OwnedRooms``) reads them to leave the joiner's owner's claims out.
 * A claim an exclusive worker is on takes no joiner, so it is filed apart:
   counted per seat group for the reasons, never among the open seats.
 * A node at its pod limit takes no worker at all, so it is filed apart: its
@@ -46,7 +46,7 @@ decision never depends on the order in which the fleet was built.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import Any
 
 from placement.model import Node, Role
@@ -206,7 +206,7 @@ class Index(OwnerLists):
             key = workers << WORKER_BITS | workers
         bucket = by_key.get(key)
         if bucket is None:
-            bucket = _new_bucket(by_key, key, self._only_owner)
+            bucket = _new_bucket(by_key, key, self._owners_on)
         bucket.add(claim.name, join_room(devices, workers, claim.footprint, device_memory,
                                          host_left))
         claim.bucket = bucket
@@ -285,11 +285,11 @@ class Index(OwnerLists):
             self._seat_views[role] = views
         return views
 
-    def _only_owner(self, claim: str) -> str:
-        """The one owner of an open claim of several workers of one owner."""
+    def _owners_on(self, claim: str) -> Collection[str]:
+        """The owners of an open claim of two workers or more."""
         owners = self._rows[claim].tally
-        assert owners is not None and len(owners) == 1
-        return next(iter(owners))
+        assert owners is not None
+        return owners
 
     def holds(self, claim: str, owner: str) -> bool:
         """Whether an open claim of two workers or more has one of ``owner``'s."""
@@ -379,12 +379,12 @@ class Index(OwnerLists):
 
 
 def _new_bucket(by_key: dict[int, RoomIndex], key: int,
-                only_owner: Callable[[str], str]) -> RoomIndex:
+                owners_on: Callable[[str], Collection[str]]) -> RoomIndex:
     """A role policy's bucket for a new (owners, workers) key, its keys kept ascending: an
-    ``OwnedRooms`` for claims of one owner and several workers (a search leaves out the
-    joiner's own owner's there; of one worker they rank alike for anyone)."""
-    bucket = by_key[key] = (OwnedRooms(only_owner) if key >> WORKER_BITS == 1
-                            and key & ((1 << WORKER_BITS) - 1) > 1 else RoomIndex())
+    ``OwnedRooms`` for claims of two workers or more (a search leaves out the joiner's
+    own owner's there; claims of one worker rank alike for anyone)."""
+    bucket = by_key[key] = (OwnedRooms(owners_on) if key & ((1 << WORKER_BITS) - 1) > 1
+                            else RoomIndex())
     if len(by_key) > 1 and max(by_key) != key:  # rare: re-rank in place
         ranked = sorted(by_key.items())
         by_key.clear()

@@ -6,9 +6,9 @@ A claim's *room* is the largest worker that could join it now: what its
 devices hold, capped by the host memory its node can still park (the policy
 in ``policy.py`` states it as ``join_room``); ``-inf`` when nothing may join.
 
-``OwnedRooms`` is the same for claims of one owner each, and also finds the
-first name with room outside one owner (a joiner ranks its own owner's
-claims apart), by a second bound per block and chunk.
+``OwnedRooms`` is the same for claims with owners, and also finds the first
+name with room among the claims one owner is not on (a joiner ranks its own
+owner's claims apart), by a second bound per block and chunk.
 
 Why it exists: among allocated claims with the same number of workers, the
 join goes to the smallest claim name whose node can still park the joiner.
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Final
 
 BLOCK = 64  # names per block (split at twice this)
@@ -68,32 +68,22 @@ class RoomIndex:
     def room(self, name: str) -> Room:
         return self._rooms[name]
 
-    def first(self, at_least: Room, after: str | None = None) -> str | None:
-        """The smallest name whose room is at least ``at_least``, if any; with ``after``
-        (a name here), the smallest such name past it."""
+    def first(self, at_least: Room) -> str | None:
+        """The smallest name whose room is at least ``at_least``, if any."""
         maxima = self._maxima
-        begin = 0  # the first block read whole
-        if after is not None:
-            index = bisect_right(self._heads, after) - 1
-            block = self._blocks[index]
-            rooms = self._rooms
-            for name in block[bisect_right(block, after):]:
-                if rooms[name] >= at_least:
-                    return name
-            begin = index + 1
-        for chunk in range(begin // CHUNK, len(self._chunk_maxima)):
-            if self._chunk_maxima[chunk] < at_least:
+        for chunk, chunk_top in enumerate(self._chunk_maxima):
+            if chunk_top < at_least:
                 continue
             start = chunk * CHUNK
-            for index in range(max(start, begin), min(start + CHUNK, len(maxima))):
+            for index in range(start, min(start + CHUNK, len(maxima))):
                 if maxima[index] >= at_least:
                     rooms = self._rooms
                     for name in self._blocks[index]:
                         if rooms[name] >= at_least:
                             return name
                     maxima[index] = max(map(rooms.__getitem__, self._blocks[index]))
-            if start >= begin:  # the chunk read whole and nothing was large enough
-                self._chunk_maxima[chunk] = max(maxima[start:start + CHUNK])
+            # Nothing here was large enough: tighten the chunk's bound too.
+            self._chunk_maxima[chunk] = max(maxima[start:start + CHUNK])
         return None
 
     def add(self, name: str, room: Room) -> None:
@@ -174,41 +164,42 @@ class RoomIndex:
 
 
 class OwnedRooms(RoomIndex):
-    """A ``RoomIndex`` of claims that each have one owner, which also finds the first name
-    with room outside one owner (``first_without``), for a joiner that ranks its own
-    owner's claims apart.
+    """A ``RoomIndex`` whose claims each have owners, which also finds the first name with
+    room among the claims that one owner is not on (``first_without``), for a joiner
+    that ranks its own owner's claims apart.
 
-    Each block and chunk also remembers its *top* owner and a bound on the rooms of the
-    other owners' claims, so a search that leaves out the top owner skips a block whose
-    other claims have no room, however many of the top owner's do. Like the largest
-    room, these are bounds: raised at once (a room of another owner than the top raises
-    the other owners' bound), made exact when a search reads a block and finds nothing,
-    where the top becomes the owner of its largest room.
+    Each block and chunk also remembers a *top* owner and a bound on the rooms of the
+    claims the top is not on, so a search that leaves out the top skips a block whose
+    other claims have no room, however many of the top's do. Like the largest room,
+    these are bounds: raised at once (a room of a claim the top is not on raises the
+    others' bound), made exact when a search reads a block and finds nothing, where the
+    owner it left out becomes the top.
     """
 
-    __slots__ = ("_chunk_others", "_chunk_tops", "_others", "_owner_of", "_owners", "_tops")
+    __slots__ = ("_chunk_others", "_chunk_tops", "_others", "_owners", "_owners_of", "_tops")
 
-    def __init__(self, owner_of: Callable[[str], str]) -> None:
-        """``owner_of``: a claim's one owner, read once as it is added."""
+    def __init__(self, owners_of: Callable[[str], Collection[str]]) -> None:
+        """``owners_of``: a claim's owners, read once as it is added."""
         super().__init__()
-        self._owner_of = owner_of
-        self._owners: dict[str, str] = {}
+        self._owners_of = owners_of
+        self._owners: dict[str, Collection[str]] = {}
         self._tops: list[str] = []  # per block
-        self._others: list[Room] = []  # per block: no room of another owner's claim is above
+        self._others: list[Room] = []  # per block: no room of a claim its top is not on is above
         self._chunk_tops: list[str] = []
         self._chunk_others: list[Room] = []
 
     def add(self, name: str, room: Room) -> None:
-        owner = self._owners[name] = self._owner_of(name)
+        owners = self._owners[name] = self._owners_of(name)
         blocks = len(self._blocks)
         super().add(name, room)
         if blocks == 0:
-            self._tops.append(owner)
+            top = next(iter(owners), "")
+            self._tops.append(top)
             self._others.append(-math.inf)
-            self._chunk_tops.append(owner)
+            self._chunk_tops.append(top)
             self._chunk_others.append(-math.inf)
         elif len(self._blocks) == blocks:  # no split: raise the bounds
-            self._raise_others(bisect_right(self._heads, name) - 1, room, owner)
+            self._raise_others(bisect_right(self._heads, name) - 1, room, owners)
 
     def remove(self, name: str) -> None:
         index = bisect_right(self._heads, name) - 1
@@ -225,8 +216,8 @@ class OwnedRooms(RoomIndex):
             self._raise_others(bisect_right(self._heads, name) - 1, room, self._owners[name])
 
     def first_without(self, at_least: Room, owner: str) -> str | None:
-        """The smallest name whose room is at least ``at_least`` and whose owner is not
-        ``owner``, if any."""
+        """The smallest name whose room is at least ``at_least`` and that ``owner`` is not
+        on, if any."""
         maxima, tops, others = self._maxima, self._tops, self._others
         rooms, owners = self._rooms, self._owners
         for chunk, chunk_top in enumerate(self._chunk_tops):
@@ -237,10 +228,10 @@ class OwnedRooms(RoomIndex):
             for index in range(start, min(start + CHUNK, len(maxima))):
                 if (maxima[index] if tops[index] != owner else others[index]) >= at_least:
                     for name in self._blocks[index]:
-                        if rooms[name] >= at_least and owners[name] != owner:
+                        if rooms[name] >= at_least and owner not in owners[name]:
                             return name
-                    self._tighten(index)
-            self._rebuild_others(chunk)
+                    self._tighten(index, owner)
+            self._rebuild_others(chunk, owner)
         return None
 
     def bounds_hold(self) -> bool:
@@ -251,29 +242,31 @@ class OwnedRooms(RoomIndex):
         for index, block in enumerate(self._blocks):
             chunk = index // CHUNK
             for name in block:
-                if owners[name] != self._tops[index] and rooms[name] > self._others[index]:
+                if self._tops[index] not in owners[name] and rooms[name] > self._others[index]:
                     return False
-                if owners[name] != self._chunk_tops[chunk] and (
+                if self._chunk_tops[chunk] not in owners[name] and (
                         rooms[name] > self._chunk_others[chunk]):
                     return False
         return True
 
-    def _raise_others(self, index: int, room: Room, owner: str) -> None:
-        if owner != self._tops[index] and room > self._others[index]:
+    def _raise_others(self, index: int, room: Room, owners: Collection[str]) -> None:
+        if self._tops[index] not in owners and room > self._others[index]:
             self._others[index] = room
         chunk = index // CHUNK
-        if owner != self._chunk_tops[chunk] and room > self._chunk_others[chunk]:
+        if self._chunk_tops[chunk] not in owners and room > self._chunk_others[chunk]:
             self._chunk_others[chunk] = room
 
-    def _tighten(self, index: int) -> None:
-        """Make a block's bounds exact: its top the owner of its largest room."""
+    def _tighten(self, index: int, top: str | None = None) -> None:
+        """Make a block's bounds exact, with ``top`` as its top (None: an owner of its
+        largest room)."""
         rooms, owners = self._rooms, self._owners
         block = self._blocks[index]
-        top_name = max(block, key=rooms.__getitem__)
-        top = owners[top_name]
-        self._maxima[index] = rooms[top_name]
+        largest = max(block, key=rooms.__getitem__)
+        if top is None:
+            top = next(iter(owners[largest]), "")
+        self._maxima[index] = rooms[largest]
         self._tops[index] = top
-        self._others[index] = max((rooms[name] for name in block if owners[name] != top),
+        self._others[index] = max((rooms[name] for name in block if top not in owners[name]),
                                   default=-math.inf)
 
     def _split(self, index: int) -> None:
@@ -284,8 +277,9 @@ class OwnedRooms(RoomIndex):
         self._tighten(index + 1)
         self._rebuild_others()
 
-    def _rebuild_others(self, only: int | None = None) -> None:
-        """A chunk's bounds from its blocks' (every chunk's, or chunk ``only``'s)."""
+    def _rebuild_others(self, only: int | None = None, top: str | None = None) -> None:
+        """A chunk's bounds from its blocks' (every chunk's, or chunk ``only``'s, with
+        ``top`` as its top; None: the top of its largest block)."""
         maxima, tops, others = self._maxima, self._tops, self._others
         chunks = range(0, len(maxima), CHUNK) if only is None else (only * CHUNK,)
         if only is None:
@@ -293,11 +287,11 @@ class OwnedRooms(RoomIndex):
             self._chunk_others = []
         for start in chunks:
             span = range(start, min(start + CHUNK, len(maxima)))
-            top = tops[max(span, key=maxima.__getitem__)]
-            bound = max(maxima[i] if tops[i] != top else others[i] for i in span)
+            chunk_top = tops[max(span, key=maxima.__getitem__)] if top is None else top
+            bound = max(maxima[i] if tops[i] != chunk_top else others[i] for i in span)
             if only is None:
-                self._chunk_tops.append(top)
+                self._chunk_tops.append(chunk_top)
                 self._chunk_others.append(bound)
             else:
-                self._chunk_tops[only], self._chunk_others[only] = top, bound
+                self._chunk_tops[only], self._chunk_others[only] = chunk_top, bound
                 self._chunk_maxima[only] = max(maxima[i] for i in span)
