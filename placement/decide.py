@@ -413,9 +413,11 @@ def _pod_limit(first: str, pods: int | None, at_limit: int) -> str:
 
 
 def _fits(memory: int, device_memory: int, exact: int | None, devices: int) -> bool:
-    """A group of ``devices`` devices of ``device_memory`` could hold the worker, all free."""
-    needed = devices_for(memory, device_memory, exact)
-    return needed is not None and needed <= devices
+    """A group of ``devices`` devices of ``device_memory`` could hold the worker, all free
+    (``devices_for`` inlined: every wait's reason asks it of each shape)."""
+    if exact is None:
+        return -(-memory // device_memory) <= devices  # at least 1, and devices >= 1
+    return exact <= devices and -(-memory // exact) <= device_memory
 
 
 def _free_devices_blocker(memory: int, exact: int | None,

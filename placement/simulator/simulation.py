@@ -303,16 +303,17 @@ class Simulation:
         placed: list[Placement] = []
         pending = self._pending
         alone = None if joins_only else self._alone
-        exact = [] if joins_only or not self._exact else list(self._exact.values())
-        if not pending.size and (alone is None or not alone.size) and not any(
-                queue.size for queue in exact):
+        # The queues of workers naming a count that hold any; () on most runs, read free.
+        exact = (() if joins_only or not self._exact
+                 else [queue for queue in self._exact.values() if queue.size])
+        if not pending.size and (alone is None or not alone.size) and not exact:
             return placed
         node = self.fleet.node(changed_node)
         if node is None:
             return placed
         roles = [role for role in _ROLES if role in node.roles] if node.roles else _ROLES
-        while pending.size or (alone is not None and alone.size) or any(
-                queue.size for queue in exact):
+        while pending.size or (alone is not None and alone.size) or (
+                exact and any(queue.size for queue in exact)):
             offer = offer_of(self.fleet, changed_node)
             assert offer is not None
             # A worker that cannot be placed means no larger worker of its role (and

@@ -347,13 +347,17 @@ lockstep = st.lists(st.tuples(st.integers(0, 30),
                                                "trainer leaves", "sampler leaves", "lose"]),
                               st.sampled_from([10, 60, 140, 300]),
                               st.sampled_from(["o1", "o2", ""]),  # "": the worker's own name
-                              st.booleans()), min_size=30, max_size=80)
+                              st.booleans(),
+                              # Now and then an exact device count; 3: more than any node has.
+                              st.sampled_from([None, None, None, 1, 2, 3])),
+                    min_size=30, max_size=80)
 
 
 @settings(max_examples=100, deadline=None)
 @given(lockstep, st.sampled_from(list(Strategy)), st.booleans(), st.booleans())
 def test_the_blocked_are_considered_again_as_the_plain_loop_does(
-        script: list[tuple[int, str, int, str, bool]], strategy: Strategy, affinity: bool,
+        script: list[tuple[int, str, int, str, bool, int | None]], strategy: Strategy,
+        affinity: bool,
         third: bool) -> None:
     # Trainers wait for one slow node while samplers' nodes come and go: removals meet
     # a blocked queue, at times with room freed on the trainers' plan meanwhile.
@@ -369,7 +373,7 @@ def test_the_blocked_are_considered_again_as_the_plain_loop_does(
     fast, plain = sims
     now, serial = 0, 0
     present: dict[Role, list[str]] = {Role.TRAINER: [], Role.SAMPLER: []}
-    for gap, action, gib, owner, exclusive in script:
+    for gap, action, gib, owner, exclusive, devices in script:
         now += gap
         for sim in sims:
             sim.advance(now)
@@ -385,7 +389,7 @@ def test_the_blocked_are_considered_again_as_the_plain_loop_does(
         else:
             serial += 1
             present[role].append(f"w{serial}")
-            request = Request(f"w{serial}", role, gib * GiB, owner, exclusive)
+            request = Request(f"w{serial}", role, gib * GiB, owner, exclusive, devices)
             outcome = [sim.arrive(request) for sim in sims]
         assert outcome[0] == outcome[1]
         assert fast.take_changes() == plain.take_changes()
