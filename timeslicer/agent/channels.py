@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import socket
 import struct
 import time
@@ -75,6 +76,7 @@ class Member:
     role: str
     socket: Path
     incarnation: int = 0
+    socket_ino: int | None = None   # the inode of the socket bound for it (local mode's mark)
     server: asyncio.AbstractServer | None = None
     writer: asyncio.StreamWriter | None = None
     hello: bool = False
@@ -160,6 +162,8 @@ class Channels:
         if self._members.get(member.key) is not member:
             return
         sock = bind_in(directory, member.socket.name)
+        with contextlib.suppress(OSError):  # gone already: the next look finds it replaced
+            member.socket_ino = os.lstat(member.socket).st_ino
         member.server = await asyncio.start_unix_server(
             lambda r, w: self._serve(member, r, w), sock=sock, limit=READ_SLICE)
 

@@ -16,6 +16,20 @@ Rules:
   the policy's bound has passed. Members that appear after the first listing
   are new pods and hold nothing. Turn numbers start at the wall clock's
   milliseconds, so a restarted agent numbers above its predecessor.
+* A group never waits on a member that never speaks. A member that has not
+  connected is never granted (the policy grants only the connected), and
+  after a restart one still silent is asked to park at the bound and evicted
+  (``Silent``) a grace later; until it is gone nobody is granted (it may hold
+  memory). What makes it gone is the mode's: in the cluster the pod's
+  deletion, or a device sample showing it holds nothing; in ``--local``
+  mode, with neither a kubelet nor a device to ask, the eviction itself
+  (``local``). So a group recovers within two graces of a restart, plus, in
+  the cluster, the pod's deletion.
+* A member is one incarnation of one pod: a pod replaced (deleted, then made
+  again under the same name) is a new member -- the old one is gone (its
+  turn passes, its state goes) and the new one joins holding nothing and owed
+  nothing. The cluster tells them apart by the pod's UID, ``--local`` by the
+  agent's own mark in the member's directory.
 * Every grant, yield request, park, eviction and restart is logged at info.
 * Effects outside the sockets (evicting a pod, publishing a phase) go through
   the ``Effects`` the caller gives; they must not block the loop.

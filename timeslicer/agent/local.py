@@ -12,17 +12,33 @@ Rules:
   tick keeps the same time), and ``owner`` and ``role`` are read once, when
   the member joins, so a rescan of thousands of members does not stall the
   loop that serves their turns.
+* A member is its directory, not its name (as a pod is its UID): a directory
+  removed and made again under the same name is a new member, even between
+  two looks. What tells them apart is the agent's own mark in it -- the
+  socket it bound there (its inode), or the ``evicted`` it wrote: a directory
+  made again holds neither. Not the directory's inode (ext4 hands a removed
+  directory's inode to the next one made at once) nor its times (coarse, and
+  moved by every file made in it). Whenever a group is listed again, each of
+  its members is checked for the mark; the old member is gone (its turn
+  passes, its state dropped), the new one joins with its own socket, holding
+  nothing, owed nothing.
 * What the first look finds was there before the agent started (it
   recovers); a member directory that appears later is a new pod.
 * An eviction writes the reason to ``evicted`` in the member's directory and
   closes its connection; removing the directory is what makes it gone, as
-  the kubelet's deletion would. Used by tests and benchmarks.
+  the kubelet's deletion would. Used by tests and benchmarks. One exception:
+  an eviction for silence (``Silent``: not a word since the agent started)
+  deletes the member at once, as far as the agent goes -- no kubelet here
+  will, and no process of it is known (a process is known here only by its
+  connection) -- so the group goes on; its directory, marked ``evicted``,
+  stays out until it is made again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import time
 from pathlib import Path
@@ -33,8 +49,11 @@ from timeslicer.agent.core import Agent
 
 __all__ = ["RESCAN", "LocalEffects", "scan", "watch_directory"]
 
+log = logging.getLogger("openrl.timeslicer.agent")
+
 RESCAN = 0.2
 SOCKET = "turn.sock"
+EVICTED = "evicted"
 _SETTLED_NS = 2_000_000_000  # a listing older than its directory's time by this is trusted
 
 
@@ -42,13 +61,16 @@ class LocalEffects:
     def __init__(self) -> None:
         self.evicted: list[tuple[str, EvictReason]] = []
         self.phases: dict[str, TurnPhase] = {}
+        self.deleted: list[Member] = []  # evicted for silence: the watcher takes them out
 
     def evict(self, member: Member, reason: EvictReason) -> None:
         self.evicted.append((member.key, reason))
         with contextlib.suppress(OSError):
-            (member.socket.parent / "evicted").write_text(reason.value + "\n", encoding="utf-8")
+            (member.socket.parent / EVICTED).write_text(reason.value + "\n", encoding="utf-8")
         if member.writer is not None:
             member.writer.close()
+        if reason is EvictReason.SILENT:
+            self.deleted.append(member)
 
     def publish(self, member: Member, phase: TurnPhase, holder: str | None, turns: int) -> None:
         self.phases[member.key] = phase
@@ -85,11 +107,11 @@ class _Listing:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self._groups: dict[str, tuple[int, dict[str, Path]]] = {}  # group -> (mtime_ns, homes)
-        self.found: dict[str, tuple[str, Path]] = {}  # key -> (group, home)
 
-    def update(self) -> bool:
-        """Look again; whether ``found`` changed."""
-        now, changed = time.time_ns(), False
+    def update(self) -> set[str]:
+        """Look again: the groups listed again (their member directories may have been made
+        again under the same names), and those gone."""
+        now, relisted = time.time_ns(), set()
         listed: dict[str, tuple[int, dict[str, Path]]] = {}
         groups = _subdirectories(self.directory)
         for group in groups:
@@ -99,34 +121,80 @@ class _Listing:
                 mtime = home.stat().st_mtime_ns
                 if kept is None or kept[0] != mtime:
                     homes = {f"{group}/{n}": home / n for n in _subdirectories(home)}
-                    changed = changed or kept is None or homes.keys() != kept[1].keys()
                     kept = (mtime, homes)
+                    relisted.add(group)
             except OSError:  # removed while being read: gone at the next look
                 continue
             # A time too recent to trust is kept under a time no directory has, so the
             # group is listed again next time.
             listed[group] = kept if now - mtime > _SETTLED_NS else (-1, kept[1])
-        changed = changed or listed.keys() != self._groups.keys()
+        relisted |= self._groups.keys() - listed.keys()
         self._groups = listed
-        if changed:
-            self.found = {key: (group, home) for group, (_, homes) in listed.items()
-                          for key, home in homes.items()}
-        return changed
+        return relisted
+
+    def homes(self, group: str) -> dict[str, Path]:
+        """The member directories of ``group`` as last listed, by key."""
+        kept = self._groups.get(group)
+        return kept[1] if kept is not None else {}
+
+
+def _replaced(member: Member) -> bool:
+    """Its directory no longer holds the socket the agent bound there: made again."""
+    if member.socket_ino is None:
+        return False  # not bound yet: whichever directory is there gets the socket
+    try:
+        return os.lstat(member.socket).st_ino != member.socket_ino
+    except OSError:
+        return True
+
+
+class _Members:
+    """The agent's members kept to the directory: joined, gone, made again, deleted."""
+
+    def __init__(self, agent: Agent, listing: _Listing) -> None:
+        self.agent, self.listing = agent, listing
+        self.known: dict[str, set[str]] = {}  # group -> its members' keys, as last listed
+        self.out: set[str] = set()  # keys deleted for silence, their directories not made again
+
+    def update(self) -> None:
+        effects, agent = self.agent.effects, self.agent
+        if isinstance(effects, LocalEffects):
+            while effects.deleted:
+                member = effects.deleted.pop()
+                if agent.members.get(member.key) is member:
+                    agent.remove(member.key)
+                    self.out.add(member.key)
+        for group in self.listing.update():
+            homes = self.listing.homes(group)
+            for key in self.known.pop(group, set()) - homes.keys():
+                agent.remove(key)
+                self.out.discard(key)
+            if homes:
+                self.known[group] = set(homes)
+            for key, home in homes.items():
+                self._check(key, group, home)
+
+    def _check(self, key: str, group: str, home: Path) -> None:
+        member = self.agent.members.get(key)
+        if member is not None and _replaced(member):
+            log.info("%s was made again: a new member", key)
+            self.agent.remove(key)
+            member = None
+        if key in self.out:
+            if (home / EVICTED).exists():
+                return  # still the directory deleted for silence
+            self.out.discard(key)
+        if member is None:
+            self.agent.add(_member(group, home))
 
 
 async def watch_directory(agent: Agent, directory: Path, stop: asyncio.Event) -> None:
     """Keep the agent's members those the directory holds, until ``stop`` is set."""
     if not directory.is_dir():
         raise NotADirectoryError(f"--local {directory}: not a directory")
-    listing = _Listing(directory)
+    members = _Members(agent, _Listing(directory))
     while not stop.is_set():
-        if listing.update():
-            found = listing.found
-            for key in [k for k in agent.members if k not in found]:
-                agent.remove(key)
-            for key, (group, home) in found.items():
-                if key not in agent.members:
-                    agent.add(_member(group, home))
+        members.update()
         agent.synced()  # what the first look found was there before: the rest is new
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), RESCAN)

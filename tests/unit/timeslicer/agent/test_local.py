@@ -192,23 +192,104 @@ def test_a_member_added_to_a_settled_group_joins_and_one_removed_goes(tmp_path: 
 def test_a_member_silent_after_a_restart_is_evicted_and_the_group_goes_on(
         tmp_path: Path) -> None:
     # Both were there before the agent started; one never says a word (a pod that never
-    # connects, a stopped process). Without NVML, silence ends in an eviction.
+    # connects, a stopped process). Without NVML, silence ends in an eviction; with no
+    # kubelet here, the eviction is its going: the talker is granted, the directory stays
+    # out until it is made again (then a new member).
     paths = members(tmp_path, "claim-a", {"quiet": "alice", "talker": "bob"})
     log: list[tuple[str, str]] = []
 
     async def body(agent: Agent) -> None:
+        started = time.monotonic()
         FakeWorker(paths["talker"], log, "talker").start()
         effects = agent.effects
         assert isinstance(effects, LocalEffects)
-        while not effects.evicted:
-            await asyncio.sleep(0.01)
-        assert effects.evicted == [("claim-a/quiet", EvictReason.SILENT)]
-        assert log == []  # the silent one may hold memory: nobody granted yet
-        shutil.rmtree(tmp_path / "claim-a/quiet")  # its pod goes
         while ("resident", "talker") not in log:
+            await asyncio.sleep(0.01)
+        # The bound (one grace), the silent one's own grace, and a look of the directory.
+        assert time.monotonic() - started < 2 * FAST.yield_grace + 3 * RESCAN + 0.5
+        assert effects.evicted == [("claim-a/quiet", EvictReason.SILENT)]
+        assert "claim-a/quiet" not in agent.members
+        await asyncio.sleep(3 * RESCAN)
+        assert "claim-a/quiet" not in agent.members  # still the evicted directory
+        shutil.rmtree(tmp_path / "claim-a/quiet")
+        members(tmp_path, "claim-a", {"quiet": "alice"})  # its pod made again
+        while "claim-a/quiet" not in agent.members:
+            await asyncio.sleep(0.01)
+        FakeWorker(paths["quiet"], log, "quiet").start()
+        while ("resident", "quiet") not in log:
             await asyncio.sleep(0.01)
 
     asyncio.run(with_agent(tmp_path, FAST, body))
+    assert no_overlap(log)
+
+
+def _made_again(home: Path, owner: str) -> None:
+    """The pod replaced: its directory removed and made again at once (within a look)."""
+    shutil.rmtree(home)
+    home.mkdir()
+    (home / "owner").write_text(owner)
+
+
+def test_a_member_made_again_between_two_looks_is_a_new_member(tmp_path: Path) -> None:
+    # The old a1 holds the turn and stops (its process goes with its pod); its directory is
+    # made again 0 ms later. The new one gets its own socket, holding nothing, owed nothing:
+    # the old one's turn passes to b1, and nobody is evicted.
+    paths = members(tmp_path, "claim-a", {"a1": "alice", "b1": "bob"})
+    log: list[tuple[str, str]] = []
+
+    async def body(agent: Agent) -> None:
+        old = FakeWorker(paths["a1"], log, "a1")
+        old.start()
+        FakeWorker(paths["b1"], log, "b1").start()
+        while ("resident", "a1") not in log:  # the first owner seen is served first
+            await asyncio.sleep(0.01)
+        first = agent.members["claim-a/a1"]
+        old.stop()
+        _made_again(tmp_path / "claim-a/a1", "alice")
+        while agent.members.get("claim-a/a1") in (None, first):
+            await asyncio.sleep(0.01)
+        while ("resident", "b1") not in log:
+            await asyncio.sleep(0.01)
+        assert agent.groups["claim-a"].view(agent.members["claim-a/a1"].id, 0).turns == 0
+        FakeWorker(paths["a1"], log, "a1-new").start()
+        while ("resident", "a1-new") not in log:
+            await asyncio.sleep(0.01)
+        assert agent.effects.evicted == []  # type: ignore[attr-defined]
+
+    # A quantum long enough that a1 holds the turn, b1 waiting, when its pod is replaced.
+    asyncio.run(with_agent(tmp_path, TurnSettings(quantum=1.0, min_resident=0,
+                                                  yield_grace=0.2), body))
+    assert log[:2] == [("resident", "a1"), ("resident", "b1")]
+
+
+def test_while_a_member_is_replaced_the_others_keep_their_turns(tmp_path: Path) -> None:
+    paths = members(tmp_path, "claim-a", {"a1": "alice", "b1": "bob", "b2": "bob"})
+    log: list[tuple[str, str]] = []
+
+    async def body(agent: Agent) -> None:
+        for name in ("b1", "b2"):
+            FakeWorker(paths[name], log, name).start()
+        old = FakeWorker(paths["a1"], log, "a1")
+        old.start()
+        while ("resident", "a1") not in log:
+            await asyncio.sleep(0.01)
+        old.stop()
+        shutil.rmtree(tmp_path / "claim-a/a1")  # gone a while: no worker, then a new pod
+        log.append(("parked", "a1"))  # its process went with its pod
+        granted = len(log)
+        while sum(1 for what, _ in log[granted:] if what == "resident") < 4:
+            await asyncio.sleep(0.01)
+        members(tmp_path, "claim-a", {"a1": "alice"})
+        granted = len(log)
+        while sum(1 for what, _ in log[granted:] if what == "resident") < 4:
+            await asyncio.sleep(0.01)  # the new a1 has not connected: the others go on
+        FakeWorker(paths["a1"], log, "a1-new").start()
+        while ("resident", "a1-new") not in log:
+            await asyncio.sleep(0.01)
+        assert agent.effects.evicted == []  # type: ignore[attr-defined]
+
+    asyncio.run(with_agent(tmp_path, FAST, body))
+    assert no_overlap(log)
 
 
 def test_a_flooding_member_is_dropped_and_the_others_keep_their_turns(tmp_path: Path) -> None:
