@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from pathlib import Path
 
 from placement.turns import TurnSettings
@@ -106,3 +107,51 @@ def test_restarts_and_drops_evict_no_well_behaved_holder(tmp_path: Path) -> None
           f"{len(evicted)}")
     assert not evicted
     assert all(turns.values()), turns
+
+
+def test_after_a_restart_a_member_that_never_connects_holds_up_nobody(tmp_path: Path) -> None:
+    # Two workers take turns; a third member joins and its worker never connects. The agent
+    # restarts: the silent member is asked to park at the bound (a grace), evicted a grace
+    # later, and -- no kubelet in --local mode -- that is its going: turns resume within two
+    # graces, not never.
+    settings = TurnSettings(quantum=0.05, min_resident=0.0, yield_grace=0.3)
+    paths = members(tmp_path, "g", {"a1": "alice", "b1": "bob"})
+    log: list[tuple[str, str]] = []
+
+    async def story() -> float:
+        stop_workers = asyncio.Event()
+        options = Options(settings, local=tmp_path, metrics_address=None, nvml=False)
+        agent_stop = asyncio.Event()
+        started: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+        agent_task = asyncio.create_task(serve(options, agent_stop, started.set_result))
+        await started
+        workers = [asyncio.create_task(_worker(paths[n], n, log, stop_workers,
+                                               AsyncTurnClient(paths[n], connect_timeout=10)))
+                   for n in paths]
+        members(tmp_path, "g", {"quiet": "carol"})  # a new pod whose worker never speaks
+        while sum(1 for what, _ in log if what == "start") < 4:
+            await asyncio.sleep(0.01)
+        agent_stop.set()
+        await agent_task
+        agent_stop = asyncio.Event()
+        again: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+        agent_task = asyncio.create_task(serve(options, agent_stop, again.set_result))
+        await again
+        restarted, turns = time.monotonic(), len(log)
+        while sum(1 for what, _ in log[turns:] if what == "start") < 4:
+            await asyncio.sleep(0.01)
+        resumed = time.monotonic() - restarted
+        stop_workers.set()
+        await asyncio.gather(*workers)
+        agent_stop.set()
+        await agent_task
+        return resumed
+
+    resumed = asyncio.run(asyncio.wait_for(story(), 20))
+    # The bound, the silent one's grace, a look of the directory, four short turns.
+    assert resumed < 2 * settings.yield_grace + 1.5, resumed
+    assert (tmp_path / "g/quiet/evicted").read_text() == "Silent\n"
+    holding: str | None = None
+    for what, name in log:
+        assert (holding is None) == (what == "start"), log
+        holding = name if what == "start" else None
