@@ -31,7 +31,9 @@ Rules:
   deletes the member at once, as far as the agent goes -- no kubelet here
   will, and no process of it is known (a process is known here only by its
   connection) -- so the group goes on; its directory, marked ``evicted``,
-  stays out until it is made again.
+  stays out until it is made again. The price: a process that held memory
+  before the restart and says nothing for two graces (a client reconnects
+  within a second) is run beside, where the cluster would wait for its pod.
 """
 
 from __future__ import annotations
