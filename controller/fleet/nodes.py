@@ -21,13 +21,15 @@ Rules:
     a claim not ours, holding other devices    the pools of the devices it holds or
                                                held, then the nodes they name
     a node                                     that node, taken out and put back
-    a pod other than a worker's, coming to a   that node (its pod slots changed)
-      node or leaving it
+    a pod other than a worker's, coming to a   that node (its pod slots and its
+      node, leaving it, or asking other        parking budget changed)
+      memory
 
 * It holds no lock and does no I/O; the cache around it serializes changes.
 * It keeps no object: what it must read again (a pool's slices, a node) it
   looks up in the cache (``Lookup``). Of claims not ours it keeps only the
-  devices each holds; of other pods, the node each takes a slot on.
+  devices each holds; of other pods, the node each takes a slot on and its
+  memory request, summed per node (``requests``): no list per decision.
 * What the fleet refuses is left out and reported among the warnings, never
   raised: one odd object must not stop the watches. Between a node and a
   claim wider than the node now reads, the node gives way whichever came
@@ -56,6 +58,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import MappingProxyType
 
 from controller.fleet.reader import Hardware, read_nodes, read_slices
+from controller.fleet.requests import memory_request
 from controller.fleet.rules import claim_holder, held_devices, make_way, other_pod_node
 from controller.fleet.selectors import DeviceSelector
 from controller.fleet.warning import FleetWarning, Kind, warning
@@ -95,8 +98,10 @@ class FleetNodes:
         self._hardware: dict[str, Hardware] = {}
         self._pool_notes: dict[str, list[FleetWarning]] = {}
         self._node_warnings: dict[str, list[FleetWarning]] = {}  # each node's, as read
-        self._pod_slot: dict[str, str] = {}  # namespace/name -> the node it takes a slot on
+        # namespace/name -> the node it takes a slot on, and its memory request
+        self._pod_slot: dict[str, tuple[str, int]] = {}
         self._other_pods: Counter[str] = Counter()  # node -> its pods that are not workers
+        self._other_memory: Counter[str] = Counter()  # node -> what those request of memory
         # Nodes left out as they read, each with why (``make_way``'s warning, mostly)
         self._refused: dict[str, tuple[Node, FleetWarning]] = {}
 
@@ -180,19 +185,24 @@ class FleetNodes:
                        [*self._claims_on(name), *((coming,) if coming is not None else ())])
 
     def node_pod_changed(self, name: str, obj: Obj | None) -> None:
-        """A pod of any namespace (``namespace/name``): the pod slot it takes, if any."""
-        old = self._pod_slot.pop(name, "")
-        new = other_pod_node(obj) if obj is not None else ""
-        if new:
+        """A pod of any namespace (``namespace/name``): the pod slot it takes, if any, and
+        the memory it asks of that node."""
+        old = self._pod_slot.pop(name, _NO_SLOT)
+        node = other_pod_node(obj) if obj is not None else ""
+        new = (node, memory_request(obj)) if node and obj is not None else _NO_SLOT
+        if node:
             self._pod_slot[name] = new
         if old == new:
             return
-        for node, step in ((old, -1), (new, 1)):
-            if node:
-                self._other_pods[node] += step
-                if self._other_pods[node] <= 0:
-                    del self._other_pods[node]
-                self._refile_node(node)
+        for (on, memory), step in ((old, -1), (new, 1)):
+            if on:
+                self._other_pods[on] += step
+                self._other_memory[on] += step * memory
+                if self._other_pods[on] <= 0:
+                    del self._other_pods[on]
+                    del self._other_memory[on]
+        for on in sorted({old[0], new[0]} - {""}):
+            self._refile_node(on)
 
     # -------------------------------------------------------------- warnings
 
@@ -266,7 +276,8 @@ class FleetNodes:
         desired: Node | None = None
         self._node_warnings.pop(name, None)
         if obj is not None and hardware is not None:
-            nodes, warnings = read_nodes([obj], {name: hardware}, self._other_pods)
+            nodes, warnings = read_nodes([obj], {name: hardware}, self._other_pods,
+                                         self._other_memory)
             desired = nodes[0] if nodes else None
             if warnings:
                 self._node_warnings[name] = warnings
@@ -300,6 +311,9 @@ class FleetNodes:
             self._refused.pop(name, None)
         else:
             self._refused[name] = (node, way)
+
+
+_NO_SLOT = ("", 0)  # a pod that takes no slot
 
 
 def _pool_and_node(item: Obj) -> tuple[str, str]:

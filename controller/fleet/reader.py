@@ -16,10 +16,12 @@ Rules:
   ``nodeName`` describe no single node and are skipped: a worker lives on one
   node.
 * A node is a pool only if it carries ``openrl.io/enabled=true`` and the
-  driver publishes devices for it. Host memory is the node's allocatable
-  memory. Role labels count when ``true``; a node with role labels none of
-  which is ``true`` accepts no role (the pod's node affinity would agree) and
-  is left out. A malformed ``max-workers-per-claim`` falls back to 1, one
+  driver publishes devices for it. Host memory is the node's parking
+  budget: its allocatable memory less its other pods' memory requests
+  (``requests``: kube-scheduler's count; below zero, zero with a warning).
+  Role labels count when ``true``; a node with role labels none of which is
+  ``true`` accepts no role (the pod's node affinity would agree) and is left
+  out. A malformed ``max-workers-per-claim`` falls back to 1, one
   above 256 (the most consumers a ResourceClaim lists) counts as 256; all
   are reported as warnings. A node that cannot keep its workers (not ready,
   out-of-service: ``controller.fleet.health``) is left out, with a warning. Pod
@@ -44,11 +46,13 @@ import attrs
 
 from controller.fleet.claims import ClaimView, read_claim
 from controller.fleet.health import closing, trouble
+from controller.fleet.requests import Budget, budget_of, memory_request, parking_budget
 from controller.fleet.rules import (
     Booked,
     FleetReading,
     LeftOut,
     Seat,
+    claim_holder,
     committed_uids,
     left_out_warnings,
     live_pod_claim,
@@ -97,6 +101,8 @@ class FleetView:
     live_uids: frozenset[str] = frozenset()
     # Per node placement knows, the devices it publishes that do not count (snapshot's)
     left_out: dict[str, tuple[LeftOut, ...]] = attrs.field(factory=dict)
+    # Per node placement knows, its parking budget's account (snapshot's, explain's)
+    budgets: dict[str, Budget] = attrs.field(factory=dict)
 
     @property
     def seats_total(self) -> int:
@@ -181,10 +187,12 @@ def _generation(pool: Obj) -> int:
 
 def read_nodes(node_objs: list[Obj], hardware: dict[str, Hardware],
                other_pods: Mapping[str, int] | None = None,
+               other_memory: Mapping[str, int] | None = None,
                ) -> tuple[list[Node], list[FleetWarning]]:
     """Enabled nodes the driver publishes devices for, with their policy; plus warnings.
 
-    ``other_pods``: per node, its pods that are not workers (``other_pods_by_node``).
+    ``other_pods``: per node, its pods that are not workers (``other_pods_by_node``);
+    ``other_memory``: per node, what they request of its memory (``requests``).
     """
     nodes: list[Node] = []
     warnings: list[FleetWarning] = []
@@ -239,6 +247,10 @@ def read_nodes(node_objs: list[Obj], hardware: dict[str, Hardware],
             except QuantityError:
                 warnings.append(warning(Kind.NODE, name, f"allocatable memory {host!r} "
                                         "unreadable; host memory unchecked"))
+        host_memory, short = parking_budget(name, host_memory,
+                                            (other_memory or {}).get(name, 0))
+        if short is not None:
+            warnings.append(short)
         hw = hardware[name]
         nodes.append(Node(name=name, devices=hw.devices, device_memory=hw.device_memory,
                           host_memory=host_memory, roles=roles,
@@ -248,14 +260,23 @@ def read_nodes(node_objs: list[Obj], hardware: dict[str, Hardware],
     return nodes, warnings
 
 
-def other_pods_by_node(pods: Iterable[Obj]) -> dict[str, int]:
-    """Per node, the pods on it that take a pod slot besides the workers."""
-    counts: dict[str, int] = {}
+def other_pods_by_node(pods: Iterable[Obj]) -> dict[str, list[tuple[str, int]]]:
+    """Per node, the pods on it besides the workers (they take a pod slot and their
+    memory requests), each as (name, memory request)."""
+    out: dict[str, list[tuple[str, int]]] = {}
     for pod in pods:
         node = other_pod_node(pod)
         if node:
-            counts[node] = counts.get(node, 0) + 1
-    return counts
+            out.setdefault(node, []).append((claim_holder(pod), memory_request(pod)))
+    return out
+
+
+def _allocatable_memory(node: Obj) -> int | None:
+    text = ((node.get("status") or {}).get("allocatable") or {}).get("memory")
+    try:
+        return None if text is None else parse_quantity(text, allow_zero=True)
+    except QuantityError:
+        return None
 
 
 def committed_claims(claims: list[Obj]) -> dict[str, list[str]]:
@@ -307,7 +328,10 @@ def build_fleet(
                                               taken_devices(foreign_claims, driver))
     if selector is not None:
         notes = [*selector.warnings, *notes]
-    placement_nodes, warnings = read_nodes(nodes, hardware, other_pods_by_node(node_pods))
+    others = other_pods_by_node(node_pods)
+    placement_nodes, warnings = read_nodes(
+        nodes, hardware, {node: len(pods) for node, pods in others.items()},
+        {node: sum(m for _, m in pods) for node, pods in others.items()})
     bookings = read_bookings(workers, pods, committed_claims(claims))
     views = {v.name: v for v in (read_claim(c, pool_nodes) for c in claims)}
     on_claim: dict[str, list[Booked]] = {}
@@ -321,6 +345,7 @@ def build_fleet(
         warnings += giving_way.values()
         placement_nodes = [n for n in placement_nodes if n.name not in giving_way]
     fleet = Fleet(placement_nodes, fleet_claims)
+    placed = {n.name for n in placement_nodes}
     return FleetView(
         fleet=fleet, nodes={node.name: node for node in placement_nodes},
         claims={name: v for name, v in views.items() if not v.deleting},
@@ -328,7 +353,9 @@ def build_fleet(
         bookings=bookings, warnings=tuple(notes + warnings),
         live_uids=frozenset(w.uid for w in workers if w.phase not in naming.FINISHED_PHASES),
         left_out={n.name: hardware[n.name].left_out for n in placement_nodes
-                  if hardware[n.name].left_out})
+                  if hardware[n.name].left_out},
+        budgets={name_of(obj): budget_of(_allocatable_memory(obj), others.get(name_of(obj), ()))
+                 for obj in nodes if name_of(obj) in placed})
 
 
 def _reading(view: FleetView) -> FleetReading:

@@ -436,7 +436,7 @@ def foreign_claim(claim: Obj, namespace: str) -> bool:
 
 def claim_holder(claim: Obj) -> str:
     """``namespace/name``, as a claim not ours is named where it holds a device (its
-    cache record is named so already)."""
+    cache record is named so already); an other pod is named so too."""
     name = name_of(claim)
     return name if "/" in name else f"{(claim.get('metadata') or {}).get('namespace', '')}/{name}"
 

@@ -69,7 +69,11 @@ def _vocabulary() -> bytes:
     shapes: list[Obj] = [
         {"metadata": {"labels": {naming.LABEL_MANAGED: "true"}, "name": "",
                       "resourceVersion": ""},
-         "spec": {"nodeName": ""}, "status": {"phase": "Running"}},
+         "spec": {"nodeName": "", "containers": [{"resources": {"requests": {"memory": ""}}}],
+                  "initContainers": [{"resources": {"requests": {"memory": ""}},
+                                      "restartPolicy": "Always"}],
+                  "overhead": {"memory": ""}},
+         "status": {"phase": "Running"}},
         {"metadata": {**meta_, "labels": {naming.LABEL_DEVICES: "", naming.LABEL_MANAGED: "true",
                                           naming.LABEL_MEMORY_CEILING: "",
                                           naming.LABEL_MEMORY_FLOOR: "",
@@ -197,6 +201,25 @@ class RawPod(Struct, omit_defaults=True):
     status: RawPodStatus | UnsetType | None = UNSET
 
 
+class RawAsks(Struct, omit_defaults=True):
+    # A container as a memory request reads it (its image, command, env are skipped)
+    resources: Any = UNSET
+    restartPolicy: Any = UNSET
+
+
+class RawNodePodSpec(Struct, omit_defaults=True):
+    nodeName: Any = UNSET
+    containers: list[RawAsks] | UnsetType | None = UNSET
+    initContainers: list[RawAsks] | UnsetType | None = UNSET
+    overhead: Any = UNSET
+
+
+class RawNodePod(Struct, omit_defaults=True):
+    metadata: RawMeta | UnsetType | None = UNSET
+    spec: RawNodePodSpec | UnsetType | None = UNSET
+    status: RawPodStatus | UnsetType | None = UNSET
+
+
 class RawRequest(Struct, omit_defaults=True):
     name: Any = UNSET
     count: Any = UNSET
@@ -277,7 +300,7 @@ class RawConfigMap(Struct, omit_defaults=True):
 _RAWS: dict[str, type[Struct]] = {
     kube.PODS.key: RawPod, kube.CLAIMS.key: RawClaim, kube.SLICES.key: RawSlice,
     kube.NODES.key: RawNode, kube.WORKERS.key: RawWorker,
-    kube.CONFIGMAPS.key: RawConfigMap, kube.NODE_PODS.key: RawPod,
+    kube.CONFIGMAPS.key: RawConfigMap, kube.NODE_PODS.key: RawNodePod,
     kube.OTHER_CLAIMS.key: RawClaim,
 }
 

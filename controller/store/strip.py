@@ -163,7 +163,8 @@ def _node(obj: Obj) -> Obj:
 
 
 def _node_pod(obj: Obj) -> Obj:
-    # Only what a pod slot needs. Named namespace/name: pods of every namespace share a store.
+    # Only what a pod slot and its memory request need. Named namespace/name: pods of
+    # every namespace share a store.
     m = meta(obj)
     kept: Obj = {"name": f"{m.get('namespace', '')}/{m.get('name', '')}"}
     if "resourceVersion" in m:
@@ -171,13 +172,49 @@ def _node_pod(obj: Obj) -> Obj:
     if (m.get("labels") or {}).get(naming.LABEL_MANAGED) == "true":
         kept["labels"] = {naming.LABEL_MANAGED: "true"}
     out: Obj = {"metadata": kept}
-    node = (obj.get("spec") or {}).get("nodeName")
-    if node:
-        out["spec"] = {"nodeName": node}
+    spec = obj.get("spec") or {}
+    node = spec.get("nodeName")
+    kept_spec: Obj = {"nodeName": node} if node else {}
+    # What its memory request needs (controller.fleet.requests): each container's
+    # requested memory, each init container's too with its restartPolicy (a sidecar's
+    # counts apart), in order, and the pod's overhead. Nothing of one that asks none.
+    containers = [_asks(c) for c in _listed(spec.get("containers")) if _memory_of(c)]
+    inits = [_asks(c) for c in _listed(spec.get("initContainers")) if _memory_of(c)]
+    overhead = _field(spec.get("overhead"), "memory")
+    if containers:
+        kept_spec["containers"] = containers
+    if inits:
+        kept_spec["initContainers"] = inits
+    if overhead is not None:
+        kept_spec["overhead"] = {"memory": overhead}
+    if kept_spec:
+        out["spec"] = kept_spec
     phase = (obj.get("status") or {}).get("phase")
     if phase:
         out["status"] = {"phase": phase}
     return out
+
+
+def _listed(value: object) -> list[Obj]:
+    return [c for c in value if isinstance(c, dict)] if isinstance(value, list) else []
+
+
+def _field(value: object, key: str) -> object:
+    return value.get(key) if isinstance(value, dict) else None
+
+
+def _memory_of(container: Obj) -> object:
+    return _field(_field(container.get("resources"), "requests"), "memory")
+
+
+def _asks(container: Obj) -> Obj:
+    kept: Obj = {}
+    memory = _memory_of(container)
+    if memory is not None:
+        kept["resources"] = {"requests": {"memory": memory}}
+    if container.get("restartPolicy"):
+        kept["restartPolicy"] = container["restartPolicy"]
+    return kept
 
 
 def _worker(obj: Obj) -> Obj:

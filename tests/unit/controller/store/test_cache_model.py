@@ -78,6 +78,23 @@ def mixed(slice_: Obj, extra: list[str], informed: bool) -> Obj:
                                "sharedCounters": counters}}
 
 
+def _asking(memory: str, **more: Any) -> Obj:
+    return {"name": "c", "image": "i", "resources": {"requests": {"cpu": "1", "memory": memory}},
+            **more} if memory else {"name": "c", "image": "i"}
+
+
+_MEMORY = st.sampled_from(["", "512Mi", "30Gi", "100Gi"])
+# What a pod asks of its node's memory: containers, sidecars and init containers between
+# them, an overhead; now and then more than a node has (its parking budget is then 0).
+ASKS = st.builds(
+    lambda containers, inits, overhead: {
+        "containers": [_asking(m) for m in containers],
+        **({"initContainers": [_asking(m, **({"restartPolicy": "Always"} if side else {}))
+                               for m, side in inits]} if inits else {}),
+        **({"overhead": {"memory": overhead}} if overhead else {})},
+    st.lists(_MEMORY, min_size=1, max_size=2),
+    st.lists(st.tuples(_MEMORY, st.booleans()), max_size=2), _MEMORY)
+
 EXTRA = st.lists(st.sampled_from(["mig", "no-memory", "NoSchedule", "NoExecute"]), max_size=3)
 
 
@@ -289,11 +306,21 @@ class CacheModel(RuleBasedStateMachine):
         if not names:
             return
         pod: Obj = {"metadata": {"name": f"p{self.rv}", "namespace": namespace},
-                    "spec": {"nodeName": data.draw(st.sampled_from(names))},
+                    "spec": {"nodeName": data.draw(st.sampled_from(names)),
+                             **data.draw(ASKS)},
                     "status": {"phase": data.draw(st.sampled_from(["Pending", "Running"]))}}
         if managed:
             pod["metadata"]["labels"] = {"openrl.io/managed": "true"}
         self._send(kube.NODE_PODS, "ADDED", pod)
+
+    @rule(data=st.data())
+    def other_pod_resized(self, data: st.DataObject) -> None:
+        """A pod's memory requests change in place (its node's parking budget with them)."""
+        names = sorted(self.server[kube.NODE_PODS.key])
+        if names:
+            pod = self.server[kube.NODE_PODS.key][data.draw(st.sampled_from(names))]
+            self._send(kube.NODE_PODS, "MODIFIED", {
+                **pod, "spec": {"nodeName": pod["spec"]["nodeName"], **data.draw(ASKS)}})
 
     @rule(data=st.data())
     def other_pod_ends(self, data: st.DataObject) -> None:
