@@ -11,6 +11,8 @@ Module map:
   devices count, what placement is told, when a node gives way).
 * ``warning``: what the readings warn about, as values (kind, node, claim), each
   kind with its one sentence.
+* ``requests``: a pod's memory request as kube-scheduler counts it, and a
+  node's parking budget (allocatable less its other pods' requests).
 * ``reader``: the plain reading.
 * ``cache``: the incremental reading; ``nodes``: its nodes, re-read and filed
   again as their slices, the DeviceClass, claims not ours and other pods change.

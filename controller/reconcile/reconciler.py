@@ -42,6 +42,7 @@ from controller.k8s.naming import ReasonKind, WorkerPhase
 from controller.k8s.objects import Obj, Worker
 from controller.metrics import Metrics
 from controller.reconcile import housekeeping, stages, status, tracking
+from controller.reconcile.parking import memory_bound
 from controller.reconcile.vocabulary import Case, Conclusion, Context, Outcome, Write
 from controller.reconcile.writes import Plan, Verdict, Writer
 from controller.settings import Settings
@@ -171,7 +172,8 @@ class Reconciler:
         self._plan(worker, Conclusion(Outcome(
             WorkerPhase.FAILED, ReasonKind.TEMPLATE_ERROR,
             f"the API server refused pod {worker.pod_name} rendered from "
-            f"{worker.template_name}: {error.message}")), plan, self.now())
+            f"{worker.template_name}: {error.message}{memory_bound(worker, error)}")),
+            plan, self.now())
         return plan, Verdict.DROP
 
     # ------------------------------------------------------------ housekeeping

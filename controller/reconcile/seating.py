@@ -32,7 +32,10 @@ Rules:
 * A decision landing on ``avoid`` (a node the worker's pod was wedged on) is
   made again without that node, and kept only if no other node can take it.
 * The pod is pinned to the node placement chose, after the writes its seat
-  needs.
+  needs. On a node that may share claims it asks for the memory the worker
+  parks there (``parking``); a template whose memory limit forbids that
+  fails the worker (TemplateError, naming the limit and the estimate) and
+  nothing is written.
 * Waiting for a template keeps a held claim's seat booked (the status keeps
   the claim), so nobody else is promised it.
 """
@@ -47,7 +50,7 @@ from controller.k8s import kube
 from controller.k8s.logs import kv
 from controller.k8s.naming import ReasonKind, WorkerPhase
 from controller.k8s.objects import Obj, Worker
-from controller.reconcile import moves, privileges, render
+from controller.reconcile import moves, parking, privileges, render
 from controller.reconcile.vocabulary import Case, Conclusion, Context, Outcome, Write
 from placement import Fleet, JoinClaim, NewClaim, Policy, Request, Wait, decide
 from placement.decide import Decision, seat_why
@@ -222,6 +225,12 @@ def _start(ctx: Context, worker: Worker, prepared: Obj, claim: str, devices: int
     writes ``before`` it; ``node`` is the allocation's node once observed (the status
     reports only that). What a refusal of the pod means is the write table's."""
     pod = render.stamp(prepared, worker, claim, ctx.namespace, pin)
+    where = pin or node
+    if parking.parks(ctx.cache.view, where):
+        try:
+            parking.ask(pod, worker, where)
+        except render.TemplateError as exc:  # the pod could not be made as it must ask
+            return Conclusion(Outcome(WorkerPhase.FAILED, ReasonKind.TEMPLATE_ERROR, str(exc)))
     log.info("creating pod", extra=kv(worker=worker.name, pod=worker.pod_name, claim=claim,
                                      node=node))
     return Conclusion(

@@ -114,6 +114,15 @@ ON_FAILURE: tuple[Failure, ...] = (
             "doing, which retrying cannot fix; a claim cut for it is left to the sweep"),
     Failure("create", kube.PODS, kube.Forbidden, Then.REFUSED,
             "Pod Security admission refused the rendered pod: likewise", says="PodSecurity"),
+    # A worker pod on a node that may share claims asks for its memory estimate
+    # (reconcile.parking): a namespace's bounds can refuse that where they took the
+    # template's own request. Neither passes by retrying: the worker fails, saying so.
+    Failure("create", kube.PODS, kube.Forbidden, Then.REFUSED,
+            "a LimitRange refused the pod's memory (above its per-container or per-pod "
+            "maximum)", says="maximum memory usage"),
+    Failure("create", kube.PODS, kube.Forbidden, Then.REFUSED,
+            "a ResourceQuota refused the pod (its memory, or anything else, past the "
+            "namespace's quota)", says="exceeded quota"),
     Failure(None, None, kube.Conflict, Verdict.SOON,
             "someone changed the object since we read it: decide again shortly"),
     Failure(None, None, kube.KubeError, Verdict.RETRY, "anything else: again, with back-off"),
