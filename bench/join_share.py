@@ -6,13 +6,15 @@ is replayed by ``openrl-place simulate -o json`` with each checkout ROOT's
 code, with the turn policy's defaults added (``turns: {}``) where the
 scenario plays none. Of the workers that joined a claim (one the simulator
 cut for another worker: not ``claim-<worker>`` nor ``claim-<worker>-N``) and
-wanted the device at some point, it prints how many there are, the worst and
-the median served share (resident while wanting it, over wanting it), and
-how many were served under 40% of the time.
+wanted the device at some point, it prints how many there are, their served
+share (resident while wanting it, over wanting it) at worst, at the tenth
+percentile, the median and the mean, and how many were served under 40% of
+the time.
 
     git worktree add /tmp/base <commit>
     .venv/bin/python bench/join_share.py /tmp/base .
-    .venv/bin/python bench/join_share.py /tmp/base . --scenarios examples/sharing.yaml
+    .venv/bin/python bench/join_share.py /tmp/base . --scenarios examples/sharing.yaml \
+        bench/out/scenario-1000n-30000e-s1-timed.json   # (JSON: the key added)
 
 A measurement, not a test: it prints and exits 0.
 """
@@ -36,9 +38,15 @@ LOW = 0.4  # a joiner served less than this is counted
 def with_turns(path: Path, folder: Path) -> Path:
     """``path`` itself when it plays turns, else a copy that does (``turns: {}``)."""
     text = path.read_text()
+    copy = folder / path.name
+    if path.suffix == ".json":
+        document = json.loads(text)
+        if "turns" in document:
+            return path
+        copy.write_text(json.dumps({"turns": {}, **document}))
+        return copy
     if re.search(r"^turns:", text, re.MULTILINE):
         return path
-    copy = folder / path.name
     copy.write_text(f"turns: {{}}\n{text}")
     return copy
 
@@ -84,8 +92,10 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"  {root}: no joiner wanted the device")
                     continue
                 low = sum(share < LOW for share in served)
+                tenth = served[len(served) // 10]
                 print(f"  {root}: {len(served)} joiners; served share worst "
-                      f"{served[0]:.1%}, median {statistics.median(served):.1%}; "
+                      f"{served[0]:.1%}, tenth percentile {tenth:.1%}, median "
+                      f"{statistics.median(served):.1%}, mean {statistics.fmean(served):.1%}; "
                       f"{low} under {LOW:.0%}")
     return 0
 

@@ -269,6 +269,8 @@ def _first_open(index: Index, request: Request, owner_affinity: bool) -> str | N
                 break
     if not room:  # nothing takes it: its owner's lists would only walk claims without room
         return None
+    if best_rank < _LEAST_MINE:  # no claim of two workers or more of its owner ranks so well
+        return best
     mine = index.first_of_owner(owner, request.role, memory,
                                 pairing=False if owner_affinity else None, alone=False,
                                 to_beat=(best_rank, best))
@@ -277,6 +279,7 @@ def _first_open(index: Index, request: Request, owner_affinity: bool) -> str | N
 
 _ONE_MORE_OWNER = share_rank(1, 0, 0) - share_rank(0, 0, 0)  # a joiner's owner, new there
 _WORKERS = (1 << WORKER_BITS) - 1
+_LEAST_MINE = share_rank(1, 2, 2)  # the best rank of a claim of two workers, one its owner's
 
 
 @dataclass(frozen=True, slots=True)

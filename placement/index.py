@@ -21,7 +21,7 @@ What is filed, and for which part of the policy in ``policy.py``:
   and skips the claims that cannot take the worker.
 * The same open seats again by each owner on them, ranked as that owner's
   joiners rank them (``placement.owners``, the index's base: its rules
-  there), filed only once a join first searches; until then filing a claim
+  there), filed only once a search first reads them; until then filing a claim
   costs one test for them. An open claim of two workers or more keeps its
   owners (``ClaimRow.tally``): its bucket's key counts them, and its bucket
   (an ``OwnedRooms``) reads them to leave the joiner's owner's claims out.
@@ -224,9 +224,12 @@ class Index(OwnerLists):
             claim.bucket = None
             self._open[group] -= 1
             claim.open_key = None
-            claim.tally = None
-            if claim.owner_lists is not None:
-                self._unfile_owners(claim)
+            lists = claim.owner_lists
+            if lists is not None:
+                for by_rank, rank in lists:  # an emptied list stays: that rank comes back
+                    names = by_rank[rank]
+                    del names[bisect_left(names, claim.name)]
+                claim.owner_lists = None
         elif claim.exclusive_key is not None:
             self._exclusive[claim.exclusive_key] -= 1
             claim.exclusive_key = None

@@ -13,10 +13,11 @@ owner's joiners find it ranked as they would rank it. Rules:
   workers`` (a claim seats at most 256), so the two keys after owner affinity
   compare as one number. ``share_rank`` gives it.
 * An open claim with workers is filed, for each owner on it, under that
-  owner, then its *owner group* (the node's role policy, the roles the owner
-  holds there; None: a role not known), then that owner's rank there, in a
-  sorted list of names. An owner has a handful of groups: role policies
-  times the roles it can hold.
+  owner (a claim of one worker only where a joiner its node takes pairs with
+  it: only owner affinity reads those), then its *owner group* (the node's
+  role policy, the roles the owner holds there; None: a role not known),
+  then that owner's rank there, in a sorted list of names. An owner has a
+  handful of groups: role policies times the roles it can hold.
 * A joiner's search (``first_of_owner``) reads its owner's groups whose role
   policy takes it (and, for owner affinity, that ``policy.pairs`` with it),
   each group's ranks in ascending order, and in a rank's list the first
@@ -27,17 +28,19 @@ owner's joiners find it ranked as they would rank it. Rules:
   every joiner (a half of the turns), so the open seats' buckets rank them
   with the rest, and past owner affinity an owner's lists of them are not
   read.
-* The lists are filed only once a join search asks for them, all at once
+* The lists are filed only once a search reads them (owner affinity, or a
+  join whose best claim one of its owner's could beat), all at once
   from the books' rows, and kept from then on: until then filing a claim
   costs one test for them. ``Index.describe`` lists them as filed, or before
   that as they would be, read plainly (``owner_keys``).
 * A group's ranks are kept ascending (a new one not the largest re-sorts that
-  group alone, a handful of keys), an emptied rank is dropped.
+  group alone, a handful of keys); an emptied rank's list stays, empty, as
+  that rank comes back (a claim's workers come and go).
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
+from bisect import insort
 from collections.abc import Mapping
 
 from placement.model import Role
@@ -80,17 +83,20 @@ def tally(bookings: Mapping[str, tuple[str, int, bool, str | None]]) -> Tally:
 class OwnerLists:
     """The owner lists of an index; see the module's rules. Filed by ``Index.file_claim``."""
 
-    __slots__ = ("_owners", "_rows", "_views")
+    __slots__ = ("_lone", "_owners", "_rows", "_views")
 
     def __init__(self, rows: Mapping[str, ClaimRow]) -> None:
-        """``rows``: the books' claims, read when a join search first asks."""
+        """``rows``: the books' claims, read when a search first reads the lists."""
         self._rows = rows
         # owner -> its groups -> rank -> sorted names; None: not filed until a join
-        # search first asks.
+        # search first reads them.
         self._owners: dict[str, dict[OwnerGroup, RankLists]] | None = None
         # (owner, joiner role, pairing) -> the lists of the owner's groups a search
-        # reads (``first_of_owner``); all forgotten when a group is added (rare).
+        # reads (``first_of_owner``); an owner's forgotten when it gets a group.
         self._views: dict[tuple[str, Role, bool | None], list[RankLists]] = {}
+        # (owner, role policy, role) of a lone worker -> the owner's group it is filed
+        # in; None: in none, as no joiner its node takes pairs with it.
+        self._lone: dict[tuple[str, frozenset[Role], str | None], RankLists | None] = {}
 
     def _file_owners(self, claim: ClaimRow, roles: frozenset[Role], workers: int) -> None:
         owners = self._owners
@@ -98,14 +104,12 @@ class OwnerLists:
         name = claim.name
         if workers == 1:  # the common case: one owner, one role
             for owner, _parked, _exclusive, role in claim.bookings.values():
-                groups = owners.get(owner)
-                if groups is None:
-                    groups = owners[owner] = {}
-                group = (roles, _ONLY[role])
-                by_rank = groups.get(group)
-                if by_rank is None:
-                    by_rank = groups[group] = {}
-                    self._views.clear()
+                key = (owner, roles, role)
+                by_rank = self._lone.get(key, _UNSEEN)
+                if by_rank is _UNSEEN:
+                    by_rank = self._lone[key] = self._lone_group(owner, roles, role)
+                if by_rank is None:  # only owner affinity reads it, and no joiner pairs
+                    return
                 names = by_rank.get(ALONE_RANK)
                 if names is None:
                     _new_rank(by_rank, ALONE_RANK, name)
@@ -125,7 +129,7 @@ class OwnerLists:
             by_rank = groups.get(group)
             if by_rank is None:
                 by_rank = groups[group] = {}
-                self._views.clear()
+                self._forget_views(owner)
             rank = (count + 1 if not mine else count * (mine + 1)) << WORKER_BITS | workers
             names = by_rank.get(rank)
             if names is None:
@@ -135,21 +139,23 @@ class OwnerLists:
             filed.append((by_rank, rank))
         claim.owner_lists = tuple(filed)
 
-    @staticmethod
-    def _unfile_owners(claim: ClaimRow) -> None:
-        lists = claim.owner_lists
-        if lists is None:
-            return
-        for by_rank, rank in lists:
-            names = by_rank[rank]
-            if len(names) == 1:
-                del by_rank[rank]
-            else:
-                del names[bisect_left(names, claim.name)]
-        claim.owner_lists = None
+    def _lone_group(self, owner: str, roles: frozenset[Role],
+                    role: str | None) -> RankLists | None:
+        """The group a lone worker's claim is filed in for its owner, made if new; None:
+        none, as no joiner its node takes pairs with it."""
+        assert self._owners is not None
+        if not _pairs_alone(roles, role):
+            return None
+        groups = self._owners.setdefault(owner, {})
+        group = (roles, _ONLY[role])
+        by_rank = groups.get(group)
+        if by_rank is None:
+            by_rank = groups[group] = {}
+            self._forget_views(owner)
+        return by_rank
 
     def _file_every_owner(self) -> dict[str, dict[OwnerGroup, RankLists]]:
-        """A join's first search: file every open claim by owner, from now on."""
+        """The first search that reads them: file every open claim by owner, from now on."""
         self._owners = {}
         for claim in self._rows.values():
             if claim.bucket is not None and claim.bookings:
@@ -159,7 +165,7 @@ class OwnerLists:
 
     @property
     def owners_filed(self) -> bool:
-        """Whether the owner lists are filed (a join has searched)."""
+        """Whether the owner lists are filed (a search has read them)."""
         return self._owners is not None
 
     def first_of_owner(self, owner: str, role: Role, memory: int, *,
@@ -171,15 +177,11 @@ class OwnerLists:
         ``policy.pairs`` with the joiner (none of the owner's workers in ``role``);
         False, only the others; None, all. ``alone``: False, not the claims of one worker
         (the open seats' buckets rank those for any joiner alike)."""
-        owners = self._owners
-        if owners is None:
-            owners = self._file_every_owner()
         view = self._views.get((owner, role, pairing))
         if view is None:
-            view = self._views[owner, role, pairing] = [
-                by_rank for (roles, held), by_rank in owners.get(owner, {}).items()
-                if (not roles or role in roles)
-                and (pairing is None or pairing is pairs(role, held))]
+            view = self._view(owner, role, pairing)
+        if not view:
+            return None
         rows = self._rows
         best_rank, best = to_beat
         found = False
@@ -202,6 +204,23 @@ class OwnerLists:
                     break
         return (best_rank, best) if found else None
 
+    def _forget_views(self, owner: str) -> None:
+        """A group of ``owner``'s was added: its views are made again when next read."""
+        views = self._views
+        for role in Role:
+            for pairing in _PAIRINGS:
+                views.pop((owner, role, pairing), None)
+
+    def _view(self, owner: str, role: Role, pairing: bool | None) -> list[RankLists]:
+        """The groups of ``owner`` that ``first_of_owner`` reads for these arguments."""
+        owners = self._owners
+        if owners is None:
+            owners = self._file_every_owner()
+        view = self._views[owner, role, pairing] = [
+            by_rank for (roles, held), by_rank in owners.get(owner, {}).items()
+            if (not roles or role in roles) and (pairing is None or pairing is pairs(role, held))]
+        return view
+
     def _describe_owners(self) -> dict[OwnerKey, tuple[str, ...]]:
         """Every owner list by ``OwnerKey``: as filed, or before a join first searched, as
         they would be filed (read plainly, by ``owner_keys``)."""
@@ -210,7 +229,7 @@ class OwnerLists:
                     tuple(names)
                     for owner, groups in self._owners.items()
                     for (roles, held), by_rank in groups.items()
-                    for rank, names in by_rank.items()}
+                    for rank, names in by_rank.items() if names}
         owners: dict[OwnerKey, list[str]] = {}
         for claim in self._rows.values():
             if claim.bucket is not None and claim.bookings:
@@ -220,15 +239,24 @@ class OwnerLists:
         return {key: tuple(sorted(names)) for key, names in owners.items()}
 
     def _ranks_ascending(self) -> bool:
-        """Every group's ranks in ascending order, none empty (for ``describe``)."""
-        return all(list(by_rank) == sorted(by_rank) and all(by_rank.values())
+        """Every group's ranks in ascending order (for ``describe``)."""
+        return all(list(by_rank) == sorted(by_rank)
                    for groups in (self._owners or {}).values() for by_rank in groups.values())
+
+
+def _pairs_alone(roles: frozenset[Role], role: str | None) -> bool:
+    """Whether a lone worker of ``role`` pairs with any joiner a node of ``roles`` takes."""
+    return any(pairs(joiner, {role}) for joiner in Role if not roles or joiner in roles)
 
 
 def owner_keys(bookings: dict[str, tuple[str, int, bool, str | None]],
                roles: frozenset[Role]) -> tuple[OwnerKey, ...]:
     """The owner lists an open claim with these bookings, on a node of role policy
     ``roles``, is filed in, read plainly (the filing reads the index's tables)."""
+    if len(bookings) == 1 and not any(_pairs_alone(roles, role)
+                                      for _owner, _parked, _exclusive, role
+                                      in bookings.values()):
+        return ()
     held: dict[str, list[str | None]] = {}
     for owner, _parked, _exclusive, role in bookings.values():
         held.setdefault(owner, []).append(role)
@@ -249,6 +277,9 @@ def _new_rank(by_rank: RankLists, rank: int, name: str) -> None:
 def _names(roles: frozenset[Role] | frozenset[str | None]) -> tuple[str, ...]:
     return tuple(sorted(str(role) for role in roles))
 
+
+_UNSEEN: RankLists = {}  # a key not met yet
+_PAIRINGS = (True, False, None)  # ``first_of_owner``'s choices
 
 # A role's plain name (None: not known) alone, as the roles an owner holds.
 _ONLY: dict[str | None, frozenset[str | None]] = {

@@ -140,8 +140,8 @@ class ClaimRow:
         # The owner lists it is filed in, as (lists, rank); None: in none (not open, or
         # no join has searched yet)
         self.owner_lists: tuple[tuple[RankLists, int], ...] | None = None
-        # Its owners while it is open with two workers or more (``owners.tally``); None
-        # otherwise (one worker: its one booking says it)
+        # Its owners, filed open with two workers or more (``owners.tally``); read only
+        # then (one worker: its one booking says it), so left as it was otherwise
         self.tally: Tally | None = None
         self.exclusive_key: SeatGroup | None = None  # counted as held by an exclusive worker
         self.open_key: SeatGroup | None = None  # counted as open (with a free seat)

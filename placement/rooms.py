@@ -211,9 +211,16 @@ class OwnedRooms(RoomIndex):
             self._rebuild_others()
 
     def update(self, name: str, room: Room) -> None:
-        if self._rooms[name] != room:
-            super().update(name, room)
-            self._raise_others(bisect_right(self._heads, name) - 1, room, self._owners[name])
+        # RoomIndex.update, with the other owners' bounds raised too (one search for the
+        # block).
+        if self._rooms[name] == room:
+            return
+        self._rooms[name] = room
+        index = bisect_right(self._heads, name) - 1
+        if room > self._maxima[index]:
+            self._maxima[index] = room
+            self._raise_chunk(index, room)
+        self._raise_others(index, room, self._owners[name])
 
     def first_without(self, at_least: Room, owner: str) -> str | None:
         """The smallest name whose room is at least ``at_least`` and that ``owner`` is not
