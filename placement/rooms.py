@@ -119,15 +119,17 @@ class RoomIndex:
             return
         self._heads[index] = block[0]
 
-    def update(self, name: str, room: Room) -> None:
+    def update(self, name: str, room: Room) -> int:
+        """Set a name's room; its block's index, or -1 where the room did not change."""
         old = self._rooms[name]
         if old == room:
-            return
+            return -1
         self._rooms[name] = room
         index = bisect_right(self._heads, name) - 1
         if room > self._maxima[index]:
             self._maxima[index] = room
             self._raise_chunk(index, room)
+        return index
 
     def bounds_hold(self) -> bool:
         """Blocks sorted and headed right, and no bound below what it bounds (for tests)."""
@@ -210,17 +212,11 @@ class OwnedRooms(RoomIndex):
             del self._tops[index], self._others[index]
             self._rebuild_others()
 
-    def update(self, name: str, room: Room) -> None:
-        # RoomIndex.update, with the other owners' bounds raised too (one search for the
-        # block).
-        if self._rooms[name] == room:
-            return
-        self._rooms[name] = room
-        index = bisect_right(self._heads, name) - 1
-        if room > self._maxima[index]:
-            self._maxima[index] = room
-            self._raise_chunk(index, room)
-        self._raise_others(index, room, self._owners[name])
+    def update(self, name: str, room: Room) -> int:
+        index = super().update(name, room)
+        if index >= 0:
+            self._raise_others(index, room, self._owners[name])
+        return index
 
     def first_without(self, at_least: Room, owner: str) -> str | None:
         """The smallest name whose room is at least ``at_least`` and that ``owner`` is not
