@@ -27,7 +27,14 @@ import click
 
 from cli.live import KUBECTL, OPENRL_PLACE, Flags, read, unreachable
 from controller.fleet.warning import Kind
-from controller.inspect_fleet import LiveFleet, seated_claims, standing_claims, turn_state
+from controller.inspect_fleet import (
+    LiveFleet,
+    budget_account,
+    budget_line,
+    seated_claims,
+    standing_claims,
+    turn_state,
+)
 from placement import Policy, Strategy
 from placement.quantity import format_quantity
 from placement.remedy import Diagnosis, NodeVerdict, diagnose
@@ -91,7 +98,8 @@ def _explanation(name: str, role: str, memory: int, owner: str, phase: str,
                          else None),
         # Where it would be seated now, and why ("joins claim-x: same owner"); null: nowhere.
         "seatNow": diagnosis.seat_text or None if diagnosis is not None else None,
-        "nodes": [_verdict(v) for v in diagnosis.nodes] if diagnosis is not None else [],
+        "nodes": ([{**_verdict(v), "hostBudget": budget_account(live, v.node)}
+                   for v in diagnosis.nodes] if diagnosis is not None else []),
         "wouldSeat": (diagnosis.change.to_dict() if diagnosis is not None
                       and diagnosis.change is not None else None),
         "alternatives": ([c.to_dict() for c in diagnosis.alternatives[1:]]
@@ -145,10 +153,14 @@ def _explanation_lines(document: dict[str, Any], diagnosis: Diagnosis | None) ->
     elif document["reason"] is None or str(diagnosis.reason) not in document["reason"]:
         lines.append(f"placement now: {diagnosis.reason}")
     lines.append("nodes:")
+    budgets = {node["node"]: node.get("hostBudget") for node in document.get("nodes") or ()}
     width = max((len(v.node) for v in diagnosis.nodes), default=0)
     for verdict in diagnosis.nodes:
         roles = "/".join(verdict.roles) or "any role"
         lines.append(f"  {verdict.node:<{width}}  {roles:<16} {verdict.summary}")
+        account = budgets.get(verdict.node)
+        if account is not None and verdict.max_workers_per_claim > 1:
+            lines.append(f"  {'':<{width}}    host memory: {budget_line(account)}")
         if not verdict.accepts or not verdict.could_hold:
             continue  # its claims are not this worker's business
         for claim in verdict.claims:

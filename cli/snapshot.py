@@ -11,6 +11,9 @@ Rules:
   (``leftOut``), so a snapshot of a mixed node replays as the cluster reads.
   A node whose counted devices differ in memory lists them as
   ``deviceGroups`` (devices and deviceMemory per size), as placement reads it.
+* A node's ``hostMemory`` is its parking budget: allocatable memory less
+  its other pods' memory requests. Where it may share claims, a comment
+  (stderr too) says what took the rest and what is parked and left.
 * It is then replayed, and stderr says whether ``simulate`` reproduces the
   cluster's placements -- same sharing groups on the same nodes, the same
   workers waiting -- or where it does not.
@@ -32,7 +35,14 @@ from cli.options import count
 from cli.replay import replay
 from cli.scenario import ScenarioError, build_scenario
 from controller.fleet.rules import LeftOut
-from controller.inspect_fleet import LiveFleet, holders_in_order, seated_claims, standing_claims
+from controller.inspect_fleet import (
+    LiveFleet,
+    budget_account,
+    budget_line,
+    holders_in_order,
+    seated_claims,
+    standing_claims,
+)
 from placement import Node
 from placement.quantity import format_quantity
 
@@ -69,6 +79,17 @@ def snapshot_document(live: LiveFleet) -> dict[str, Any]:
     return {"dra": "deferred" if deferred else "instant",
             "nodes": [_node(node, view.left_out.get(node.name, ()))
                       for node in view.nodes.values()], "events": events}
+
+
+def budget_lines(live: LiveFleet) -> list[str]:
+    """Each node's host memory (its scenario ``hostMemory``, the parking budget) and what
+    took the rest of its allocatable memory, for nodes that may share claims."""
+    lines = []
+    for name, node in live.view.nodes.items():
+        account = budget_account(live, name) if node.max_workers_per_claim > 1 else None
+        if account is not None:
+            lines.append(f"node {name} host memory: {budget_line(account)}")
+    return lines
 
 
 def _node(node: Node, left_out: Iterable[LeftOut] = ()) -> dict[str, Any]:
@@ -163,12 +184,17 @@ def build(flags: Flags) -> click.Command:
         click.echo(f"snapshot: {verdict}", err=True)
         if standing:
             click.echo(f"snapshot: {_standing_line(standing)}", err=True)
+        budgets = budget_lines(live)
+        for line in budgets:
+            click.echo(f"snapshot: {line}", err=True)
         if output == "json":
             click.echo(json.dumps(document, indent=2))
         else:
             click.echo(f"# {flags.prog} snapshot: {verdict}")
             if standing:
                 click.echo(f"# {_standing_line(standing)}")
+            for line in budgets:
+                click.echo(f"# {line}")
             click.echo(_yaml(document), nl=False)
 
     return snapshot

@@ -10,6 +10,9 @@ Rules:
   the nodes' pod slots, and every namespace's claims that are not ours -- all
   but our namespace's managed ones -- for the devices they hold): the
   controller's own reading rules, not a copy.
+* A node's parking budget is shown with what took it (``budget_account``):
+  its allocatable memory, its other pods' memory requests (the largest few by
+  name, and how many), the load parked on its shared claims, what is left.
 * A cluster that cannot be reached, or refuses the reads, is ``Unreachable``:
   the commands print one line and exit 2.
 """
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import attrs
 
@@ -27,12 +31,15 @@ from controller.fleet.warning import FleetWarning, Kind, warning
 from controller.k8s import kube, naming
 from controller.k8s.objects import Obj, Worker, age_order, annotations_of, created_at, name_of
 from controller.store.cache import strip
+from placement.quantity import format_quantity
 
 __all__ = [
     "READS",
     "Holder",
     "LiveFleet",
     "Unreachable",
+    "budget_account",
+    "budget_line",
     "connect",
     "holders_in_order",
     "read_live_fleet",
@@ -104,6 +111,34 @@ def read_live_fleet(api: kube.Kube, driver: str, device_class: str | None = None
     if unseen is not None:
         view = attrs.evolve(view, warnings=(*view.warnings, unseen))
     return LiveFleet(view, {w.name: w for w in workers}, {name_of(p): p for p in pods})
+
+
+def budget_account(live: LiveFleet, node: str) -> dict[str, Any] | None:
+    """The node's parking budget and what took it, as plain data; None for a node
+    placement does not read, or whose allocatable memory is unread (unchecked)."""
+    budget = live.view.budgets.get(node)
+    if budget is None or budget.allocatable is None or node not in live.view.nodes:
+        return None
+    left = budget.left or 0
+    parked = live.view.fleet.parked_load(node)
+    return {"allocatable": format_quantity(budget.allocatable),
+            "otherPods": {"count": budget.pods, "requests": format_quantity(budget.others),
+                          "largest": [{"pod": pod, "memory": format_quantity(memory)}
+                                      for pod, memory in budget.largest]},
+            "budget": format_quantity(left), "parked": format_quantity(parked),
+            "left": format_quantity(max(0, left - parked))}
+
+
+def budget_line(account: dict[str, Any]) -> str:
+    """One line of an account: ``100Gi allocatable - 31Gi for 2 other pods (...)``."""
+    others = account["otherPods"]
+    named = ", ".join(f"{p['pod']} {p['memory']}" for p in others["largest"])
+    more = others["count"] - len(others["largest"])
+    named += f", {more} more" if named and more > 0 else ""
+    return (f"{account['allocatable']} allocatable - {others['requests']} for "
+            f"{others['count']} other pod{'' if others['count'] == 1 else 's'}"
+            f"{f' ({named})' if named else ''} = {account['budget']} parking budget; "
+            f"{account['parked']} parked, {account['left']} left")
 
 
 def seated_claims(live: LiveFleet) -> dict[str, str]:
