@@ -269,8 +269,8 @@ class AutoscaledSimulation(Simulation):
     def _shape(self, request: Request) -> Shape:
         """All ``_consider_one`` reads of a request but its name: a worker taking a new
         claim only is seated by ``best_pool`` (role, memory, devices); a joiner's owner
-        counts under owner affinity (``best_claim``)."""
-        ranked = self.policy.owner_affinity and not self._new_claim_only(request)
+        counts (``best_claim`` ranks claims by it: owner affinity, its share of turns)."""
+        ranked = not self._new_claim_only(request)
         return (request.role, request.memory, request.exclusive,
                 request.owner if ranked else "", request.devices)
 
