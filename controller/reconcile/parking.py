@@ -9,19 +9,24 @@ the pod asks for it too, so kube-scheduler and the kubelet count it as well
 Rules (the worker container's ``resources.requests.memory``; nothing else is
 touched):
 
-  the pod's node                           the worker container asks
+  the pod starts                           the worker container asks
   ---------------------------------------  ---------------------------------------------
-  never shares a claim                     the template's request, unchanged
-    (max-workers-per-claim 1)
-  may share (max-workers-per-claim > 1)    the larger of the template's request and the
-                                           worker's memory estimate
-  not known yet (a standing pod,           as on a node that may share when any node the
-    autoscaling)                           fleet reads may; else unchanged (requests
-                                           cannot grow once the pod exists, and a fleet
-                                           labels the nodes its autoscaler adds as it
-                                           labels the rest)
-  a node placement no longer reads         unchanged
+  on a claim others share, on a node that  the larger of the template's request and the
+    may share (max-workers-per-claim > 1)  worker's memory estimate
+  alone on its claim (a new claim, a       the template's request, unchanged
+    standing one), or on a node that
+    never shares
 
+* Why only a pod joining others: placement counts a worker's footprint
+  against the node's parking budget only once its claim is shared (a lone
+  worker parks nothing). A lone pod asking its estimate would have
+  kube-scheduler count memory placement never reserved, and refuse a pod
+  placement admitted on a node full of lone workers. So every pod that asks
+  is inside what placement reserved. The one worker that started alone on a
+  claim others join later keeps its template's request: placement reserves
+  its footprint all the same, but the kubelet, under memory pressure, would
+  rank it among the pods above their requests (requests cannot grow once
+  the pod exists).
 * A worker container whose template sets a memory limit below the estimate
   cannot ask for it (a request above its limit is invalid): the pod is not
   made; ``ask`` raises a ``TemplateError`` naming the limit and the estimate.
@@ -44,12 +49,15 @@ from placement.quantity import QuantityError, format_quantity, parse_quantity
 __all__ = ["ask", "memory_bound", "parks"]
 
 
-def parks(view: FleetReading, node: str) -> bool:
-    """Whether a worker pod on ``node`` ("" where not known yet) may park there."""
-    if node:
-        known = view.nodes.get(node)
-        return known is not None and known.max_workers_per_claim > 1
-    return any(n.max_workers_per_claim > 1 for n in view.nodes.values())
+def parks(view: FleetReading, node: str, claim: str, worker: str) -> bool:
+    """Whether ``worker``'s pod starting on ``claim`` on ``node`` asks for what it parks
+    (the table): the node may share and others are booked on the claim."""
+    known = view.nodes.get(node)
+    if known is None or known.max_workers_per_claim <= 1:
+        return False
+    fleet = view.fleet
+    shared = fleet.claim(claim) if fleet.has_claim(claim) else None
+    return shared is not None and any(b.worker != worker for b in shared.bookings)
 
 
 def _bytes(value: object) -> int | None:
@@ -73,9 +81,9 @@ def ask(pod: Obj, worker: Worker, node: str) -> None:
         where = f"spec.containers[{container.get('name', '?')}].resources.limits.memory"
         raise TemplateError(where, f"{format_quantity(limit)} is below the worker's memory "
                             f"estimate {format_quantity(worker.memory)}, which its pod must "
-                            f"request of node {node or '(any)'}'s memory: a worker parked "
-                            "there holds it in host RAM (the node may share a claim); "
-                            "raise or remove the limit")
+                            f"request of node {node}'s memory to share a claim there: a "
+                            "worker parked there holds it in host RAM; raise or remove the "
+                            "limit")
     asked = _bytes(requests.get("memory"))
     if asked is None or asked < worker.memory:
         resources["requests"] = {**requests, "memory": format_quantity(worker.memory)}
@@ -92,6 +100,6 @@ def memory_bound(worker: Worker, error: kube.KubeError) -> str:
     bound = next((who for says, who in _BOUNDS.items() if says in text), None)
     if bound is None or "memory" not in text:
         return ""
-    return (f" ({bound} refused its memory: a worker pod on a node that may share claims "
-            f"asks for the worker's memory estimate, {format_quantity(worker.memory)}, the "
-            "host memory it holds when parked)")
+    return (f" ({bound} refused its memory: a worker pod joining a shared claim asks for "
+            f"the worker's memory estimate, {format_quantity(worker.memory)}, the host "
+            "memory it holds when parked)")

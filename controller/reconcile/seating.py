@@ -32,7 +32,7 @@ Rules:
 * A decision landing on ``avoid`` (a node the worker's pod was wedged on) is
   made again without that node, and kept only if no other node can take it.
 * The pod is pinned to the node placement chose, after the writes its seat
-  needs. On a node that may share claims it asks for the memory the worker
+  needs. Joining a claim others share, it asks for the memory the worker
   parks there (``parking``); a template whose memory limit forbids that
   fails the worker (TemplateError, naming the limit and the estimate) and
   nothing is written.
@@ -226,7 +226,7 @@ def _start(ctx: Context, worker: Worker, prepared: Obj, claim: str, devices: int
     reports only that). What a refusal of the pod means is the write table's."""
     pod = render.stamp(prepared, worker, claim, ctx.namespace, pin)
     where = pin or node
-    if parking.parks(ctx.cache.view, where):
+    if parking.parks(ctx.cache.view, where, claim, worker.name):
         try:
             parking.ask(pod, worker, where)
         except render.TemplateError as exc:  # the pod could not be made as it must ask

@@ -31,9 +31,9 @@ enabled nodes of its role and names no node.
 
 Rules:
 
-* A standing pod's node is not known: it asks for the memory its worker may
-  park as ``parking`` rules for an unknown node (when any node the fleet
-  reads may share claims).
+* A standing pod keeps its template's memory request: its claim is its own,
+  never joined while it stands (``parking``: only a pod joining others asks
+  for what it parks).
 * A standing claim is never joined and never counts as capacity until it is
   allocated: it has no node, and the fleet's reading books only claims with
   one. Once kube-scheduler allocates it, the claim is read like any other
@@ -80,7 +80,7 @@ from controller.k8s.objects import (
     uid_of,
     version_of,
 )
-from controller.reconcile import moves, parking, render
+from controller.reconcile import moves, render
 from controller.reconcile.vocabulary import Case, Conclusion, Context, Outcome, Write
 from placement import JoinClaim, Strategy, decide
 
@@ -193,11 +193,6 @@ def stand(ctx: Context, case: Case) -> Conclusion:
                                   "it is gone"), requeue_after=ctx.settings.retry_interval)
     pod = render.stamp(prepared, worker, name, ctx.namespace, "")
     pod["metadata"]["labels"][LABEL_STANDING] = "true"
-    if parking.parks(ctx.cache.view, ""):  # its node is not known: parking's rule
-        try:
-            parking.ask(pod, worker, "")
-        except render.TemplateError as exc:
-            return Conclusion(Outcome(WorkerPhase.FAILED, ReasonKind.TEMPLATE_ERROR, str(exc)))
     writes.append(Write("create", kube.PODS, worker.pod_name, pod, assumed=True))
     done = _waiting(worker, verdict, name, ctx.settings.retry_interval)
     return Conclusion(done.outcome, tuple(writes), done.requeue_after, decided="standing")

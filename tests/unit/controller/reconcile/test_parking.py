@@ -31,11 +31,23 @@ def with_resources(resources: str) -> str:
                             f"      resources: {resources}\n")
 
 
-def test_on_a_node_that_may_share_the_pod_asks_for_the_estimate() -> None:
-    cluster = Cluster(node_labels=SHARES)
-    cluster.place("a", "50Gi")
-    assert worker_resources(cluster, "a")["requests"] == {"memory": "50Gi"}
-    assert worker_resources(cluster, "a")["claims"] == [{"name": "gpu"}]
+def sharing(template: str | None = None) -> Cluster:
+    """One device on a node that shares claims; a (30Gi) runs alone on it."""
+    cluster = Cluster(devices=1, node_labels=SHARES)
+    if template is not None:
+        cluster.api.put(kube.CONFIGMAPS, template_cm("trainer", template))
+    cluster.place("a", "30Gi")
+    cluster.allocate_and_run("a")
+    return cluster
+
+
+def test_a_pod_joining_others_asks_for_the_estimate_a_lone_one_does_not() -> None:
+    cluster = sharing()
+    assert "requests" not in worker_resources(cluster, "a")  # alone: parks nothing
+    status = cluster.place("b", "40Gi")
+    assert status["claimName"] == cluster.status("a")["claimName"]
+    assert worker_resources(cluster, "b")["requests"] == {"memory": "40Gi"}
+    assert worker_resources(cluster, "b")["claims"] == [{"name": "gpu"}]
 
 
 def test_on_a_node_that_never_shares_nothing_changes() -> None:
@@ -45,22 +57,22 @@ def test_on_a_node_that_never_shares_nothing_changes() -> None:
 
 
 def test_a_template_asking_more_keeps_its_own_request() -> None:
-    cluster = Cluster(node_labels=SHARES)
-    cluster.api.put(kube.CONFIGMAPS, template_cm(
-        "trainer", with_resources('{requests: {memory: 64Gi, cpu: "2"}}')))
-    cluster.place("a", "50Gi")
-    assert worker_resources(cluster, "a")["requests"] == {"memory": "64Gi", "cpu": "2"}
+    cluster = sharing(with_resources('{requests: {memory: 64Gi, cpu: "2"}}'))
+    cluster.place("b", "40Gi")
+    assert worker_resources(cluster, "b")["requests"] == {"memory": "64Gi", "cpu": "2"}
 
 
-def test_a_limit_below_the_estimate_fails_the_worker_at_placement() -> None:
-    cluster = Cluster(node_labels=SHARES)
-    cluster.api.put(kube.CONFIGMAPS, template_cm(
-        "trainer", with_resources("{limits: {memory: 8Gi}}")))
-    status = cluster.place("a", "50Gi")
+def test_a_limit_below_the_estimate_fails_the_joiner_at_placement() -> None:
+    cluster = sharing(with_resources("{limits: {memory: 8Gi}}"))
+    status = cluster.place("b", "40Gi")
     assert (status["phase"], status["conditions"][-1]["reason"]) == ("Failed", "TemplateError")
     message = status["conditions"][-1]["message"]
-    assert "resources.limits.memory: 8Gi is below the worker's memory estimate 50Gi" in message
-    assert cluster.api.obj(kube.PODS, "a") is None and not cluster.api.list(kube.CLAIMS)
+    assert "resources.limits.memory: 8Gi is below the worker's memory estimate 40Gi" in message
+    assert cluster.api.obj(kube.PODS, "orw-b") is None
+    claim = cluster.api.obj(kube.CLAIMS, cluster.status("a")["claimName"])
+    assert claim is not None  # and its booked list never took b: nothing was written
+    assert claim["metadata"]["annotations"]["openrl.io/booked"] == cluster.worker("a")[
+        "metadata"]["uid"]
 
 
 def test_a_limit_above_the_estimate_is_kept() -> None:
