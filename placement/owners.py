@@ -83,7 +83,7 @@ def tally(bookings: Mapping[str, tuple[str, int, bool, str | None]]) -> Tally:
 class OwnerLists:
     """The owner lists of an index; see the module's rules. Filed by ``Index.file_claim``."""
 
-    __slots__ = ("_lone", "_owners", "_rows", "_views")
+    __slots__ = ("_lone", "_owners", "_rows", "_searched")
 
     def __init__(self, rows: Mapping[str, ClaimRow]) -> None:
         """``rows``: the books' claims, read when a search first reads the lists."""
@@ -91,9 +91,9 @@ class OwnerLists:
         # owner -> its groups -> rank -> sorted names; None: not filed until a join
         # search first reads them.
         self._owners: dict[str, dict[OwnerGroup, RankLists]] | None = None
-        # (owner, joiner role, pairing) -> the lists of the owner's groups a search
-        # reads (``first_of_owner``); an owner's forgotten when it gets a group.
-        self._views: dict[tuple[str, Role, bool | None], list[RankLists]] = {}
+        # owner -> its groups as a search reads them: each one's lists, and per joiner
+        # role whether it pairs (True), is taken without pairing (False) or not (None).
+        self._searched: dict[str, list[tuple[RankLists, dict[Role, bool | None]]]] = {}
         # (owner, role policy, role) of a lone worker -> the owner's group it is filed
         # in; None: in none, as no joiner its node takes pairs with it.
         self._lone: dict[tuple[str, frozenset[Role], str | None], RankLists | None] = {}
@@ -128,8 +128,7 @@ class OwnerLists:
             group = (roles, held)
             by_rank = groups.get(group)
             if by_rank is None:
-                by_rank = groups[group] = {}
-                self._forget_views(owner)
+                by_rank = groups[group] = self._new_group(owner, group)
             rank = (count + 1 if not mine else count * (mine + 1)) << WORKER_BITS | workers
             names = by_rank.get(rank)
             if names is None:
@@ -150,8 +149,7 @@ class OwnerLists:
         group = (roles, _ONLY[role])
         by_rank = groups.get(group)
         if by_rank is None:
-            by_rank = groups[group] = {}
-            self._forget_views(owner)
+            by_rank = groups[group] = self._new_group(owner, group)
         return by_rank
 
     def _file_every_owner(self) -> dict[str, dict[OwnerGroup, RankLists]]:
@@ -177,16 +175,19 @@ class OwnerLists:
         ``policy.pairs`` with the joiner (none of the owner's workers in ``role``);
         False, only the others; None, all. ``alone``: False, not the claims of one worker
         (the open seats' buckets rank those for any joiner alike)."""
-        view = self._views.get((owner, role, pairing))
-        if view is None:
-            view = self._view(owner, role, pairing)
-        if not view:
+        if self._owners is None:
+            self._file_every_owner()
+        searched = self._searched.get(owner)
+        if searched is None:
             return None
         rows = self._rows
         best_rank, best = to_beat
         found = False
         skip = -1 if alone else ALONE_RANK
-        for by_rank in view:
+        for by_rank, says in searched:
+            said = says[role]
+            if said is None or (pairing is not None and said is not pairing):
+                continue
             for rank, names in by_rank.items():  # ascending: the group's first hit is its best
                 if rank > best_rank:
                     break
@@ -204,22 +205,14 @@ class OwnerLists:
                     break
         return (best_rank, best) if found else None
 
-    def _forget_views(self, owner: str) -> None:
-        """A group of ``owner``'s was added: its views are made again when next read."""
-        views = self._views
-        for role in Role:
-            for pairing in _PAIRINGS:
-                views.pop((owner, role, pairing), None)
-
-    def _view(self, owner: str, role: Role, pairing: bool | None) -> list[RankLists]:
-        """The groups of ``owner`` that ``first_of_owner`` reads for these arguments."""
-        owners = self._owners
-        if owners is None:
-            owners = self._file_every_owner()
-        view = self._views[owner, role, pairing] = [
-            by_rank for (roles, held), by_rank in owners.get(owner, {}).items()
-            if (not roles or role in roles) and (pairing is None or pairing is pairs(role, held))]
-        return view
+    def _new_group(self, owner: str, group: OwnerGroup) -> RankLists:
+        """An owner's new group's lists, filed for its searches too."""
+        roles, held = group
+        by_rank: RankLists = {}
+        self._searched.setdefault(owner, []).append((by_rank, {
+            role: (pairs(role, held) if not roles or role in roles else None)
+            for role in Role}))
+        return by_rank
 
     def _describe_owners(self) -> dict[OwnerKey, tuple[str, ...]]:
         """Every owner list by ``OwnerKey``: as filed, or before a join first searched, as
@@ -279,7 +272,6 @@ def _names(roles: frozenset[Role] | frozenset[str | None]) -> tuple[str, ...]:
 
 
 _UNSEEN: RankLists = {}  # a key not met yet
-_PAIRINGS = (True, False, None)  # ``first_of_owner``'s choices
 
 # A role's plain name (None: not known) alone, as the roles an owner holds.
 _ONLY: dict[str | None, frozenset[str | None]] = {
