@@ -409,6 +409,10 @@ def burst(args: argparse.Namespace, *, autoscaling: bool, baseline_too: bool) ->
             delete_all_claims(k, namespace)
         for item in k.list(WORKERS):
             k.patch(WORKERS, item["metadata"]["name"], {"metadata": {"finalizers": None}})
+        # Every device free again before the next burst: a claim of this one still
+        # allocated while the next runs is a device held by another namespace's claim,
+        # which the next controller rightly leaves out (and, autoscaling on, stands for).
+        delete_all_claims(k, namespace)
         k.delete(NAMESPACES, namespace)
         for node, values in saved.items():
             k.label_node(node, values)
