@@ -203,6 +203,8 @@ class Request:
     # Exactly this many devices of one node, each holding memory / devices; None: as
     # many as its memory needs. A worker naming it joins no claim.
     devices: int | None = None
+    # It may be stopped and started again elsewhere (``placement.moves`` moves only these).
+    movable: bool = False
 
     def __post_init__(self) -> None:
         # Inline tests first: a simulation builds one request per arrival.
@@ -222,6 +224,9 @@ class Request:
                                  f"got {_show(self.exclusive)}")
         if self.devices is not None and (type(self.devices) is not int or self.devices < 1):
             _check_whole(f"worker {self.name}", "devices", self.devices, 1)
+        if self.movable is not False and self.movable is not True:
+            raise PlacementError(f"worker {self.name}: movable must be True or False, "
+                                 f"got {_show(self.movable)}")
 
     @property
     def joins(self) -> bool:
