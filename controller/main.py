@@ -130,6 +130,11 @@ def _settings(**options: Any) -> Settings:
                    "--move-window waits, with reason PlacedTooOften, instead of looping.")
 @click.option("--move-window", envvar="OPEN_RL_MOVE_WINDOW", default="30m", show_default=True,
               help="The window --move-limit counts in.")
+@click.option("--rebalance-after", envvar="OPEN_RL_REBALANCE_AFTER", default="5m",
+              show_default=True,
+              help="A movable worker (spec.movable) is moved once the devices it would get "
+                   "(spread), or the emptying of its node (binpack), have stayed so this long, "
+                   "and no waiting worker could take them; 0: no moves for efficiency.")
 @click.option("--assume-timeout", envvar="OPEN_RL_ASSUME_TIMEOUT", default="30s",
               show_default=True,
               help="A decision's claim or pod that no answer confirms (and no write in flight "

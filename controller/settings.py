@@ -22,6 +22,10 @@ Rules:
 * ``wedge_grace``, ``move_limit`` and ``move_window`` are the re-placement
   rules' (``controller.reconcile.moves``): how long a placed pod may stay unschedulable,
   and how many times a worker may be placed again within the window.
+* ``rebalance_after`` is how long devices must stay free (``spread``), or a
+  node emptiable (``binpack``), before a movable worker (``spec.movable``) is
+  moved to use them; 0 turns moves for efficiency off. Read by the move rule
+  alone; lost nodes and wedged pods move any worker whatever it says.
 * ``strategy`` is the placement policy's, one for the whole scheduler
   (``placement.policy``): ``spread`` (the default) or ``binpack``. Owner
   affinity is always on here; only the offline commands switch it off, to
@@ -157,6 +161,11 @@ def _level(_instance: object, _attribute: attrs.Attribute, value: str) -> None: 
                             f"{', '.join(LEVELS)}")
 
 
+def _not_negative(_instance: object, attribute: attrs.Attribute, value: float) -> None:  # type: ignore[type-arg]
+    if value < 0:
+        raise SettingsError(f"{attribute.name.replace('_', '-')} must be 0 (off) or more")
+
+
 def _strategy(_instance: object, _attribute: attrs.Attribute, value: str) -> None:  # type: ignore[type-arg]
     if value not in STRATEGIES:
         raise SettingsError(f"strategy {value!r} is not one of {', '.join(STRATEGIES)}")
@@ -198,6 +207,9 @@ class Settings:
                                   validator=attrs.validators.ge(1))
     move_window: float = attrs.field(default=1800.0, converter=parse_duration,
                                      validator=_positive)
+    # A movable worker is moved once what it would move to has stayed so this long; 0: never.
+    rebalance_after: float = attrs.field(default=300.0, converter=parse_duration,
+                                         validator=_not_negative)
     # An assumption no answer resolved (and no plan in flight will) is forgotten after this.
     assume_timeout: float = attrs.field(default=30.0, converter=parse_duration,
                                         validator=_positive)

@@ -3,9 +3,9 @@
 Rules:
 
 * Objects stay the JSON dicts the API server sent; these helpers only read.
-* A worker's spec is checked here once (role, modelId, memory, exclusive); a spec the
-  controller cannot act on becomes ``spec_error`` (reported as InvalidSpec),
-  never an exception.
+* A worker's spec is checked here once (role, modelId, memory, exclusive, devices,
+  movable); a spec the controller cannot act on becomes ``spec_error`` (reported
+  as InvalidSpec), never an exception.
 * A pod is "alive" until its phase is Succeeded or Failed: until then its
   process may hold a device.
 """
@@ -104,6 +104,8 @@ class Worker:
     # spec.devices: exactly this many devices, each holding memory / devices; None: as
     # many as its memory needs. Never joins a claim.
     devices: int | None = None
+    # spec.movable: it may be stopped and started again elsewhere (moved for efficiency).
+    movable: bool = False
 
     @classmethod
     def from_obj(cls, obj: Obj) -> Worker:
@@ -130,10 +132,8 @@ class Worker:
         if not isinstance(overlay, dict):
             errors.append("spec.container must be an object")
             overlay = {}
-        exclusive = spec.get("exclusive", False)
-        if not isinstance(exclusive, bool):
-            errors.append(f"spec.exclusive {exclusive!r} is not true or false")
-            exclusive = False
+        exclusive = _flag(spec, "exclusive", errors)
+        movable = _flag(spec, "movable", errors)
         devices = spec.get("devices")
         if devices is not None and (type(devices) is not int or devices < 1):
             # The CRD's schema refuses these; a spec written before it, or an API server
@@ -156,13 +156,14 @@ class Worker:
             spec_error="; ".join(errors) or None,
             exclusive=exclusive,
             devices=devices,
+            movable=movable,
         )
 
     @property
     def request(self) -> Request:
         """The worker as placement asks about it."""
         return Request(self.name, self.role, self.memory, self.owner, self.exclusive,
-                       self.devices)
+                       self.devices, self.movable)
 
     @property
     def status(self) -> Obj:
@@ -195,6 +196,15 @@ class Worker:
     @property
     def own_claim(self) -> str:
         return naming.claim_name(self.name, self.uid)
+
+
+def _flag(spec: Obj, key: str, errors: list[str]) -> bool:
+    """A boolean field of a worker's spec (absent: false); anything else is a spec error."""
+    value = spec.get(key, False)
+    if isinstance(value, bool):
+        return value
+    errors.append(f"spec.{key} {value!r} is not true or false")
+    return False
 
 
 def controller_owner(obj: Obj) -> Obj | None:

@@ -91,3 +91,18 @@ def test_the_strategy_is_spread_unless_set_by_flag_or_environment(
     assert seen["settings"].strategy == "binpack"
     refused = CliRunner().invoke(main.command, ["--strategy", "pack"])
     assert refused.exit_code == 2 and "'pack' is not one of 'spread', 'binpack'" in refused.output
+
+
+def test_rebalance_after_is_five_minutes_zero_turns_moves_off(seen: dict[str, Settings]) -> None:
+    assert Settings(namespace="openrl").rebalance_after == 300
+    assert Settings(namespace="openrl", rebalance_after="0").rebalance_after == 0
+    with pytest.raises(SettingsError, match="rebalance-after must be 0 \\(off\\) or more"):
+        Settings(namespace="openrl", rebalance_after=-1)
+    result = CliRunner().invoke(main.command, [], env={"OPEN_RL_REBALANCE_AFTER": "2m"})
+    assert result.exit_code == 0, result.output
+    assert seen["settings"].rebalance_after == 120
+    result = CliRunner().invoke(main.command, ["--rebalance-after", "0"])
+    assert result.exit_code == 0, result.output
+    assert seen["settings"].rebalance_after == 0
+    refused = CliRunner().invoke(main.command, ["--rebalance-after", "soon"])
+    assert refused.exit_code == 2 and "not a duration" in refused.output

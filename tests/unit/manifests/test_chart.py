@@ -443,6 +443,16 @@ def test_the_move_settings_reach_the_scheduler_only_when_not_the_default(
     assert "moveLimit" in refused(helm_env, "--set", "scheduler.moveLimit=0")
 
 
+def test_rebalance_after_reaches_the_scheduler_only_when_not_the_default(
+        helm_env: dict[str, str], defaults: list[Doc]) -> None:
+    assert "OPEN_RL_REBALANCE_AFTER" not in env_of(defaults)
+    assert env_of(template(helm_env, "--set", "scheduler.rebalanceAfter=0"))[
+        "OPEN_RL_REBALANCE_AFTER"] == "0"  # moves off
+    assert env_of(template(helm_env, "--set", "scheduler.rebalanceAfter=2m"))[
+        "OPEN_RL_REBALANCE_AFTER"] == "2m"
+    assert "rebalanceAfter" in refused(helm_env, "--set", "scheduler.rebalanceAfter=soon")
+
+
 def test_autoscaling_reaches_the_scheduler_only_when_enabled(
         helm_env: dict[str, str], defaults: list[Doc]) -> None:
     assert "OPEN_RL_AUTOSCALING" not in env_of(defaults)

@@ -204,6 +204,7 @@ def test_crd_spec_contract() -> None:
         "memory",
         "exclusive",
         "devices",
+        "movable",
         "estimatorVersion",
         "podTemplate",
         "container",
@@ -215,6 +216,10 @@ def test_crd_spec_contract() -> None:
     assert props["devices"] == {**props["devices"], "type": "integer", "minimum": 1}
     assert [r["rule"] for r in props["devices"]["x-kubernetes-validations"]] == [
         "self == oldSelf"]
+    # A worker that may be moved says so at creation, with its own message when changed.
+    assert props["movable"] == {**props["movable"], "type": "boolean", "default": False}
+    assert props["movable"]["x-kubernetes-validations"] == [
+        {"rule": "self == oldSelf", "message": "movable is immutable once set"}]
     assert props["modelId"]["minLength"] == 1
     assert props["podTemplate"]["required"] == ["name"]
     assert props["podTemplate"]["properties"]["key"]["default"] == "pod.yaml"
