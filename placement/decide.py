@@ -11,8 +11,10 @@ spread cuts first and shares only under contention, binpack joins first; an
 exclusive worker only ever cuts):
 
 1. New claim: a node that accepts the worker's role, has the devices it
-   needs free and a pod slot free gets a new claim. A lone worker parks
-   nothing, so host memory is not at stake. Candidates are a node's device
+   needs free and a pod slot free gets a new claim -- on a node that may
+   share claims, only while its host memory can still park the newcomer:
+   there every worker counts, a lone one too (``policy.py``). A node that
+   never shares is not checked for host memory. Candidates are a node's device
    groups (one on most nodes; one per size on a mixed node, whose claim takes
    all its devices from one group) and rank by ``SPREAD_RANKING``, whose
    first keys pick the tightest group that holds the worker by itself: a
@@ -23,8 +25,10 @@ exclusive worker only ever cuts):
    holding the joiner's owner in the other role only first).
 3. Otherwise wait, with a reason that tells "never" (``NoCapacity``) from
    "not yet" (``WaitingForCapacity``) and names what blocks the worker: a
-   node at its pod limit is named with its limit, and when every node the
-   worker fits takes no worker pod at all (a limit of 0) that is "never".
+   node at its pod limit is named with its limit, one with the devices free
+   but too little host memory to park it is named with what it can still
+   park, and when every node the worker fits takes no worker pod at all (a
+   limit of 0) that is "never".
 
 A worker that names its device count (``Request.devices``: N) needs exactly
 N devices of one group, each holding ``ceil(memory / N)`` (``devices_for``),
@@ -54,10 +58,19 @@ from typing import TYPE_CHECKING
 
 from placement.model import Node, Request, devices_for, devices_needed, per_device_share
 from placement.owners import NO_RANK, WORKER_BITS, share_rank
-from placement.policy import DEFAULT_POLICY, Policy, Step, Strategy, pairs, spread_rank, steps_for
+from placement.policy import (
+    DEFAULT_POLICY,
+    Policy,
+    Step,
+    Strategy,
+    new_claim_room,
+    pairs,
+    spread_rank,
+    steps_for,
+)
 from placement.quantity import format_gib
 from placement.records import PoolGroup
-from placement.rooms import OwnedRooms, Room
+from placement.rooms import OwnedRooms, Room, RoomIndex
 
 if TYPE_CHECKING:  # the decision only reads a fleet
     from placement.fleet import Fleet
@@ -186,32 +199,50 @@ def best_pool(request: Request, fleet: Fleet) -> tuple[str, int, int] | None:
     """The new-claim step: (node, devices, device memory) of the best free pool, if any.
 
     ``find_seat`` wraps this in a ``NewClaim``; the simulation, which decides
-    tens of thousands of times, reads the plain answer.
+    tens of thousands of times, reads the plain answer. A node is a candidate
+    only where its new-claim room (host memory, on a node that may share)
+    holds the worker: within a group the tightest bucket with such a node
+    ranks best, its first such name first.
     """
     best: tuple[int, int, int, str] | None = None
-    exact = request.devices
+    memory, exact = request.memory, request.devices
     for group, by_free in fleet.index.pool_groups(request.role):
         if exact is None:
-            needed = devices_needed(request.memory, group.device_memory)
-        elif per_device_share(request.memory, exact) <= group.device_memory:
+            needed = devices_needed(memory, group.device_memory)
+        elif per_device_share(memory, exact) <= group.device_memory:
             needed = exact
         else:  # its share of each of N devices outgrows this group's
             continue
         tightest = -1
-        for free in by_free:  # a handful of keys: at most the devices of a node, plus one
-            if free >= needed and (tightest < 0 or free < tightest):
+        for free, bucket in by_free.items():  # a handful of keys: a node's devices, plus one
+            if free >= needed and bucket.rooms and (tightest < 0 or free < tightest):
                 tightest = free
         if tightest < 0:
             continue
-        # Within a group the tightest bucket's first name ranks best; across groups, compare.
-        candidate = spread_rank(needed, group.device_memory, tightest - needed,
-                                by_free[tightest][0])
+        name = by_free[tightest].first(memory)
+        if name is None:  # host memory short there: the next tightest with room
+            tightest, name = _roomy_pool(by_free, needed, memory)
+            if name is None:
+                continue
+        candidate = spread_rank(needed, group.device_memory, tightest - needed, name)
         if best is None or candidate < best:
             best = candidate
     if best is None:
         return None
     needed, device_memory, _, node = best
     return node, needed, device_memory
+
+
+def _roomy_pool(by_free: dict[int, RoomIndex], needed: int,
+                memory: int) -> tuple[int, str | None]:
+    """The fewest free devices (at least ``needed``) some node of a pool group has with a
+    new-claim room for ``memory``, and the first such node; (-1, None): none."""
+    for free in sorted(by_free):
+        if free >= needed:
+            name = by_free[free].first(memory)
+            if name is not None:
+                return free, name
+    return -1, None
 
 
 def best_claim(request: Request, fleet: Fleet, owner_affinity: bool = True) -> str | None:
@@ -288,12 +319,15 @@ class NodeOffer:
 
     A worker of ``memory`` bytes can spread onto ``free`` devices of ``d``
     bytes exactly when ``memory <= free * d``, and join a k-device claim with
-    ``host_left`` to park exactly when ``memory <= join_room(...)``. So what a
-    node can seat is one threshold: every worker of an accepted role up to
-    ``capacity`` bytes, and none above. An exclusive worker only spreads, so
-    its threshold is ``alone``, the free devices' part of it. A worker naming
-    N devices only spreads too, and ``alone`` bounds it from above (its
-    ``memory <= N * d <= free * d``); the exact test is ``best_pool``'s.
+    ``host_left`` to park exactly when ``memory <= join_room(...)``. On a node
+    that may share claims a new claim also needs ``memory <= host_left``
+    (``policy.new_claim_room``), so the spreading part is the smaller of the
+    two. So what a node can seat is one threshold: every worker of an
+    accepted role up to ``capacity`` bytes, and none above. An exclusive
+    worker only spreads, so its threshold is ``alone``, the spreading part of
+    it. A worker naming N devices only spreads too, and ``alone`` bounds it
+    from above (its ``memory <= N * d <= free * d``); the exact test is
+    ``best_pool``'s.
     """
 
     node: Node
@@ -311,6 +345,10 @@ def offer_of(fleet: Fleet, node_name: str) -> NodeOffer | None:
     alone: Room = (max(free * memory for free, (_count, memory)
                        in zip(fleet.free_by_group(node_name), node.device_groups, strict=True))
                    if node.device_groups else fleet.free_devices(node_name) * node.device_memory)
+    if node.host_memory is not None and node.max_workers_per_claim > 1:
+        host_left = new_claim_room(node, fleet.parked_load(node_name))
+        if host_left < alone:
+            alone = host_left
     capacity = alone
     room = fleet.largest_room_on(node_name)
     if room is not None and room > capacity:
@@ -356,6 +394,7 @@ def explain(request: Request, fleet: Fleet) -> Reason:
     nodes_fitting = sum(nodes for group, devices, nodes, _u in shapes
                         if _fits(memory, group.device_memory, exact, devices))
     blockers = []
+    host_short = _host_short(fleet, request)
     if pod_full:
         first = min(names[0] for names, _ in pod_full)
         known = fleet.node(first)
@@ -367,8 +406,11 @@ def explain(request: Request, fleet: Fleet) -> Reason:
                           f"no {role} node it fits runs worker pods: "
                           f"{_pod_limit(first, pods, named)}")
         blockers.append(_pod_limit(first, pods, named))
-    if at_limit < nodes_fitting:
-        blockers.append(_free_devices_blocker(memory, exact, fitting, other=bool(pod_full)))
+    if host_short:
+        blockers.append(_host_short_text(fleet, request, host_short))
+    if at_limit + len(host_short) < nodes_fitting:
+        blockers.append(_free_devices_blocker(memory, exact, fitting,
+                                              other=bool(pod_full or host_short)))
     if request.exclusive or exact is not None:
         # It joins no claim, so what blocks the others' joins is not its business.
         why = ("exclusive: it shares no claim" if request.exclusive
@@ -405,6 +447,35 @@ def explain(request: Request, fleet: Fleet) -> Reason:
     if not full_at and not host_blocked and not unallocated and not pod_full and not held:
         blockers.append("no allocated claim it fits")
     return Reason(WaitKind.WAITING_FOR_CAPACITY, "; ".join(blockers))
+
+
+def _host_short(fleet: Fleet, request: Request) -> list[str]:
+    """The nodes with the devices a new claim of ``request`` needs free (once per device
+    group that has them) where it found no seat: their host memory cannot park it (they
+    may share claims, and every worker there counts). Sorted by name."""
+    memory, exact = request.memory, request.devices
+    short: list[str] = []
+    for group, by_free in fleet.index.pool_groups(request.role):
+        needed = devices_for(memory, group.device_memory, exact)
+        if needed is not None:
+            for free, bucket in by_free.items():
+                if free >= needed:
+                    short.extend(bucket)
+    return sorted(short)
+
+
+def _host_short_text(fleet: Fleet, request: Request, short: list[str]) -> str:
+    first = short[0]
+    node = fleet.node(first)
+    assert node is not None and node.host_memory is not None
+    left = max(0, node.host_memory - fleet.parked_load(first))
+    others = len(set(short)) - 1
+    text = (f"host memory: {first} has the devices free but can park {format_gib(left)} "
+            f"more of its {format_gib(node.host_memory)}, not {format_gib(request.memory)} "
+            "(a node that may share claims counts every worker on it)")
+    if others:
+        text += f", and {others} other node{_s(others)} likewise"
+    return text
 
 
 def _pod_limit(first: str, pods: int | None, at_limit: int) -> str:

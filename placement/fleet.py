@@ -10,9 +10,13 @@ Rules of the books:
   (``Claim.device_memory``), and a new claim is cut from one group: the one
   named, else the smallest device size that holds the worker on that many
   free devices (the tightest fit, what ``decide`` chose).
-* A node's *parked load* = the parked memory of every claim allocated to it,
-  and a claim parks all its workers' memory once shared (two or more
-  workers), nothing while one worker is alone.
+* A node's *parked load*: on a node that may share claims (its
+  ``max_workers_per_claim`` above 1), the memory of every worker booked on a
+  claim allocated to it or sized against it, a lone one too -- it may be
+  joined at any moment, and its pod asks that memory of the node from the
+  start. On a node that never shares, the parked memory of its allocated
+  claims, and a claim parks all its workers' memory once shared (two or more
+  workers: the cluster shared it), nothing while one worker is alone.
 * A node's *workers* = the workers booked on every claim allocated to it or
   sized against it: each runs a pod there, so with its ``pods`` set the node
   takes no further worker (no new claim, no join) once its workers reach it.
@@ -31,7 +35,7 @@ the books. Two kinds:
   free (``cut``) or the claim is allocated and has a seat (``book``), neither
   the joiner nor a worker on the claim is exclusive (``book``), the
   worker fits the devices by itself, and the node can park everyone after a
-  join.
+  join, or after a new claim on a node that may share.
 * *Facts* recorded, as a cluster reports them: ``add_node``,
   ``replace_node``, ``remove_node``, ``add_claim``, ``allocate``, ``unbook``,
   ``remove_claim`` and ``book(..., observed=True)``. A cluster can be over its
@@ -99,8 +103,8 @@ class Fleet(Ledger):
         for name in sorted(self._nodes):
             row = self._nodes[name]
             index.add_node(row)
-            index.file_pool(row, self._free[name])
             host_left = self._host_left(row)
+            index.file_pool(row, self._free[name], host_left)
             for claim in self._claims_on.get(name, {}).values():
                 index.file_claim(claim, row, host_left)
 
@@ -188,7 +192,9 @@ class Fleet(Ledger):
                 or not 1 <= devices <= self._free[node][at]
                 or request.memory > devices * size
                 or (hardware.roles and request.role not in hardware.roles)
-                or (hardware.pods is not None and known.at_pod_limit)):
+                or (hardware.pods is not None and known.at_pod_limit)
+                or (known.shares and hardware.host_memory is not None
+                    and request.memory > hardware.host_memory - self._parked.get(node, 0))):
             self._refuse_cut(name, node, devices, request, at)
         row = ClaimRow(name, node, devices, allocated, group_memory)
         row.seat(request.name, request.owner, request.memory, request.exclusive, request.role)
@@ -212,17 +218,19 @@ class Fleet(Ledger):
             if (bucket is None or request.memory > bucket.rooms[claim]
                     or (roles and request.role not in roles) or request.exclusive):
                 self._refuse_join(row, request)
-        # Its share of the node's parked load (``_parked_share``), before and after.
-        counted = node is not None and row.allocated
+        # Its share of the node's parked load (``_parked_share``), before and after: on a
+        # node that may share, the joiner's memory; elsewhere a shared claim's footprint.
+        counted = node is not None and not node.shares and row.allocated
         before = row.parked_memory if counted else 0
         self.index.unfile_claim(row)
         row.seat(request.name, request.owner, request.memory, request.exclusive, request.role)
         self._claim_of[request.name] = claim
         if node is not None:
             node.workers += 1
-            after = row.parked_memory if counted else 0
-            if after != before:
-                self._shift_parked(row.node, after - before)
+            shift = (request.memory if node.shares
+                     else row.parked_memory - before if counted else 0)
+            if shift:
+                self._shift_parked(row.node, shift)
             self.index.file_claim(row, node, self._host_left(node))
             if node.node.pods is not None:  # else never at its limit
                 self._check_pods(node)
@@ -234,17 +242,19 @@ class Fleet(Ledger):
             raise PlacementError(f"worker {worker} holds no booking")
         row = self._claims[claim]
         node = self._nodes.get(row.node)
-        # Its share of the node's parked load (``_parked_share``), before and after.
-        counted = node is not None and row.allocated
-        before = row.parked_memory if counted else 0
+        # Its share of the node's parked load (``_parked_share``), before and after: on a
+        # node that may share, the leaver's memory; elsewhere a shared claim's footprint.
+        counted = node is not None and not node.shares and row.allocated
+        before = row.parked_memory if counted else row.bookings[worker][1]
         self.index.unfile_claim(row)
         row.unseat(worker)
         del self._claim_of[worker]
         if node is not None:
             node.workers -= 1
-            after = row.parked_memory if counted else 0
-            if after != before:
-                self._shift_parked(row.node, after - before)
+            shift = (-before if node.shares
+                     else row.parked_memory - before if counted else 0)
+            if shift:
+                self._shift_parked(row.node, shift)
             self.index.file_claim(row, node, self._host_left(node))
             if node.node.pods is not None:  # else never at its limit
                 self._check_pods(node)
@@ -278,13 +288,21 @@ class Fleet(Ledger):
         for pool in touched:
             self.index.unfile_pool(pool, self._free[pool.node.name])
         self.index.unfile_claim(row)
-        del self._claims_on[row.node][claim]
-        if row.node in self._nodes:
-            self._nodes[row.node].workers -= len(row.bookings)
+        sized, before = row.node, self._parked_share(row)  # its share where it was sized
+        del self._claims_on[sized][claim]
+        if sized in self._nodes:
+            self._nodes[sized].workers -= len(row.bookings)
         row.place(target)
         self._claims_on.setdefault(target, {})[claim] = row
         self._nodes[target].workers += len(row.bookings)
-        self._shift_parked(target, self._parked_share(row))
+        # Its share of the parked load (``_parked_share``) leaves the node it was sized
+        # against and arrives on the target's.
+        if sized == target:
+            self._shift_parked(target, self._parked_share(row) - before)
+        else:
+            if sized in self._nodes:
+                self._shift_parked(sized, -before)
+            self._shift_parked(target, self._parked_share(row))
         self.index.file_claim(row, self._nodes[target], self._host_left(self._nodes[target]))
         for pool in touched:
             self._file_pool(pool)
@@ -301,8 +319,7 @@ class Fleet(Ledger):
         if node is not None:
             self.index.unfile_pool(node, self._free[row.node])
             node.workers += len(row.bookings)
-            if row.allocated:  # its share of the parked load (``_parked_share``)
-                self._shift_parked(row.node, row.parked_memory)
+            self._shift_parked(row.node, self._parked_share(row))
             self.index.file_claim(row, node, self._host_left(node))
             self._file_pool(node)
             if node.node.pods is not None:  # else never at its limit
@@ -312,10 +329,15 @@ class Fleet(Ledger):
         if not delta:
             return
         parked = self._parked[node] = self._parked.get(node, 0) + delta
-        hardware = self._nodes[node].node
-        if hardware.host_memory is not None:
-            self.index.host_left_changed(self._claims_on[node].values(), hardware,
-                                          hardware.host_memory - parked)
+        row = self._nodes[node]
+        host = row.node.host_memory
+        if host is not None:
+            left = host - parked
+            # No room is above the node's widest: host left above it before and after
+            # changes none (most shifts on a roomy host).
+            if left < row.widest or left + delta < row.widest:
+                self.index.host_left_changed(self._claims_on[node].values(), row,
+                                              self._free.get(node), left)
 
     def _check_pods(self, row: NodeRow) -> None:
         """After the node's workers changed: refile it if they crossed its pod limit."""
@@ -340,4 +362,4 @@ class Fleet(Ledger):
             free = tuple(max(0, count - taken)
                          for (count, _memory), taken in zip(node.device_groups, held, strict=True))
         self._free[node.name] = free
-        self.index.file_pool(row, free)
+        self.index.file_pool(row, free, self._host_left(row))

@@ -8,9 +8,15 @@ rebuilt from the books' nodes and claims files everything the same way
 What is filed, and for which part of the policy in ``policy.py``:
 
 * Pools, for spreading: node names bucketed by pool group (role policy and
-  device size), then by free devices, each bucket a sorted list (so the name
-  tie-break is its head). A mixed node is filed once per device group, by
-  that group's free devices: a new claim's devices all come from one group.
+  device size), then by free devices, each bucket a ``RoomIndex`` holding
+  every node with its *new-claim room*: the largest newcomer its host memory
+  lets a new claim take (``policy.new_claim_room``: what it can still park
+  where it may share claims, unbounded elsewhere), capped at the node's
+  widest claim (``NodeRow.widest``: no newcomer it could hold is larger, so
+  a roomy host's room does not move as workers come and go). The name
+  tie-break is the first name with room. A mixed node is filed once per
+  device group, by that group's free devices: a new claim's devices all
+  come from one group. An emptied bucket stays, empty.
 * Open seats, for joining: allocated claims on known nodes with fewer workers
   than their node's limit, bucketed by role policy, then by (distinct owners,
   workers) as one number (``owners.share_rank`` of a joiner whose owner is
@@ -49,7 +55,7 @@ from bisect import bisect_left, insort
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import Any
 
-from placement.model import Node, Role
+from placement.model import Role
 from placement.owners import WORKER_BITS, OwnerLists, tally
 from placement.policy import join_room
 from placement.records import ClaimRow, Groups, NodeRow, PoolGroup, SeatGroup
@@ -67,7 +73,7 @@ class Index(OwnerLists):
         """``rows``: the books' claims, read when owner affinity first searches."""
         super().__init__(rows)
         self._groups = Groups()
-        self._pools: dict[PoolGroup, dict[int, list[str]]] = {}
+        self._pools: dict[PoolGroup, dict[int, RoomIndex]] = {}
         self._seats: dict[frozenset[Role], dict[int, RoomIndex]] = {}
         self._exclusive: dict[SeatGroup, int] = {}
         self._shapes: dict[tuple[PoolGroup, int], int] = {}
@@ -78,7 +84,7 @@ class Index(OwnerLists):
         self._podless: dict[tuple[PoolGroup, int], int] = {}
         self._blocked: dict[SeatGroup, int] = {}
         # Groups in canonical order per role, rebuilt only when a new group appears.
-        self._pool_views: dict[Role, list[tuple[PoolGroup, dict[int, list[str]]]]] = {}
+        self._pool_views: dict[Role, list[tuple[PoolGroup, dict[int, RoomIndex]]]] = {}
         self._seat_views: dict[Role, list[dict[int, RoomIndex]]] = {}
 
     # ------------------------------------------------------------ the books call
@@ -110,12 +116,13 @@ class Index(OwnerLists):
         for claim in claims:
             self.unfile_claim(claim)
         row.pod_blocked = not row.pod_blocked
-        self.file_pool(row, free)
+        self.file_pool(row, free, host_left)
         for claim in claims:
             self.file_claim(claim, row, host_left)
 
-    def file_pool(self, row: NodeRow, free: tuple[int, ...]) -> None:
-        """File the node by the free devices of each of its device groups."""
+    def file_pool(self, row: NodeRow, free: tuple[int, ...], host_left: Room) -> None:
+        """File the node by the free devices of each of its device groups, with its
+        new-claim room; ``host_left`` is what the node can still park."""
         name = row.node.name
         if not row.pod_blocked and len(free) == 1:  # one group (most nodes): no loop
             group = row.pool_groups[0]
@@ -123,8 +130,12 @@ class Index(OwnerLists):
             if by_free is None:
                 by_free = self._pools[group] = {}
                 self._pool_views.clear()
-            insort(by_free.setdefault(free[0], []), name)
+            bucket = by_free.get(free[0])
+            if bucket is None:
+                bucket = by_free[free[0]] = RoomIndex()
+            bucket.add(name, _pool_room(row, host_left))
             return
+        room = _pool_room(row, host_left)
         for group, (devices, _memory), left in zip(row.pool_groups, row.node.groups, free,
                                                     strict=True):
             if row.pod_blocked:
@@ -134,16 +145,15 @@ class Index(OwnerLists):
             if by_free is None:
                 by_free = self._pools[group] = {}
                 self._pool_views.clear()
-            insort(by_free.setdefault(left, []), name)
+            bucket = by_free.get(left)
+            if bucket is None:
+                bucket = by_free[left] = RoomIndex()
+            bucket.add(name, room)
 
     def unfile_pool(self, row: NodeRow, free: tuple[int, ...]) -> None:
         name = row.node.name
         if not row.pod_blocked and len(free) == 1:  # one group (most nodes): no loop
-            by_free = self._pools[row.pool_groups[0]]
-            names = by_free[free[0]]
-            del names[bisect_left(names, name)]
-            if not names:
-                del by_free[free[0]]
+            self._pools[row.pool_groups[0]][free[0]].remove(name)  # an emptied bucket stays
             return
         for group, (devices, _memory), left in zip(row.pool_groups, row.node.groups, free,
                                                     strict=True):
@@ -154,11 +164,7 @@ class Index(OwnerLists):
                 if not names:
                     del self._pod_full[shape]
                 continue
-            by_free = self._pools[group]
-            names = by_free[left]
-            del names[bisect_left(names, name)]
-            if not names:
-                del by_free[left]
+            self._pools[group][left].remove(name)
 
     def file_claim(self, claim: ClaimRow, row: NodeRow, host_left: Room) -> None:
         """File a claim on a known node; ``host_left`` is what the node can still park."""
@@ -207,8 +213,7 @@ class Index(OwnerLists):
         bucket = by_key.get(key)
         if bucket is None:
             bucket = _new_bucket(by_key, key, self._owners_on)
-        bucket.add(claim.name, join_room(devices, workers, claim.footprint, device_memory,
-                                         host_left))
+        bucket.add(claim.name, join_room(devices, device_memory, host_left, row.shares))
         claim.bucket = bucket
         self._open[group] = self._open.get(group, 0) + 1
         claim.open_key = group
@@ -243,29 +248,39 @@ class Index(OwnerLists):
             self._unallocated[claim.unallocated_key] -= 1
             claim.unallocated_key = None
 
-    def host_left_changed(self, claims: Iterable[ClaimRow], node: Node, host_left: Room) -> None:
-        """A node's parked load moved: every open claim on it has a new room."""
+    def host_left_changed(self, claims: Iterable[ClaimRow], row: NodeRow,
+                          free: tuple[int, ...] | None, host_left: Room) -> None:
+        """A node's parked load moved: every open claim on it has a new room, and on a node
+        that may share claims its pools too (``free``: the free devices it is filed by;
+        None, or a node being refiled, holds none of them yet)."""
+        node, sharing = row.node, row.shares
+        if sharing and free is not None and not row.pod_blocked:
+            room, name = _pool_room(row, host_left), node.name
+            for group, left in zip(row.pool_groups, free, strict=True):
+                bucket = self._pools[group].get(left)
+                if bucket is not None and name in bucket.rooms:
+                    bucket.update(name, room)
         if node.device_groups:
             for claim in claims:
                 bucket = claim.bucket
                 if bucket is not None:
                     bucket.update(claim.name, join_room(
-                        claim.devices, len(claim.bookings), claim.footprint,
-                        node.group_memory(claim.device_memory), host_left))
+                        claim.devices, node.group_memory(claim.device_memory), host_left,
+                        sharing))
             return
         device_memory = node.device_memory  # a plain node: one size for every claim
         for claim in claims:
             bucket = claim.bucket
             if bucket is not None:
-                room = join_room(claim.devices, len(claim.bookings), claim.footprint,
-                                 device_memory, host_left)
+                room = join_room(claim.devices, device_memory, host_left, sharing)
                 if bucket.rooms[claim.name] != room:  # most rooms are their devices': same
                     bucket.update(claim.name, room)
 
     # -------------------------------------------------------- the decision reads
 
-    def pool_groups(self, role: Role) -> list[tuple[PoolGroup, dict[int, list[str]]]]:
-        """Pool groups accepting ``role``, each with node names by free devices."""
+    def pool_groups(self, role: Role) -> list[tuple[PoolGroup, dict[int, RoomIndex]]]:
+        """Pool groups accepting ``role``, each with its nodes (and their new-claim rooms) by
+        free devices; a bucket may be empty."""
         views = self._pool_views.get(role)
         if views is None:
             views = [(g, self._pools[g]) for g in sorted(self._pools, key=_group_key)
@@ -356,7 +371,8 @@ class Index(OwnerLists):
                                                if f != "roles"])
 
         return {
-            "pools": {shape(g): {free: tuple(names) for free, names in by_free.items() if names}
+            "pools": {shape(g): {free: tuple((name, bucket.room(name)) for name in bucket)
+                                 for free, bucket in by_free.items() if bucket}
                       for g, by_free in self._pools.items() if any(by_free.values())},
             "seats": {_roles_key(roles): {divmod(key, 1 << WORKER_BITS):
                                           tuple((name, bucket.room(name)) for name in bucket)
@@ -376,9 +392,16 @@ class Index(OwnerLists):
                          for (g, devices), names in self._pod_full.items() if names},
             "podless": {(shape(g), devices): n for (g, devices), n in self._podless.items() if n},
             "blocked": {shape(g): n for g, n in self._blocked.items() if n},
-            "bounds_hold": all(bucket.bounds_hold() for by_workers in self._seats.values()
-                               for bucket in by_workers.values()),
+            "bounds_hold": all(bucket.bounds_hold() for by_key in (*self._seats.values(),
+                                                                  *self._pools.values())
+                               for bucket in by_key.values()),
         }
+
+
+def _pool_room(row: NodeRow, host_left: Room) -> Room:
+    """A node's new-claim room capped at its widest claim: ``policy.new_claim_room`` read
+    from what the node can still park (``inf`` when its host memory is unknown)."""
+    return host_left if row.shares and host_left < row.widest else row.widest
 
 
 def _new_bucket(by_key: dict[int, RoomIndex], key: int,

@@ -9,7 +9,7 @@ nothing here changes them. Rules of reading:
   ``Claim``) and numbers, never a row.
 * A name the books do not hold is refused with ``PlacementError`` naming it
   (``unknown node N``, ``unknown claim C``), never answered with a default;
-  a node's parked load is 0 while none of its claims is shared.
+  a node's parked load is 0 while nothing on it parks.
 * Claims on a node the fleet does not know are read back (``claims``,
   ``claim``, ``claim_node``) but count on no node until it is added.
 * The index (``placement.index``) is derived from these books alone and
@@ -19,7 +19,8 @@ Rules of refusing, for the operations (each raises before changing anything):
 
 * A refusal names the first check that fails, in the order ``decide`` makes
   them: for a new claim its width, the device group, the node's roles, its
-  pod limit, its free devices, then the worker's fit; for a join the first of
+  pod limit, its free devices, the worker's fit, then (on a node that may
+  share) its host memory; for a join the first of
   ``policy.JOIN_CHECKS`` that fails over the claim as a ``JoinCandidate``.
 * The operations test the common case in one expression and ask here for the
   reason only on refusal; the index and the join checks disagreeing (a join
@@ -133,7 +134,8 @@ class Ledger:
         return not self._require_node(node).at_pod_limit
 
     def parked_load(self, node: str) -> int:
-        """Host memory the node's shared claims may park at once."""
+        """Host memory the node's workers may park at once: every worker booked on it where
+        it may share claims, else the workers of its allocated shared claims."""
         if node not in self._nodes:
             raise PlacementError(f"unknown node {node}")
         return self._parked.get(node, 0)
@@ -145,10 +147,17 @@ class Ledger:
     # ------------------------------------------------ read by the operations
 
     def _parked_share(self, row: ClaimRow) -> int:
-        """What the claim adds to its node's parked load: only once allocated and shared."""
-        if not row.allocated or row.node not in self._nodes:
+        """What the claim adds to its node's parked load. On a node that may share claims
+        (``policy.shares``), all its workers' memory, allocated or sized against the node
+        alike (each runs a pod there, asking that much); on one that never shares, its
+        workers' once it is allocated and shared (the cluster shared it); on a node not
+        known, nothing."""
+        node = self._nodes.get(row.node)
+        if node is None:
             return 0
-        return row.parked_memory
+        if node.shares:
+            return row.footprint
+        return row.parked_memory if row.allocated else 0
 
     def _host_left(self, row: NodeRow) -> Room:
         """Host memory the node can still park; unbounded when its host memory is unknown."""
@@ -218,8 +227,12 @@ class Ledger:
         if devices > free:
             raise PlacementError(f"claim {name}: node {node} has {free} free "
                                  f"device(s){of}, not {devices}")
-        raise PlacementError(f"worker {request.name} does not fit {devices} device(s){of} of "
-                             f"node {node}")
+        if request.memory > devices * hardware.groups[at][1]:
+            raise PlacementError(f"worker {request.name} does not fit {devices} device(s){of} "
+                                 f"of node {node}")
+        raise PlacementError(f"claim {name}: node {node} may share claims and can park "
+                             f"{self._host_left(self._nodes[node])} more bytes of host memory, "
+                             f"not worker {request.name}'s {request.memory}")
 
     def _refuse_join(self, row: ClaimRow, request: Request) -> NoReturn:
         """Why ``request`` cannot join the claim: the first of the join checks that fails."""

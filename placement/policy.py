@@ -55,6 +55,18 @@ Rules:
   leave a joiner a third, two of one other owner a half.
 * Then load evens out across claims before any claim fills up (fewest
   workers), and the claim name breaks ties.
+* Host memory (``host_memory``, the node's parking budget; unknown: never
+  checked) is counted only on a node that may share claims (``shares``: its
+  ``max_workers_per_claim`` above 1), and there it counts *every* worker
+  booked on the node's claims, a lone one too: a lone worker may be joined
+  at any moment and then parks, and its pod asks its estimate of the node's
+  memory from the start (the cluster reserves memory by request, at once).
+  So on such a node a new claim is cut only while the node can still park
+  the newcomer (``new_claim_room``), and a join only while it can park the
+  joiner on top of everyone there (``parked_after_join``). A node that
+  never shares is not checked for a new claim; its claims are shared only
+  where the cluster says so (a node relabelled), and those park as before:
+  all their workers once two are on one.
 * A claim's *room* (``join_room``) is the largest joiner it takes now, so the
   fit and host-memory checks are one comparison.
 
@@ -86,7 +98,10 @@ __all__ = [
     "has_pod_slot",
     "join_rank",
     "join_room",
+    "new_claim_room",
     "pairs",
+    "parked_after_join",
+    "shares",
     "spread_rank",
     "steps_for",
     "turn_round",
@@ -138,6 +153,21 @@ def steps_for(policy: Policy, request: Request) -> tuple[Step, ...]:
     # ``request.joins`` inlined: every decision asks.
     return ALONE if request.exclusive or request.devices is not None else STEPS[policy.strategy]
 
+def shares(node: Node) -> bool:
+    """Whether ``node`` may share claims: then every worker on it counts against its host
+    memory, alone on its claim or not."""
+    return node.max_workers_per_claim > 1
+
+
+def new_claim_room(node: Node, parked: int) -> Room:
+    """The largest worker a new claim on ``node`` may take as far as host memory goes, the
+    node's parked load being ``parked``: what it can still park where it shares claims
+    (``inf`` elsewhere, or when its host memory is unknown)."""
+    if node.host_memory is None or node.max_workers_per_claim <= 1:
+        return math.inf
+    return node.host_memory - parked
+
+
 def has_pod_slot(node: Node, workers: int) -> bool:
     """Whether ``node``, with ``workers`` workers booked on its claims, can run one more."""
     return node.pods is None or workers < node.pods
@@ -168,14 +198,29 @@ class JoinCandidate:
     devices: int
     workers: int
     footprint: int  # the parked memory of its workers, shared or not
-    node_parked: int  # its node's parked load now
+    node_parked: int  # its node's parked load now (``shares``: every worker on it)
     node_workers: int  # workers booked on its node's claims now
     device_memory: int = 0  # its devices' size (its node's group); 0: its node's device_memory
 
 
+def parked_after_join(sharing: bool, node_parked: int, workers: int, footprint: int,
+                      memory: int) -> int:
+    """The node's parked load once a joiner of ``memory`` bytes is on a claim of
+    ``workers`` workers parking ``footprint`` when shared, the node's load being
+    ``node_parked`` now. ``sharing``: the node may share claims, where everyone on it
+    is counted already and the joiner adds itself, alone or not."""
+    if sharing or workers >= 2:
+        return node_parked + memory
+    # A node that never shares: alone the joiner parks nothing; beside one worker
+    # (a claim the cluster shares) the claim turns shared and both park.
+    return node_parked + memory + footprint if workers else node_parked
+
+
 def _parked_after_join(claim: JoinCandidate, request: Request) -> int:
-    # A claim of one worker turns shared: that worker starts parking too.
-    return claim.node_parked + request.memory + (claim.footprint if claim.workers == 1 else 0)
+    node = claim.node
+    assert node is not None
+    return parked_after_join(node.max_workers_per_claim > 1, claim.node_parked,
+                             claim.workers, claim.footprint, request.memory)
 
 
 # The join step: a worker may join a claim when every check holds, in this order.
@@ -239,22 +284,21 @@ def join_rank(paired: bool, owners: int, mine: int, workers: int,
     return not paired, turn_round(owners, mine), workers, claim
 
 
-def join_room(devices: int, workers: int, footprint: int, device_memory: int,
-              host_left: Room) -> Room:
+def join_room(devices: int, device_memory: int, host_left: Room, sharing: bool) -> Room:
     """A claim's *room*: the largest joiner it takes now, for the fit and host-memory checks.
 
     A worker of ``m`` bytes fits ``devices`` devices of ``device_memory``
-    exactly when ``m <= devices * device_memory``, and the node can park it
-    exactly when ``m`` (plus, if the claim turns shared, its one worker's
-    ``footprint``) is at most ``host_left``, what the node can still park
-    (``inf`` when its host memory is unknown). So both checks are
-    ``m <= room``; the index files each open claim with its room.
+    exactly when ``m <= devices * device_memory``. On a node that may share
+    (``sharing``) everyone there is counted already, so the node can park the
+    joiner exactly when ``m`` is at most ``host_left``, what the node can
+    still park (``inf`` when its host memory is unknown). A claim with a free
+    seat on a node that never shares is empty: the joiner would be alone and
+    park nothing. So both checks are ``m <= room``; the index files each open
+    claim with its room.
     """
     holds = devices * device_memory
-    if workers == 0:
-        # The joiner would be alone and park nothing: any size its devices hold,
-        # unless the node is already over its host memory (a cluster can be).
-        return holds if host_left >= 0 else -math.inf
-    if workers == 1:
-        host_left -= footprint
-    return host_left if host_left < holds else holds
+    if sharing:
+        return host_left if host_left < holds else holds
+    # Any size its devices hold, unless the node is already over its host memory (a
+    # cluster can be).
+    return holds if host_left >= 0 else -math.inf

@@ -57,12 +57,18 @@ class SeatGroup:
 class NodeRow:
     """A node in the books; the index's groups for it hang below the line."""
 
-    __slots__ = ("node", "pod_blocked", "pool_groups", "seat_groups", "seats", "workers")
+    __slots__ = ("node", "pod_blocked", "pool_groups", "seat_groups", "seats", "shares",
+                 "widest", "workers")
 
     def __init__(self, node: Node, workers: int = 0) -> None:
         self.node = node
         self.workers = workers  # booked on the claims allocated to it or sized against it
         self.seats = node.seats_per_claim  # read on every filing of its claims
+        # It may share claims: every worker on it counts against its host memory.
+        self.shares = self.seats > 1
+        # No claim or new claim on it holds more (its devices at its largest size): a
+        # room is never above it, so host memory left above it bounds nothing.
+        self.widest = node.devices * node.groups[-1][1]
         # ---- the index's
         self.pool_groups: tuple[PoolGroup, ...] = ()  # one per device group, as node.groups
         # By width, or (width, device memory) for a mixed node's larger groups

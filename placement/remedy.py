@@ -23,8 +23,14 @@ Rules:
   no node of this fleet's hardware could ever hold it.
 * Each enabled node gets one verdict line for the worker: whether it accepts
   the role, its device geometry and free devices, its pod slots when they
-  are checked, and what each of its claims says to a join (full, too small,
-  not yet allocated, exclusive, host memory, pod limit).
+  are checked, whether its host memory can park a new claim's worker where
+  it may share claims (there every worker counts, a lone one too, so a new
+  claim waits on host memory as a join does), and what each of its claims
+  says to a join (full, too small, not yet allocated, exclusive, host
+  memory, pod limit).
+* More host memory is offered on a node that may share claims for a new
+  claim as for a join: the least that lets it park the worker on top of
+  everyone there.
 * A mixed node is read group by group, as placement reads it: a new claim
   takes all its devices from one group, so the worker needs
   ``devices_needed`` of that group's size and fits the group only when that
@@ -52,7 +58,6 @@ from placement.decide import JoinClaim, NewClaim, Reason, explain, find_seat, se
 from placement.fleet import Fleet
 from placement.model import (
     MAX_CLAIM_CONSUMERS,
-    Booking,
     Claim,
     DeviceGroup,
     Node,
@@ -60,7 +65,7 @@ from placement.model import (
     devices_for,
     per_device_share,
 )
-from placement.policy import DEFAULT_POLICY, Policy
+from placement.policy import DEFAULT_POLICY, Policy, new_claim_room, parked_after_join
 from placement.quantity import format_gib
 
 __all__ = [
@@ -223,6 +228,7 @@ def _node_verdict(request: Request, fleet: Fleet, node: Node, claims: list[Claim
     if seated_now:  # the group a new claim would take now
         needed = seated_now[0][0]
     parked = fleet.parked_load(node.name)
+    host_left = new_claim_room(node, parked)
     accepts = node.accepts(request.role)
     workers = fleet.workers_on_node(node.name)
     pod_limit = not fleet.has_pod_slot(node.name)
@@ -244,7 +250,12 @@ def _node_verdict(request: Request, fleet: Fleet, node: Node, claims: list[Claim
                    f"({_pods(node.pods or 0)}, {workers} of them workers)")
     else:
         summary = f"{shape}, {free_text} free; needs {needs}"
-        if seated_now:
+        if seated_now and request.memory > host_left:
+            summary += (f": the devices are free, but host memory can park "
+                        f"{format_gib(max(0, int(host_left)))} more of "
+                        f"{format_gib(node.host_memory or 0)}, not {format_gib(request.memory)}"
+                        " (it may share claims: every worker on it counts)")
+        elif seated_now:
             summary += ": a new claim fits"
         elif alone:
             why = "runs alone (exclusive)" if request.exclusive else "joins no claim (devices)"
@@ -319,22 +330,18 @@ def _claim_verdict(request: Request, node: Node, claim: Claim, parked: int,
     if pod_limit:
         return verdict("pod limit", f"its node runs no more worker pods ({_pods(node.pods or 0)})")
     if node.host_memory is not None:
-        before = claim.parked_memory
-        after = _with_joiner(claim, request).parked_memory
-        needs = parked - before + after
+        needs = _parked_after_join(node, parked, claim, request)
         if needs > node.host_memory:
             return verdict("host memory", f"parking needs {format_gib(needs)} of "
                            f"{format_gib(node.host_memory)} host memory")
     return verdict("open", f"{workers}/{node.seats_per_claim} workers")
 
 
-def _with_joiner(claim: Claim, request: Request) -> Claim:
-    """The claim as it would be with ``request`` booked on it."""
-    return replace(claim, bookings=(*claim.bookings, _joiner(request)))
-
-
-def _joiner(request: Request) -> Booking:
-    return Booking(request.name, request.owner, request.memory)
+def _parked_after_join(node: Node, parked: int, claim: Claim, request: Request) -> int:
+    """The node's parked load (``parked`` now) once ``request`` joins ``claim``."""
+    return parked_after_join(node.max_workers_per_claim > 1, parked, len(claim.bookings),
+                             sum(booking.parked_memory for booking in claim.bookings),
+                             request.memory)
 
 
 def _tally(verdicts: tuple[ClaimVerdict, ...]) -> str:
@@ -373,8 +380,7 @@ def _candidates(request: Request, fleet: Fleet, nodes: tuple[Node, ...],
                 or per_device_share(memory, claim.devices)
                 > node.group_memory(claim.device_memory)):
             continue
-        after = (fleet.parked_load(node.name) - claim.parked_memory
-                 + _with_joiner(claim, request).parked_memory)
+        after = _parked_after_join(node, fleet.parked_load(node.name), claim, request)
         if len(claim.bookings) >= node.seats_per_claim:
             limit = len(claim.bookings) + 1
             if limit <= MAX_CLAIM_CONSUMERS:  # past it no label adds a seat
@@ -382,6 +388,14 @@ def _candidates(request: Request, fleet: Fleet, nodes: tuple[Node, ...],
         elif node.host_memory is not None and after > node.host_memory:
             more = after - node.host_memory
             room.append((more, node.name, replace(node, host_memory=node.host_memory + more)))
+    # ... and host room for a new claim on a node that may share, its devices free.
+    for node in nodes:
+        if node.accepts(role) and node.host_memory is not None:
+            short = memory - new_claim_room(node, fleet.parked_load(node.name))
+            if short > 0 and any(need <= free for need, _size, free in _group_needs(
+                    request, node, fleet.free_by_group(node.name))):
+                room.append((int(short), node.name,
+                             replace(node, host_memory=node.host_memory + int(short))))
     for limit, name, node in sorted(set(seats), key=lambda s: s[:2]):
         yield Change("maxWorkersPerClaim", name, limit,
                      f"max-workers-per-claim {limit} on {name}"), node

@@ -1,10 +1,14 @@
 """A name-ordered set of claims, each with its room, that finds the first name with enough room.
 
-Internal to the package: the index files each open claim here.
+Internal to the package: the index files each open claim here, and each
+node among the free pools.
 
 A claim's *room* is the largest worker that could join it now: what its
 devices hold, capped by the host memory its node can still park (the policy
 in ``policy.py`` states it as ``join_room``); ``-inf`` when nothing may join.
+A free pool's node has a room too: the largest worker a new claim there may
+take as far as host memory goes (``policy.new_claim_room``, which bounds only
+a node that may share claims).
 
 ``OwnedRooms`` is the same for claims with owners, and also finds the first
 name with room among the claims one owner is not on (a joiner ranks its own

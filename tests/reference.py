@@ -11,6 +11,12 @@ group.
 
 A worker naming ``devices`` (N) takes exactly N devices of one group whose
 devices each hold ``ceil(memory / N)``, and never joins a claim.
+
+Host memory: on a node that may share claims (``max_workers_per_claim`` above
+1) every worker on a claim allocated to it or sized against it counts, alone
+or not, and a new claim or a join must leave the node able to park the
+newcomer too. On a node that never shares only its allocated claims with two
+workers or more count, and nothing checks a new claim there.
 """
 
 from __future__ import annotations
@@ -75,12 +81,22 @@ def seats_per_claim(node: Node) -> int:
     return min(node.max_workers_per_claim, 256)
 
 
+def shares(node: Node) -> bool:
+    return node.max_workers_per_claim > 1
+
+
 def parked_load(node: Node, claims: list[RefClaim]) -> int:
     return sum(
         sum(c.workers.values())
         for c in claims
-        if c.node == node.name and c.allocated and len(c.workers) >= 2
+        if c.node == node.name and (shares(node) or (c.allocated and len(c.workers) >= 2))
     )
+
+
+def can_park_newcomer(node: Node, claims: list[RefClaim], memory: int) -> bool:
+    """A new claim's worker on ``node``: checked only where it may share claims."""
+    return (node.host_memory is None or not shares(node)
+            or parked_load(node, claims) + memory <= node.host_memory)
 
 
 def reference_decide(
@@ -101,6 +117,8 @@ def reference_new_claim(request: Request, nodes: list[Node],
     pools = []
     for node in nodes:
         if not accepts(node, request.role) or not pod_slot_free(node, claims):
+            continue
+        if not can_park_newcomer(node, claims, request.memory):
             continue
         for _count, size in node.groups:  # each device group is a pool of its own
             n = needed(request.memory, size) if request.devices is None else request.devices
@@ -135,7 +153,8 @@ def reference_join(request: Request, nodes: list[Node], claims: list[RefClaim],
         if node.host_memory is not None:
             after = dict(claim.workers, **{request.name: request.memory})
             others = parked_load(node, [c for c in claims if c is not claim])
-            mine = sum(after.values()) if len(after) >= 2 else 0
+            # Where it may share, every worker counts, the joiner too, alone or not.
+            mine = sum(after.values()) if shares(node) or len(after) >= 2 else 0
             if others + mine > node.host_memory:
                 continue
         # Affinity: workers of the joiner's owner, none in its role (unknown: the other).

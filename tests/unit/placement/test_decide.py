@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from placement import (
     Booking,
     Claim,
@@ -10,6 +12,7 @@ from placement import (
     JoinClaim,
     NewClaim,
     Node,
+    PlacementError,
     Reason,
     Request,
     Role,
@@ -23,6 +26,10 @@ TRAINER = Role.TRAINER
 
 def ask(memory_gib: float, role: Role = TRAINER) -> Request:
     return Request("asker", role, int(memory_gib * GiB))
+
+
+def exclusive(memory_gib: int) -> Request:
+    return Request("asker", TRAINER, memory_gib * GiB, exclusive=True)
 
 
 def seat(worker: str, memory_gib: int) -> Booking:
@@ -112,26 +119,55 @@ def test_a_claim_at_its_nodes_seat_limit_is_not_joined() -> None:
     assert "full at 2 workers" in str(decision.reason)
 
 
-def test_joining_counts_the_current_lone_worker_once_the_claim_turns_shared() -> None:
-    # 94Gi host: a 60Gi lone worker parks nothing, but joined by 40Gi both may park: 100Gi.
+def test_a_lone_worker_counts_against_host_memory_on_a_node_that_may_share() -> None:
+    # 94Gi host: the 60Gi lone worker is counted already (it may be joined and park at
+    # any moment); a joiner of 40Gi would make 100Gi, one of 34Gi exactly 94Gi.
     node = Node("n", 1, 80 * GiB, host_memory=94 * GiB, max_workers_per_claim=4)
     claims = [Claim("c", "n", 1, bookings=(seat("a", 60),))]
+    assert Fleet([node], claims).parked_load("n") == 60 * GiB
     assert isinstance(decide(ask(40), Fleet([node], claims)), Wait)
     assert isinstance(decide(ask(34), Fleet([node], claims)), JoinClaim)
 
 
-def test_parked_load_counts_every_shared_claim_on_the_node() -> None:
+def test_parked_load_counts_every_worker_on_a_node_that_may_share() -> None:
     node = Node("n", 2, 80 * GiB, host_memory=100 * GiB, max_workers_per_claim=4)
     claims = [
-        Claim("c1", "n", 1, bookings=(seat("a", 30), seat("b", 30))),  # 60Gi parked
-        Claim("c2", "n", 1, bookings=(seat("c", 30),)),  # lone: nothing yet
+        Claim("c1", "n", 1, bookings=(seat("a", 30), seat("b", 30))),
+        Claim("c2", "n", 1, bookings=(seat("c", 30),)),  # lone, counted all the same
     ]
-    # Joining c2 would park c (30) + the joiner (20): 110Gi > 100Gi. Joining c1 adds 20: 80Gi.
-    assert decide(ask(20), Fleet([node], claims)) == JoinClaim("c1", "n", 1, 20 * GiB)
+    fleet = Fleet([node], claims)
+    assert fleet.parked_load("n") == 90 * GiB
+    # 10Gi more fits either claim: c2, where the joiner gets half the turns, not a third.
+    assert decide(ask(10), fleet) == JoinClaim("c2", "n", 1, 10 * GiB)
+    waits = decide(ask(20), fleet)
+    assert isinstance(waits, Wait)
+    assert "host memory: parking it on 2 claims" in str(waits.reason)
+
+
+def test_a_new_claim_waits_for_host_memory_on_a_node_that_may_share() -> None:
+    # Two devices, one free; the lone 70Gi worker leaves 30Gi of the 100Gi budget.
+    node = Node("n", 2, 80 * GiB, host_memory=100 * GiB, max_workers_per_claim=2)
+    fleet = Fleet([node], [Claim("c", "n", 1, bookings=(seat("a", 70),))])
+    assert decide(ask(30), fleet) == NewClaim("n", 1, 30 * GiB, 80 * GiB)
+    waits = decide(exclusive(40), fleet)
+    assert isinstance(waits, Wait)
+    assert str(waits.reason) == (
+        "WaitingForCapacity: exclusive: it shares no claim and waits for devices of its "
+        "own; host memory: n has the devices free but can park 30Gi more of its 100Gi, not "
+        "40Gi (a node that may share claims counts every worker on it)")
+    with pytest.raises(PlacementError, match="may share claims and can park"):
+        fleet.cut("new", "n", 1, exclusive(40))
+
+
+def test_a_node_that_never_shares_checks_no_host_memory_for_a_new_claim() -> None:
+    node = Node("n", 2, 80 * GiB, host_memory=10 * GiB)
+    fleet = Fleet([node], [Claim("c", "n", 1, bookings=(seat("a", 70),))])
+    assert fleet.parked_load("n") == 0
+    assert decide(ask(60), fleet) == NewClaim("n", 1, 60 * GiB, 80 * GiB)
 
 
 def test_an_empty_allocated_claim_is_the_first_seat_under_contention() -> None:
-    node = Node("n", 2, 80 * GiB, host_memory=10 * GiB, max_workers_per_claim=2)
+    node = Node("n", 2, 80 * GiB, host_memory=100 * GiB, max_workers_per_claim=2)
     claims = [Claim("busy", "n", 1, bookings=(seat("a", 30),)), Claim("orphan", "n", 1)]
     assert decide(ask(30), Fleet([node], claims)) == JoinClaim("orphan", "n", 1, 30 * GiB)
 

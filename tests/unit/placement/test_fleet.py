@@ -19,16 +19,44 @@ def test_free_devices_count_allocated_and_sized_against_claims() -> None:
     assert fleet.free_devices("n") == 3
 
 
-def test_parked_load_counts_only_shared_allocated_claims() -> None:
+def test_parked_load_counts_every_worker_on_a_node_that_may_share() -> None:
     fleet = Fleet([Node("n", 8, 80 * GiB, max_workers_per_claim=2)], [
         Claim("lone", "n", 1, bookings=(seat("a", 60),)),
         Claim("pair", "n", 1, bookings=(seat("b", 30), seat("c", 20))),
+        Claim("sized", "n", 1, allocated=False, bookings=(seat("e", 5),)),
+    ])
+    assert fleet.parked_load("n") == 115 * GiB  # the sized claim's worker will run there
+    fleet.book("lone", Request("d", Role.TRAINER, 10 * GiB))
+    assert fleet.parked_load("n") == 125 * GiB
+    fleet.unbook("b")
+    assert fleet.parked_load("n") == 95 * GiB  # c, lone again, still counts
+    fleet.allocate("sized")
+    assert fleet.parked_load("n") == 95 * GiB
+
+
+def test_parked_load_on_a_node_that_never_shares_counts_only_shared_allocated_claims() -> None:
+    # A node relabelled to one worker per claim keeps the pair the cluster shared.
+    fleet = Fleet([Node("n", 8, 80 * GiB)], [
+        Claim("lone", "n", 1, bookings=(seat("a", 60),)),
+        Claim("pair", "n", 1, bookings=(seat("b", 30), seat("c", 20))),
+        Claim("sized", "n", 2, allocated=False, bookings=(seat("d", 30), seat("e", 20))),
     ])
     assert fleet.parked_load("n") == 50 * GiB
-    fleet.book("lone", Request("d", Role.TRAINER, 10 * GiB))
-    assert fleet.parked_load("n") == 120 * GiB
     fleet.unbook("b")
-    assert fleet.parked_load("n") == 70 * GiB  # pair is lone again: c parks nothing
+    assert fleet.parked_load("n") == 0  # pair is lone again: c parks nothing
+    fleet.allocate("sized")
+    assert fleet.parked_load("n") == 50 * GiB
+
+
+def test_allocation_elsewhere_moves_what_the_claim_parks() -> None:
+    sharing = {"host_memory": 100 * GiB, "max_workers_per_claim": 2}
+    fleet = Fleet([Node("n", 2, 80 * GiB, **sharing), Node("m", 2, 80 * GiB, **sharing)],
+                  [Claim("sized", "n", 1, allocated=False, bookings=(seat("a", 60),))])
+    assert (fleet.parked_load("n"), fleet.parked_load("m")) == (60 * GiB, 0)
+    fleet.allocate("sized", node="m")
+    assert (fleet.parked_load("n"), fleet.parked_load("m")) == (0, 60 * GiB)
+    fresh = Fleet(fleet.nodes, fleet.claims)
+    assert fleet.index.describe() == fresh.index.describe()
 
 
 def test_a_claim_on_an_unknown_node_waits_for_that_node() -> None:
@@ -94,7 +122,7 @@ def test_a_removed_node_hides_its_claims_until_it_returns_changed() -> None:
     for name in ("n", "m"):
         assert fleet.free_devices(name) == fresh.free_devices(name)
         assert fleet.parked_load(name) == fresh.parked_load(name)
-    assert fleet.parked_load("n") == 50 * GiB
+    assert fleet.parked_load("n") == 60 * GiB  # every worker: it may share
     assert decide(request, fleet) == decide(request, fresh)
     with pytest.raises(PlacementError, match="unknown node gone"):
         fleet.remove_node("gone")

@@ -261,9 +261,13 @@ def check_books(sim: Simulation) -> None:
         assert sum(c.devices for c in on_node) <= node.devices
         # No claim above its node's seats.
         assert all(len(c.bookings) <= node.max_workers_per_claim for c in on_node)
-        # Every worker that may be parked at once fits in host memory.
+        # Every worker that may be parked at once fits in host memory: on a node that
+        # may share, every worker on it, alone on its claim or not.
+        parks = sum(sum(b.parked_memory for b in c.bookings) for c in on_node
+                    if node.max_workers_per_claim > 1 or (c.parked_memory and c.allocated))
+        assert fleet.parked_load(node.name) == parks
         if node.host_memory is not None:
-            assert sum(c.parked_memory for c in on_node if c.allocated) <= node.host_memory
+            assert parks <= node.host_memory
         # No group's device promised twice either, on a mixed node.
         for count, size in node.groups:
             assert sum(c.devices for c in on_node
