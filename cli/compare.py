@@ -13,7 +13,12 @@ keys are the scenario's too, like the turn settings: ``strategy=spread,binpack``
 and ``ownerAffinity=on,off``. A node key applies to the templates of the
 node groups ``--nodes`` selects too (by the group's name or its nodes'), and
 with node groups each row adds the most nodes at once and the GPU-hours
-paid for (``cli.timeline``).
+paid for (``cli.timeline``). ``rebalanceAfter=0,2m,5m`` varies moves (0: off);
+whenever it is set, each row adds the devices left free while workers shared
+(stranded device-hours), the moves made, the most moves of one worker within
+an hour, and the median over workers that shared of their served share
+through their whole stay (alone counts as served, a move's restart as
+wanted and not served).
 
 Variants are independent replays, so with several variants and several cores
 they run in separate processes; the scenario is parsed once, before.
@@ -28,6 +33,7 @@ import concurrent.futures
 import dataclasses
 import fnmatch
 import json
+import math
 import multiprocessing
 import os
 import sys
@@ -39,9 +45,10 @@ import attrs
 import click
 
 from cli.clock import format_duration, parse_duration
+from cli.eventlog import MoveStep
 from cli.options import fail, file_kind, install_hint, read_file, report_suffix
 from cli.render_table import columns
-from cli.replay import replay
+from cli.replay import Report, replay
 from cli.scenario import (
     STRATEGIES,
     SWITCH,
@@ -58,8 +65,8 @@ from cli.turnspec import SETTING_KEYS, settings_with
 from placement.quantity import parse_quantity
 from placement.turns import TurnSettings
 
-__all__ = ["KEYS", "POLICY_KEYS", "Variant", "command", "crossed", "run_variants",
-           "variants_of"]
+__all__ = ["KEYS", "MOVE_KEY", "POLICY_KEYS", "MoveSummary", "Variant", "command", "crossed",
+           "run_variants", "variants_of"]
 
 
 def _integer(text: str, least: int) -> int:
@@ -97,7 +104,8 @@ KEYS: dict[str, tuple[str, Callable[[str], int]]] = {
 
 # The placement policy's keys, the scenario's own (not a node's): key -> the values.
 POLICY_KEYS: dict[str, tuple[str, ...]] = {"strategy": STRATEGIES, "ownerAffinity": ("on", "off")}
-SCENARIO_KEYS = (*SETTING_KEYS, *POLICY_KEYS)
+MOVE_KEY = "rebalanceAfter"  # the scenario's moves: a duration, 0 for off
+SCENARIO_KEYS = (*SETTING_KEYS, *POLICY_KEYS, MOVE_KEY)
 
 
 @attrs.frozen
@@ -107,6 +115,17 @@ class Variant:
     timeline: Timeline | None  # kept only when a report is drawn
     turns: TurnSummary | None = None  # None: the scenario has no clock, no turns played
     devices_peak: int = 0  # the most devices claims held at once
+    moves: MoveSummary | None = None  # None: moves were not asked about
+
+
+@attrs.frozen
+class MoveSummary:
+    """A variant's moves, and what they were for."""
+
+    stranded_hours: float  # device-hours free while a worker sharing a claim could use them
+    moves: int
+    most_in_an_hour: int  # the most moves of one worker within any hour
+    placed_share: float | None  # median over workers that shared (``WorkerTurns.placed_share``)
 
 
 def variants_of(scenario: Scenario, key: str, values: list[str],
@@ -116,6 +135,8 @@ def variants_of(scenario: Scenario, key: str, values: list[str],
         return _turn_variants(scenario, key, values, pattern)
     if key in POLICY_KEYS:
         return _policy_variants(scenario, key, values, pattern)
+    if key == MOVE_KEY:
+        return _move_variants(scenario, values, pattern)
     attribute, parse = KEYS[key]
     names = [spec.name for spec in scenario.nodes] + [
         event.node.name for event in scenario.events if isinstance(event, AddNode)]
@@ -204,17 +225,39 @@ def _policy_variants(scenario: Scenario, key: str, values: list[str],
     return out
 
 
+def _move_variants(scenario: Scenario, values: list[str],
+                   pattern: str) -> list[tuple[str, Scenario]]:
+    """One scenario per ``rebalanceAfter`` (the scenario's, so the whole run's)."""
+    if pattern != "*":
+        raise ValueError(f"--set {MOVE_KEY}: moves are the scenario's, for every node; "
+                         "--nodes does not apply")
+    if scenario.times is None:
+        raise ValueError(f"--set {MOVE_KEY}: moves need a clock, and no event in this "
+                         "scenario says `at`")
+    if scenario.deferred:
+        raise ValueError(f"--set {MOVE_KEY}: moves need dra: instant")
+    out = []
+    for text in values:
+        try:
+            seconds = parse_duration(text)
+        except ValueError as error:
+            raise ValueError(f'--set {MOVE_KEY}: "{text}" {error}') from None
+        out.append((f"{MOVE_KEY}={text}", attrs.evolve(scenario, rebalance_after=seconds)))
+    return out
+
+
 def run_variants(variants: list[tuple[str, Scenario]], *, keep_timelines: bool,
-                 processes: int | None = None) -> list[Variant]:
+                 processes: int | None = None, measure: bool = False) -> list[Variant]:
     """Replay every variant, in parallel when there are several and cores to spare."""
     jobs = processes if processes is not None else min(len(variants), os.cpu_count() or 1)
     if jobs <= 1:
-        results = [_run(label, scenario, keep_timelines) for label, scenario in variants]
+        results = [_run(label, scenario, keep_timelines, measure)
+                   for label, scenario in variants]
     else:
         context = multiprocessing.get_context(
             "fork" if "fork" in multiprocessing.get_all_start_methods() else None)
         with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
-            futures = [pool.submit(_run, label, scenario, keep_timelines)
+            futures = [pool.submit(_run, label, scenario, keep_timelines, measure)
                        for label, scenario in variants]
             results = [future.result() for future in futures]
     for result in results:
@@ -223,12 +266,14 @@ def run_variants(variants: list[tuple[str, Scenario]], *, keep_timelines: bool,
     return [result for result in results if isinstance(result, Variant)]
 
 
-def _run(label: str, scenario: Scenario, keep_timeline: bool) -> Variant | str:
+def _run(label: str, scenario: Scenario, keep_timeline: bool,
+         measure: bool = False) -> Variant | str:
     """The variant, or what stops it from replaying (as text: it crosses processes)."""
     try:
-        report = replay(scenario, idle_allocations=True)
+        report = replay(scenario, idle_allocations=True, measure_stranded=measure)
     except ScenarioError as error:
         return f"with {label}: {error}"
+    moves = _moves(report) if measure else None
     timeline = build_timeline(scenario, report)
     summary = timeline.summary()
     turns = (report.turns.summary() if report.turns is not None and report.turns.note is None
@@ -236,10 +281,29 @@ def _run(label: str, scenario: Scenario, keep_timeline: bool) -> Variant | str:
     devices = max((sum(step) for step in zip(*timeline.devices.values(), strict=True)),
                   default=0)
     if not keep_timeline:
-        return Variant(label, summary, None, turns, devices)
+        return Variant(label, summary, None, turns, devices, moves)
     # The side-by-side figures read only the counters over time: ship back no more.
     return Variant(label, summary, dataclasses.replace(timeline, waits=[], shared=[]), turns,
-                   devices)
+                   devices, moves)
+
+
+def _moves(report: Report) -> MoveSummary:
+    """The moves of one replay, read off its log and turns."""
+    when: dict[str, list[float]] = {}
+    for step, at in zip(report.steps, report.clock, strict=True):
+        if isinstance(step, MoveStep):
+            when.setdefault(step.worker, []).append(at)
+    most = 0
+    for times in when.values():
+        start = 0
+        for end, at in enumerate(times):
+            while at - times[start] >= 3600:
+                start += 1
+            most = max(most, end - start + 1)
+    shares = sorted(share for w in (report.turns.workers if report.turns is not None else ())
+                    if (share := w.placed_share) is not None)
+    return MoveSummary((report.stranded or 0.0) / 3600, sum(len(t) for t in when.values()),
+                       most, shares[max(0, math.ceil(len(shares) / 2) - 1)] if shares else None)
 
 
 # ------------------------------------------------------------------- command
@@ -276,7 +340,9 @@ def command(file: Path, settings: tuple[str, ...], pattern: str, output: str,
     try:
         scenario = load_scenario(text, kind=file_kind(file))
         variants = crossed(scenario, sets, pattern)
-        results = run_variants(variants, keep_timelines=report_path is not None)
+        measure = MOVE_KEY in keys or scenario.rebalance_after > 0
+        results = run_variants(variants, keep_timelines=report_path is not None,
+                               measure=measure)
     except ScenarioError as error:
         fail(f"{name}: {error}")
     except ValueError as error:
@@ -344,6 +410,11 @@ def _document(key: str, pattern: str, timed: bool, results: list[Variant]) -> di
                           "max": variant.turns.longest_wait},
                 "servedShare": variant.turns.served_share,
                 "usefulShare": variant.turns.useful_share},
+            **({"moves": {"strandedDeviceHours": round(variant.moves.stranded_hours, 3),
+                          "moves": variant.moves.moves,
+                          "mostInAnHour": variant.moves.most_in_an_hour,
+                          "placedServedShare": variant.moves.placed_share}}
+               if variant.moves is not None else {}),
         } for variant in results],
     }
 
@@ -377,6 +448,14 @@ def _table(name: str, key: str, pattern: str, timed: bool,
                      f"{t.switching_share:.1%}",
                      "-" if t.served_share is None else f"{t.served_share:.1%}",
                      f"{t.useful_share:.1%}"])
+    if any(v.moves is not None for v in results):
+        # What moves bought: devices no longer left free beside sharing workers.
+        headers += ["stranded device-hours", "moves", "most/hour", "served (stay)"]
+        for row, v in zip(rows, results, strict=True):
+            m = v.moves
+            row += (["-"] * 4 if m is None else
+                    [f"{m.stranded_hours:,.1f}", f"{m.moves:,}", f"{m.most_in_an_hour}",
+                     "-" if m.placed_share is None else f"{m.placed_share:.1%}"])
     where = "every node" if pattern == "*" else f'nodes matching "{pattern}"'
     lines = [
         click.style(f"{name}: {key} on {where}", bold=True),

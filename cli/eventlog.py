@@ -25,6 +25,11 @@ another's reading. Rules:
   (an ``AddNodeStep`` naming its ``group``) and an idle one removed
   (``RemoveNodeStep``). A node's link names its group; a fixed node's none.
 * A worker that finishes is a ``FinishStep``: a departure, read as one.
+* A move (``MoveStep``, with ``rebalanceAfter``) is a step at its own time,
+  between the scenario's: ``walk`` hands the reader the worker leaving its
+  old claim, then tells it of the move (``move``), then the seats the move
+  made (its new one first), so a reader that only counts seats needs nothing
+  more.
 * A lost node is a ``LoseNodeStep``: each of its workers (oldest first) leaves
   its claim and is pending again, as its arrival said, then the node leaves
   the fleet, then the seats the step made follow as any step's do. ``walk``
@@ -52,6 +57,7 @@ __all__ = [
     "FinishStep",
     "LeaveStep",
     "LoseNodeStep",
+    "MoveStep",
     "MovedWorker",
     "NodeLink",
     "Reader",
@@ -87,6 +93,8 @@ class ArriveStep(NamedTuple):
     demand: tuple[tuple[float, float], ...] | None  # when it wants a turn; None: always
     exclusive: bool = False  # it runs alone
     devices: int | None = None  # the exact device count it names; None: none
+    movable: bool = False  # it may be moved (rebalanceAfter)
+    restart: float = 60.0  # seconds a move costs it: neither resident nor served
 
 
 class LeaveStep(NamedTuple):
@@ -121,6 +129,20 @@ class LoseNodeStep:
     spec: Node
     moved: tuple[MovedWorker, ...]
     placed: tuple[Placement, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MoveStep:
+    """A movable worker moved at a turn's boundary: it leaves ``claim``, takes ``placed[0]``."""
+
+    worker: str
+    claim: str  # the claim it left
+    node: str  # the node it left
+    released: bool  # it was the last there: the claim went
+    placed: tuple[Placement, ...]  # its new seat, then the waiting workers the move let in
+    reason: str  # OwnDevices (spread) or EmptiesNode (binpack)
+    detail: str  # from where to where, and why
+    restart: float  # seconds it is neither resident nor served after the move
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +205,7 @@ class ExpectStep:
 
 
 Step = (ArriveStep | LeaveStep | AllocateStep | AddNodeStep | ExpectStep | AskNodeStep
-        | RemoveNodeStep | LoseNodeStep)
+        | RemoveNodeStep | LoseNodeStep | MoveStep)
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +230,7 @@ class Reader(Protocol):
     def allocate(self, step: AllocateStep, at: float) -> None: ...
     def add_node(self, step: AddNodeStep, at: float) -> None: ...
     def remove_node(self, step: RemoveNodeStep, at: float) -> None: ...
+    def move(self, step: MoveStep, at: float) -> None: ...
     def seat(self, seat: Placement, at: float) -> None: ...
     def stepped(self, at: float) -> None: ...
 
@@ -220,10 +243,15 @@ def walk(log: EventLog, reader: Reader) -> None:
             reader.arrive(moved.arrival, at)
         reader.remove_node(RemoveNodeStep(step.node, "", step.spec), at)
 
+    def move(step: MoveStep, at: float) -> None:
+        reader.leave(LeaveStep(step.worker, step.claim, step.released, ()), at)
+        reader.move(step, at)
+
     kinds: dict[type, Callable[[Any, float], None]] = {
         ArriveStep: reader.arrive, LeaveStep: reader.leave, AllocateStep: reader.allocate,
         AddNodeStep: reader.add_node, ExpectStep: _nothing, AskNodeStep: _nothing,
-        RemoveNodeStep: reader.remove_node, FinishStep: reader.leave, LoseNodeStep: lose}
+        RemoveNodeStep: reader.remove_node, FinishStep: reader.leave, LoseNodeStep: lose,
+        MoveStep: move}
     seat, stepped = reader.seat, reader.stepped
     for step, at in zip(log.steps, log.clock, strict=True):
         kinds[step.__class__](step, at)

@@ -32,6 +32,7 @@ from cli.eventlog import (
     ExpectStep,
     LeaveStep,
     LoseNodeStep,
+    MoveStep,
     RemoveNodeStep,
 )
 from cli.waits import WaitStats, _rank
@@ -106,7 +107,7 @@ def fleet_of(log: EventLog) -> FleetUse:
                 waiting[moved.arrival.worker] = (len(waited), at)
                 waited.append(at - at)
             paying.left(step.node, at)
-        elif not isinstance(step, AllocateStep | ExpectStep):
+        elif not isinstance(step, AllocateStep | ExpectStep | MoveStep):
             raise TypeError(f"no reading of a {type(step).__name__}")
         for seat in step.placed:
             if (entry := waiting.pop(seat.worker, None)) is not None:

@@ -160,6 +160,10 @@ class Arrive:
     # Exactly this many devices of one node, each holding memory / devices (a
     # tensor-parallel server); never joins a claim. None: as many as its memory needs.
     devices: int | None = field("devices", default=None)
+    # It may be stopped and started again elsewhere (with rebalanceAfter), paying
+    # ``restart`` seconds each time it is: neither resident nor served meanwhile.
+    movable: bool = field("movable", check_boolean, default=False)
+    restart: float = field("restart", parse=parse_seconds, default=60.0)
 
     @devices.validator
     def _whole_devices(self, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -172,7 +176,7 @@ class Arrive:
     def to_request(self) -> Request:
         # No owner: an owner of one, itself (the placement library's rule).
         return Request(self.name, _ROLES[self.role], self.memory, self.owner or "",
-                       self.exclusive, self.devices)
+                       self.exclusive, self.devices, self.movable)
 
 
 _ROLES = {role.value: role for role in Role}
@@ -252,6 +256,9 @@ class Scenario:
     policy: Policy = DEFAULT_POLICY
     # What the simulated autoscaler may add and remove (placement.simulator.autoscaler).
     groups: tuple[NodeGroupSpec, ...] = ()
+    # Seconds devices stay free (spread) or a node alone (binpack) before a movable
+    # worker moves (placement.rebalance); 0: moves off.
+    rebalance_after: float = 0.0
 
     @property
     def deferred(self) -> bool:

@@ -34,6 +34,7 @@ from cli.eventlog import (
     FinishStep,
     LeaveStep,
     LoseNodeStep,
+    MoveStep,
     RemoveNodeStep,
     Step,
 )
@@ -221,6 +222,11 @@ def _step(step: Step, at: float) -> dict[str, Any]:
                 "moved": [{"worker": m.worker, "claim": m.claim, "released": m.released,
                            "placed": _seats(tuple(filter(None, [seats.get(m.worker)]))),
                            "reason": m.reason} for m in step.moved],
+                "placed": _seats(step.placed)}
+    if isinstance(step, MoveStep):
+        return {"event": "move", "at": at, "worker": step.worker, "claim": step.claim,
+                "node": step.node, "released": step.released, "reason": step.reason,
+                "detail": step.detail, "restartSeconds": step.restart,
                 "placed": _seats(step.placed)}
     if isinstance(step, LeaveStep):
         return {"event": "finish" if isinstance(step, FinishStep) else "leave", "at": at,

@@ -31,6 +31,7 @@ from cli.eventlog import (
     FinishStep,
     LeaveStep,
     LoseNodeStep,
+    MoveStep,
     RemoveNodeStep,
     Step,
 )
@@ -122,6 +123,11 @@ def _event_rows(steps: Sequence[Step],
                    click.style("lost", fg="red") + f": its {_plural(len(step.moved), 'worker')}"
                    " placed again, oldest first"]
             retried = ()
+        elif isinstance(step, MoveStep):  # the rule's, not the scenario's: no number
+            row = ["", "move", shown(step.worker),
+                   click.style("moves", fg="magenta") + f" ({step.reason}) {shown(step.detail)}; "
+                   f"restarts in {format_duration(step.restart)}"]
+            retried = step.placed[1:]
         elif isinstance(step, AllocateStep):
             row = [str(number), "allocate", shown(step.worker),
                    f"DRA allocates {shown(step.claim)} on {shown(step.node)}"]

@@ -30,6 +30,7 @@ from cli.eventlog import (
     LeaveStep,
     LoseNodeStep,
     MovedWorker,
+    MoveStep,
     NodeLink,
     RemoveNodeStep,
     Step,
@@ -51,7 +52,8 @@ from cli.show import excerpt
 from cli.turns import Turns, play_turns
 from placement import Claim, Node, PlacementError
 from placement.simulator.autoscaler import AutoscaledSimulation, Change, NodeAsked, NodeUp
-from placement.simulator.simulation import Seating, Simulation, WorkerState
+from placement.simulator.mover import MoveSettings
+from placement.simulator.simulation import MoveMade, Seating, Simulation, WorkerState
 from placement.turns import TurnSettings
 
 __all__ = ["NodeSummary", "Report", "replay"]
@@ -83,6 +85,9 @@ class Report:
     claims: tuple[Claim, ...]  # by name
     nodes: tuple[NodeSummary, ...]  # by name
     turns: Turns | None = None  # the shared claims' turns, played off the log (cli.turns)
+    # Device-seconds free while workers shared that could have had them (measured when
+    # asked: placement.simulator.mover); None: not measured
+    stranded: float | None = None
 
     @property
     def steps(self) -> tuple[Step, ...]:
@@ -107,23 +112,27 @@ class Report:
         return tuple(step.failure for step in self.expectations if step.failure is not None)
 
 
-def replay(scenario: Scenario, *, idle_allocations: bool = False) -> Report:
+def replay(scenario: Scenario, *, idle_allocations: bool = False,
+           measure_stranded: bool = False) -> Report:
     """Run every event in order; raise ScenarioError for an event the scenario cannot mean.
 
     ``idle_allocations``: an ``allocate`` of a worker that is pending or whose
     claim is already allocated does nothing instead (for replaying a scenario
     under a node policy it was not written for, where such a worker may sit
-    elsewhere).
+    elsewhere). ``measure_stranded``: count the devices free while workers shared
+    (``Report.stranded``; a scenario with times and instant allocation only).
     """
-    run = _Run(scenario)
+    run = _Run(scenario, measure_stranded and scenario.times is not None
+               and not scenario.deferred)
     run.idle_allocations = idle_allocations
     links = tuple(_link(spec, scenario.turns) for spec in scenario.nodes)
     times: tuple[float, ...] | None
-    if isinstance(run.sim, AutoscaledSimulation):
-        steps, times = run.autoscaled()
-        links += tuple(run.group_link(group, node.name)
-                       for group, node in zip(run.sim.started_groups, run.sim.started,
-                                              strict=True))
+    sim = run.sim
+    if isinstance(sim, AutoscaledSimulation) or sim.mover is not None:
+        steps, times = run.clocked()
+        if isinstance(sim, AutoscaledSimulation):
+            links += tuple(run.group_link(group, node.name)
+                           for group, node in zip(sim.started_groups, sim.started, strict=True))
     else:
         steps = tuple(run.apply(index, event) for index, event in enumerate(scenario.events))
         times = scenario.times
@@ -145,14 +154,16 @@ def _link(spec: NodeSpec, settings: TurnSettings | None, group: str | None = Non
 class _Run:
     """The replay's state: the simulation plus when each worker came and went (for messages)."""
 
-    def __init__(self, scenario: Scenario) -> None:
+    def __init__(self, scenario: Scenario, measure: bool = False) -> None:
         self.scenario = scenario
         nodes = tuple(spec.to_node() for spec in scenario.nodes)
+        moves = (MoveSettings(scenario.rebalance_after, measure=measure)
+                 if scenario.rebalance_after > 0 or measure else None)
         self.sim = (Simulation(nodes, deferred_allocation=scenario.deferred,
-                               policy=scenario.policy) if not scenario.groups else
+                               policy=scenario.policy, moves=moves) if not scenario.groups else
                     AutoscaledSimulation(nodes, [g.to_group() for g in scenario.groups],
                                          deferred_allocation=scenario.deferred,
-                                         policy=scenario.policy))
+                                         policy=scenario.policy, moves=moves))
         self.arrived_at: dict[str, int] = {}
         self.arrivals: dict[str, ArriveStep] = {}  # what each present worker asked for
         self.left_at: dict[str, int] = {}
@@ -179,23 +190,41 @@ class _Run:
 
     # -------------------------------------------------------------- autoscaler
 
-    def autoscaled(self) -> tuple[tuple[Step, ...], tuple[float, ...]]:
-        """Every event, with what the autoscaler did before and after it, each at its time."""
+    def clocked(self) -> tuple[tuple[Step, ...], tuple[float, ...]]:
+        """Every event, with what the autoscaler and the moves did before and after it,
+        each at its time."""
         sim, times = self.sim, self.scenario.times
-        assert isinstance(sim, AutoscaledSimulation) and times is not None
+        assert times is not None
         steps: list[Step] = []
         at: list[float] = []
+
+        def taken() -> None:
+            changes = sim.take_changes() if isinstance(sim, AutoscaledSimulation) else []
+            made = sim.take_moves()
+            # Both lists are in time order; on a tie the autoscaler's change came first.
+            merged = sorted([*((c.at, 0, n, c) for n, c in enumerate(changes)),
+                             *((m.at, 1, n, m) for n, m in enumerate(made))],
+                            key=lambda entry: entry[:3])
+            for when, _, _, change in merged:
+                steps.append(self._moved(change) if isinstance(change, MoveMade)
+                             else self._scaled(change))
+                at.append(when)
+
         for index, (event, now) in enumerate(zip(self.scenario.events, times, strict=True)):
             sim.advance(now)
-            for change in sim.take_changes():
-                steps.append(self._scaled(change))
-                at.append(change.at)
+            taken()
             steps.append(self.apply(index, event))
             at.append(now)
-            for change in sim.take_changes():
-                steps.append(self._scaled(change))
-                at.append(change.at)
+            sim.advance(now)  # what the event made due at once
+            taken()
+        if sim.mover is not None:
+            sim.mover.close(times[-1] if times else 0.0)
         return tuple(steps), tuple(at)
+
+    def _moved(self, made: MoveMade) -> MoveStep:
+        return MoveStep(made.worker, made.claim, made.node, made.released,
+                        (made.placed, *made.retried), made.reason.value, made.detail,
+                        self.arrivals[made.worker].restart)
 
     def _scaled(self, change: Change) -> Step:
         if isinstance(change, NodeAsked):
@@ -229,7 +258,7 @@ class _Run:
             reason = str(state_reason) if state_reason is not None else None
         step = ArriveStep(event.name, placed, reason, event.role, event.memory,
                           event.owner or event.name, event.demand, event.exclusive,
-                          event.devices)
+                          event.devices, event.movable, event.restart)
         self.arrivals[event.name] = step
         return step
 
@@ -333,7 +362,9 @@ class _Run:
             for node in fleet.nodes
         )
         workers = tuple(self.sim.state(worker) for worker in self.sim.workers())
-        return Report(self.scenario.dra, log, workers, claims, nodes, turns)
+        mover = self.sim.mover
+        stranded = mover.stranded_seconds if mover is not None and mover.settings.measure else None
+        return Report(self.scenario.dra, log, workers, claims, nodes, turns, stranded)
 
 
 def _where_in_scenario(index: int, event: Event) -> str:

@@ -24,6 +24,9 @@ each value is checked :mod:`cli.fields`'s)::
     ownerAffinity  true (the default) or false, or on or off
     nodeGroups     a list of node groups, each name once, only with times; no
                    other node takes a name of a group's nodes (<group>-<number>)
+    rebalanceAfter a duration (0, the default: moves off): how long devices stay
+                   free (spread), or a node holds one worker (binpack), before a
+                   movable worker moves; only with times and instant allocation
     anything else  refused, the closest key suggested
 
 A node's own turns must make a policy over the scenario's settings
@@ -39,7 +42,7 @@ import attrs
 
 from cli.clock import format_duration, parse_duration
 from cli.document import ScenarioError, parse_document
-from cli.fields import FieldError, field_path, key_text, unknown_key_message
+from cli.fields import FieldError, field_path, key_text, parse_seconds, unknown_key_message
 from cli.model import (
     AddNode,
     Allocate,
@@ -86,7 +89,7 @@ STRATEGIES = tuple(strategy.value for strategy in Strategy)
 SWITCH = {True: True, False: False, "on": True, "off": False}
 
 _SCENARIO_KEYS = ("dra", "nodes", "events", "turns", "strategy", "ownerAffinity",
-                  "nodeGroups")
+                  "nodeGroups", "rebalanceAfter")
 
 
 def load_scenario(text: str, *, kind: str = "") -> Scenario:
@@ -137,7 +140,24 @@ def build_scenario(document: object) -> Scenario:
     groups = _groups(document, nodes, events, timed)
     check_node_turns(nodes, events, turns or TurnSettings(), groups)
     return Scenario(dra, nodes, tuple(events), tuple(times) if timed else None, turns,
-                    _policy(document), groups)
+                    _policy(document), groups, _rebalance_after(document, dra, timed))
+
+
+def _rebalance_after(document: Mapping[str, object], dra: str, timed: bool) -> float:
+    """``rebalanceAfter``: seconds, 0 when absent; ScenarioError when it cannot apply."""
+    if "rebalanceAfter" not in document:
+        return 0.0
+    try:
+        seconds = parse_seconds(document["rebalanceAfter"])
+    except ValueError as error:
+        raise ScenarioError("rebalanceAfter", str(error)) from None
+    if seconds > 0 and not timed:
+        raise ScenarioError("rebalanceAfter", "moves need a clock: give the events times "
+                            "with `at` (a move is due once devices have stayed free that long)")
+    if seconds > 0 and dra == "deferred":
+        raise ScenarioError("rebalanceAfter", "moves need dra: instant (a move takes its "
+                            "new seat at once, before it gives the old one back)")
+    return seconds
 
 
 def _groups(document: Mapping[str, object], nodes: tuple[NodeSpec, ...],

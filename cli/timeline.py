@@ -34,6 +34,7 @@ from cli.eventlog import (
     ArriveStep,
     EventLog,
     LeaveStep,
+    MoveStep,
     RemoveNodeStep,
     walk,
 )
@@ -226,6 +227,9 @@ class _Counters:
         self.capacity += step.link.devices
         if self.paying is not None:
             self.paying.joined(step.node, step.group or FIXED, step.link.devices, at)
+
+    def move(self, step: MoveStep, at: float) -> None:
+        pass  # read as its worker leaving its claim, then its new seat
 
     def remove_node(self, step: RemoveNodeStep, at: float) -> None:
         self.capacity -= step.spec.devices

@@ -24,6 +24,10 @@ What this adds is the reading:
 * A node's own ``turns`` play on its claims instead of the scenario's
   settings (key by key); its switches cost what the log's link for it says
   (the same figure the report's shared-claims table prices them at).
+* A moved worker (``MoveStep``) leaves its old claim at the move and joins
+  its new one ``restart`` seconds later: meanwhile it is neither resident
+  nor served, yet wants to run, so those seconds count as wanted and not
+  served (a move's cost shows in its served share).
 * Turns need a clock: a scenario whose events say no ``at`` gets a note, not
   an invented one.
 """
@@ -33,6 +37,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from heapq import heapify, heappop, heappush
 
 from cli.eventlog import (
     AddNodeStep,
@@ -40,6 +45,7 @@ from cli.eventlog import (
     ArriveStep,
     EventLog,
     LeaveStep,
+    MoveStep,
     NodeLink,
     RemoveNodeStep,
     walk,
@@ -68,6 +74,8 @@ class WorkerTurns:
     median_wait: float
     wanting: float = 0.0  # seconds it wanted the turn
     served: float = 0.0  # seconds resident while it wanted the turn
+    restarting: float = 0.0  # seconds its moves cost it: wanted, not served
+    alone: float = 0.0  # seconds it wanted to run alone on a claim no one shared
 
     @property
     def share(self) -> float:
@@ -76,6 +84,11 @@ class WorkerTurns:
     @property
     def served_share(self) -> float | None:
         return _share(self.served, self.wanting)
+
+    @property
+    def placed_share(self) -> float | None:
+        """Served over wanted through its whole stay: alone it is served, restarting not."""
+        return _share(self.served + self.alone, self.wanting + self.alone + self.restarting)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,12 +169,14 @@ def play_turns(log: EventLog, *, keep: frozenset[str] = frozenset(),
     if log.times is None:
         return Turns(settings, NO_CLOCK, 0.0, (), (), (), ())
     seats = _Seats(TurnPlay(settings, keep=keep, compress=compress), log.nodes, only)
+    seats.track_alone = any(step.__class__ is MoveStep for step in log.steps)
     walk(log, seats)
     end = log.times[-1] if log.times else 0.0
+    seats.finish(end)
     seats.play.end(end)
     own = tuple((name, link.turns) for name, link in sorted(seats.links.items())
                 if link.turns is not None)
-    return _read(settings, end, seats.play, own)
+    return _read(settings, end, seats.play, own, seats.restarting, seats.alone)
 
 
 class _Seats:
@@ -176,13 +191,42 @@ class _Seats:
         self.arrivals: dict[str, ArriveStep] = {}
         self.seated: dict[str, str] = {}  # worker -> claim, once allocated
         self.placing: dict[str, list[str]] = {}  # unallocated claim -> its workers
+        self.moving: dict[str, float] = {}  # a moved worker -> when its restart ends
+        self.joins: list[tuple[float, str, str, str]] = []  # (at, worker, claim, node) held
+        self.restarting: dict[str, float] = {}  # worker -> seconds spent restarting
+        self.alone: dict[str, float] = {}  # worker -> seconds wanted alone on a lone claim
+        # Kept only for a log with moves (``track_alone``): claim -> (its one worker, since
+        # when), while no second worker has sat on it; and the claims that had two.
+        self.track_alone = False
+        self.lone: dict[str, tuple[str, float]] = {}
+        self.shared: set[str] = set()
 
     def arrive(self, step: ArriveStep, at: float) -> None:
         self.arrivals[step.worker] = step
 
+    def move(self, step: MoveStep, at: float) -> None:
+        self.restarted(at)
+        self.moving[step.worker] = at + step.restart
+
+    def restarted(self, at: float) -> None:
+        """Every held join due by ``at`` played, at its own time."""
+        joins = self.joins
+        while joins and joins[0][0] <= at:
+            due, worker, claim, node = heappop(joins)
+            self._join(worker, claim, node, due)
+
     def leave(self, step: LeaveStep, at: float) -> None:
+        self.restarted(at)
+        if step.worker in self.moving:  # leaving while it restarts: the restart ends here
+            ends = self.moving.pop(step.worker)
+            self._restarting(step.worker, at - (ends - self.arrivals[step.worker].restart))
+            self.joins = [join for join in self.joins if join[1] != step.worker]
+            heapify(self.joins)
+            return
         claim = self.seated.pop(step.worker, None)
         if claim is not None:
+            if self.track_alone:
+                self._alone_until(claim, at)
             self.play.leave(claim, step.worker, at)
         elif step.claim is not None and step.claim in self.placing:
             self.placing[step.claim].remove(step.worker)
@@ -198,6 +242,11 @@ class _Seats:
         pass  # the autoscaler removes only a node holding no claim: no turns end here
 
     def seat(self, seat: Placement, at: float) -> None:
+        self.restarted(at)
+        ends = self.moving.get(seat.worker)
+        if ends is not None and ends > at:  # a move's seat: taken once it has restarted
+            heappush(self.joins, (ends, seat.worker, seat.claim, seat.node))
+            return
         if seat.allocated:
             self._join(seat.worker, seat.claim, seat.node, at)
         else:
@@ -206,9 +255,37 @@ class _Seats:
     def stepped(self, at: float) -> None:
         pass
 
+    def _restarting(self, worker: str, seconds: float) -> None:
+        self.restarting[worker] = self.restarting.get(worker, 0.0) + max(0.0, seconds)
+
+    def _alone_until(self, claim: str, at: float) -> None:
+        """A claim no one shared loses its worker (or the run ends): its time alone."""
+        found = self.lone.pop(claim, None)
+        if found is not None:
+            worker, since = found
+            wanted = _wanted(self.arrivals[worker].demand, since, at)
+            self.alone[worker] = self.alone.get(worker, 0.0) + wanted
+
+    def finish(self, end: float) -> None:
+        """The run is over at ``end``: held joins played, restarts and lone stays counted."""
+        self.restarted(end)
+        for worker, ends in self.moving.items():
+            self._restarting(worker, end - (ends - self.arrivals[worker].restart))
+        for claim in list(self.lone):
+            self._alone_until(claim, end)
+
     def _join(self, worker: str, claim: str, node: str, at: float) -> None:
+        ends = self.moving.pop(worker, None)
+        if ends is not None:
+            self._restarting(worker, self.arrivals[worker].restart)
         if self.only is not None and claim not in self.only:
             return
+        if self.track_alone and claim not in self.shared:
+            if claim in self.lone:  # a second worker: the play counts the first from its seat
+                del self.lone[claim]
+                self.shared.add(claim)
+            else:
+                self.lone[claim] = (worker, at)
         arrival = self.arrivals[worker]
         self.seated[worker] = claim
         link = self.links[node]
@@ -217,7 +294,8 @@ class _Seats:
 
 
 def _read(settings: TurnSettings, end: float, play: TurnPlay,
-          nodes: tuple[tuple[str, TurnSettings], ...]) -> Turns:
+          nodes: tuple[tuple[str, TurnSettings], ...],
+          restarting: dict[str, float], alone: dict[str, float]) -> Turns:
     by_worker: dict[str, list[MemberTurns]] = {}
     for member in play.members:
         by_worker.setdefault(member.worker, []).append(member)
@@ -245,7 +323,8 @@ def _read(settings: TurnSettings, end: float, play: TurnPlay,
                     sum(s.turns for s in stays), sum(s.evictions for s in stays)))
         workers.append(WorkerTurns(name, last.owner, last.claim, *figures,
                                    mine[-1][0] if mine else 0.0, _median(mine),
-                                   sum(s.wanting for s in stays), sum(s.served for s in stays)))
+                                   sum(s.wanting for s in stays), sum(s.served for s in stays),
+                                   restarting.get(name, 0.0), alone.get(name, 0.0)))
     owners: dict[str, list[WorkerTurns]] = {}
     for worker in workers:
         owners.setdefault(worker.owner, []).append(worker)
@@ -258,6 +337,13 @@ def _read(settings: TurnSettings, end: float, play: TurnPlay,
                                   ordered[owner][-1][0] if ordered[owner] else 0.0)
                        for owner, ws in sorted(owners.items())),
                  tuple(sorted(waits.items())), nodes)
+
+
+def _wanted(demand: tuple[tuple[float, float], ...] | None, start: float, end: float) -> float:
+    """Seconds of [start, end] a worker with this demand wanted to run."""
+    if demand is None:
+        return max(0.0, end - start)
+    return sum(max(0.0, min(end, to) - max(start, since)) for since, to in demand)
 
 
 def _median(counted: Sequence[tuple[float, int]]) -> float:

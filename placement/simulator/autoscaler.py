@@ -90,6 +90,7 @@ from placement.decide import Reason, WaitKind, best_claim, best_pool
 from placement.fleet import Fleet
 from placement.model import Node, PlacementError, Request, Role
 from placement.policy import ALONE, DEFAULT_POLICY, Policy, Strategy
+from placement.simulator.mover import MoveSettings
 from placement.simulator.nodegroups import (
     Blocked,
     Change,
@@ -104,7 +105,7 @@ from placement.simulator.nodegroups import (
     NodeUp,
     Shape,
 )
-from placement.simulator.simulation import _NEW_CLAIM, Moved, Placement, Simulation
+from placement.simulator.simulation import _NEW_CLAIM, Moved, MoveMade, Placement, Simulation
 
 __all__ = ["AutoscaledSimulation", "Change", "NodeAsked", "NodeDown", "NodeGroup", "NodeUp"]
 
@@ -113,7 +114,8 @@ class AutoscaledSimulation(Simulation):
     """A ``Simulation`` whose fleet grows and shrinks by node groups (the module's rules)."""
 
     def __init__(self, nodes: tuple[Node, ...] = (), groups: Sequence[NodeGroup] = (), *,
-                 deferred_allocation: bool = False, policy: Policy = DEFAULT_POLICY) -> None:
+                 deferred_allocation: bool = False, policy: Policy = DEFAULT_POLICY,
+                 moves: MoveSettings | None = None) -> None:
         if len({group.name for group in groups}) < len(groups):
             raise PlacementError("node group names must be unique")
         self.groups = tuple(groups)
@@ -126,7 +128,7 @@ class AutoscaledSimulation(Simulation):
             if node.name in names:
                 raise PlacementError(f"node {node.name} is a node group's name for its nodes")
         super().__init__((*nodes, *(node for _, node in start)),
-                         deferred_allocation=deferred_allocation, policy=policy)
+                         deferred_allocation=deferred_allocation, policy=policy, moves=moves)
         self.now = 0.0
         self.started = tuple(node for _, node in start)  # after the fixed ones
         self.started_groups = tuple(state.spec.name for state, _ in start)
@@ -150,14 +152,26 @@ class AutoscaledSimulation(Simulation):
         """Play what is due at or before ``now`` (nodes joining, idle nodes going)."""
         if now < self.now:
             raise PlacementError(f"time goes back: {now} is before {self.now}")
-        due = self._due
-        while due and due[0].at <= now:
-            at, _, event = heappop(due)
-            self.now = at
-            if isinstance(event, Joins):
-                self._node_up(event.coming)
-            elif self._idle.get(event.node) is event:
-                self._remove_idle(event)
+        due, mover = self._due, self.mover
+        if mover is not None:
+            self._settle()
+        while True:
+            # The autoscaler's events and the moves' checks, in time order (its first on a tie).
+            moves_at = mover.next_due() if mover is not None else None
+            if due and due[0].at <= now and (moves_at is None or due[0].at <= moves_at):
+                at, _, event = heappop(due)
+                self.now = at
+                if isinstance(event, Joins):
+                    self._node_up(event.coming)
+                elif self._idle.get(event.node) is event:
+                    self._remove_idle(event)
+                if mover is not None:
+                    self._settle()
+            elif moves_at is not None and moves_at <= now:
+                self.now = max(self.now, moves_at)
+                self._play_moves()
+            else:
+                break
         self.now = now
 
     def take_changes(self) -> list[Change]:
@@ -247,6 +261,14 @@ class AutoscaledSimulation(Simulation):
                 if m.placed is None else m for m in moved]
 
     # --------------------------------------------------------------- internal
+
+    def _moved(self, made: MoveMade) -> None:
+        self._seated((made.placed, *made.retried))
+        if made.released and made.node in self._group_of:
+            self._maybe_idle(made.node)
+
+    def _removable(self, node: str) -> bool:
+        return node in self._group_of
 
     def _seated(self, placed: Iterable[Placement]) -> None:
         counted, blocked, idle = self._counted, self._blocked.workers, self._idle

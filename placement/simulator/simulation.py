@@ -12,12 +12,16 @@ the same ones against a real cluster):
   that name is taken, ``-2``, ``-3``, ... is appended. It keeps its name after
   its first worker leaves. When its last worker leaves it is released and its
   devices return at once.
-* Placed workers stay put: nothing migrates, nothing is rebalanced -- except
-  off a lost node (``lose_node``): the node goes, its claims are released, and
-  each of its workers is placed again, oldest arrival first, by the normal
-  decision on what is left; one that finds no seat waits in the pending queue
-  at its first arrival's place, with the reason it waits (``Moved``). No
-  other worker moves.
+* Placed workers stay put -- except off a lost node (``lose_node``): the
+  node goes, its claims are released, and each of its workers is placed
+  again, oldest arrival first, by the normal decision on what is left; one
+  that finds no seat waits in the pending queue at its first arrival's
+  place, with the reason it waits (``Moved``) -- and, with ``moves`` set,
+  movable workers moved by ``placement.rebalance``'s rule on the clock
+  (``advance``; ``placement.simulator.mover`` keeps its records): each move
+  made at once (the new seat taken, the old one given back, its claim
+  released if it was the last), then the waiting workers retried on both
+  nodes, as after any change (``MoveMade``). No other worker moves.
 * A worker that finishes (``finish``) leaves as a departure does: its seat,
   and its claim if it was the last, are released at once.
 * After any capacity change (a departure, a claim allocated, a node added, a
@@ -59,13 +63,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from heapq import heappop, heappush
 
-from placement.decide import Reason, best_claim, best_pool, explain, offer_of
+from placement.decide import JoinClaim, Reason, best_claim, best_pool, explain, offer_of
 from placement.fleet import Fleet
 from placement.model import Node, PlacementError, Request, Role, per_device_share
 from placement.policy import ALONE, DEFAULT_POLICY, STEPS, Policy, Step
+from placement.rebalance import Move, MoveReason
+from placement.simulator.mover import Mover, MoveSettings, TrackedFleet
 from placement.simulator.pending import PendingQueue
 
-__all__ = ["Moved", "Placement", "Seating", "Simulation", "WorkerState"]
+__all__ = ["MoveMade", "Moved", "Placement", "Seating", "Simulation", "WorkerState"]
 
 _ROLES = tuple(Role)  # iterating the enum itself costs a microsecond per retry
 _NEW_CLAIM = Step.NEW_CLAIM  # a member read through its class costs ~40 ns more in 3.11
@@ -106,6 +112,21 @@ class Moved:
 
 
 @dataclass(frozen=True, slots=True)
+class MoveMade:
+    """A movable worker moved by the rule at ``at``: the claim it left, its new seat."""
+
+    at: float
+    worker: str
+    claim: str  # the claim it left
+    node: str  # the node it left
+    released: bool  # it was the last on that claim: the claim went
+    placed: Placement  # its new seat
+    retried: tuple[Placement, ...]  # waiting workers the move let in
+    reason: MoveReason
+    detail: str  # from where to where, and why, in words
+
+
+@dataclass(frozen=True, slots=True)
 class WorkerState:
     name: str
     role: Role
@@ -121,8 +142,19 @@ class WorkerState:
 
 class Simulation:
     def __init__(self, nodes: tuple[Node, ...] = (), *, deferred_allocation: bool = False,
-                 policy: Policy = DEFAULT_POLICY) -> None:
-        self.fleet = Fleet(nodes)
+                 policy: Policy = DEFAULT_POLICY, moves: MoveSettings | None = None) -> None:
+        self.now = 0.0
+        # Moves need the fleet's changes: a tracked fleet only then, the plain one costs less.
+        self._mover: Mover | None = None
+        if moves is not None and (moves.after > 0 or moves.measure):
+            if deferred_allocation:
+                raise PlacementError("moves need claims allocated when they are cut "
+                                     "(instant allocation)")
+            self.fleet: Fleet = TrackedFleet(nodes)
+            self._mover = Mover(moves)
+        else:
+            self.fleet = Fleet(nodes)
+        self._made: list[MoveMade] = []
         self.deferred_allocation = deferred_allocation
         self.policy = policy
         self._steps = STEPS[policy.strategy]  # a worker's that is not exclusive
@@ -158,6 +190,8 @@ class Simulation:
         if request is None:
             raise PlacementError(f"worker {worker} is not here")
         arrival = self._arrival.pop(worker)
+        if self._mover is not None:
+            self._mover.forget(worker)
         claim = self.fleet.claim_of(worker)
         if claim is None:
             self._queue(request).remove(arrival)
@@ -212,6 +246,76 @@ class Simulation:
     def finish(self, worker: str) -> list[Placement]:
         """The worker's process completed: its seat goes as on a departure."""
         return self.leave(worker)
+
+    # ------------------------------------------------------------------ clock
+
+    def advance(self, now: float) -> None:
+        """The clock moves to ``now``: the moves due by then are made, each at its time."""
+        if now < self.now:
+            raise PlacementError(f"time goes back: {now} is before {self.now}")
+        mover = self._mover
+        if mover is not None:
+            self._settle()
+            while (due := mover.next_due()) is not None and due <= now:
+                self.now = max(self.now, due)
+                self._play_moves()
+        self.now = now
+
+    def take_moves(self) -> list[MoveMade]:
+        """The moves made since the last call, in order."""
+        made, self._made = self._made, []
+        return made
+
+    @property
+    def mover(self) -> Mover | None:
+        """The moves' records; None when moves are off."""
+        return self._mover
+
+    def _settle(self) -> None:
+        mover = self._mover
+        assert mover is not None and isinstance(self.fleet, TrackedFleet)
+        mover.settle(self.fleet, self._requests, self.now)
+
+    def _play_moves(self) -> None:
+        """A due check: moves made one at a time until the rule gives none."""
+        mover = self._mover
+        assert mover is not None
+        mover.pop_due(self.now)
+        while (move := mover.next_move(self.fleet, self._requests, self.policy, self.now,
+                                       self._arrival, self._removable)) is not None:
+            self._carry_out(move)
+            self._settle()
+
+    def _carry_out(self, move: Move) -> None:
+        """One move: the new seat taken, the old one given back, then the waiting retried."""
+        fleet, request, seat = self.fleet, self._requests[move.worker], move.seat
+        # The books refuse a second seat, so the old one goes first; nothing runs between.
+        fleet.unbook(move.worker)
+        released = fleet.workers_on(move.claim) == 0
+        if released:
+            fleet.remove_claim(move.claim)
+            self._names.released(move.claim)
+        if isinstance(seat, JoinClaim):
+            fleet.book(seat.claim, request)
+            placed = Placement(move.worker, seat.claim, seat.node, seat.devices, False, True,
+                               True, fleet.workers_on(seat.claim))
+        else:
+            name = self._claim_name(move.worker)
+            fleet.cut(name, seat.node, seat.devices, request,
+                      device_memory=seat.memory_ceiling)
+            placed = Placement(move.worker, name, seat.node, seat.devices, True, True, True, 1)
+        retried = [*self._retry_pending(move.node), *self._retry_pending(seat.node)]
+        made = MoveMade(self.now, move.worker, move.claim, move.node, released, placed,
+                        tuple(retried), move.reason, move.describe())
+        self._made.append(made)
+        self._moved(made)
+
+    def _moved(self, made: MoveMade) -> None:
+        """A move was made (a subclass keeps its own records)."""
+
+    def _removable(self, node: str) -> bool:
+        """Whether emptying ``node`` lets it go (binpack's moves): fixed nodes stay."""
+        return False
 
     # ---------------------------------------------------------------- reading
 
