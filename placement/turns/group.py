@@ -21,13 +21,14 @@ table's events and keeps the books that make each call cheap. Rules:
       gone           none: it leaves whatever phase it is in
       holds_device   claim while unreported, else seen holding
       device_free    device free
+      retire         retire, the member marked retiring first (for good)
       tick           none: only the advance
 
 * A claim is *free* (claim, free) when nobody holds the turn and no other
   member intrudes; a free claim under no turn number takes the next one.
 * The advance, in order: intruders past their deadline overrun; a yielding
   holder past its deadline overruns, any other holder is asked to yield once
-  someone waits and its time is up; recovering ends once every member has
+  someone waits, or it is retiring, and its time is up; recovering ends once every member has
   reported (or the bound passed: the silent ones become Silent); then, with
   no holder and no intruder, the next in the round-robin is granted.
 * Who waits is kept in round-robin order (``Rotation``), with how many
@@ -60,10 +61,10 @@ __all__ = ["TurnGroup"]
 
 # The phases and events as plain names: an Enum's members are slow to reach through its class.
 (_E_WANT, _E_IDLE, _E_DISCONNECT, _E_GRANT, _E_CLAIM_FREE, _E_CLAIM_TAKEN, _E_RESTORED, _E_PARKED,
- _E_YIELD_DUE, _E_OVERRUN, _E_SEEN_HOLDING, _E_DEVICE_FREE, _E_BOUND) = (
+ _E_YIELD_DUE, _E_OVERRUN, _E_SEEN_HOLDING, _E_DEVICE_FREE, _E_BOUND, _E_RETIRE) = (
     Event.WANT, Event.IDLE, Event.DISCONNECT, Event.GRANT, Event.CLAIM_FREE, Event.CLAIM_TAKEN,
     Event.RESTORED, Event.PARKED, Event.YIELD_DUE, Event.OVERRUN, Event.SEEN_HOLDING,
-    Event.DEVICE_FREE, Event.BOUND)
+    Event.DEVICE_FREE, Event.BOUND, Event.RETIRE)
 _UNREPORTED, _IDLE, _WAITING = TurnPhase.UNREPORTED, TurnPhase.IDLE, TurnPhase.WAITING
 _GRANTED, _RESIDENT, _YIELDING = TurnPhase.GRANTED, TurnPhase.RESIDENT, TurnPhase.YIELDING
 _INTRUDING, _SILENT, _EVICTING = TurnPhase.INTRUDING, TurnPhase.SILENT, TurnPhase.EVICTING
@@ -197,6 +198,15 @@ class TurnGroup:
         self._move(m, _E_DEVICE_FREE, now, actions)
         return self._advance(now, actions)
 
+    def retire(self, member: str, now: float) -> list[Action]:
+        """The member is to be granted no more turns (it is to be moved): Retired now if it
+        holds nothing, else once it parks -- a holder at the end of its turn, as though
+        someone waited. For good: nothing takes it back."""
+        m = self._get(member)
+        m.retiring = True
+        self._move(m, _E_RETIRE, now, [])
+        return self._advance(now)
+
     def tick(self, now: float) -> list[Action]:
         """Time passed: the actions due by ``now``."""
         return self._advance(now)
@@ -248,7 +258,7 @@ class TurnGroup:
         if h is None or h.phase is _EVICTING:
             return soonest
         due = h.deadline
-        if due is None and self._anyone_waiting():
+        if due is None and (h.retiring or self._anyone_waiting()):
             due = self._yield_due(h)
         if due is None or (soonest is not None and soonest <= due):
             return soonest
@@ -299,7 +309,9 @@ class TurnGroup:
             self._unreported -= 1
         if enter == ENTER_FREE:
             self._leave(m, now)
-            if m.wants and m.connected:  # the row Idle + want, at once
+            if m.retiring:  # the row Idle + retire, at once (before any want)
+                m.phase, enter, m.rows = m.rows[_E_RETIRE]
+            elif m.wants and m.connected:  # the row Idle + want, at once
                 m.phase, enter, m.rows = _WAITING, ENTER_QUEUE, ROWS[_WAITING]
         if enter == ENTER_QUEUE:
             m.waiting_since = now
@@ -370,7 +382,7 @@ class TurnGroup:
             if h.phase is _YIELDING:
                 if h.deadline is not None and now >= h.deadline:
                     self._move(h, _E_OVERRUN, now, actions)
-            elif (h.phase is not _EVICTING and self._anyone_waiting()
+            elif (h.phase is not _EVICTING and (h.retiring or self._anyone_waiting())
                   and now >= self._yield_due(h)):
                 self._move(h, _E_YIELD_DUE, now, actions)
         if self._recovering:

@@ -29,7 +29,7 @@ neither decides a turn any other way. Rules:
   (in the order they joined). A member that leaves and comes back joins at
   the back. A member whose connection dropped waits no more until it is back.
 * No switch without a reason: while nobody waits, the holder keeps the turn,
-  however long past its quantum.
+  however long past its quantum -- unless it is retiring (below).
 * While someone waits, the holder is asked to yield ``quantum`` after its
   grant (at once if that is already past), or ``min_resident`` after it when
   it no longer wants the turn; never sooner than ``min_resident``, because a
@@ -52,6 +52,18 @@ neither decides a turn any other way. Rules:
   member that reports resident takes the turn, its quantum starting then; a
   second one that reports resident is asked to yield at once, and no one is
   granted until it has parked or gone.
+* **Retiring** (``retire``: the member is to be stopped and started again
+  elsewhere, a move): it is granted no more turns, and the others' turns go
+  on. Holding nothing (Idle, Waiting) it is *Retired* at once, out of the
+  rotation. A holder finishes the turn it holds: it is asked to yield when
+  its time is up as though someone waited (``quantum`` after its grant while
+  it wants the turn, ``min_resident`` when it does not), has its grace to
+  park as any holder, and is Retired once it parks (or evicted if it
+  overruns). One that may hold memory without the turn (unreported, silent,
+  intruding, evicting) is Retired when it says it holds nothing. A Retired
+  member leaves only by going; seen or saying it holds memory it is asked
+  to park, or evicted, like anyone without the turn. A retire cannot be
+  taken back.
 * Time is the caller's clock, in seconds; the policy never reads a clock and
   holds no randomness, so the same calls at the same times give the same
   actions. Every call returns the actions it makes due; ``next_deadline``
@@ -66,7 +78,8 @@ share.
 A member's phases and what moves them (a pair not listed leaves the phase as
 it is; ``gone`` removes the member from any phase). A member left ``Idle``
 that wants the turn and is connected goes on to ``Waiting`` at once (the row
-Idle + want)::
+Idle + want); one left Idle that is retiring goes on to ``Retired`` instead
+(the row Idle + retire), whatever it wants::
 
     phase       event          next        why
     Unreported  claim, free    Resident    it held memory before the restart and nobody else does
@@ -77,17 +90,19 @@ Idle + want)::
     Idle        claim, free    Resident    memory nobody else holds: the turn is its
     Idle        claim, taken   Intruding   memory while another holds the turn
     Idle        seen holding   Evicting    the device shows memory it has no turn for
+    Idle        retire         Retired     it holds nothing: out of the rotation for good
     Waiting     idle           Idle        it no longer wants a turn
     Waiting     disconnect     Idle        a grant would reach no one
     Waiting     grant          Granted     its turn in the round-robin
     Waiting     claim, free    Resident    (recovering) it held memory and nobody else does
     Waiting     claim, taken   Intruding   memory while another holds the turn
     Waiting     seen holding   Evicting    the device shows memory it has no turn for
+    Waiting     retire         Retired     it holds nothing: out of the rotation for good
     Granted     restored       Resident    it says it restored under this turn
     Granted     parked         Idle        it parked this turn: the device is free
-    Granted     yield due      Yielding    someone waits and its time is up
+    Granted     yield due      Yielding    someone waits (or it retires) and its time is up
     Resident    parked         Idle        it parked this turn
-    Resident    yield due      Yielding    someone waits and its time is up
+    Resident    yield due      Yielding    someone waits (or it retires) and its time is up
     Yielding    parked         Idle        it parked in time
     Yielding    overrun        Evicting    the grace passed: its pod is deleted
     Intruding   parked         Idle        it let go of the memory
@@ -98,6 +113,13 @@ Idle + want)::
     Silent      device free    Idle        the device shows it holds nothing
     Silent      overrun        Evicting    still silent a grace after the bound
     Evicting    parked         Idle        it let go after all; its pod still goes
+    Retired     claim, free    Intruding   memory it will never have a turn for: it must park
+    Retired     claim, taken   Intruding   memory while another holds the turn
+    Retired     seen holding   Evicting    the device shows memory it has no turn for
+
+``retire`` from a holding phase (Granted, Resident, Yielding) or from one that may
+hold memory (Unreported, Silent, Intruding, Evicting) is in no row: it marks the
+member retiring, and the phase it parks into is Retired (above).
 
 ``earlier`` (a ``parked``, or a hello holding nothing, naming an older turn
 than the holder's) is in no row: it never moves a holder, by the fencing rule.
@@ -107,8 +129,9 @@ row of ``TRANSITIONS`` into ``ROWS``; an ``Evict`` names the reason of the phase
 it left, ``EVICT_REASON``)::
 
     phase entered   from        effect
-    Idle            any         the turn is free if it held it; still wanting and
-                                connected, it goes on to Waiting (Idle + want)
+    Idle            any         the turn is free if it held it; retiring, it goes on
+                                to Retired (Idle + retire), else still wanting and
+                                connected, to Waiting (Idle + want)
     Waiting         any         into the rotation, waiting since now
     Granted         Waiting     it takes the turn under the next number: a Grant
     Resident        Granted     nothing: it holds the turn already
@@ -117,9 +140,10 @@ it left, ``EVICT_REASON``)::
     Intruding       Silent      nothing: it keeps the deadline it had
     Intruding       any other   asked to park within the grace: a Yield
     Silent          Unreported  asked to park within the grace (heard if it comes back)
+    Retired         any         nothing: it holds nothing and waits for nothing
     Evicting        any         its pod is to be deleted: an Evict, TurnOverrun from
                                 Yielding or Intruding, Silent from Silent,
-                                ResidentWithoutTurn from Idle or Waiting
+                                ResidentWithoutTurn from Idle, Waiting or Retired
 """
 
 from __future__ import annotations
@@ -151,6 +175,7 @@ class Event(IntEnum):
     SEEN_HOLDING = 12   # the device shows memory it has no turn for
     DEVICE_FREE = 13    # the device shows it holds none
     BOUND = 14          # still unreported a grace after a restart
+    RETIRE = 15         # to be granted no more turns (it is to be moved)
 
 
 P, E = TurnPhase, Event
@@ -164,17 +189,20 @@ TRANSITIONS: dict[tuple[TurnPhase, Event], tuple[TurnPhase, str]] = {
     (P.IDLE, E.CLAIM_FREE): (P.RESIDENT, "memory nobody else holds: the turn is its"),
     (P.IDLE, E.CLAIM_TAKEN): (P.INTRUDING, "memory while another holds the turn"),
     (P.IDLE, E.SEEN_HOLDING): (P.EVICTING, "the device shows memory it has no turn for"),
+    (P.IDLE, E.RETIRE): (P.RETIRED, "it holds nothing: out of the rotation for good"),
     (P.WAITING, E.IDLE): (P.IDLE, "it no longer wants a turn"),
     (P.WAITING, E.DISCONNECT): (P.IDLE, "a grant would reach no one"),
     (P.WAITING, E.GRANT): (P.GRANTED, "its turn in the round-robin"),
     (P.WAITING, E.CLAIM_FREE): (P.RESIDENT, "it held memory and nobody else does"),
     (P.WAITING, E.CLAIM_TAKEN): (P.INTRUDING, "memory while another holds the turn"),
     (P.WAITING, E.SEEN_HOLDING): (P.EVICTING, "the device shows memory it has no turn for"),
+    (P.WAITING, E.RETIRE): (P.RETIRED, "it holds nothing: out of the rotation for good"),
     (P.GRANTED, E.RESTORED): (P.RESIDENT, "it says it restored under this turn"),
     (P.GRANTED, E.PARKED): (P.IDLE, "it parked this turn: the device is free"),
-    (P.GRANTED, E.YIELD_DUE): (P.YIELDING, "someone waits and its time is up"),
+    (P.GRANTED, E.YIELD_DUE): (P.YIELDING, "someone waits (or it retires) and its time is up"),
     (P.RESIDENT, E.PARKED): (P.IDLE, "it parked this turn"),
-    (P.RESIDENT, E.YIELD_DUE): (P.YIELDING, "someone waits and its time is up"),
+    (P.RESIDENT, E.YIELD_DUE): (P.YIELDING, "someone waits (or it retires) and its time is "
+                                             "up"),
     (P.YIELDING, E.PARKED): (P.IDLE, "it parked in time"),
     (P.YIELDING, E.OVERRUN): (P.EVICTING, "the grace passed: its pod is deleted"),
     (P.INTRUDING, E.PARKED): (P.IDLE, "it let go of the memory"),
@@ -186,6 +214,10 @@ TRANSITIONS: dict[tuple[TurnPhase, Event], tuple[TurnPhase, str]] = {
     (P.SILENT, E.DEVICE_FREE): (P.IDLE, "the device shows it holds nothing"),
     (P.SILENT, E.OVERRUN): (P.EVICTING, "still silent a grace after the bound"),
     (P.EVICTING, E.PARKED): (P.IDLE, "it let go after all; its pod still goes"),
+    (P.RETIRED, E.CLAIM_FREE): (P.INTRUDING, "memory it will never have a turn for: it "
+                                             "must park"),
+    (P.RETIRED, E.CLAIM_TAKEN): (P.INTRUDING, "memory while another holds the turn"),
+    (P.RETIRED, E.SEEN_HOLDING): (P.EVICTING, "the device shows memory it has no turn for"),
 }
 del P, E
 
@@ -213,6 +245,8 @@ def _enter(was: TurnPhase, new: TurnPhase) -> int:
         return ENTER_NOTHING if was is TurnPhase.GRANTED else ENTER_TAKE
     if new is TurnPhase.EVICTING:
         return ENTER_EVICT
+    if new is TurnPhase.RETIRED:
+        return ENTER_NOTHING  # from Idle or Waiting: it holds nothing, and waits no more
     # A silent member that comes back intruding keeps the deadline it had.
     return ENTER_NOTHING if was is TurnPhase.SILENT else ENTER_ASK
 
@@ -227,14 +261,15 @@ EVICT_REASON = {TurnPhase.YIELDING: EvictReason.TURN_OVERRUN,
                 TurnPhase.INTRUDING: EvictReason.TURN_OVERRUN,
                 TurnPhase.SILENT: EvictReason.SILENT,
                 TurnPhase.IDLE: EvictReason.RESIDENT_WITHOUT_TURN,
-                TurnPhase.WAITING: EvictReason.RESIDENT_WITHOUT_TURN}
+                TurnPhase.WAITING: EvictReason.RESIDENT_WITHOUT_TURN,
+                TurnPhase.RETIRED: EvictReason.RESIDENT_WITHOUT_TURN}
 
 
 class Member:
     """A member as the table moves it: its phase, with that phase's rows at hand."""
 
     __slots__ = ("connected", "deadline", "held", "held_since", "member", "owner", "phase",
-                 "rows", "seq", "turn", "turns", "waiting_since", "wants")
+                 "retiring", "rows", "seq", "turn", "turns", "waiting_since", "wants")
 
     def __init__(self, member: str, owner: str, seq: int, phase: TurnPhase) -> None:
         self.member = member
@@ -243,6 +278,7 @@ class Member:
         self.phase = phase
         self.rows = ROWS[phase]             # its phase's rows of the table
         self.wants = False
+        self.retiring = False               # granted no more turns: Retired once it parks
         self.connected = phase is not TurnPhase.UNREPORTED
         self.turn = 0                       # the number of the turn it holds, or last named
         self.waiting_since: float | None = None

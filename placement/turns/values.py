@@ -47,6 +47,7 @@ class TurnPhase(Enum):
     EVICTING = "Evicting"      # its pod is being deleted, not yet gone
     INTRUDING = "Intruding"    # resident without the turn, asked to park
     SILENT = "Silent"          # recovering: not heard within the bound, may hold memory
+    RETIRED = "Retired"        # parked for good: granted no more turns (it is to be moved)
 
 
 class EvictReason(Enum):

@@ -297,12 +297,94 @@ def test_held_time_and_turns_are_counted() -> None:
     assert group.view("a", 200).waiting_since == 125
 
 
+def test_a_holder_retired_finishes_its_turn_parks_and_is_never_granted_again() -> None:
+    group = TurnGroup(FAST)
+    crowd(group, ("a", "alice"), ("b", "bob"), ("c", "carol"))
+    group.resident("a", 1)
+    assert group.retire("a", 5) == []  # its turn goes on: no yield before its quantum
+    assert group.view("a", 5).phase is P.RESIDENT and group.next_deadline() == FAST.quantum
+    [asked] = group.tick(FAST.quantum)
+    assert asked == Yield("a", FAST.yield_grace, FAST.quantum + FAST.yield_grace, 1)
+    assert grants(group.parked("a", 121)) == ["b"]
+    assert group.view("a", 121).phase is P.RETIRED
+    # It still wants, and says so: it is granted nothing, and the others take turns.
+    assert group.want("a", 122) == []
+    out: list[Action] = []
+    for _ in range(3):  # b and c take turns, each to its quantum
+        now = group.next_deadline()
+        assert now is not None
+        [asked] = group.tick(now)
+        out += group.parked(asked.member, now + 1)
+    assert grants(out) == ["c", "b", "c"]
+    assert group.view("a", now + 1).phase is P.RETIRED and group.view("a", now).turns == 1
+
+
+def test_a_lone_holder_retiring_is_asked_to_yield_though_nobody_waits() -> None:
+    group = TurnGroup(FAST)
+    crowd(group, ("a", "alice"))
+    group.resident("a", 0)
+    group.retire("a", 50)
+    assert group.next_deadline() == FAST.quantum  # its turn, as though someone waited
+    assert [type(a) for a in group.tick(FAST.quantum)] == [Yield]
+    group.idle("a", 130)  # done with its work: it no longer wants, and parks
+    group.parked("a", 131)
+    assert group.view("a", 131).phase is P.RETIRED and group.holder is None
+    # Done with its turn already, it is asked after min_resident.
+    group = TurnGroup(FAST)
+    crowd(group, ("a", "alice"))
+    group.idle("a", 0)
+    group.retire("a", 1)
+    assert group.next_deadline() == FAST.min_resident
+
+
+def test_a_member_holding_nothing_is_retired_at_once_and_leaves_the_rotation() -> None:
+    group = TurnGroup(FAST)
+    crowd(group, ("a", "alice"), ("b", "bob"), ("c", "carol"))
+    group.retire("b", 1)  # waiting: out of the line now
+    group.join("d", "dave", 1)  # never connected... and never wanting: Idle
+    group.retire("d", 1)
+    assert group.view("b", 1).phase is group.view("d", 1).phase is P.RETIRED
+    group.tick(FAST.quantum)
+    assert grants(group.parked("a", 121)) == ["c"]
+
+
+def test_a_retiring_holder_that_overruns_is_evicted_as_any_other() -> None:
+    group = TurnGroup(FAST)
+    crowd(group, ("a", "alice"))
+    group.retire("a", 0)
+    group.tick(FAST.quantum)
+    [evict] = group.tick(FAST.quantum + FAST.yield_grace)
+    assert evict == Evict("a", EvictReason.TURN_OVERRUN)
+    assert group.holder == "a"  # until it is gone
+
+
+def test_a_retiring_member_that_may_hold_memory_retires_when_it_says_it_holds_none() -> None:
+    group = TurnGroup(FAST, recovering=True)
+    group.join("a", "alice", 0)
+    group.join("b", "bob", 0)
+    group.retire("a", 1)
+    assert group.view("a", 1).phase is P.UNREPORTED
+    group.hello("a", False, 2)
+    assert group.view("a", 2).phase is P.RETIRED
+    # A retired member saying it holds memory must park; nobody is granted meanwhile.
+    group.hello("b", False, 3)
+    group.want("b", 3)
+    assert group.holder == "b"
+    group.idle("b", 20)
+    group.parked("b", 20)
+    [asked] = group.hello("a", True, 21, turn=7)
+    assert isinstance(asked, Yield) and group.view("a", 21).phase is P.INTRUDING
+    assert group.want("b", 22) == []
+    assert grants(group.parked("a", 23, 7)) == ["b"]
+    assert group.view("a", 23).phase is P.RETIRED
+
+
 # -- invariants --------------------------------------------------------------------------------
 
 MEMBERS = [f"m{i}" for i in range(5)]
 OWNERS = ["alice", "bob", "carol"]
 OPS = ["join", "hello", "want", "idle", "resident", "parked", "disconnected", "gone",
-       "holds_device", "tick"]
+       "holds_device", "tick", "retire"]
 
 ops = st.lists(
     st.tuples(st.sampled_from(OPS), st.sampled_from(MEMBERS), st.sampled_from(OWNERS),
@@ -518,6 +600,11 @@ def _setup(phase: TurnPhase) -> tuple[TurnGroup, float]:
         group.join("m", "alice", 0)
         group.hello("m", True, 1, turn=9)
         return group, 1
+    if phase is P.RETIRED:
+        group = _recovering()
+        group.hello("m", False, 1)
+        group.retire("m", 1)
+        return group, 1
     assert phase is P.SILENT
     group = _recovering()
     group.hello("h", False, 1)
@@ -557,6 +644,8 @@ def _fire(group: TurnGroup, event: Event, now: float) -> None:
         group.holds_device("m", now)
     elif event is Event.DEVICE_FREE:
         group.device_free("m", now)
+    elif event is Event.RETIRE:
+        group.retire("m", now)
     else:
         assert event is Event.BOUND
         group.tick(now + FAST.yield_grace)

@@ -63,7 +63,8 @@ def after(last: int, by_place: dict[int, T]) -> T:
 MEMBERS = [f"m{i}" for i in range(6)]
 OWNERS = ["alice", "bob", "carol"]
 OPS = ["hello", "hello", "want", "want", "want", "idle", "resident", "parked", "pass", "pass",
-       "pass", "disconnected", "gone", "holds_device", "device_free", "stale", "tick", "tick"]
+       "pass", "disconnected", "gone", "holds_device", "device_free", "stale", "tick", "tick",
+       "retire"]
 ops = st.lists(
     st.tuples(st.sampled_from(OPS), st.sampled_from(MEMBERS), st.sampled_from(OWNERS),
               st.booleans(), st.sampled_from([0.0, 0.5, 1.0, 4.0, 20.0, 60.0, 150.0])),
