@@ -17,8 +17,9 @@ Module map:
 * ``standing``: autoscaling: a waiting worker's standing, unpinned claim and pod.
 * ``status``: the status an outcome means, and when a write and an Event are due.
 * ``render``: the worker pod: template, overlay and placement's stamps.
-* ``parking``: what a worker pod joining a shared claim asks of its node's memory
-  (what it parks), and the reason a namespace's memory bounds refusing it gives.
+* ``parking``: what a worker pod on a node that may share claims asks of its
+  node's memory (what it may park), and the reason a namespace's memory bounds
+  refusing it gives.
 * ``privileges``, ``pod_security``: what a template may hand its worker, and the
   Pod Security Standards held control by control.
 * ``writes``: each reconcile's writes as one plan, plans on a bounded pool, and

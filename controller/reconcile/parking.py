@@ -9,24 +9,24 @@ the pod asks for it too, so kube-scheduler and the kubelet count it as well
 Rules (the worker container's ``resources.requests.memory``; nothing else is
 touched):
 
-  the pod starts                           the worker container asks
-  ---------------------------------------  ---------------------------------------------
-  on a claim others share, on a node that  the larger of the template's request and the
-    may share (max-workers-per-claim > 1)  worker's memory estimate
-  alone on its claim (a new claim, a       the template's request, unchanged
-    standing one), or on a node that
-    never shares
+  the pod starts                            the worker container asks
+  ----------------------------------------  --------------------------------------------
+  on a node that may share claims           the larger of the template's request and the
+    (max-workers-per-claim > 1): on a new     worker's memory estimate
+    claim or joining one, alone or not
+  on a node that never shares, or with no   the template's request, unchanged
+    node chosen yet (a standing claim)
 
-* Why only a pod joining others: placement counts a worker's footprint
-  against the node's parking budget only once its claim is shared (a lone
-  worker parks nothing). A lone pod asking its estimate would have
-  kube-scheduler count memory placement never reserved, and refuse a pod
-  placement admitted on a node full of lone workers. So every pod that asks
-  is inside what placement reserved. The one worker that started alone on a
-  claim others join later keeps its template's request: placement reserves
-  its footprint all the same, but the kubelet, under memory pressure, would
-  rank it among the pods above their requests (requests cannot grow once
-  the pod exists).
+* Why every pod on a sharing node, a lone one too: placement counts every
+  worker booked there against the node's parking budget, alone on its claim
+  or not, since a lone worker may be joined at any moment and then parks --
+  and a pod's requests cannot grow once it exists. So what the pods on such
+  a node ask is what placement reserved there: kube-scheduler refuses none
+  that placement admitted, and the kubelet, under memory pressure, finds no
+  parked worker above its request.
+* A standing claim's pod (autoscaling) names no node, so it keeps the
+  template's request; placement counts such a worker once its claim is
+  allocated on a node, which its pod then cannot follow.
 * A worker container whose template sets a memory limit below the estimate
   cannot ask for it (a request above its limit is invalid): the pod is not
   made; ``ask`` raises a ``TemplateError`` naming the limit and the estimate.
@@ -49,15 +49,11 @@ from placement.quantity import QuantityError, format_quantity, parse_quantity
 __all__ = ["ask", "memory_bound", "parks"]
 
 
-def parks(view: FleetReading, node: str, claim: str, worker: str) -> bool:
-    """Whether ``worker``'s pod starting on ``claim`` on ``node`` asks for what it parks
-    (the table): the node may share and others are booked on the claim."""
+def parks(view: FleetReading, node: str) -> bool:
+    """Whether a worker pod starting on ``node`` asks for what it may park (the table):
+    the node is known and may share claims."""
     known = view.nodes.get(node)
-    if known is None or known.max_workers_per_claim <= 1:
-        return False
-    fleet = view.fleet
-    shared = fleet.claim(claim) if fleet.has_claim(claim) else None
-    return shared is not None and any(b.worker != worker for b in shared.bookings)
+    return known is not None and known.max_workers_per_claim > 1
 
 
 def _bytes(value: object) -> int | None:
@@ -81,9 +77,9 @@ def ask(pod: Obj, worker: Worker, node: str) -> None:
         where = f"spec.containers[{container.get('name', '?')}].resources.limits.memory"
         raise TemplateError(where, f"{format_quantity(limit)} is below the worker's memory "
                             f"estimate {format_quantity(worker.memory)}, which its pod must "
-                            f"request of node {node}'s memory to share a claim there: a "
-                            "worker parked there holds it in host RAM; raise or remove the "
-                            "limit")
+                            f"request of node {node}'s memory, a node that may share "
+                            "claims: a worker parked there holds it in host RAM; raise or "
+                            "remove the limit")
     asked = _bytes(requests.get("memory"))
     if asked is None or asked < worker.memory:
         resources["requests"] = {**requests, "memory": format_quantity(worker.memory)}
@@ -100,6 +96,6 @@ def memory_bound(worker: Worker, error: kube.KubeError) -> str:
     bound = next((who for says, who in _BOUNDS.items() if says in text), None)
     if bound is None or "memory" not in text:
         return ""
-    return (f" ({bound} refused its memory: a worker pod joining a shared claim asks for "
-            f"the worker's memory estimate, {format_quantity(worker.memory)}, the host "
-            "memory it holds when parked)")
+    return (f" ({bound} refused its memory: a worker pod on a node that may share claims "
+            f"asks for the worker's memory estimate, {format_quantity(worker.memory)}, the "
+            "host memory it holds when parked)")

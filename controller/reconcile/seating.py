@@ -226,7 +226,7 @@ def _start(ctx: Context, worker: Worker, prepared: Obj, claim: str, devices: int
     reports only that). What a refusal of the pod means is the write table's."""
     pod = render.stamp(prepared, worker, claim, ctx.namespace, pin)
     where = pin or node
-    if parking.parks(ctx.cache.view, where, claim, worker.name):
+    if parking.parks(ctx.cache.view, where):
         try:
             parking.ask(pod, worker, where)
         except render.TemplateError as exc:  # the pod could not be made as it must ask

@@ -31,9 +31,9 @@ enabled nodes of its role and names no node.
 
 Rules:
 
-* A standing pod keeps its template's memory request: its claim is its own,
-  never joined while it stands (``parking``: only a pod joining others asks
-  for what it parks).
+* A standing pod keeps its template's memory request: it names no node, and
+  only a pod starting on a node that may share claims asks for what it may
+  park (``parking``).
 * A standing claim is never joined and never counts as capacity until it is
   allocated: it has no node, and the fleet's reading books only claims with
   one. Once kube-scheduler allocates it, the claim is read like any other

@@ -1,5 +1,6 @@
-"""What a worker pod asks of its node's memory: its memory estimate where it may park
-there, the template's request elsewhere; a limit below the estimate is said at placement."""
+"""What a worker pod asks of its node's memory: its memory estimate on a node that may share
+claims (alone on its claim or not), the template's request elsewhere; a limit below the
+estimate is said at placement."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from controller.reconcile.parking import ask, memory_bound
 from controller.reconcile.render import TemplateError
 from controller.reconcile.vocabulary import Write
 from controller.reconcile.writes import Then, after_failure
-from tests.unit.controller.conftest import TEMPLATE, Cluster, template_cm, worker_obj
+from tests.unit.controller.conftest import TEMPLATE, Cluster, node_obj, template_cm, worker_obj
 
 SHARES = {"openrl.io/max-workers-per-claim": "2"}
 
@@ -41,13 +42,28 @@ def sharing(template: str | None = None) -> Cluster:
     return cluster
 
 
-def test_a_pod_joining_others_asks_for_the_estimate_a_lone_one_does_not() -> None:
+def test_every_pod_on_a_node_that_may_share_asks_for_the_estimate_a_lone_one_too() -> None:
     cluster = sharing()
-    assert "requests" not in worker_resources(cluster, "a")  # alone: parks nothing
+    # Alone on its claim, but it may be joined at any moment and then park.
+    assert worker_resources(cluster, "a")["requests"] == {"memory": "30Gi"}
     status = cluster.place("b", "40Gi")
     assert status["claimName"] == cluster.status("a")["claimName"]
     assert worker_resources(cluster, "b")["requests"] == {"memory": "40Gi"}
     assert worker_resources(cluster, "b")["claims"] == [{"name": "gpu"}]
+
+
+def test_a_lone_worker_takes_its_share_of_the_parking_budget() -> None:
+    # 64Gi allocatable on a node of two free devices: a's 40Gi leaves 24Gi, so b (30Gi)
+    # gets no claim of its own there, and joining a would need 70Gi.
+    cluster = Cluster(devices=2, node_labels=SHARES)
+    cluster.api.put(kube.NODES, node_obj("node-0", labels=SHARES, memory="64Gi"))
+    cluster.place("a", "40Gi")
+    cluster.allocate_and_run("a")
+    status = cluster.place("b", "30Gi")
+    assert status["phase"] == "Pending"
+    assert "host memory: node-0 has the devices free but can park 24Gi more of its 64Gi" in (
+        status["conditions"][-1]["message"])
+    assert cluster.api.obj(kube.PODS, "orw-b") is None
 
 
 def test_on_a_node_that_never_shares_nothing_changes() -> None:
@@ -62,17 +78,17 @@ def test_a_template_asking_more_keeps_its_own_request() -> None:
     assert worker_resources(cluster, "b")["requests"] == {"memory": "64Gi", "cpu": "2"}
 
 
-def test_a_limit_below_the_estimate_fails_the_joiner_at_placement() -> None:
-    cluster = sharing(with_resources("{limits: {memory: 8Gi}}"))
-    status = cluster.place("b", "40Gi")
+def test_a_limit_below_the_estimate_fails_the_worker_at_placement() -> None:
+    cluster = Cluster(devices=1, node_labels=SHARES)
+    cluster.api.put(kube.CONFIGMAPS, template_cm("trainer",
+                                                 with_resources("{limits: {memory: 8Gi}}")))
+    status = cluster.place("a", "30Gi")
     assert (status["phase"], status["conditions"][-1]["reason"]) == ("Failed", "TemplateError")
     message = status["conditions"][-1]["message"]
-    assert "resources.limits.memory: 8Gi is below the worker's memory estimate 40Gi" in message
-    assert cluster.api.obj(kube.PODS, "orw-b") is None
-    claim = cluster.api.obj(kube.CLAIMS, cluster.status("a")["claimName"])
-    assert claim is not None  # and its booked list never took b: nothing was written
-    assert claim["metadata"]["annotations"]["openrl.io/booked"] == cluster.worker("a")[
-        "metadata"]["uid"]
+    assert "resources.limits.memory: 8Gi is below the worker's memory estimate 30Gi" in message
+    assert "a node that may share claims" in message
+    assert cluster.api.obj(kube.PODS, "orw-a") is None
+    assert cluster.api.all(kube.CLAIMS) == []  # nothing was written
 
 
 def test_a_limit_above_the_estimate_is_kept() -> None:
