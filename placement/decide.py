@@ -63,7 +63,6 @@ from placement.policy import (
     Policy,
     Step,
     Strategy,
-    new_claim_room,
     pairs,
     spread_rank,
     steps_for,
@@ -215,11 +214,13 @@ def best_pool(request: Request, fleet: Fleet) -> tuple[str, int, int] | None:
             continue
         tightest = -1
         for free, bucket in by_free.items():  # a handful of keys: a node's devices, plus one
-            if free >= needed and bucket.rooms and (tightest < 0 or free < tightest):
+            if free >= needed and (tightest < 0 or free < tightest) and bucket.rooms:
                 tightest = free
         if tightest < 0:
             continue
-        name = by_free[tightest].first(memory)
+        bucket = by_free[tightest]
+        head = bucket.heads[0]  # mostly its first name has room: no search
+        name = head if bucket.rooms[head] >= memory else bucket.first(memory)
         if name is None:  # host memory short there: the next tightest with room
             tightest, name = _roomy_pool(by_free, needed, memory)
             if name is None:
@@ -346,7 +347,8 @@ def offer_of(fleet: Fleet, node_name: str) -> NodeOffer | None:
                        in zip(fleet.free_by_group(node_name), node.device_groups, strict=True))
                    if node.device_groups else fleet.free_devices(node_name) * node.device_memory)
     if node.host_memory is not None and node.max_workers_per_claim > 1:
-        host_left = new_claim_room(node, fleet.parked_load(node_name))
+        # ``policy.new_claim_room`` inlined: the simulation asks on every retry.
+        host_left = node.host_memory - fleet.parked_load(node_name)
         if host_left < alone:
             alone = host_left
     capacity = alone

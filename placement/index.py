@@ -11,8 +11,8 @@ What is filed, and for which part of the policy in ``policy.py``:
   device size), then by free devices, each bucket a ``RoomIndex`` holding
   every node with its *new-claim room*: the largest newcomer its host memory
   lets a new claim take (``policy.new_claim_room``: what it can still park
-  where it may share claims, unbounded elsewhere), capped at the node's
-  widest claim (``NodeRow.widest``: no newcomer it could hold is larger, so
+  where it may share claims, unbounded elsewhere), capped at the largest
+  claim its free devices make now (no newcomer it could take is larger, so
   a roomy host's room does not move as workers come and go). The name
   tie-break is the first name with room. A mixed node is filed once per
   device group, by that group's free devices: a new claim's devices all
@@ -51,6 +51,7 @@ decision never depends on the order in which the fleet was built.
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left, insort
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import Any
@@ -133,9 +134,9 @@ class Index(OwnerLists):
             bucket = by_free.get(free[0])
             if bucket is None:
                 bucket = by_free[free[0]] = RoomIndex()
-            bucket.add(name, _pool_room(row, host_left))
+            bucket.add(name, _pool_room(row, host_left, free))
             return
-        room = _pool_room(row, host_left)
+        room = _pool_room(row, host_left, free)
         for group, (devices, _memory), left in zip(row.pool_groups, row.node.groups, free,
                                                     strict=True):
             if row.pod_blocked:
@@ -255,10 +256,11 @@ class Index(OwnerLists):
         None, or a node being refiled, holds none of them yet)."""
         node, sharing = row.node, row.shares
         if sharing and free is not None and not row.pod_blocked:
-            room, name = _pool_room(row, host_left), node.name
+            room, name = _pool_room(row, host_left, free), node.name
             for group, left in zip(row.pool_groups, free, strict=True):
                 bucket = self._pools[group].get(left)
-                if bucket is not None and name in bucket.rooms:
+                # Not there: being refiled. Most rooms are capped by the free devices: same.
+                if bucket is not None and bucket.rooms.get(name, room) != room:
                     bucket.update(name, room)
         if node.device_groups:
             for claim in claims:
@@ -272,7 +274,13 @@ class Index(OwnerLists):
         for claim in claims:
             bucket = claim.bucket
             if bucket is not None:
-                room = join_room(claim.devices, device_memory, host_left, sharing)
+                # join_room inlined (a node's every claim, on every shift of its load).
+                room = claim.devices * device_memory
+                if sharing:
+                    if host_left < room:
+                        room = host_left
+                elif host_left < 0:
+                    room = -math.inf
                 if bucket.rooms[claim.name] != room:  # most rooms are their devices': same
                     bucket.update(claim.name, room)
 
@@ -398,10 +406,16 @@ class Index(OwnerLists):
         }
 
 
-def _pool_room(row: NodeRow, host_left: Room) -> Room:
-    """A node's new-claim room capped at its widest claim: ``policy.new_claim_room`` read
-    from what the node can still park (``inf`` when its host memory is unknown)."""
-    return host_left if row.shares and host_left < row.widest else row.widest
+def _pool_room(row: NodeRow, host_left: Room, free: tuple[int, ...]) -> Room:
+    """A node's new-claim room: ``policy.new_claim_room`` read from what the node can still
+    park (``inf`` when its host memory is unknown), capped at the largest new claim it
+    could cut now (its free devices' memory in one group: no newcomer it takes is larger,
+    so a host roomier than that moves no room)."""
+    node = row.node
+    cap = (free[0] * node.device_memory if len(free) == 1
+           else max(count * size for count, (_devices, size) in zip(free, node.groups,
+                                                                    strict=True)))
+    return host_left if row.shares and host_left < cap else cap
 
 
 def _new_bucket(by_key: dict[int, RoomIndex], key: int,

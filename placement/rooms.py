@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Final
 
 BLOCK = 64  # names per block (split at twice this)
@@ -43,7 +43,7 @@ Room = int | float  # bytes, or -inf: nothing may join
 
 
 class RoomIndex:
-    __slots__ = ("_blocks", "_chunk_maxima", "_heads", "_maxima", "_rooms", "rooms")
+    __slots__ = ("_blocks", "_chunk_maxima", "_heads", "_maxima", "_rooms", "heads", "rooms")
 
     def __init__(self) -> None:
         self._blocks: list[list[str]] = []
@@ -55,6 +55,9 @@ class RoomIndex:
         # indexes, or over one node's claims, reads each room here (one dict read per
         # name, where a method call per name cost ~5% of the bench's replay).
         self.rooms: Final[Mapping[str, Room]] = self._rooms
+        # The first name of each block, read-only (``heads[0]``: the smallest name, for
+        # a caller whose first candidate mostly has room).
+        self.heads: Final[Sequence[str]] = self._heads
 
     def __len__(self) -> int:
         return len(self._rooms)
