@@ -143,6 +143,11 @@ TURN_SOCKET = f"{TURN_MOUNT_PATH}/turn.sock"
 ENV_TURN_SOCKET = "OPENRL_TURN_SOCKET"
 # The agent's word on a worker pod's turn (compact JSON), read by explain.
 ANNOTATION_TURN = "timeslice.io/turn"
+# A move at a turn's boundary: the scheduler asks the node's time-slicer to drain a worker
+# pod (any non-empty value); the agent answers, once the worker is parked for good (or was
+# evicted for silence), with the time (RFC 3339), in the same write as its turn annotation.
+ANNOTATION_DRAIN = "openrl.io/drain"
+ANNOTATION_DRAINED = "openrl.io/drained"
 
 ENV_GROUP = "OPEN_RL_TIME_SLICE_GROUP"
 ENV_OWNER = "OPEN_RL_TIME_SLICE_OWNER"

@@ -85,6 +85,8 @@ class Member:
     granted_at: float | None = None
     yielded_at: float | None = None
     waiting_at: float | None = None
+    draining: bool = False   # asked to drain (a move): it is granted no more turns
+    drained: bool = False    # parked for good, or evicted for silence: the effects say so
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

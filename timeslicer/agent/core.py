@@ -30,7 +30,14 @@ Rules:
   turn passes, its state goes) and the new one joins holding nothing and owed
   nothing. The cluster tells them apart by the pod's UID, ``--local`` by the
   agent's own mark in the member's directory.
-* Every grant, yield request, park, eviction and restart is logged at info.
+* A drain (a move asks it: the pod's annotation, or ``--local``'s file) is the
+  policy's ``retire``: the member finishes the turn it holds, parks, and is
+  granted nothing more, while the others' turns go on. It is *drained* once
+  Retired, or once evicted for silence (a group never waits on a silent
+  member, and neither does a move); the effects say so where the asker reads
+  it, in the same write as the phase that made it so. A drain is never taken
+  back, and holds for a restarted container's new incarnation too.
+* Every grant, yield request, park, eviction, restart and drain is logged at info.
 * Effects outside the sockets (evicting a pod, publishing a phase) go through
   the ``Effects`` the caller gives; they must not block the loop.
 """
@@ -67,6 +74,7 @@ log = logging.getLogger("openrl.timeslicer.agent")
 class Effects(Protocol):
     def evict(self, member: Member, reason: EvictReason) -> None: ...
 
+    # Also how a drained member (``member.drained``) is said to be: in the same write.
     def publish(self, member: Member, phase: TurnPhase, holder: str | None, turns: int) -> None: ...
 
 
@@ -128,8 +136,22 @@ class Agent:
             group = self.groups[member.group] = TurnGroup(
                 self.settings, recovering=not fresh, first_turn=self.first_turn)
         self._by_id[member.id] = member
-        self._apply(member.group, group.join(member.id, member.owner, self.clock(), fresh=fresh),
-                    member.id)
+        now = self.clock()
+        actions = group.join(member.id, member.owner, now, fresh=fresh)
+        if member.draining:  # a new incarnation of a pod asked to drain: drained as well
+            actions += group.retire(member.id, now)
+        self._apply(member.group, actions, member.id)
+
+    def drain(self, key: str) -> None:
+        """Its pod is asked to drain (to be moved): it finishes the turn it holds and parks,
+        and is granted no more; drained at once if it holds nothing. Asked again: nothing."""
+        member = self.members.get(key)
+        if member is None or member.draining:
+            return
+        member.draining = True
+        log.info("asked to drain %s", member.name, extra=log_fields(member))
+        group = self.groups[member.group]
+        self._apply(member.group, group.retire(member.id, self.clock()), member.id)
 
     def restarted(self, key: str) -> None:
         """Its container restarted: the old incarnation is gone, a new one joins."""
@@ -250,6 +272,8 @@ class Agent:
                 if action.reason is EvictReason.TURN_OVERRUN:
                     self.metrics.overruns.inc()
                 self.metrics.evictions.labels(action.reason.value).inc()
+                if action.reason is EvictReason.SILENT and member.draining:
+                    self._drained(member)  # said as its eviction is published, below
                 log.warning("evicting %s: %s", member.name, action.reason.value,
                             extra=log_fields(member, reason=action.reason.value))
                 self.effects.evict(member, action.reason)
@@ -278,10 +302,17 @@ class Agent:
                 self._silent.add(member_id)
             else:
                 self._silent.discard(member_id)
+            if view.phase is TurnPhase.RETIRED and not member.drained:
+                self._drained(member)
             if view.phase is not member.phase:
                 member.phase, member.phase_since = view.phase, now
                 self.effects.publish(member, view.phase, holder.name if holder else None,
                                      view.turns)
+
+    def _drained(self, member: Member) -> None:
+        member.drained = True
+        log.info("%s drained: parked, and granted no more turns", member.name,
+                 extra=log_fields(member))
 
     def _arm(self) -> None:
         if self._loop is None:

@@ -19,6 +19,10 @@ Rules:
   owner reference names.
 * The ``timeslice.io/turn`` annotation is patched on each phase change, at
   most one patch in flight per pod, the latest state winning.
+* A pod annotated ``openrl.io/drain`` (non-empty, when first seen or later) is
+  drained (``Agent.drain``); once it is, ``openrl.io/drained`` (the time) goes
+  in the same patch as its turn annotation, and stays in every later one
+  with the same value -- a pod read already marked keeps its mark.
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ __all__ = [
 
 log = logging.getLogger("openrl.timeslicer.kube")
 
-ANNOTATION = "timeslice.io/turn"
+ANNOTATION = naming.ANNOTATION_TURN
 OWNER_ENV = "OPEN_RL_TIME_SLICE_OWNER"
 VOLUME = "openrl-turn"
 EVICT_NOTES = {
@@ -107,7 +111,14 @@ def pod_member(pod: Obj, kubelet_root: Path) -> Member | None:
                     role=str(labels.get(naming.LABEL_ROLE) or ""),
                     socket=socket_path(kubelet_root, str(meta["uid"])))
     member.extra.update(namespace=namespace, worker=_worker(pod), containers=_containers(pod))
+    marked = _annotation(pod, naming.ANNOTATION_DRAINED)
+    if marked:
+        member.extra["drained_at"] = marked  # marked by an earlier agent: the mark stays
     return member
+
+
+def _annotation(pod: Obj, key: str) -> str:
+    return str(((pod.get("metadata") or {}).get("annotations") or {}).get(key) or "")
 
 
 def _running(pod: Obj) -> bool:
@@ -159,12 +170,14 @@ class NodePods:
             if member is not None:
                 # No container running: no process of it can hold device memory.
                 self.agent.add(member, fresh=True if not _running(pod) else None)
-            return
-        containers = _containers(pod)
-        if _restarted(known.extra.get("containers") or {}, containers):
-            log.info("container restarted in %s: it rejoins", known.name)
-            self.agent.restarted(uid)
-        known.extra["containers"] = containers
+        else:
+            containers = _containers(pod)
+            if _restarted(known.extra.get("containers") or {}, containers):
+                log.info("container restarted in %s: it rejoins", known.name)
+                self.agent.restarted(uid)
+            known.extra["containers"] = containers
+        if _annotation(pod, naming.ANNOTATION_DRAIN):
+            self.agent.drain(uid)
 
 
 def follow(api: kube.Kube, node: str, loop: asyncio.AbstractEventLoop, pods: NodePods,
@@ -203,7 +216,8 @@ class NodeEffects:
         self.now = now
         self.recorder = Recorder(api, f"timeslicer/{node}", now)
         self._lock = threading.Lock()
-        self._pending: dict[str, tuple[str, str, Obj]] = {}   # uid -> (namespace, name, state)
+        # uid -> (namespace, name, its annotations as the next patch writes them)
+        self._pending: dict[str, tuple[str, str, dict[str, str]]] = {}
         self._in_flight: set[str] = set()
 
     def evict(self, member: Member, reason: EvictReason) -> None:
@@ -231,26 +245,29 @@ class NodeEffects:
                              f"pod {name} on node {self.node} {EVICT_NOTES[reason]}")
 
     def publish(self, member: Member, phase: TurnPhase, holder: str | None, turns: int) -> None:
-        state = {"phase": phase.value, "since": format_time(self.now()), "holder": holder,
-                 "turns": turns, "node": self.node}
+        now = format_time(self.now())
+        state = {"phase": phase.value, "since": now, "holder": holder, "turns": turns,
+                 "node": self.node}
+        annotations = {ANNOTATION: json.dumps(state, separators=(",", ":"))}
+        if member.drained:
+            annotations[naming.ANNOTATION_DRAINED] = member.extra.setdefault("drained_at", now)
         with self._lock:
             self._pending[member.key] = (str(member.extra.get("namespace") or ""),
-                                         member.name, state)
+                                         member.name, annotations)
             if member.key in self._in_flight:
                 return
             self._in_flight.add(member.key)
-        self.submit(lambda: self._drain(member.key))
+        self.submit(lambda: self._flush(member.key))
 
-    def _drain(self, uid: str) -> None:
+    def _flush(self, uid: str) -> None:
         while True:
             with self._lock:
                 pending = self._pending.pop(uid, None)
                 if pending is None:
                     self._in_flight.discard(uid)
                     return
-            namespace, name, state = pending
-            body = {"metadata": {"annotations": {
-                ANNOTATION: json.dumps(state, separators=(",", ":"))}}}
+            namespace, name, annotations = pending
+            body = {"metadata": {"annotations": annotations}}
             try:
                 self.api.patch(kube.PODS, name, body, namespace=namespace)
             except kube.NotFound:

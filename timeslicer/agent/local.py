@@ -34,28 +34,41 @@ Rules:
   stays out until it is made again. The price: a process that held memory
   before the restart and says nothing for two graces (a client reconnects
   within a second) is run beside, where the cluster would wait for its pod.
+* A drain (a move) is two files in the member's directory, as the pod's two
+  annotations are in the cluster: whoever asks writes ``drain`` (any text);
+  the agent, once the member is drained (parked for good, or evicted for
+  silence), writes ``drained`` (the time, RFC 3339, written whole under a
+  temporary name first), once. Each rescan looks for ``drain`` in at most
+  ``DRAIN_SLICE`` member directories not yet draining, taking them in turn,
+  so an ask is seen within a rescan on a node's worth of members and within
+  a few hundred milliseconds on thousands.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import logging
 import os
 import time
 from pathlib import Path
 
+from controller.k8s.objects import format_time
 from placement.turns import EvictReason, TurnPhase
 from timeslicer.agent.channels import Member
 from timeslicer.agent.core import Agent
 
-__all__ = ["RESCAN", "LocalEffects", "scan", "watch_directory"]
+__all__ = ["DRAIN", "DRAINED", "RESCAN", "LocalEffects", "scan", "watch_directory"]
 
 log = logging.getLogger("openrl.timeslicer.agent")
 
 RESCAN = 0.2
 SOCKET = "turn.sock"
 EVICTED = "evicted"
+DRAIN = "drain"        # written by whoever asks the member to drain
+DRAINED = "drained"    # written by the agent once it is drained
+DRAIN_SLICE = 256      # member directories looked at for a drain per rescan
 _SETTLED_NS = 2_000_000_000  # a listing older than its directory's time by this is trusted
 
 
@@ -76,6 +89,12 @@ class LocalEffects:
 
     def publish(self, member: Member, phase: TurnPhase, holder: str | None, turns: int) -> None:
         self.phases[member.key] = phase
+        if member.drained and "drained_at" not in member.extra:
+            member.extra["drained_at"] = stamp = format_time(dt.datetime.now(dt.UTC))
+            home = member.socket.parent
+            with contextlib.suppress(OSError):  # its directory gone: nobody waits for it
+                (home / f".{DRAINED}.tmp").write_text(stamp + "\n", encoding="utf-8")
+                os.replace(home / f".{DRAINED}.tmp", home / DRAINED)
 
 
 def _text(path: Path, default: str) -> str:
@@ -157,6 +176,7 @@ class _Members:
         self.agent, self.listing = agent, listing
         self.known: dict[str, set[str]] = {}  # group -> its members' keys, as last listed
         self.out: set[str] = set()  # keys deleted for silence, their directories not made again
+        self._next_drain = 0  # where the next look for a drain starts, among those not draining
 
     def update(self) -> None:
         effects, agent = self.agent.effects, self.agent
@@ -175,6 +195,18 @@ class _Members:
                 self.known[group] = set(homes)
             for key, home in homes.items():
                 self._check(key, group, home)
+        self._look_for_drains()
+
+    def _look_for_drains(self) -> None:
+        """Up to ``DRAIN_SLICE`` members not yet draining, in turn: a ``drain`` there drains it."""
+        keys = [key for key, member in self.agent.members.items() if not member.draining]
+        if not keys:
+            return
+        start = self._next_drain % len(keys)
+        for key in (keys[start:] + keys[:start])[:DRAIN_SLICE]:
+            if (self.agent.members[key].socket.parent / DRAIN).exists():
+                self.agent.drain(key)
+        self._next_drain = start + DRAIN_SLICE
 
     def _check(self, key: str, group: str, home: Path) -> None:
         member = self.agent.members.get(key)
