@@ -56,7 +56,8 @@ def _address(ctx: click.Context, param: click.Parameter, value: str) -> tuple[st
 @click.option("--metrics-address", envvar="TIMESLICER_METRICS_ADDRESS", default=":9478",
               callback=_address, show_default=True, help="/metrics /healthz /readyz ('off').")
 @click.option("--local", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="No Kubernetes: DIR/<group>/<member>/turn.sock, owner from .../owner.")
+              help="No Kubernetes: DIR/<group>/<member>/turn.sock, owner from .../owner; "
+                   "a drain file there asks a drain, answered by drained.")
 @click.option("--nvml", type=click.Choice(["auto", "off"]), default="auto", show_default=True,
               help="The device-memory check (auto: on where NVML loads).")
 @click.option("--log-format", envvar="TIMESLICER_LOG_FORMAT", type=click.Choice(["json", "text"]),
