@@ -8,7 +8,9 @@ one). With ``--affinity-off`` the same day with ``ownerAffinity: false``; a
 checkout from before that key replays the plain day, which decides the same.
 With ``--groups`` the same day with the bench's node group added
 (``simulate_bench.groups_file``: the autoscaler asks for nodes and removes
-idle ones), for checkouts that read ``nodeGroups``.
+idle ones), for checkouts that read ``nodeGroups``. With ``--moves`` the day
+with every worker movable and ``rebalanceAfter: 2m`` (checkouts that read
+them), to set against the plain day's figure from the same checkout.
 
 * CPU seconds (the default): each ROOT in a fresh interpreter, the roots
   taking turns ``--rounds`` times so a shared machine's load hits them alike;
@@ -22,6 +24,7 @@ idle ones), for checkouts that read ``nodeGroups``.
     .venv/bin/python bench/replay_cpu.py . /tmp/base [--rounds 8] [--affinity-off]
     .venv/bin/python bench/replay_cpu.py . /tmp/base --callgrind
     .venv/bin/python bench/replay_cpu.py . /tmp/base --callgrind --groups
+    .venv/bin/python bench/replay_cpu.py . --callgrind --moves
 
 A measurement, not a test: it prints and exits 0.
 """
@@ -39,6 +42,23 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def moves_file(events: int, seed: int, nodes: int = 1000) -> Path:
+    """The bench's timed day with every worker movable and moves due after two minutes."""
+    sys.path.insert(0, str(ROOT))
+    from bench.simulate_bench import timed_file
+
+    plain = timed_file(nodes, events, seed, turns=False)
+    moving = plain.with_name(plain.stem + "-moves.json")
+    if not moving.exists():
+        document = json.loads(plain.read_text())
+        document["rebalanceAfter"] = "2m"
+        for event in document["events"]:
+            if "arrive" in event:
+                event["arrive"]["movable"] = True
+        moving.write_text(json.dumps(document))
+    return moving
 
 
 def day_files(events: int, seed: int) -> tuple[Path, Path, Path]:
@@ -129,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--affinity-off", action="store_true")
     parser.add_argument("--groups", action="store_true", help="the day with a node group")
+    parser.add_argument("--moves", action="store_true",
+                        help="the day with every worker movable, rebalanceAfter 2m")
     parser.add_argument("--callgrind", action="store_true")
     parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -138,7 +160,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     roots = [str(Path(root).resolve()) for root in args.roots]
     plain, off, grouped = day_files(args.events, args.seed)
-    path, label = ((grouped, "the bench day with a node group") if args.groups else
+    path, label = ((moves_file(args.events, args.seed), "every worker movable, moves after 2m")
+                   if args.moves else
+                   (grouped, "the bench day with a node group") if args.groups else
                    (off, "owner affinity off") if args.affinity_off else (plain, "the bench day"))
     print(f"{path.name}: {label}")
     if args.callgrind:

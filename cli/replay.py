@@ -198,9 +198,16 @@ class _Run:
         steps: list[Step] = []
         at: list[float] = []
 
+        scaled = isinstance(sim, AutoscaledSimulation)
+
         def taken() -> None:
-            changes = sim.take_changes() if isinstance(sim, AutoscaledSimulation) else []
+            changes = sim.take_changes() if scaled else []  # type: ignore[attr-defined]
             made = sim.take_moves()
+            if not made:  # nearly every event: the autoscaler's changes alone, in order
+                for change in changes:
+                    steps.append(self._scaled(change))
+                    at.append(change.at)
+                return
             # Both lists are in time order; on a tie the autoscaler's change came first.
             merged = sorted([*((c.at, 0, n, c) for n, c in enumerate(changes)),
                              *((m.at, 1, n, m) for n, m in enumerate(made))],

@@ -21,10 +21,13 @@ The rule, read from the strategy:
 
 Which moves first, when several could (``SPREAD_RANKING``, ``PACK_RANKING``):
 
-    spread   the smallest share of turns now (the most contended claim, by
-             ``turn_round``: owners on its claim x its owner's workers there),
-             then the most workers on its claim, then the oldest (``age``),
-             then the name
+    spread   a worker that contends first: one whose claim-mates are all of
+             its own owner in the other role (``pairs``: a job's trainer and
+             sampler, placed together by owner affinity) hands the device to
+             them at each phase and gains least; then the smallest share of
+             turns now (the most contended claim, by ``turn_round``: owners
+             on its claim x its owner's workers there), then the most workers
+             on its claim, then the oldest (``age``), then the name
     binpack  the node alone longest, then the name
 
 Rules every caller keeps (the simulator does; the controller must):
@@ -33,7 +36,10 @@ Rules every caller keeps (the simulator does; the controller must):
   worker could take what it takes. (The simulation retries its waiting
   workers after every change, so between events none could.)
 * A worker has at most ``limit`` moves in any ``window`` seconds, counted
-  with the moves a lost node or a wedged pod forced (``MoveLimit``).
+  with the moves a lost node or a wedged pod forced, and moves for
+  efficiency at most once in ``apart`` seconds (an hour): each move costs
+  it a restart, and a worker joined again after a move should not pay one
+  every time devices free (``MoveLimit``).
 * A move holds its new seat before it gives the old one back: it never
   leaves a worker waiting that had a seat.
 * One move at a time: after each, the fleet has changed, so ask again.
@@ -47,13 +53,13 @@ from __future__ import annotations
 
 import enum
 import heapq
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from placement.decide import JoinClaim, NewClaim, best_pool, find_seat
 from placement.fleet import Fleet
 from placement.model import Request, Role, per_device_share
-from placement.policy import Policy, turn_round
+from placement.policy import Policy, pairs, turn_round
 
 __all__ = [
     "PACK_RANKING",
@@ -68,7 +74,8 @@ __all__ = [
     "spread_move",
 ]
 
-SPREAD_RANKING = ("smallest share of turns now", "most workers on its claim", "oldest", "name")
+SPREAD_RANKING = ("contends rather than pairs", "smallest share of turns now",
+                  "most workers on its claim", "oldest", "name")
 PACK_RANKING = ("alone on its node longest", "name")
 
 
@@ -194,12 +201,17 @@ class AloneSince:
 
 @dataclass(frozen=True, slots=True)
 class MoveLimit:
-    """At most ``limit`` moves per worker in any ``window`` seconds."""
+    """At most ``limit`` moves per worker in any ``window`` seconds, and ``apart``
+    seconds at least between two of its moves for efficiency."""
 
     limit: int = 3
     window: float = 1800.0
+    apart: float = 3600.0
 
-    def allows(self, times: Iterable[float], now: float) -> bool:
+    def allows(self, times: Sequence[float], now: float) -> bool:
+        """``times``: its moves so far, oldest first."""
+        if times and now - times[-1] < self.apart:
+            return False
         return sum(1 for at in times if at > now - self.window) < self.limit
 
 
@@ -219,7 +231,7 @@ def spread_move(fleet: Fleet, sharing: Mapping[Shape, Iterable[str]],
         return None
     if oldest > now - after:
         return oldest + after
-    best: tuple[tuple[int, int, int, str], Move] | None = None
+    best: tuple[tuple[bool, int, int, int, str], Move] | None = None
     due: float | None = None
     for workers in sharing.values():
         pool = None
@@ -240,11 +252,11 @@ def spread_move(fleet: Fleet, sharing: Mapping[Shape, Iterable[str]],
             claim = fleet.claim_of(worker)
             if claim is None:
                 continue
-            found = _contention(fleet, claim, request.owner)
+            found = _contention(fleet, claim, worker, request)
             if found is None:
                 continue
-            round_, workers_on = found
-            key = (-round_, -workers_on, age(worker), worker)
+            paired, round_, workers_on = found
+            key = (paired, -round_, -workers_on, age(worker), worker)
             if best is None or key < best[0]:
                 node, devices, device_memory = pool
                 floor = per_device_share(request.memory, devices)
@@ -259,15 +271,21 @@ def spread_move(fleet: Fleet, sharing: Mapping[Shape, Iterable[str]],
     return due
 
 
-def _contention(fleet: Fleet, claim: str, owner: str) -> tuple[int, int] | None:
-    """(turns per round per turn of a worker of ``owner``, workers) on a shared claim."""
+def _contention(fleet: Fleet, claim: str, worker: str,
+                request: Request) -> tuple[bool, int, int] | None:
+    """(whether it only pairs with its claim-mates, turns per round per turn of ``worker``,
+    workers) on a shared claim; None when the claim is not shared."""
     found = fleet.claim(claim)
     if found is None or len(found.bookings) < 2:
         return None
+    others = [b for b in found.bookings if b.worker != worker]
+    owner = request.owner
+    paired = all(b.owner == owner for b in others) and pairs(request.role,
+                                                             [b.role for b in others])
     owners = {booking.owner for booking in found.bookings}
-    mine = sum(1 for booking in found.bookings if booking.owner == owner)
+    mine = len(found.bookings) - len(others) + sum(1 for b in others if b.owner == owner)
     # turn_round counts a joiner's turns once it joins: this worker is already there.
-    return turn_round(len(owners) - (mine == 1), mine - 1), len(found.bookings)
+    return paired, turn_round(len(owners) - (mine == 1), mine - 1), len(found.bookings)
 
 
 def pack_move(fleet: Fleet, alone: AloneSince, requests: Mapping[str, Request],

@@ -9,9 +9,9 @@ What this keeps, and when it acts:
                         the time of the change
     alone since         the same                          binpack: a node held by one
     (``AloneSince``)                                      worker long enough
-    sharing, by shape   every claim whose books changed:  spread's candidates, and the
-                        its workers while it has two or   stranded devices measured
-                        more, allocated
+    sharing, by shape   every claim whose books changed:  spread's candidates (the
+                        its workers while it has two or   movable ones), and the
+                        more, allocated                   stranded devices measured
     moves per worker    each move made                    the move limit
 
 A check is due when a record says a move may have become possible: a level
@@ -64,11 +64,12 @@ class MoveSettings:
 class TrackedFleet(Fleet):
     """A ``Fleet`` that remembers which nodes and claims each change touched."""
 
-    __slots__ = ("touched_claims", "touched_nodes")
+    __slots__ = ("gone", "touched_claims", "touched_nodes")
 
     def __init__(self, nodes: tuple[Node, ...] = ()) -> None:
         self.touched_nodes: set[str] = set()
         self.touched_claims: set[str] = set()
+        self.gone: set[str] = set()  # nodes removed since the changes were last taken
         super().__init__(nodes)
 
     def add_node(self, node: Node) -> None:
@@ -77,7 +78,7 @@ class TrackedFleet(Fleet):
 
     def remove_node(self, name: str) -> Node:
         node = super().remove_node(name)
-        self.touched_nodes.add(name)
+        self.gone.add(name)
         return node
 
     def cut(self, name: str, node: str, devices: int, request: Request, *,
@@ -109,15 +110,24 @@ class TrackedFleet(Fleet):
         self.touched_nodes.add(self.claim_node(claim))
         self.touched_claims.add(claim)
 
+    def sharing(self, claim: str) -> tuple[str, ...]:
+        """The workers of an allocated claim of two or more; () for any other claim."""
+        row = self._claims.get(claim)
+        if row is None or not row.allocated or len(row.bookings) < 2:
+            return ()
+        return tuple(row.bookings)
+
 
 class Mover:
     """The records and the due checks of one simulation's moves (the module's rules)."""
 
-    def __init__(self, settings: MoveSettings) -> None:
+    def __init__(self, settings: MoveSettings, policy: Policy) -> None:
         self.settings = settings
+        self.spread = policy.strategy is Strategy.SPREAD
         self.free = FreeSince()
         self.alone = AloneSince()
-        self.by_shape: dict[Shape, dict[str, None]] = {}  # sharing workers, oldest first
+        self.by_shape: dict[Shape, dict[str, None]] = {}  # movable sharing workers
+        self.shapes: dict[Shape, int] = {}  # every sharing worker's shape, and how many
         self._shape_of: dict[str, Shape] = {}
         self._on_claim: dict[str, tuple[str, ...]] = {}  # shared claim -> its workers
         self.moved: dict[str, list[float]] = {}  # worker -> when it moved
@@ -130,24 +140,31 @@ class Mover:
 
     def settle(self, fleet: TrackedFleet, requests: dict[str, Request], now: float) -> None:
         """Take in what changed on the fleet since the last call, as of ``now``."""
-        nodes, claims = fleet.touched_nodes, fleet.touched_claims
-        if not nodes and not claims:
+        nodes, claims, gone = fleet.touched_nodes, fleet.touched_claims, fleet.gone
+        if not nodes and not claims and not gone:
             return
+        for node in gone:
+            self.free.forget(node)
+            self.alone.observe(node, 0, now)
+        gone.clear()
         after = self.settings.after
         due = self._due if after > 0 else []  # measured only: no checks
+        # Spread reads the free devices, binpack the lone nodes; the measure the free ones.
+        free = self.free if self.spread or self.settings.measure else None
+        alone = None if self.spread else self.alone
         for node in nodes:
-            if fleet.node(node) is None:
-                self.free.forget(node)
-                self.alone.observe(node, 0, now)
+            if fleet.node(node) is None:  # changed, then removed: taken above
                 continue
-            if self.free.observe(node, fleet.free_devices(node), now):
+            rose = free is not None and free.observe(node, fleet.free_devices(node), now)
+            if rose and self.spread:
                 heappush(due, now + after)
-            if self.alone.observe(node, fleet.workers_on_node(node), now):
+            if alone is not None and alone.observe(node, fleet.workers_on_node(node), now):
                 heappush(due, now + after)
         shared_now = False
-        for claim in claims:
-            shared_now |= self._refile(fleet, requests, claim)
-        if shared_now and after > 0:
+        if self.spread or self.settings.measure:  # binpack reads no claim's sharing
+            for claim in claims:
+                shared_now |= self._refile(fleet, requests, claim)
+        if shared_now and after > 0 and self.spread:
             oldest = self.free.oldest()
             if oldest is not None and oldest <= now - after:
                 heappush(self._due, now)
@@ -156,25 +173,33 @@ class Mover:
         if self.settings.measure:
             self._measure(fleet, requests, now)
 
-    def _refile(self, fleet: Fleet, requests: dict[str, Request], claim: str) -> bool:
+    def _refile(self, fleet: TrackedFleet, requests: dict[str, Request], claim: str) -> bool:
         """File the claim's workers as sharing or not; True when it became shared."""
-        found = fleet.claim(claim) if fleet.has_claim(claim) else None
-        workers = (tuple(b.worker for b in found.bookings)
-                   if found is not None and found.allocated and len(found.bookings) >= 2
-                   else ())
         before = self._on_claim.pop(claim, ())
+        workers = fleet.sharing(claim)
+        if before == workers:  # most changes: a claim of one worker, before and after
+            if workers:
+                self._on_claim[claim] = workers
+            return False
+        shapes, movable = self.shapes, self.by_shape
         for worker in before:
             if worker not in workers:
                 shape = self._shape_of.pop(worker)
-                bucket = self.by_shape[shape]
-                del bucket[worker]
-                if not bucket:
-                    del self.by_shape[shape]
+                shapes[shape] -= 1
+                if not shapes[shape]:
+                    del shapes[shape]
+                bucket = movable.get(shape)
+                if bucket is not None and worker in bucket:
+                    del bucket[worker]
+                    if not bucket:
+                        del movable[shape]
         for worker in workers:
             if worker not in before:
                 request = requests[worker]
                 shape = self._shape_of[worker] = (request.role, request.memory)
-                self.by_shape.setdefault(shape, {})[worker] = None
+                shapes[shape] = shapes.get(shape, 0) + 1
+                if request.movable:
+                    movable.setdefault(shape, {})[worker] = None
         if workers:
             self._on_claim[claim] = workers
         return bool(workers) and not before
@@ -208,11 +233,8 @@ class Mover:
             return times is None or limit.allows(times, now)
 
         if policy.strategy is Strategy.SPREAD:
-            movable = {shape: [w for w in workers if requests[w].movable]
-                       for shape, workers in self.by_shape.items()}
-            found = spread_move(fleet, {s: ws for s, ws in movable.items() if ws}, requests,
-                                self.free, now=now, after=settings.after,
-                                may_move=may_move, age=age.__getitem__)
+            found = spread_move(fleet, self.by_shape, requests, self.free, now=now,
+                                after=settings.after, may_move=may_move, age=age.__getitem__)
         else:
             found = pack_move(fleet, self.alone, requests, policy, now=now,
                               after=settings.after, removable=removable, may_move=may_move)
@@ -232,7 +254,7 @@ class Mover:
         if not extra:
             self._stranded = 0
             return
-        shapes = list(self.by_shape)
+        shapes = list(self.shapes)
         usable = 0
         for node_name, free in self.free.free_nodes():
             node = fleet.node(node_name)

@@ -151,7 +151,7 @@ class Simulation:
                 raise PlacementError("moves need claims allocated when they are cut "
                                      "(instant allocation)")
             self.fleet: Fleet = TrackedFleet(nodes)
-            self._mover = Mover(moves)
+            self._mover = Mover(moves, policy)
         else:
             self.fleet = Fleet(nodes)
         self._made: list[MoveMade] = []

@@ -47,10 +47,16 @@ def test_alone_since_starts_once_and_ends_with_company() -> None:
 
 
 def test_the_move_limit_counts_moves_inside_its_window() -> None:
-    limit = MoveLimit(limit=2, window=100.0)
+    limit = MoveLimit(limit=2, window=100.0, apart=0.0)
     assert limit.allows([], 0.0)
     assert not limit.allows([10.0, 50.0], 60.0)
     assert limit.allows([10.0, 50.0], 111.0)
+
+
+def test_moves_for_efficiency_are_an_hour_apart() -> None:
+    limit = MoveLimit()
+    assert not limit.allows([100.0], 3000.0)
+    assert limit.allows([100.0], 3700.0)
 
 
 def _shared_fleet() -> tuple[Fleet, dict[str, Request]]:
