@@ -213,8 +213,8 @@ def best_pool(request: Request, fleet: Fleet) -> tuple[str, int, int] | None:
         else:  # its share of each of N devices outgrows this group's
             continue
         tightest = -1
-        for free, bucket in by_free.items():  # a handful of keys: a node's devices, plus one
-            if free >= needed and (tightest < 0 or free < tightest) and bucket.rooms:
+        for free in by_free:  # a handful of keys: a node's devices, plus one
+            if free >= needed and (tightest < 0 or free < tightest):
                 tightest = free
         if tightest < 0:
             continue

@@ -122,7 +122,7 @@ class Fleet(Ledger):
         self.index.add_node(row)
         for name in sorted(waiting):
             claim = waiting[name]
-            self._shift_parked(node.name, self._parked_share(claim))
+            self._shift_parked(node.name, self._parked_share(claim), pooled=False)
             self.index.file_claim(claim, row, self._host_left(row))
         self._file_pool(row)
 
@@ -298,11 +298,11 @@ class Fleet(Ledger):
         # Its share of the parked load (``_parked_share``) leaves the node it was sized
         # against and arrives on the target's.
         if sized == target:
-            self._shift_parked(target, self._parked_share(row) - before)
+            self._shift_parked(target, self._parked_share(row) - before, pooled=False)
         else:
             if sized in self._nodes:
-                self._shift_parked(sized, -before)
-            self._shift_parked(target, self._parked_share(row))
+                self._shift_parked(sized, -before, pooled=False)
+            self._shift_parked(target, self._parked_share(row), pooled=False)
         self.index.file_claim(row, self._nodes[target], self._host_left(self._nodes[target]))
         for pool in touched:
             self._file_pool(pool)
@@ -319,13 +319,15 @@ class Fleet(Ledger):
         if node is not None:
             self.index.unfile_pool(node, self._free[row.node])
             node.workers += len(row.bookings)
-            self._shift_parked(row.node, self._parked_share(row))
+            self._shift_parked(row.node, self._parked_share(row), pooled=False)
             self.index.file_claim(row, node, self._host_left(node))
             self._file_pool(node)
             if node.node.pods is not None:  # else never at its limit
                 self._check_pods(node)
 
-    def _shift_parked(self, node: str, delta: int) -> None:
+    def _shift_parked(self, node: str, delta: int, *, pooled: bool = True) -> None:
+        """The node's parked load moves by ``delta``; ``pooled``: its pools are filed (else
+        they are being refiled, with the new load)."""
         if not delta:
             return
         parked = self._parked[node] = self._parked.get(node, 0) + delta
@@ -337,7 +339,7 @@ class Fleet(Ledger):
             # changes none (most shifts on a roomy host).
             if left < row.widest or left + delta < row.widest:
                 self.index.host_left_changed(self._claims_on[node].values(), row,
-                                              self._free.get(node), left)
+                                              self._free[node] if pooled else None, left)
 
     def _check_pods(self, row: NodeRow) -> None:
         """After the node's workers changed: refile it if they crossed its pod limit."""

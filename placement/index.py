@@ -16,7 +16,9 @@ What is filed, and for which part of the policy in ``policy.py``:
   a roomy host's room does not move as workers come and go). The name
   tie-break is the first name with room. A mixed node is filed once per
   device group, by that group's free devices: a new claim's devices all
-  come from one group. An emptied bucket stays, empty.
+  come from one group. An emptied bucket goes (a fleet near full would
+  otherwise keep a key for every count of free devices, and each search
+  reads them all).
 * Open seats, for joining: allocated claims on known nodes with fewer workers
   than their node's limit, bucketed by role policy, then by (distinct owners,
   workers) as one number (``owners.share_rank`` of a joiner whose owner is
@@ -154,7 +156,12 @@ class Index(OwnerLists):
     def unfile_pool(self, row: NodeRow, free: tuple[int, ...]) -> None:
         name = row.node.name
         if not row.pod_blocked and len(free) == 1:  # one group (most nodes): no loop
-            self._pools[row.pool_groups[0]][free[0]].remove(name)  # an emptied bucket stays
+            by_free = self._pools[row.pool_groups[0]]
+            bucket = by_free[free[0]]
+            if len(bucket.rooms) == 1:  # gone: the new-claim search reads every key it finds
+                del by_free[free[0]]
+            else:
+                bucket.remove(name)
             return
         for group, (devices, _memory), left in zip(row.pool_groups, row.node.groups, free,
                                                     strict=True):
@@ -165,7 +172,12 @@ class Index(OwnerLists):
                 if not names:
                     del self._pod_full[shape]
                 continue
-            self._pools[group][left].remove(name)
+            by_free = self._pools[group]
+            bucket = by_free[left]
+            if len(bucket.rooms) == 1:
+                del by_free[left]
+            else:
+                bucket.remove(name)
 
     def file_claim(self, claim: ClaimRow, row: NodeRow, host_left: Room) -> None:
         """File a claim on a known node; ``host_left`` is what the node can still park."""
@@ -253,14 +265,13 @@ class Index(OwnerLists):
                           free: tuple[int, ...] | None, host_left: Room) -> None:
         """A node's parked load moved: every open claim on it has a new room, and on a node
         that may share claims its pools too (``free``: the free devices it is filed by;
-        None, or a node being refiled, holds none of them yet)."""
+        None: its pools are being refiled)."""
         node, sharing = row.node, row.shares
         if sharing and free is not None and not row.pod_blocked:
             room, name = _pool_room(row, host_left, free), node.name
             for group, left in zip(row.pool_groups, free, strict=True):
-                bucket = self._pools[group].get(left)
-                # Not there: being refiled. Most rooms are capped by the free devices: same.
-                if bucket is not None and bucket.rooms.get(name, room) != room:
+                bucket = self._pools[group][left]
+                if bucket.rooms[name] != room:  # most are capped by the free devices: same
                     bucket.update(name, room)
         if node.device_groups:
             for claim in claims:
@@ -288,7 +299,7 @@ class Index(OwnerLists):
 
     def pool_groups(self, role: Role) -> list[tuple[PoolGroup, dict[int, RoomIndex]]]:
         """Pool groups accepting ``role``, each with its nodes (and their new-claim rooms) by
-        free devices; a bucket may be empty."""
+        free devices."""
         views = self._pool_views.get(role)
         if views is None:
             views = [(g, self._pools[g]) for g in sorted(self._pools, key=_group_key)
@@ -380,7 +391,7 @@ class Index(OwnerLists):
 
         return {
             "pools": {shape(g): {free: tuple((name, bucket.room(name)) for name in bucket)
-                                 for free, bucket in by_free.items() if bucket}
+                                 for free, bucket in by_free.items()}
                       for g, by_free in self._pools.items() if any(by_free.values())},
             "seats": {_roles_key(roles): {divmod(key, 1 << WORKER_BITS):
                                           tuple((name, bucket.room(name)) for name in bucket)
