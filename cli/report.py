@@ -22,7 +22,7 @@ from pathlib import Path
 
 from cli import figures
 from cli.clock import format_duration
-from cli.eventlog import LoseNodeStep
+from cli.eventlog import LoseNodeStep, MoveStep
 from cli.render_json import turns_document
 from cli.replay import Report
 from cli.timeline import (
@@ -123,6 +123,7 @@ def scenario_page(name: str, report: Report, timeline: Timeline,
                 "the thin line is the quietest." + (_LOST_CAPTION if lost else "")),
         *_group_section(timeline, fmt, lost),
         *_lost_section(report, fmt),
+        *_move_section(report, fmt),
         "<h2>Waits</h2>",
         "<p>From arrival to a seat. A worker that never got one counts with the time it "
         "waited until it left or the scenario ended.</p>",
@@ -262,6 +263,24 @@ def _lost_section(report: Report, fmt: Formatter) -> list[str]:
         return []
     return ["<h2>Lost nodes</h2>",
             _table(("at", "node", "placed again", "waiting"), rows, wrap=(2, 3))]
+
+
+def _move_section(report: Report, fmt: Formatter) -> list[str]:
+    """A row per move (``rebalanceAfter``): when, who, why, from where to where, its cost."""
+    rows = [(fmt(at), step.worker, step.reason, step.detail, format_duration(step.restart))
+            for step, at in zip(report.steps, report.log.clock, strict=True)
+            if isinstance(step, MoveStep)]
+    if not rows:
+        return []
+    shown = rows[:ROWS]
+    more = (f"<p>The first {ROWS:,} of {len(rows):,} moves.</p>" if len(rows) > ROWS
+            else "")
+    return ["<h2>Moves</h2>",
+            "<p>Movable workers moved at a turn's boundary: to devices of their own "
+            "once they stayed free (spread), or off a node they held alone so it can go "
+            "(binpack). A move costs its worker the restart shown: neither resident nor "
+            "served meanwhile.</p>",
+            _table(("at", "worker", "reason", "what", "restart"), shown, wrap=(3,)), more]
 
 
 def _head(title: str) -> str:
