@@ -304,3 +304,23 @@ def sweeps_keeping(orw: Env, claim: str, times: int) -> int:
     finally:
         sweep.removeHandler(handler)
         sweep.setLevel(level)
+
+
+def test_exact_device_count_is_what_dra_allocates(orw: Env, gpu_nodes: list[GpuNode]) -> None:
+    """A tensor-parallel server of 100Gi asking for exactly 4 devices gets 4 devices of
+    at least 25Gi each on one node -- not the fewest its memory needs -- and the
+    count, once set, cannot change."""
+    assert any(n.devices >= 4 and n.device_memory >= 25 * GiB for n in gpu_nodes), gpu_nodes
+    orw.start()
+    orw.create_worker("tp", "100Gi", devices=4)
+    status = orw.wait_phase("tp", "Running", timeout=120)
+    assert status["deviceCount"] == 4 and status["memoryPerDevice"] == "25Gi", status
+    claim = orw.claims()[status["claimName"]]
+    results = claim["status"]["allocation"]["devices"]["results"]
+    assert len(results) == 4, results
+    assert {r["pool"] for r in results} == {status["nodeName"]}, results
+    with pytest.raises(client.ApiException) as info:
+        orw.custom.patch_namespaced_custom_object(
+            "openrl.io", "v1alpha1", orw.namespace, "openrlworkers", "tp",
+            {"spec": {"devices": 2}})
+    assert info.value.status == 422 and "immutable" in info.value.body
