@@ -52,6 +52,7 @@ reading and refusing there); this module holds every change.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 from placement.ledger import Ledger
@@ -364,4 +365,6 @@ class Fleet(Ledger):
             free = tuple(max(0, count - taken)
                          for (count, _memory), taken in zip(node.device_groups, held, strict=True))
         self._free[node.name] = free
-        self.index.file_pool(row, free, self._host_left(row))
+        host = node.host_memory  # _host_left inlined: every new claim refiles its node
+        self.index.file_pool(row, free, math.inf if host is None
+                             else host - self._parked.get(node.name, 0))

@@ -136,7 +136,9 @@ class Index(OwnerLists):
             bucket = by_free.get(free[0])
             if bucket is None:
                 bucket = by_free[free[0]] = RoomIndex()
-            bucket.add(name, _pool_room(row, host_left, free))
+            # _pool_room inlined: every new claim and every claim gone refiles its node.
+            cap = free[0] * row.node.device_memory
+            bucket.add(name, host_left if row.shares and host_left < cap else cap)
             return
         room = _pool_room(row, host_left, free)
         for group, (devices, _memory), left in zip(row.pool_groups, row.node.groups, free,
@@ -268,11 +270,19 @@ class Index(OwnerLists):
         None: its pools are being refiled)."""
         node, sharing = row.node, row.shares
         if sharing and free is not None and not row.pod_blocked:
-            room, name = _pool_room(row, host_left, free), node.name
-            for group, left in zip(row.pool_groups, free, strict=True):
-                bucket = self._pools[group][left]
-                if bucket.rooms[name] != room:  # most are capped by the free devices: same
-                    bucket.update(name, room)
+            name = node.name
+            if len(free) == 1:  # one group (most nodes): _pool_room inlined
+                cap = free[0] * node.device_memory
+                pool = self._pools[row.pool_groups[0]][free[0]]
+                room = host_left if host_left < cap else cap
+                if pool.rooms[name] != room:  # most are capped by the free devices: same
+                    pool.update(name, room)
+            else:
+                room = _pool_room(row, host_left, free)
+                for group, left in zip(row.pool_groups, free, strict=True):
+                    pool = self._pools[group][left]
+                    if pool.rooms[name] != room:
+                        pool.update(name, room)
         if node.device_groups:
             for claim in claims:
                 bucket = claim.bucket
