@@ -22,7 +22,9 @@ Rules:
 * A pod annotated ``openrl.io/drain`` (non-empty, when first seen or later) is
   drained (``Agent.drain``); once it is, ``openrl.io/drained`` (the time) goes
   in the same patch as its turn annotation, and stays in every later one
-  with the same value -- a pod read already marked keeps its mark.
+  with the same value -- a pod read already marked keeps its mark. A patch
+  carrying the mark that fails is tried again (``DRAINED_TRIES``), where a
+  turn state alone waits for the next.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ log = logging.getLogger("openrl.timeslicer.kube")
 ANNOTATION = naming.ANNOTATION_TURN
 OWNER_ENV = "OPEN_RL_TIME_SLICE_OWNER"
 VOLUME = "openrl-turn"
+DRAINED_TRIES = 10  # patches carrying the drained mark tried, 0.5 s apart, before giving up
 EVICT_NOTES = {
     EvictReason.TURN_OVERRUN: "did not park within its grace after being asked to yield; "
                               "its pod is deleted and recreated on the same claim",
@@ -260,6 +263,7 @@ class NodeEffects:
         self.submit(lambda: self._flush(member.key))
 
     def _flush(self, uid: str) -> None:
+        failed = 0
         while True:
             with self._lock:
                 pending = self._pending.pop(uid, None)
@@ -274,4 +278,10 @@ class NodeEffects:
                 pass
             except kube.KubeError as exc:
                 log.warning("could not annotate %s: %s", name, exc)
+                failed += 1
+                # A turn state is overtaken by the next; a drained mark may have no next (a
+                # Retired member changes no more) and a move waits on it: tried again.
+                if naming.ANNOTATION_DRAINED in annotations and failed < DRAINED_TRIES:
+                    with self._lock:
+                        self._pending.setdefault(uid, pending)
                 time.sleep(0.5)

@@ -275,3 +275,28 @@ def test_an_eviction_for_silence_of_a_draining_pod_marks_it_too(kubelet_root: Pa
         node.agent.close()
 
     asyncio.run(story())
+
+
+def test_a_mark_whose_write_fails_is_written_again(
+        kubelet_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("timeslicer.agent.kube.time.sleep", lambda _: None)
+
+    async def story() -> None:
+        node = Node(kubelet_root)
+        node.watch.relist([])
+        node.watch.event("ADDED", node.pods["a"])
+        patch, refused = node.api.patch, []
+
+        def flaky(res: kube.Resource, name: str, body: Any, **kw: Any) -> Any:
+            if not refused:
+                refused.append(body)
+                raise kube.KubeError(503, "ServiceUnavailable", "try again")
+            return patch(res, name, body, **kw)
+
+        node.api.patch = flaky  # type: ignore[method-assign]
+        node.ask_to_drain("a")
+        assert refused and DRAINED in refused[0]["metadata"]["annotations"]
+        assert node.drained("a") is not None
+        node.agent.close()
+
+    asyncio.run(story())
