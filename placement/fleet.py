@@ -320,7 +320,9 @@ class Fleet(Ledger):
         if node is not None:
             self.index.unfile_pool(node, self._free[row.node])
             node.workers += len(row.bookings)
-            self._shift_parked(row.node, self._parked_share(row), pooled=False)
+            # Its share of the parked load (``_parked_share``, inlined: every new claim).
+            self._shift_parked(row.node, row.footprint if node.shares
+                               else row.parked_memory if row.allocated else 0, pooled=False)
             self.index.file_claim(row, node, self._host_left(node))
             self._file_pool(node)
             if node.node.pods is not None:  # else never at its limit
