@@ -217,12 +217,14 @@ class _Run:
                              else self._scaled(change))
                 at.append(when)
 
+        # What an event makes due at once is played by the next advance, at its own time.
         for index, (event, now) in enumerate(zip(self.scenario.events, times, strict=True)):
             sim.advance(now)
             taken()
             steps.append(self.apply(index, event))
             at.append(now)
-            sim.advance(now)  # what the event made due at once
+        if times:
+            sim.advance(times[-1])
             taken()
         if sim.mover is not None:
             sim.mover.close(times[-1] if times else 0.0)
