@@ -300,3 +300,35 @@ def test_a_mark_whose_write_fails_is_written_again(
         node.agent.close()
 
     asyncio.run(story())
+
+
+def test_local_an_agent_killed_mid_drain_is_asked_again_by_the_file_and_finishes_it(
+        tmp_path: Path) -> None:
+    paths = members(tmp_path, "g", {"a1": "alice", "b1": "bob"})
+    log: list[tuple[str, str]] = []
+    held: dict[str, int] = {}
+
+    async def first(agent: Agent) -> None:
+        holder = FakeWorker(paths["a1"], log, "a1")
+        holder.start()
+        FakeWorker(paths["b1"], log, "b1").start(want=False)  # reports, wants nothing yet
+        await _until(lambda: ("resident", "a1") in log)
+        (tmp_path / "g/a1/drain").write_text("move\n")
+        await _until(lambda: agent.members["g/a1"].draining)
+        held["a1"] = holder.turn  # the agent goes now, mid-drain: a1 still holds its turn
+
+    asyncio.run(with_agent(tmp_path, TurnSettings(quantum=30, min_resident=0), first))
+    assert not (tmp_path / "g/a1/drained").exists()
+
+    async def second(agent: Agent) -> None:
+        back = FakeWorker(paths["a1"], log, "a1")
+        back.turn = held["a1"]
+        back.start(resident=True)  # says it still holds its turn: it keeps it, then parks
+        FakeWorker(paths["b1"], log, "b1").start()
+        await _until(lambda: (tmp_path / "g/a1/drained").exists())
+        assert log[:2] == [("resident", "a1"), ("parked", "a1")]  # its one turn, finished
+        await _until(lambda: ("resident", "b1") in log)
+
+    asyncio.run(with_agent(tmp_path, TurnSettings(quantum=0.3, min_resident=0,
+                                                  yield_grace=1), second))
+    assert no_overlap(log) and log.count(("resident", "a1")) == 1
