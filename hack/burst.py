@@ -325,9 +325,19 @@ def burst(args: argparse.Namespace, *, autoscaling: bool, baseline_too: bool) ->
         created = time.monotonic()
         phases: Counter[str] = Counter()
         progress_at = started + 10
+        placing_since: dict[str, float] = {}  # worker -> first seen Placing, while it is
+        longest_placing = 0.0
         while time.monotonic() - started < args.timeout:
             items = k.list(WORKERS)
             phases = Counter((w.get("status") or {}).get("phase", "") for w in items)
+            now = time.monotonic()
+            for w in items:
+                name = w["metadata"]["name"]
+                if (w.get("status") or {}).get("phase") == "Placing":
+                    longest_placing = max(longest_placing,
+                                          now - placing_since.setdefault(name, now))
+                else:
+                    placing_since.pop(name, None)
             settled = all(
                 (w.get("status") or {}).get("phase") == "Running"
                 or ((w.get("status") or {}).get("phase") == "Pending"
@@ -366,6 +376,8 @@ def burst(args: argparse.Namespace, *, autoscaling: bool, baseline_too: bool) ->
         for (verb, _res), n in calls.items():
             by_verb[verb] += n
         claims = k.list(CLAIMS)
+        items = k.list(WORKERS)
+        moved = sum(1 for w in items if (w.get("status") or {}).get("moves"))
         figures = {
             "workers": args.workers, "memory": args.memory, "nodes": len(hardware),
             "devices": sum(h.devices for h in hardware.values()),
@@ -373,6 +385,13 @@ def burst(args: argparse.Namespace, *, autoscaling: bool, baseline_too: bool) ->
             "create_seconds": round(created - started, 2),
             "settle_seconds": round(elapsed, 2),
             "phases": dict(phases), "claims": len(claims),
+            # What the burst cost beyond placing: claims cut and then deleted (standing
+            # claims given up, races lost), the longest any worker sat in Placing (polled
+            # every quarter second), and workers placed again (moved, wedged).
+            "claims_created": calls.get(("create", "resourceclaims"), 0),
+            "claims_deleted": calls.get(("delete", "resourceclaims"), 0),
+            "longest_placing_seconds": round(longest_placing, 1),
+            "workers_placed_again": moved,
             "reconciles": reconciles,
             "reconciles_per_second": round(reconciles / elapsed, 1),
             "reconcile_busy_seconds": round(busy, 1),
@@ -439,6 +458,10 @@ def report(figures: dict[str, Any], args: argparse.Namespace) -> None:
         for call, n in figures["by_call"].items():
             print(f"    {call:<28} {n:>6} {figures['per_placed_worker_by_call'][call]:>6.2f}"
                   f"/worker {figures['seconds_by_call'].get(call, 0):>8.2f}s")
+        print(f"  claims created {figures['claims_created']}, deleted "
+              f"{figures['claims_deleted']}; longest in Placing "
+              f"{figures['longest_placing_seconds']}s; placed again "
+              f"{figures['workers_placed_again']}")
         where = ("the controller's process" if args.subprocess
                  else "this process (controller and harness)")
         print(f"  peak RSS of {where}: {figures['peak_rss_mb']} MiB")
