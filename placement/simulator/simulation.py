@@ -40,7 +40,8 @@ result against a plain full scan):
 * A failure (the threshold can be an upper bound) rules out every larger
   worker of the same role: more memory never needs fewer devices, a smaller
   share or less host RAM. Exclusive workers wait in a queue of their own,
-  against the node's free devices alone (``NodeOffer.alone``): one of them
+  against what a new claim there can take (``NodeOffer.alone``: the free
+  devices, and on a node that may share the host memory left): one of them
   failing says nothing of a worker that could join. (A subclass may send
   more workers that way, new claim only: ``_new_claim_only``.) A worker
   naming N devices waits in a queue of those naming N (``_exact``), against
