@@ -15,8 +15,10 @@ What this keeps, and when it acts:
     moves per worker    each move made                    the move limit
 
 A check is due when a record says a move may have become possible: a level
-of free devices (or a node alone) turning ``after`` seconds old, and at once
-when a claim becomes shared while devices have been free that long. A due
+of free devices (or a node alone) turning ``after`` seconds old, at once
+when a claim becomes shared while devices have been free that long, and
+(binpack) after a change on another node while a lone node that was due
+found no seat elsewhere -- at most once per ``after``. A due
 check asks the rule for one move at a time until it gives none; the
 simulation carries each out (``Simulation._carry_out``) and its changes are
 settled before the next question.
@@ -132,6 +134,8 @@ class Mover:
         self._on_claim: dict[str, tuple[str, ...]] = {}  # shared claim -> its workers
         self.moved: dict[str, list[float]] = {}  # worker -> when it moved
         self._due: list[float] = []
+        self._stuck: set[str] = set()  # binpack: lone nodes due that found no seat elsewhere
+        self._packed_at = float("-inf")  # binpack: the last check
         self.stranded_seconds = 0.0  # device-seconds, when measured
         self._stranded = 0  # devices stranded since ``_stranded_at``
         self._stranded_at = 0.0
@@ -168,6 +172,11 @@ class Mover:
             oldest = self.free.oldest()
             if oldest is not None and oldest <= now - after:
                 heappush(self._due, now)
+        if self._stuck and not self.spread and nodes - self._stuck:
+            # A lone worker found no seat elsewhere when it was due: a change on another
+            # node may have made one. Looked at again, at most once per ``after``.
+            heappush(self._due, max(now, self._packed_at + after))
+            self._stuck = set()
         nodes.clear()
         claims.clear()
         if self.settings.measure:
@@ -236,8 +245,12 @@ class Mover:
             found = spread_move(fleet, self.by_shape, requests, self.free, now=now,
                                 after=settings.after, may_move=may_move, age=age.__getitem__)
         else:
+            self._packed_at = now
             found = pack_move(fleet, self.alone, requests, policy, now=now,
                               after=settings.after, removable=removable, may_move=may_move)
+            if not isinstance(found, Move):
+                self._stuck = {node for node, since in self.alone.nodes()
+                               if since <= now - settings.after and removable(node)}
         if isinstance(found, Move):
             moved.setdefault(found.worker, []).append(now)
             return found

@@ -115,3 +115,22 @@ def test_binpack_empties_a_lone_workers_node_so_its_group_can_remove_it() -> Non
     sim.advance(1000.0)
     removed = [c for c in sim.take_changes() if type(c).__name__ == "NodeDown"]
     assert len(removed) == 1  # the node emptied went after its idle time
+
+
+def test_a_lone_worker_moves_once_a_seat_frees_elsewhere_later() -> None:
+    group = NodeGroup("pool", prod_node("template", max_workers=2), min=0, max=4, boot=60.0,
+                      idle=300.0)
+    sim = AutoscaledSimulation((), [group], policy=Policy(Strategy.BINPACK),
+                               moves=TWO_MINUTES)
+    sim.arrive(movable("s1"))
+    sim.advance(60.0)
+    sim.arrive(movable("s2"))  # s1's claim is full at two
+    sim.arrive(movable("s3"))  # so s3 gets a node of its own
+    sim.advance(120.0)
+    assert node_of(sim, "s3") == "pool-2"
+    sim.advance(600.0)
+    assert sim.take_moves() == []  # alone long enough, but no seat anywhere else
+    sim.leave("s2")  # now there is one
+    sim.advance(601.0)
+    (made,) = sim.take_moves()
+    assert made.worker == "s3" and made.at == 600.0 and node_of(sim, "s3") == "pool-1"
