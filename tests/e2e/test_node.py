@@ -25,6 +25,7 @@ Skips, saying why, where the machine cannot run a node (not root, no veth).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import subprocess
@@ -38,6 +39,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from controller.k8s import naming
+from placement.quantity import parse_quantity
 
 REPO = Path(__file__).resolve().parents[2]
 NODE_SH = REPO / "hack" / "node.sh"
@@ -46,8 +48,9 @@ NODE = os.environ.get("NODE_NAME", "localhost")
 NS = "openrl"
 DEPLOYMENT = "open-rl-scheduler"
 MAXW = 2
-# Small workers: a worker parked beside its claim's resident one needs host
-# memory, and this machine has 24 GiB, not the fake nodes' terabyte.
+# Small workers: on a node that may share claims every worker counts against
+# the host memory left to park in (and its pod requests its estimate), and
+# this machine has 24 GiB, not the fake nodes' terabyte: twelve 1Gi workers fit.
 # A cold machine builds containerd, the pause image and the scheduler image.
 BUILD_TIMEOUT = float(os.environ.get("E2E_NODE_BUILD_TIMEOUT", "2400"))
 RESOURCES = ("resource.k8s.io", "v1")
@@ -108,7 +111,7 @@ class Node:
 
     # ------------------------------------------------------------ writing
 
-    def create_worker(self, name: str, memory: str = "2Gi") -> None:
+    def create_worker(self, name: str, memory: str = "1Gi") -> None:
         body = {"apiVersion": naming.API_VERSION, "kind": naming.KIND,
                 "metadata": {"name": name},
                 "spec": {"role": "trainer", "modelId": "e2e/real-node", "memory": memory}}
@@ -334,8 +337,8 @@ def test_leader_pod_deleted_standby_takes_over_no_double_seat(node: Node) -> Non
 
 
 def test_rolling_update_mid_burst_nothing_double_booked_nothing_lost(node: Node) -> None:
-    # Seats whose parked workers this machine's host memory holds (the
-    # scheduler refuses a fifth parked 2Gi worker here): the handover's three.
+    # As many workers as this machine's host memory parks: the handover's three go,
+    # three more come.
     goes_on_from(node, SMOKE + HANDOVER, "the leader hand-over test")
     leaving = HANDOVER
     for name in leaving:
@@ -351,6 +354,77 @@ def test_rolling_update_mid_burst_nothing_double_booked_nothing_lost(node: Node)
     by_claim = check_books(node)
     assert sum(map(len, by_claim.values())) == 12 and len(by_claim) == 8, by_claim
     node.wait_deployment()
+
+
+def explain(node: Node, worker: str) -> dict[str, Any]:
+    """``openrl-place explain WORKER -o json`` against the session's cluster."""
+    out = subprocess.run(
+        [str(REPO / ".venv" / "bin" / "openrl-place"), "explain", worker, "-o", "json",
+         "--namespace", NS, "--device-class", node.cluster.driver],
+        env=dict(os.environ, **node.env), capture_output=True, text=True, timeout=60,
+        check=True)
+    return dict(json.loads(out.stdout))
+
+
+def budget_on(node: Node, worker: str) -> dict[str, Any]:
+    """The node's parking budget as ``explain`` accounts it (for a waiting worker)."""
+    found = [v["hostBudget"] for v in explain(node, worker)["nodes"] if v["node"] == NODE]
+    assert found and found[0] is not None, f"no host budget for {NODE}"
+    return dict(found[0])
+
+
+def test_another_pods_memory_request_leaves_that_much_less_to_park(node: Node) -> None:
+    """A pod that is not a worker, bound to the node and requesting host memory (as a
+    DaemonSet's would), takes exactly its request from the parking budget: a joiner that
+    fit before waits, its reason naming host memory, until that pod goes. Every worker
+    pod on this node (it may share claims) requests its memory estimate."""
+    goes_on_from(node, SMOKE, "the smoke test")
+    for pod in node.worker_pods():
+        requests = pod.spec.containers[0].resources.requests or {}
+        assert parse_quantity(requests.get("memory", "0")) >= parse_quantity("1Gi"), (
+            pod.metadata.name, requests)
+    # A worker no device holds waits for good: explain accounts every node's budget for it.
+    node.create_worker("probe", memory="4000Gi")
+    node.cluster.wait_for(
+        lambda: any(w["metadata"]["name"] == "probe" and (w.get("status") or {}).get("reason")
+                    for w in node.workers()), timeout=60, what="the probe waiting")
+    before = budget_on(node, "probe")
+    left = parse_quantity(before["left"])
+    assert left >= parse_quantity("1Gi"), before  # room for one more 1Gi worker
+    hog = left - parse_quantity("512Mi")  # leaves half what a 1Gi joiner needs
+    node.core.create_namespaced_pod(NS, {
+        "metadata": {"name": "host-memory-hog", "labels": {"e2e": "hog"}},
+        "spec": {"nodeName": NODE, "restartPolicy": "Never",
+                 "terminationGracePeriodSeconds": 0,
+                 "containers": [{"name": "hog", "image": "localhost/openrl-place:dev",
+                                 "imagePullPolicy": "Never", "command": ["sleep", "3600"],
+                                 "resources": {"requests": {"memory": str(hog),
+                                                            "cpu": "10m"}}}]}})
+    try:
+        after = node.cluster.wait_for(
+            lambda: (b := budget_on(node, "probe"))["budget"] != before["budget"] and b,
+            timeout=60, what="the hog's request read into the budget")
+        taken = parse_quantity(before["budget"]) - parse_quantity(after["budget"])
+        assert taken == hog, (before, after)
+        node.create_worker("squeezed")
+
+        def waits_on_host_memory() -> str | None:
+            w = next((w for w in node.workers() if w["metadata"]["name"] == "squeezed"), None)
+            status = (w or {}).get("status") or {}
+            reason = str(status.get("reason", ""))
+            return reason if status.get("phase") == "Pending" and "host memory" in reason \
+                else None
+        reason = node.cluster.wait_for(waits_on_host_memory, timeout=60,
+                                       what="squeezed waiting on host memory")
+        assert NODE in reason or "host memory" in reason, reason
+    finally:
+        node.core.delete_namespaced_pod("host-memory-hog", NS, grace_period_seconds=0)
+    node.wait_running(["squeezed"], timeout=180)
+    for name in ("squeezed", "probe"):
+        node.delete_worker(name)
+    node.cluster.wait_for(lambda: not {"squeezed", "probe"} & {w["metadata"]["name"]
+                                                               for w in node.workers()},
+                          timeout=120, what="squeezed and the probe gone")
 
 
 def test_kubelet_and_plugin_restart_leave_containers_and_leak_nothing(node: Node) -> None:
