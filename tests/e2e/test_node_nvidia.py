@@ -48,6 +48,7 @@ import pytest
 import yaml
 
 from controller.inspect_fleet import connect, read_live_fleet
+from controller.k8s import naming
 from tests.e2e.test_node import (
     BUILD_TIMEOUT,
     DEPLOYMENT,
@@ -299,7 +300,9 @@ def test_a_class_selecting_by_memory_gets_exactly_the_large_devices(node: Node) 
 def test_a_node_of_mixed_devices_gives_each_worker_its_tightest_group(node: Node) -> None:
     """Three sizes through ``mixed.nvidia.com`` (81559Mi whole GPUs, a 40Gi and a 10Gi MIG
     device): each claim is cut from one size, its memory bounds admit only that size, and
-    kube-scheduler allocates exactly that."""
+    kube-scheduler allocates exactly that. The node takes one worker per claim here: on a
+    node that may share, every worker's estimate counts against host memory, and a 60Gi
+    one does not fit this machine's 24Gi."""
     dropping = dropped()
     no_workers(node)
     (mixed,) = [d for d in yaml.safe_load_all((REPO / "hack/node/nvidia.yaml").read_text())
@@ -315,6 +318,7 @@ def test_a_node_of_mixed_devices_gives_each_worker_its_tightest_group(node: Node
                                     {"devices": 1, "deviceMemory": "40Gi"},
                                     {"devices": len(whole), "deviceMemory": "81559Mi"}], ours
     use_class(node, MIXED)
+    node.core.patch_node(NODE, {"metadata": {"labels": {naming.NODE_MAX_WORKERS: "1"}}})
     try:
         sizes = {"mx-big": "60Gi", "mx-mid": "30Gi", "mx-small": "5Gi", "mx-mid-2": "30Gi"}
         for name, memory in sizes.items():  # one at a time: each sees the others' claims
@@ -333,4 +337,6 @@ def test_a_node_of_mixed_devices_gives_each_worker_its_tightest_group(node: Node
         assert sum(len(devices) for devices in got.values()) == 4, got  # nothing else taken
     finally:
         no_workers(node)
+        node.core.patch_node(NODE, {"metadata": {"labels": {
+            naming.NODE_MAX_WORKERS: str(MAXW)}}})
         use_class(node, DRIVER)
