@@ -390,6 +390,46 @@ def test_agent_killed_mid_turn(turning: Proof) -> None:
     proof.go_round(20, "the agent was killed")
 
 
+def test_a_member_that_never_speaks_holds_nobody_up_after_the_agent_restarts(
+        turning: Proof) -> None:
+    """A fifth worker joins the claim and its process never connects; the agent is then
+    killed and restarts: the four others take turns again within the bound, not waiting
+    on the silent one (a member whose pod is being replaced looks the same)."""
+    proof = turning
+    silent = "turn-silent"
+    proof.core.patch_node(NODE, {"metadata": {"labels": {
+        naming.NODE_MAX_WORKERS: str(len(OWNERS) + 1)}}})
+    try:
+        body = {"apiVersion": naming.API_VERSION, "kind": naming.KIND,
+                "metadata": {"name": silent},
+                "spec": {"role": "sampler", "modelId": "e2e/turns", "memory": "2Gi",
+                         "ownerId": "owner-silent", "podTemplate": {"name": TEMPLATE}}}
+        proof.custom.create_namespaced_custom_object(naming.GROUP, naming.VERSION, NS,
+                                                     naming.PLURAL, body)
+        proof.cluster.wait_for(
+            lambda: (proof.workers().get(silent, {}).get("status") or {}).get("phase")
+            == "Running", timeout=120, interval=1, what=f"{silent} Running")
+        assert len(proof.claims()) == 1, f"{silent} is not on the others' claim"
+        proof.go_round(10, f"{silent} joined")
+        proof.wait_holder()
+        agent = proof.wait_agent()
+        restarts = agent.status.container_statuses[0].restart_count
+        os.kill(agent_pid(agent), signal.SIGKILL)
+        proof.faults.append("agent SIGKILL beside a silent member")
+
+        def restarted() -> bool:
+            pods = proof.agent_pods()
+            return bool(pods) and pods[0].status.container_statuses[0].restart_count > restarts
+        proof.cluster.wait_for(restarted, timeout=120, interval=0.5, what="the agent restarted")
+        proof.go_round(20, "the agent restarted beside a silent member")
+    finally:
+        proof.delete_worker(silent)
+        proof.cluster.wait_for(lambda: silent not in proof.workers(), timeout=120,
+                               what=f"{silent} gone")
+        proof.core.patch_node(NODE, {"metadata": {"labels": {
+            naming.NODE_MAX_WORKERS: str(len(OWNERS))}}})
+
+
 def test_agent_rollout(turning: Proof) -> None:
     proof = turning
     proof.wait_holder()

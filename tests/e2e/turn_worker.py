@@ -16,6 +16,9 @@ conservative, so that the checker owes the agent nothing:
   it. A ``start`` with no ``end`` is closed by that ``died``; with neither,
   the interval stays open and overlaps whatever follows it.
 
+A worker whose pod's name holds ``silent`` never connects at all: a member
+of the claim that never speaks, whom the others must not wait on.
+
 A file ``/tmp/stubborn`` (the test writes it with ``kubectl exec``) makes the
 worker ignore the next request to park, as a hung worker would; the agent
 must then delete the pod. A recreated pod starts without the file.
@@ -53,6 +56,10 @@ def worker():
         os._exit(0)
 
     signal.signal(signal.SIGTERM, stop)
+    if "silent" in os.environ.get("HOSTNAME", ""):
+        log("silent")
+        while True:
+            time.sleep(3600)
     client = TurnClient()
     while True:
         try:
