@@ -7,9 +7,11 @@ agent's ServiceAccount tokens as the kubeconfig of each caller:
 
 * agent (a token bound to that pod, as the kubelet issues it, so it names the
   pod's node): may read pods, patch the turn annotation of and delete a pod
-  on its own node, read workers, record Events; is refused, by the admission
+  on its own node, mark ``openrl.io/drained`` a pod of its node the scheduler
+  asked to drain, read workers, record Events; is refused, by the admission
   policy, any delete or patch of a pod on another node and any other change
-  to its own node's pods; by RBAC, creating pods, reading Secrets, writing
+  to its own node's pods (marking a pod not asked to drain, writing the ask,
+  removing the mark); by RBAC, creating pods, reading Secrets, writing
   workers or nodes.
 * agent/node (a token bound to the Node itself): names the node too, and is
   held to it the same way.
@@ -36,7 +38,7 @@ from hack.lib import kube
 from hack.lib.attempts import ADMISSION, ALLOWED, RBAC, Row, plain_pod, row, worker_body
 from hack.lib.install import ROOT, Install
 from hack.lib.kube import NAMESPACES, NODES, PODS, SERVICEACCOUNTS, WORKERS, Kube
-from hack.lib.names import API_VERSION, KIND
+from hack.lib.names import API_VERSION, DRAIN, DRAINED, KIND
 
 __all__ = ["AGENT", "AGENT_NS", "Agent", "agent_rows", "install_timeslicer"]
 
@@ -101,7 +103,7 @@ def agent_token(inst: Install, bound: dict[str, Any] | None, name: str) -> Kube:
 def agent_rows(inst: Install, node: str, other_node: str) -> list[Row]:
     """The agent's token against pods on its node and another's."""
     admin, ns = inst.admin, inst.namespace
-    for pod, where in (("ts-mine", node), ("ts-theirs", other_node)):
+    for pod, where in (("ts-mine", node), ("ts-theirs", other_node), ("ts-asked", node)):
         admin.create(PODS, plain_pod(pod) | {"spec": {**plain_pod(pod)["spec"], "nodeName": where}})
     admin.create(WORKERS, worker_body("ts-worker"))
     # The kubelet's token for the agent's pod: bound to a pod bound to the node.
@@ -121,6 +123,9 @@ def agent_rows(inst: Install, node: str, other_node: str) -> list[Row]:
     }
     api = tokens["agent"]
     turn = {"metadata": {"annotations": {"timeslice.io/turn": '{"phase":"Waiting"}'}}}
+    # The scheduler's ask, as admin: only then may the agent mark the pod drained.
+    admin.patch(PODS, "ts-asked", {"metadata": {"annotations": {DRAIN: "move"}}})
+    drained = {"metadata": {"annotations": {DRAINED: "2026-12-05T00:00:00Z"}}}
 
     def whoami(who: str) -> Callable[[], Any]:
         def check() -> None:
@@ -146,6 +151,14 @@ def agent_rows(inst: Install, node: str, other_node: str) -> list[Row]:
          lambda: api.patch(PODS, "ts-theirs", turn)),
         ("agent", "delete a pod on another node", ADMISSION,
          lambda: api.delete(PODS, "ts-theirs")),
+        ("agent", "mark drained a pod asked to drain, own node", ALLOWED,
+         lambda: api.patch(PODS, "ts-asked", drained)),
+        ("agent", "mark drained a pod not asked to, own node", ADMISSION,
+         lambda: api.patch(PODS, "ts-mine", drained)),
+        ("agent", "write the drain ask, own node", ADMISSION,
+         lambda: api.patch(PODS, "ts-mine", {"metadata": {"annotations": {DRAIN: "x"}}})),
+        ("agent", "remove the drained mark, own node", ADMISSION,
+         lambda: api.patch(PODS, "ts-asked", {"metadata": {"annotations": {DRAINED: None}}})),
         ("agent", "get openrlworkers", ALLOWED, lambda: api.get(WORKERS, "ts-worker")),
         ("agent", "create events", ALLOWED, lambda: api.create(EVENTS, event)),
         ("agent", "patch openrlworkers", RBAC,

@@ -16,8 +16,9 @@ The second group is the testbed's own.
 from __future__ import annotations
 
 __all__ = [
-    "API_VERSION", "FAKE_NODE_LABEL", "FINALIZER", "GATEWAY", "GATEWAY_ROLE", "GROUP", "KIND",
-    "LABEL_MANAGED", "LABEL_POD_TEMPLATE", "LABEL_WORKER", "MANAGED_SELECTOR", "NAMESPACE",
+    "API_VERSION", "DRAIN", "DRAINED", "FAKE_NODE_LABEL", "FINALIZER", "GATEWAY",
+    "GATEWAY_ROLE", "GROUP", "KIND", "LABEL_MANAGED", "LABEL_POD_TEMPLATE", "LABEL_WORKER",
+    "MANAGED_SELECTOR", "NAMESPACE",
     "NODE_ENABLED", "NODE_MAX_WORKERS", "PLURAL", "RUN_LABEL", "SCHEDULER", "SIZED_FOR",
     "VERSION", "pod_name", "template_name",
 ]
@@ -30,6 +31,8 @@ LABEL_MANAGED = "openrl.io/managed"
 MANAGED_SELECTOR = f"{LABEL_MANAGED}=true"
 LABEL_WORKER = "openrl.io/worker"
 SIZED_FOR = "openrl.io/sized-for-node"  # the claim's annotation: the node it was sized for
+DRAIN = "openrl.io/drain"  # the scheduler asks the node's agent to retire a pod
+DRAINED = "openrl.io/drained"  # the agent says it has: parked, granted no more
 NODE_ENABLED = "openrl.io/enabled"
 NODE_MAX_WORKERS = "openrl.io/max-workers-per-claim"
 LABEL_POD_TEMPLATE = "openrl.io/pod-template"  # marks a ConfigMap workers may name

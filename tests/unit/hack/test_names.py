@@ -24,6 +24,7 @@ def test_the_checkers_names_are_the_controllers() -> None:
     assert names.MANAGED_SELECTOR == naming.MANAGED_SELECTOR
     assert names.LABEL_WORKER == naming.LABEL_WORKER
     assert names.SIZED_FOR == naming.ANNOTATION_SIZED_FOR
+    assert (names.DRAIN, names.DRAINED) == (naming.ANNOTATION_DRAIN, naming.ANNOTATION_DRAINED)
     assert names.NODE_ENABLED == naming.NODE_ENABLED
     assert names.NODE_MAX_WORKERS == naming.NODE_MAX_WORKERS
     assert names.LABEL_POD_TEMPLATE == privileges.LABEL_POD_TEMPLATE
