@@ -375,19 +375,23 @@ def test_a_worker_that_never_parks_is_evicted_and_comes_back(turning: Proof) -> 
     proof.go_round(20, f"{stubborn} was evicted")
 
 
-def test_agent_killed_mid_turn(turning: Proof) -> None:
-    proof = turning
+def kill_agent(proof: Proof, fault: str) -> None:
+    """SIGKILL the agent while a worker is resident; back once its container restarted."""
     proof.wait_holder()
     agent = proof.wait_agent()
     restarts = agent.status.container_statuses[0].restart_count
     os.kill(agent_pid(agent), signal.SIGKILL)
-    proof.faults.append("agent SIGKILL")
+    proof.faults.append(fault)
 
     def restarted() -> bool:
         pods = proof.agent_pods()
         return bool(pods) and pods[0].status.container_statuses[0].restart_count > restarts
     proof.cluster.wait_for(restarted, timeout=120, interval=0.5, what="the agent restarted")
-    proof.go_round(20, "the agent was killed")
+
+
+def test_agent_killed_mid_turn(turning: Proof) -> None:
+    kill_agent(turning, "agent SIGKILL")
+    turning.go_round(20, "the agent was killed")
 
 
 def test_a_member_that_never_speaks_holds_nobody_up_after_the_agent_restarts(
@@ -411,16 +415,7 @@ def test_a_member_that_never_speaks_holds_nobody_up_after_the_agent_restarts(
             == "Running", timeout=120, interval=1, what=f"{silent} Running")
         assert len(proof.claims()) == 1, f"{silent} is not on the others' claim"
         proof.go_round(10, f"{silent} joined")
-        proof.wait_holder()
-        agent = proof.wait_agent()
-        restarts = agent.status.container_statuses[0].restart_count
-        os.kill(agent_pid(agent), signal.SIGKILL)
-        proof.faults.append("agent SIGKILL beside a silent member")
-
-        def restarted() -> bool:
-            pods = proof.agent_pods()
-            return bool(pods) and pods[0].status.container_statuses[0].restart_count > restarts
-        proof.cluster.wait_for(restarted, timeout=120, interval=0.5, what="the agent restarted")
+        kill_agent(proof, "agent SIGKILL beside a silent member")
         proof.go_round(20, "the agent restarted beside a silent member")
     finally:
         proof.delete_worker(silent)
