@@ -45,7 +45,7 @@ from controller.settings import Settings
 from controller.store.cache import Cache
 from controller.store.queue import WorkQueue
 from controller.store.watches import WAKE_DELAY, Watcher, feeds
-from controller.store.work import HOUSEKEEPING_ORDER, SWEEP, WAKE, Result, utcnow
+from controller.store.work import HOUSEKEEPING_ORDER, REBALANCE, SWEEP, WAKE, Result, utcnow
 
 log = logging.getLogger("openrl.controller.loop")
 
@@ -124,6 +124,9 @@ class Controller:
         self.health.set_ready(True, "leading")
         self.queue.add(SWEEP, after=min(5.0, self.settings.reclaim_interval),
                        order=HOUSEKEEPING_ORDER)
+        if self.reconciler.rebalancer.on:
+            self.queue.add(REBALANCE, after=self.reconciler.rebalancer.interval(),
+                           order=HOUSEKEEPING_ORDER)
         log.info("controller running", extra=kv(namespace=self.settings.namespace,
                                                 device_class=self.settings.device_class))
         next_expiry = time.monotonic() + EXPIRE_EVERY

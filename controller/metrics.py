@@ -106,8 +106,11 @@ class Metrics:
             self.wait_for_seat.labels(role=role)
             self.seat_to_running.labels(role=role)
         self.moves = Counter(f"{PREFIX}_moves_total",
-                             "Workers placed again, by why (NodeLost, NodeNotReady, PodWedged).",
-                             ["reason"], registry=r)
+                             "Workers placed again, by why (NodeLost, NodeNotReady, PodWedged), "
+                             "or moved for efficiency (OwnDevices).", ["reason"], registry=r)
+        self.stranded = Gauge(f"{PREFIX}_devices_stranded",
+                              "Free devices while movable workers take turns on shared "
+                              "claims (read by each pass of the move rule).", registry=r)
         self.write_failures = Counter(f"{PREFIX}_write_failures_total",
                                       "Planned writes that failed, by resource and error kind "
                                       "(each is retried).", ["resource", "error"], registry=r)

@@ -26,6 +26,8 @@ Rules:
   node emptiable (``binpack``), before a movable worker (``spec.movable``) is
   moved to use them; 0 turns moves for efficiency off. Read by the move rule
   alone; lost nodes and wedged pods move any worker whatever it says.
+  ``drain_timeout`` bounds how long a moving worker's old pod is kept for its
+  node's time-slicer to say the worker parked (a node without one never says).
 * ``strategy`` is the placement policy's, one for the whole scheduler
   (``placement.policy``): ``spread`` (the default) or ``binpack``. Owner
   affinity is always on here; only the offline commands switch it off, to
@@ -210,6 +212,9 @@ class Settings:
     # A movable worker is moved once what it would move to has stayed so this long; 0: never.
     rebalance_after: float = attrs.field(default=300.0, converter=parse_duration,
                                          validator=_not_negative)
+    # A worker moving waits this long at most for its node's time-slicer to say it parked.
+    drain_timeout: float = attrs.field(default=120.0, converter=parse_duration,
+                                       validator=_positive)
     # An assumption no answer resolved (and no plan in flight will) is forgotten after this.
     assume_timeout: float = attrs.field(default=30.0, converter=parse_duration,
                                         validator=_positive)

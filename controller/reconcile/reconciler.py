@@ -25,8 +25,8 @@ table calls for them: ``settle`` (the pod exists after all: the ``own pod``
 stage on what is there) and ``refused`` (the API server refused the pod:
 TemplateError).
 
-Housekeeping keys (``WAKE``, ``SWEEP``: see housekeeping.py) share the queue,
-so they never run beside a reconcile.
+Housekeeping keys (``WAKE``, ``SWEEP``: see housekeeping.py; ``REBALANCE``:
+rebalancing.py) share the queue, so they never run beside a reconcile.
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable
+
+import attrs
 
 from controller.k8s import kube
 from controller.k8s.events import Recorder
@@ -43,11 +45,12 @@ from controller.k8s.objects import Obj, Worker
 from controller.metrics import Metrics
 from controller.reconcile import housekeeping, stages, status, tracking
 from controller.reconcile.parking import memory_bound
+from controller.reconcile.rebalancing import Rebalancer
 from controller.reconcile.vocabulary import Case, Conclusion, Context, Outcome, Write
 from controller.reconcile.writes import Plan, Verdict, Writer
 from controller.settings import Settings
 from controller.store.cache import Cache
-from controller.store.work import SWEEP, WAKE, Result, utcnow
+from controller.store.work import REBALANCE, SWEEP, WAKE, Result, utcnow, worker_order
 
 __all__ = ["Reconciler"]
 
@@ -69,6 +72,7 @@ class Reconciler:
         # The fleet's warnings (FleetWarning values) standing at the last wake: each is
         # logged when it comes, and again only if it went away and came back.
         self._warned: frozenset[object] = frozenset()
+        self.rebalancer = Rebalancer(settings)
 
     def __call__(self, key: str) -> Result:
         if key == WAKE:
@@ -79,7 +83,38 @@ class Reconciler:
                                                  self.metrics, self.now())
             self.writer.submit(Plan(SWEEP, deletes))
             return result
+        if key == REBALANCE:
+            return self.rebalance()
         return self.reconcile(key)
+
+    def rebalance(self) -> Result:
+        """The move rule's pass (rebalancing.py): at most one move started, its first
+        writes planned as the worker's own; then the worker's reconciles carry it on."""
+        again = Result(requeue_after=self.rebalancer.interval())
+        if not self.rebalancer.on:
+            return Result()
+        ctx = self._context()
+        with self.cache.lock:
+            waiting = [w.reason for w in self.cache.waiting()]
+            found = self.rebalancer.decide(ctx, waiting)
+            if found is not None:
+                for write in found[1].writes:
+                    if write.assumed:
+                        self.cache.assume(write.res, write.body)
+        self.metrics.stranded.set(self.rebalancer.stranded)
+        if found is None:
+            return again
+        worker, done = found
+        plan = self._new_plan(worker.name)
+        try:
+            self._plan(worker, done, plan, ctx.now)
+        finally:
+            self.writer.submit(plan)
+        self.metrics.moves.labels(reason=str((done.outcome.move or {}).get("reason"))
+                                  if done.outcome else "").inc()
+        obj = self.cache.get(kube.WORKERS, worker.name)
+        order = worker_order(obj) if obj is not None else ()
+        return attrs.evolve(again, enqueue=((worker.name, order),))
 
     # ------------------------------------------------------------- a worker
 

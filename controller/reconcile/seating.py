@@ -50,7 +50,7 @@ from controller.k8s import kube
 from controller.k8s.logs import kv
 from controller.k8s.naming import ReasonKind, WorkerPhase
 from controller.k8s.objects import Obj, Worker
-from controller.reconcile import moves, parking, privileges, render
+from controller.reconcile import moves, parking, privileges, rebalancing, render
 from controller.reconcile.vocabulary import Case, Conclusion, Context, Outcome, Write
 from placement import Fleet, JoinClaim, NewClaim, Policy, Request, Wait, decide
 from placement.decide import Decision, seat_why
@@ -63,11 +63,14 @@ log = logging.getLogger("openrl.controller")
 
 
 def held_claim(ctx: Context, worker: Worker) -> ClaimView | None:
-    """The live claim the worker already holds, most certain first: its status, its own
-    claim (cut before a lost write), a join committed on a claim's booked list."""
+    """The live claim the worker already holds, most certain first: the claim a move
+    for efficiency cut for it, its status, its own claim (cut before a lost write), a
+    join committed on a claim's booked list."""
     view = ctx.cache.view
     booked = view.bookings.get(worker.name)
-    for claim in (worker.claim, worker.own_claim, booked.claim if booked else ""):
+    move = rebalancing.moving_to(worker)
+    for claim in (move["to"] if move else "", worker.claim, worker.own_claim,
+                  booked.claim if booked else ""):
         if claim and claim in view.claims:
             return view.claims[claim]
     return None

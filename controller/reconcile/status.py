@@ -15,6 +15,8 @@ Rules:
   placed, or ``PlacedTooOften`` (controller.reconcile.moves).
 * ``moves`` lists the worker's latest moves (when, why, from which node and
   claim), newest last; an outcome that says nothing of them keeps them.
+  ``move`` is the move for efficiency under way (rebalancing.py): only the
+  steps carrying it out keep it, any other outcome ends it.
 * ``status.reason`` reads ``<Kind>: <detail>``; the ``Placed`` condition
   carries the kind as its reason and the detail as its message. Placed is
   True in Placing and Running.
@@ -69,6 +71,7 @@ def desired(worker: Worker, outcome: Outcome, now: dt.datetime) -> Obj:
         "conditions": [condition],
         "moves": (list(outcome.moves) if outcome.moves is not None
                   else old.get("moves")) or None,
+        "move": dict(outcome.move) if outcome.move else None,
     }
 
 

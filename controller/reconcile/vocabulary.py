@@ -78,6 +78,7 @@ class Outcome:
     node: str = ""
     pod: str = ""
     moves: tuple[Obj, ...] | None = None  # the status's moves; None: as they are
+    move: Obj | None = None  # the move for efficiency under way; None: none (cleared)
 
     @property
     def reason(self) -> str:

@@ -20,6 +20,7 @@ from controller.k8s.objects import Obj, age_order, created_at, is_deleting, name
 
 WAKE = "*wake"  # re-queue every pending worker
 SWEEP = "*sweep"  # delete orphaned claims
+REBALANCE = "*rebalance"  # decide a move for efficiency, if one is due
 HOUSEKEEPING_ORDER = ("0",)
 
 

@@ -259,6 +259,7 @@ def test_crd_status_contract() -> None:
         "observedGeneration",
         "conditions",
         "moves",
+        "move",
     }
     assert status["phase"]["enum"] == ["Pending", "Placing", "Running", "Succeeded", "Failed"]
     assert set(status["moves"]["items"]["properties"]) == {"at", "reason", "node", "claim"}
@@ -281,7 +282,7 @@ NAMESPACED = {
     ("openrl.io", "openrlworkers"): {"get", "list", "watch", "update", "patch"},
     ("openrl.io", "openrlworkers/status"): {"get", "update", "patch"},
     ("openrl.io", "openrlworkers/finalizers"): {"update"},
-    ("", "pods"): {"get", "list", "watch", "create", "delete"},
+    ("", "pods"): {"get", "list", "watch", "create", "delete", "patch"},
     ("resource.k8s.io", "resourceclaims"): {"get", "list", "watch", "create", "delete",
                                             "patch"},
     ("", "configmaps"): {"get", "list", "watch"},

@@ -1,0 +1,184 @@
+"""Moves for efficiency (controller/reconcile/rebalancing.py): a movable worker taking turns
+gets the devices that freed, at its turn's boundary, its new seat held first."""
+
+from __future__ import annotations
+
+from controller.k8s import kube, naming
+from controller.store.work import REBALANCE
+from tests.unit.controller.conftest import Cluster
+
+TWO = {"openrl.io/max-workers-per-claim": "2"}
+
+
+def running(c: Cluster, name: str, **spec: object) -> None:
+    c.place(name, **spec)
+    c.allocate_and_run(name)
+
+
+def sharing_story(**settings: object) -> tuple[Cluster, str, str, str]:
+    """Two nodes of one device: a and b each alone, then c joins one of them; the worker
+    not sharing leaves. Returns (cluster, the claim's cutter, the joiner c, the free node)."""
+    c = Cluster(nodes=2, devices=1, node_labels=TWO, rebalance_after="2m", **settings)
+    running(c, "a", movable=True)
+    running(c, "b", movable=True)
+    running(c, "c", movable=True)
+    shared = c.status("c")["claimName"]
+    cutter = next(w for w in ("a", "b") if c.status(w)["claimName"] == shared)
+    leaver = "b" if cutter == "a" else "a"
+    free_node = c.status(leaver)["nodeName"]
+    leave(c, leaver)
+    return c, cutter, "c", free_node
+
+
+def leave(c: Cluster, name: str) -> None:
+    """The worker is deleted; its pod and claim go after it (the garbage collector)."""
+    claim = c.status(name)["claimName"]
+    c.api.delete(kube.WORKERS, name)
+    c.reconcile(name)
+    c.api.finish_pod(f"orw-{name}")
+    c.reconcile(name)
+    c.reconcile(name)
+    assert c.api.obj(kube.WORKERS, name) is None
+    if c.api.obj(kube.CLAIMS, claim) is not None:
+        c.api.delete(kube.CLAIMS, claim)
+
+
+def rebalance(c: Cluster) -> object:
+    c.sync()
+    return c.reconciler(REBALANCE)
+
+
+def moving_story(**settings: object) -> tuple[Cluster, str, str]:
+    """The sharing story, the free device's two minutes passed: the joiner's move decided."""
+    c, cutter, joiner, _ = sharing_story(**settings)
+    rebalance(c)
+    c.api.advance(121)
+    rebalance(c)
+    assert c.status(joiner)["move"]
+    return c, cutter, joiner
+
+
+def test_a_joiner_moves_to_the_freed_device_at_its_turns_end_seat_held_first() -> None:
+    c, cutter, joiner, free_node = sharing_story()
+    old = c.status(joiner)["claimName"]
+    rebalance(c)  # the free device's clock starts
+    assert "move" not in c.status(joiner)
+    c.api.advance(119)
+    rebalance(c)
+    assert "move" not in c.status(joiner), "not free for two minutes yet"
+    c.api.advance(2)
+    result = rebalance(c)
+    status = c.status(joiner)
+    new = f"orw-{joiner}-{c.worker(joiner)['metadata']['uid']}"
+    assert status["move"]["from"] == old and status["move"]["to"] == new
+    assert status["reason"].startswith(f"Moving: moving from claim {old}")
+    assert status["moves"][-1]["reason"] == "OwnDevices"
+    assert [k for k, _ in result.enqueue] == [joiner]  # type: ignore[attr-defined]
+    # The new seat is held first: its claim exists, sized for the free node.
+    claim = c.api.obj(kube.CLAIMS, new)
+    assert claim["metadata"]["annotations"][naming.ANNOTATION_SIZED_FOR] == free_node
+    # Its node's time-slicer is asked to end its turns; the pod stays until it says so.
+    c.reconcile(joiner)
+    pod = c.api.obj(kube.PODS, f"orw-{joiner}")
+    assert pod["metadata"]["annotations"][naming.ANNOTATION_DRAIN]
+    assert not pod["metadata"].get("deletionTimestamp")
+    c.reconcile(joiner)
+    assert "waiting for its node's time-slicer" in c.status(joiner)["reason"]
+    c.api.edit(kube.PODS, f"orw-{joiner}", {"metadata": {"annotations": {
+        naming.ANNOTATION_DRAINED: "2026-01-01T00:00:00Z"}}})
+    c.reconcile(joiner)
+    assert c.api.obj(kube.PODS, f"orw-{joiner}")["metadata"].get("deletionTimestamp")
+    assert "the time-slicer says it parked" in c.status(joiner)["reason"]
+    c.api.finish_pod(f"orw-{joiner}")
+    c.reconcile(joiner)  # off the old claim's list
+    assert c.worker(joiner)["metadata"]["uid"] not in (
+        c.api.obj(kube.CLAIMS, old)["metadata"].get("annotations") or {}).get(
+        naming.ANNOTATION_BOOKED, "")
+    c.reconcile(joiner)  # its pod on the new claim
+    status = c.status(joiner)
+    assert status["phase"] == "Placing" and status["claimName"] == new
+    assert status["reason"].startswith(f"Placed: moved from claim {old}")
+    assert f"to claim {new} on node {free_node}" in status["reason"]
+    assert "move" not in status
+    c.allocate_and_run(joiner)
+    assert c.status(joiner)["phase"] == "Running"
+    assert c.status(cutter)["claimName"] == old  # the other stays, now alone
+    rebalance(c)
+    assert "move" not in c.status(cutter)
+
+
+def test_the_claims_cutter_stays_and_an_unmovable_joiner_never_moves() -> None:
+    c = Cluster(nodes=2, devices=1, node_labels=TWO, rebalance_after="1m")
+    running(c, "a", movable=True)
+    running(c, "b")
+    running(c, "c")  # joins: not movable
+    leaver = "b" if c.status("c")["claimName"] == c.status("a")["claimName"] else "a"
+    leave(c, leaver)
+    for _ in range(3):
+        rebalance(c)
+        c.api.advance(120)
+    assert all("move" not in c.status(w) for w in ("a", "b", "c") if w != leaver)
+
+
+def test_waiting_workers_come_first_and_a_worker_moves_once_an_hour_at_most() -> None:
+    c, _, joiner, _ = sharing_story()
+    waiting = c.add_worker("x", role="sampler")
+    c.api.edit(kube.WORKERS, "x", {"status": {"phase": "Pending",
+                                              "reason": "WaitingForCapacity: not yet"}})
+    rebalance(c)
+    c.api.advance(600)
+    rebalance(c)
+    assert "move" not in c.status(joiner), "a worker waiting for a seat comes first"
+    assert waiting
+    c.api.edit(kube.WORKERS, "x", {"status": {"reason": "NoCapacity: never on this fleet"}})
+    rebalance(c)
+    assert c.status(joiner)["move"]
+    c.api.edit(kube.WORKERS, joiner, {"status": {"move": None}})
+    c.reconcile(joiner)  # the claim it cut is left behind: deleted
+    c.api.advance(3000)
+    rebalance(c)
+    assert "move" not in c.status(joiner), "an hour has not passed since its last move"
+    c.api.advance(601)
+    rebalance(c)
+    assert c.status(joiner)["move"]
+
+
+def test_a_silent_time_slicer_keeps_the_old_pod_no_longer_than_the_bound() -> None:
+    c, _, joiner = moving_story(drain_timeout="30s")
+    c.reconcile(joiner)  # asked
+    c.reconcile(joiner)
+    assert not c.api.obj(kube.PODS, f"orw-{joiner}")["metadata"].get("deletionTimestamp")
+    c.api.advance(31)
+    c.reconcile(joiner)
+    assert "said nothing in 31s" in c.status(joiner)["reason"]
+    assert c.api.obj(kube.PODS, f"orw-{joiner}")["metadata"].get("deletionTimestamp")
+
+
+def test_a_pod_left_alone_on_its_claim_goes_at_once() -> None:
+    c, cutter, joiner = moving_story()
+    c.reconcile(joiner)  # asked
+    leave(c, cutter)  # its claim-mate leaves meanwhile: no turn to wait for
+    c.reconcile(joiner)
+    assert "nobody shares its claim now" in c.status(joiner)["reason"]
+    assert c.api.obj(kube.PODS, f"orw-{joiner}")["metadata"].get("deletionTimestamp")
+
+
+def test_a_move_whose_status_never_landed_leaves_no_claim_behind() -> None:
+    c, _, joiner = moving_story()
+    new = c.status(joiner)["move"]["to"]
+    # The controller died after the claim, before the status: the status says nothing.
+    c.api.edit(kube.WORKERS, joiner, {"status": {"move": None, "reason": None}})
+    c.reconcile(joiner)
+    assert c.api.obj(kube.CLAIMS, new) is None
+    assert c.status(joiner)["phase"] == "Running"
+
+
+def test_a_move_whose_new_claim_went_before_the_ask_is_dropped() -> None:
+    c, _, joiner = moving_story()
+    old, new = c.status(joiner)["move"]["from"], c.status(joiner)["move"]["to"]
+    c.api.delete(kube.CLAIMS, new)
+    c.reconcile(joiner)
+    status = c.status(joiner)
+    assert "move" not in status and status["claimName"] == old and status["phase"] == "Running"
+    assert not (c.api.obj(kube.PODS, f"orw-{joiner}")["metadata"].get("annotations") or {}).get(
+        naming.ANNOTATION_DRAIN)
