@@ -12,14 +12,19 @@ Rules:
 * A worker without a seat is also told which published devices placement
   does not count, per node and with the reason (not selected by the class,
   tainted, counters consumed, no memory), and a class selector that fails.
-* A worker holding a seat gets its claim and node, and its turn on the claim as
-  the node's time-slicer last published it on the pod (or that it has not).
+* A worker holding a seat gets its claim and node, its turn on the claim as
+  the node's time-slicer last published it on the pod (or that it has not),
+  and whether and where it would move for efficiency (``rebalancing.outlook``:
+  the move under way, or where it would go once devices stay free
+  ``--rebalance-after``, read from the controller's environment variable, or
+  why it stays).
 * Read-only; the cluster is read once (``cli.live``). A cluster that cannot
   be read, or no such worker, is one line on stderr and exit status 2.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from typing import Any
 
@@ -35,8 +40,11 @@ from controller.inspect_fleet import (
     standing_claims,
     turn_state,
 )
+from controller.reconcile.rebalancing import APART, outlook
+from controller.settings import parse_duration
 from placement import Policy, Strategy
 from placement.quantity import format_quantity
+from placement.rebalance import MoveLimit
 from placement.remedy import Diagnosis, NodeVerdict, diagnose
 
 __all__ = ["build", "command", "kubectl_command"]
@@ -53,7 +61,12 @@ def build(flags: Flags) -> click.Command:
     @click.option("--strategy", envvar="OPEN_RL_STRATEGY", default=Strategy.SPREAD.value,
                   show_default=True, type=click.Choice([s.value for s in Strategy]),
                   help="The scheduler's strategy, under which a seat found now is chosen.")
-    def explain(worker: str, output: str, strategy: str, **cluster: Any) -> None:
+    @click.option("--rebalance-after", envvar="OPEN_RL_REBALANCE_AFTER", default="5m",
+                  show_default=True,
+                  help="The scheduler's --rebalance-after: how long devices must stay free "
+                       "before a movable worker moves to them (0: moves off).")
+    def explain(worker: str, output: str, strategy: str, rebalance_after: str,
+                **cluster: Any) -> None:
         """Why WORKER waits: each enabled node's verdict, and the smallest change that
         would seat it.
 
@@ -75,15 +88,28 @@ def build(flags: Flags) -> click.Command:
         document["standingClaim"] = standing
         if claim is not None:
             document["turn"] = turn_state(live, found)
+            document["move"] = outlook(
+                found, live.view.fleet, claim=claim,
+                own_claim_taken=found.own_claim in live.view.claims,
+                now=dt.datetime.now(dt.UTC), after=_duration(rebalance_after),
+                strategy=Strategy(strategy), limit=MoveLimit(apart=APART))
         if output == "json":
             click.echo(json.dumps(document, indent=2))
         else:
             lines = _explanation_lines(document, diagnosis)
             if claim is not None:
                 lines.append(turn_line(document["turn"]))
+                lines.append(f"move: {document['move']}")
             click.echo("\n".join(lines))
 
     return explain
+
+
+def _duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise click.BadParameter(f"{text!r}: {exc}", param_hint="--rebalance-after") from exc
 
 
 def _explanation(name: str, role: str, memory: int, owner: str, phase: str,

@@ -135,7 +135,7 @@ def _settings(**options: Any) -> Settings:
               help="A movable worker (spec.movable) is moved once the devices it would get "
                    "(spread), or the emptying of its node (binpack), have stayed so this long, "
                    "and no waiting worker could take them; 0: no moves for efficiency.")
-@click.option("--drain-timeout", envvar="OPEN_RL_DRAIN_TIMEOUT", default="2m",
+@click.option("--drain-timeout", envvar="OPEN_RL_DRAIN_TIMEOUT", default="5m",
               show_default=True,
               help="A worker moving for efficiency ends its turn first: its node's time-slicer "
                    "says when it has parked. Its old pod goes after this long at most.")

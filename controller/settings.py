@@ -213,7 +213,7 @@ class Settings:
     rebalance_after: float = attrs.field(default=300.0, converter=parse_duration,
                                          validator=_not_negative)
     # A worker moving waits this long at most for its node's time-slicer to say it parked.
-    drain_timeout: float = attrs.field(default=120.0, converter=parse_duration,
+    drain_timeout: float = attrs.field(default=300.0, converter=parse_duration,
                                        validator=_positive)
     # An assumption no answer resolved (and no plan in flight will) is forgotten after this.
     assume_timeout: float = attrs.field(default=30.0, converter=parse_duration,

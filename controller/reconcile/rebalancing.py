@@ -49,6 +49,7 @@ Rules:
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable, Iterable
 
 import attrs
@@ -72,12 +73,13 @@ from controller.k8s.objects import (
 )
 from controller.reconcile.vocabulary import Case, Conclusion, Context, Outcome, Write, delete_pod
 from controller.settings import Settings
-from placement.decide import NewClaim
+from placement.decide import NewClaim, best_pool
+from placement.fleet import Fleet
 from placement.model import per_device_share
 from placement.policy import Strategy
 from placement.rebalance import FreeSince, Move, MoveLimit, MoveReason, Shape, spread_move
 
-__all__ = ["APART", "Rebalancer", "drain", "moved", "moving_to", "old_seat_back"]
+__all__ = ["APART", "Rebalancer", "drain", "moved", "moving_to", "old_seat_back", "outlook"]
 
 APART = 3600.0  # seconds between two moves of one worker for efficiency
 # The pending kinds that hold moves back: a worker that could take a seat, or one moving.
@@ -321,3 +323,40 @@ def moved(ctx: Context, case: Case, done: Conclusion) -> Conclusion:
     why = _WHY.get(str(move.get("reason") or ""), "moved for efficiency")
     return attrs.evolve(done, outcome=attrs.evolve(
         outcome, detail=f"moved {_describe(move)}: {why}", move=None))
+
+
+# ------------------------------------------------------------------ explain
+
+
+def outlook(worker: Worker, fleet: Fleet, *, claim: str, own_claim_taken: bool,
+            now: dt.datetime, after: float, strategy: Strategy,
+            limit: MoveLimit) -> str:
+    """Whether and where a seated worker would move for efficiency, in one line, as the
+    pass would see it (``explain``). The free devices' clock is the scheduler's own: this
+    says where, and how long devices must stay free, not since when they have been."""
+    move = moving_to(worker)
+    if move is not None:
+        return f"moving {_describe(move)} (decided {move.get('at', '?')})"
+    if after <= 0:
+        return "moves for efficiency are off (--rebalance-after 0)"
+    if strategy is not Strategy.SPREAD:
+        return "the scheduler moves workers for efficiency under spread only"
+    if not worker.movable:
+        return "stays: not movable (spec.movable is false)"
+    booked = fleet.claim(claim)
+    if booked is None or len(booked.bookings) < 2:
+        return "stays: nobody shares its claim"
+    if claim == worker.own_claim or own_claim_taken:
+        return ("stays: the claim is named for it; a movable worker that joined it moves "
+                "instead")
+    times = _move_times(worker)
+    stamp = now.timestamp()
+    if not limit.allows(times, stamp):
+        return ("stays for now: moved within the last hour, or too often within the move "
+                "window")
+    pool = best_pool(worker.request, fleet)
+    if pool is None:
+        return "stays for now: no node has free devices it would take as a newcomer"
+    node, devices, _ = pool
+    return (f"would move to {devices} device(s) of its own on node {node} once they have "
+            f"stayed free {after:.0f}s and no worker waits for a seat")

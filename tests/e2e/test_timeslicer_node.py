@@ -532,3 +532,96 @@ def test_long_run_every_fault_in_rounds(turning: Proof) -> None:
     spans = proof.check(settle=0.0)
     print(f"\n{proof.switches()} switches, {len(spans)} intervals, 0 overlapping, "
           f"{proof.evictions} evictions, {rounds} extra rounds of faults")
+
+
+MOVERS = {"move-a": "owner-a", "move-b": "owner-b"}
+REBALANCE_AFTER = 10.0
+
+
+def test_a_movable_worker_moves_to_a_freed_device_at_its_turns_end(proof: Proof) -> None:
+    """Two movable workers take turns on the node's one device; a device frees on another
+    node (a fake one, enabled): within rebalanceAfter + 30 s the claim's joiner runs
+    there, its old pod deleted only once the time-slicer marked it drained (its last
+    turn ended: no open interval, no overlap), nothing Failed, the cutter now alone."""
+    for name in OWNERS:  # the turn proof's workers, if the module's other tests left them
+        proof.delete_worker(name)
+    proof.cluster.wait_for(lambda: not set(proof.workers()) & set(OWNERS), timeout=120,
+                           what="the turn proof's workers gone")
+    proof.cluster.kubectl("set", "env", "-n", NS, "deployment/open-rl-scheduler",
+                          f"OPEN_RL_REBALANCE_AFTER={REBALANCE_AFTER:.0f}s",
+                          "OPEN_RL_DRAIN_TIMEOUT=60s")
+    proof.cluster.kubectl("rollout", "status", "-n", NS, "deployment/open-rl-scheduler",
+                          "--timeout=180s", timeout=200)
+    spare = next(n.metadata.name for n in proof.core.list_node().items
+                 if n.metadata.name != NODE)
+    try:
+        for name, owner in MOVERS.items():
+            body = {"apiVersion": naming.API_VERSION, "kind": naming.KIND,
+                    "metadata": {"name": name},
+                    "spec": {"role": "sampler", "modelId": "e2e/turns", "memory": "2Gi",
+                             "ownerId": owner, "movable": True,
+                             "podTemplate": {"name": TEMPLATE}}}
+            proof.custom.create_namespaced_custom_object(naming.GROUP, naming.VERSION, NS,
+                                                         naming.PLURAL, body)
+            proof.logs.follow(name, naming.pod_name(name))
+            proof.cluster.wait_for(
+                lambda n=name: (proof.workers().get(n, {}).get("status") or {}).get("phase")
+                == "Running", timeout=120, interval=1, what=f"{name} Running")
+        statuses = {n: proof.workers()[n]["status"] for n in MOVERS}
+        claim = statuses["move-a"]["claimName"]
+        assert statuses["move-b"]["claimName"] == claim, statuses
+        # Both take turns before anything frees.
+        since = time.monotonic()
+        proof.cluster.wait_for(lambda: all(
+            any(e["ev"] == "start" and e["t"] >= since for e in proof.logs.events(n))
+            for n in MOVERS), timeout=60, interval=0.5, what="both movers taking turns")
+        proof.core.patch_node(spare, {"metadata": {"labels": {naming.NODE_ENABLED: "true"}}})
+        freed = time.monotonic()
+        seen: dict[str, dict[str, str]] = {}  # the old pod's annotations, last seen
+
+        def moved() -> str | None:
+            for name in MOVERS:
+                pod = proof.pod(name)
+                if pod is not None and pod.spec.node_name == NODE:
+                    seen[name] = dict(pod.metadata.annotations or {})
+                status = proof.workers()[name].get("status") or {}
+                if status.get("phase") == "Running" and status.get("nodeName") == spare:
+                    return name
+            proof.check()
+            return None
+        try:
+            mover = proof.cluster.wait_for(moved, timeout=REBALANCE_AFTER + 30 + 15,
+                                           interval=0.3, what=f"a mover Running on {spare}")
+        except AssertionError:
+            for name, w in proof.workers().items():
+                print(f"{name}: {w.get('spec')} {w.get('status')}")
+            print(proof.cluster.kubectl("logs", "-n", NS, "deployment/open-rl-scheduler",
+                                        "--tail=80", check=False).stdout)
+            raise
+        took = time.monotonic() - freed
+        stayer = next(n for n in MOVERS if n != mover)
+        workers = proof.workers()
+        print(f"\nmove: {mover} Running on {spare} {took:.1f}s after the device freed "
+              f"(rebalanceAfter {REBALANCE_AFTER:.0f}s); {workers[mover]['status']['moves']}")
+        assert took <= REBALANCE_AFTER + 30, f"{mover} moved {took:.0f}s after the device freed"
+        assert workers[stayer]["status"]["claimName"] == claim, "the cutter stays"
+        assert workers[mover]["status"]["claimName"] != claim
+        assert workers[mover]["status"]["moves"][-1]["reason"] == "OwnDevices"
+        notes = seen.get(mover, {})
+        assert notes.get(naming.ANNOTATION_DRAIN) and notes.get(naming.ANNOTATION_DRAINED), (
+            f"the old pod went without the time-slicer's word: {notes}")
+        assert all((w.get("status") or {}).get("phase") != "Failed" for w in workers.values())
+        # Its last turn on the old claim ended before its pod went: nothing left open.
+        proof.cluster.wait_for(lambda: all(s.end != turn_log.FOREVER for s in
+                                           turn_log.intervals(proof.logs.events(mover), mover)),
+                               timeout=30, interval=0.5, what=f"{mover}'s last turn closed")
+        proof.check()
+        notes_said = [e.message or "" for e in proof.core.list_namespaced_event(
+            NS, field_selector=f"involvedObject.name={mover}").items]
+        assert any(f"moved from claim {claim}" in m for m in notes_said), notes_said
+    finally:
+        for name in MOVERS:
+            proof.delete_worker(name)
+        proof.cluster.wait_for(lambda: not set(proof.workers()) & set(MOVERS), timeout=120,
+                               what="the movers gone")
+        proof.core.patch_node(spare, {"metadata": {"labels": {naming.NODE_ENABLED: None}}})

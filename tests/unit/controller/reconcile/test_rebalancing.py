@@ -4,7 +4,11 @@ gets the devices that freed, at its turn's boundary, its new seat held first."""
 from __future__ import annotations
 
 from controller.k8s import kube, naming
+from controller.k8s.objects import Worker
+from controller.reconcile.rebalancing import outlook
 from controller.store.work import REBALANCE
+from placement.policy import Strategy
+from placement.rebalance import MoveLimit
 from tests.unit.controller.conftest import Cluster
 
 TWO = {"openrl.io/max-workers-per-claim": "2"}
@@ -182,3 +186,31 @@ def test_a_move_whose_new_claim_went_before_the_ask_is_dropped() -> None:
     assert "move" not in status and status["claimName"] == old and status["phase"] == "Running"
     assert not (c.api.obj(kube.PODS, f"orw-{joiner}")["metadata"].get("annotations") or {}).get(
         naming.ANNOTATION_DRAIN)
+
+
+def test_explain_says_where_a_worker_would_move_or_why_it_stays() -> None:
+    c, cutter, joiner, free_node = sharing_story()
+    c.sync()
+
+    def says(name: str, **overrides: object) -> str:
+        worker = Worker.from_obj(c.worker(name))
+        args: dict = {"claim": c.status(name)["claimName"],
+                      "own_claim_taken": worker.own_claim in c.cache.view.claims,
+                      "now": c.api.clock(), "after": 120.0, "strategy": Strategy.SPREAD,
+                      "limit": MoveLimit(apart=3600)}
+        return outlook(worker, c.cache.view.fleet, **{**args, **overrides})
+
+    assert says(joiner) == (f"would move to 1 device(s) of its own on node {free_node} once "
+                            "they have stayed free 120s and no worker waits for a seat")
+    assert says(cutter).startswith("stays: the claim is named for it")
+    assert says(joiner, after=0.0).startswith("moves for efficiency are off")
+    assert says(joiner, strategy=Strategy.BINPACK).endswith("under spread only")
+    c.place("x", memory="70Gi")  # takes the free device
+    c.sync()
+    assert says(joiner) == "stays for now: no node has free devices it would take as a newcomer"
+    leave(c, "x")
+    rebalance(c)
+    c.api.advance(121)
+    rebalance(c)
+    c.sync()
+    assert says(joiner).startswith(f"moving from claim {c.status(cutter)['claimName']}")
