@@ -19,7 +19,7 @@ Rules:
 * What wakes what:
   - a worker (new, deleting): that worker; a worker gone: wake-all;
   - a pod of a worker (scheduled, phase, deletion, kube-scheduler's verdict on an
-    unbound pod): its worker;
+    unbound pod, the time-slicer's openrl.io/drained mark): its worker;
   - a managed claim deleted, allocated or terminating: wake-all; terminating
     also wakes the workers whose pods it is reserved for;
   - a ResourceSlice of the driver changed (a taint gone included): wake-all;
@@ -226,8 +226,11 @@ def _pod_signature(obj: Obj) -> Hashable:
     # news: a pinned pod whose devices were taken is wedged at once, any other once its
     # grace runs out (moves.py), and neither can be judged by a worker never woken.
     scheduled = pod_condition(obj, "PodScheduled") or {}
+    # The time-slicer's word that a moving worker parked is news too (rebalancing.py).
+    drained = (meta(obj).get("annotations") or {}).get(naming.ANNOTATION_DRAINED)
     return (meta(obj).get("uid"), owner.get("uid"), pod_phase(obj), pod_node(obj),
-            meta(obj).get("deletionTimestamp"), scheduled.get("status"), scheduled.get("reason"))
+            meta(obj).get("deletionTimestamp"), scheduled.get("status"), scheduled.get("reason"),
+            drained)
 
 
 def _claim_signature(obj: Obj) -> Hashable:

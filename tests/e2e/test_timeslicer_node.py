@@ -597,6 +597,10 @@ def test_a_movable_worker_moves_to_a_freed_device_at_its_turns_end(proof: Proof)
                 print(f"{name}: {w.get('spec')} {w.get('status')}")
             print(proof.cluster.kubectl("logs", "-n", NS, "deployment/open-rl-scheduler",
                                         "--tail=80", check=False).stdout)
+            print(proof.cluster.kubectl("logs", "-n", AGENT_NS, "daemonset/" + AGENT,
+                                        "--tail=80", check=False).stdout)
+            print({n: (proof.pod(n).metadata.annotations if proof.pod(n) else None)
+                   for n in MOVERS})
             raise
         took = time.monotonic() - freed
         stayer = next(n for n in MOVERS if n != mover)

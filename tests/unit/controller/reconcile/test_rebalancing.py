@@ -214,3 +214,26 @@ def test_explain_says_where_a_worker_would_move_or_why_it_stays() -> None:
     rebalance(c)
     c.sync()
     assert says(joiner).startswith(f"moving from claim {c.status(cutter)['claimName']}")
+
+
+def test_the_time_slicers_drained_mark_wakes_the_moving_worker() -> None:
+    """The old pod goes as soon as the agent says the worker parked, not a bound later:
+    the mark is news to the pod watch; the turn annotation's churn is not."""
+    from controller.store.queue import WorkQueue
+    from controller.store.watches import feeds
+    q = WorkQueue()
+    pod_feed = next(f for f in feeds(q, "gpu.example.com") if f.resource == kube.PODS)
+    pod = {"metadata": {"name": "orw-w1", "uid": "p", "annotations": {
+        naming.ANNOTATION_DRAIN: "2026-01-01T00:00:00Z"}, "ownerReferences": [
+        {"kind": "OpenRLWorker", "name": "w1", "uid": "w", "controller": True}]},
+           "spec": {"nodeName": "n"}, "status": {"phase": "Running"}}
+    pod_feed.event("ADDED", pod)
+    q._due.clear()
+    turned = {**pod, "metadata": {**pod["metadata"], "annotations": {
+        **pod["metadata"]["annotations"], naming.ANNOTATION_TURN: '{"phase":"Waiting"}'}}}
+    pod_feed.event("MODIFIED", turned)
+    assert "w1" not in q._due
+    marked = {**turned, "metadata": {**turned["metadata"], "annotations": {
+        **turned["metadata"]["annotations"], naming.ANNOTATION_DRAINED: "2026-01-01T00:00:01Z"}}}
+    pod_feed.event("MODIFIED", marked)
+    assert "w1" in q._due
