@@ -1,0 +1,178 @@
+"""A move for efficiency, the controller killed at each of its writes: it still converges.
+
+On the first fake GPU node (two seats per claim, every other node disabled),
+workers half the node wide: two claims fill it. Each round, a movable worker
+joins one of the two claims, the worker alone on the other leaves, and its
+devices are free: the joiner is due to move. The controller that decides the
+move is started with a crash planted (hack/crashpoint.py) at the first write
+of one kind -- the new claim, the status naming the move, the ask to drain,
+the old pod's delete, the old claim's booked list, the new pod -- just before
+it is sent or just after its answer. Once it is dead, a plain controller
+takes over, and the round ends only when:
+
+* every worker is Running, with exactly its own pod, on the claim its status
+  names, nobody Failed;
+* no claim is left that no worker's status names, once the sweep has run;
+* no claim lists on its booked list a worker that is not on it.
+
+Fake nodes run no time-slicer, so the ask to drain is never answered and the
+old pod goes after ``--drain-timeout`` (3 s here). ``E2E_MOVE_CRASHES=all``
+plants both crashes (before and after) at every write; by default one of
+the two per write, by a seeded draw.
+"""
+# ruff: noqa: F811
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from controller_fixtures import Env, GiB, GpuNode, crd, gpu_nodes, orw  # noqa: F401
+
+from hack.crashpoint import launcher
+
+ROOT = Path(__file__).resolve().parents[2]
+WRITES = ("create:resourceclaims", "patch:openrlworkers/status", "patch:pods",
+          "delete:pods", "patch:resourceclaims", "create:pods")
+BOOKED = "openrl.io/booked"
+LOG = Path(tempfile.gettempdir()) / "openrl-e2e-move-crash.log"  # the controllers' output
+
+
+def crash_points() -> list[str]:
+    if os.environ.get("E2E_MOVE_CRASHES") == "all":
+        return [f"{w}:1:{when}" for w in WRITES for when in ("before", "after")]
+    rng = random.Random(int(os.environ.get("E2E_MOVE_CRASH_SEED", "7")))
+    return [f"{w}:1:{rng.choice(('before', 'after'))}" for w in WRITES]
+
+
+@pytest.fixture
+def node(orw: Env, gpu_nodes: list[GpuNode]) -> Iterator[GpuNode]:
+    """The first node, enabled with two seats per claim; every other node disabled."""
+    first, *rest = gpu_nodes
+    changed = {first.name: {"openrl.io/max-workers-per-claim": "2"},
+               **{n.name: {"openrl.io/enabled": "false"} for n in rest}}
+    for name, labels in changed.items():
+        orw.core.patch_node(name, {"metadata": {"labels": labels}})
+    try:
+        yield first
+    finally:
+        for name, labels in changed.items():
+            back = {k: ("1" if k.endswith("max-workers-per-claim") else "true") for k in labels}
+            orw.core.patch_node(name, {"metadata": {"labels": back}})
+
+
+def wide(node: GpuNode) -> str:
+    return f"{((node.devices // 2 - 1) * node.device_memory + GiB) // GiB}Gi"
+
+
+def controller(orw: Env, crash_at: str = "", moves: bool = True) -> subprocess.Popen[bytes]:
+    """The scheduler as its own process; with ``moves``, due after 4 s of free devices."""
+    log = open(LOG, "ab")  # noqa: SIM115 - the process keeps it
+    args = [*launcher(crash_at), f"--kubeconfig={orw.cluster.kubeconfig}",
+            f"--namespace={orw.namespace}", f"--device-class={orw.cluster.driver}",
+            "--retry-interval=2s", "--reclaim-interval=2s", "--reclaim-grace=5s",
+            f"--rebalance-after={'4s' if moves else '0'}", "--drain-timeout=3s",
+            "--no-leader-elect",
+            "--http-address=", "--log-format=text"]
+    return subprocess.Popen(args, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def running(orw: Env, name: str) -> str:
+    return str(orw.wait_phase(name, "Running", timeout=90)["claimName"])
+
+
+def sound(orw: Env) -> list[str]:
+    """What is wrong now (nothing: the round has converged)."""
+    problems = []
+    workers = {w["metadata"]["name"]: w for w in orw.workers()}
+    claims = orw.claims()
+    named = set()
+    uids = {}
+    for name, w in workers.items():
+        status = w.get("status") or {}
+        uids[w["metadata"]["uid"]] = name
+        named.add(status.get("claimName"))
+        pod = orw.pod(f"orw-{name}")
+        if status.get("phase") != "Running" or status.get("move"):
+            problems.append(f"{name}: {status.get('phase')} {status.get('reason')}")
+        elif pod is None or pod.metadata.deletion_timestamp or pod.status.phase != "Running":
+            problems.append(f"{name}: its pod is not running")
+        elif not any(c.resource_claim_name == status["claimName"]
+                     for c in pod.spec.resource_claims or []):
+            problems.append(f"{name}: its pod is not on claim {status['claimName']}")
+    for cname, claim in claims.items():
+        if claim["metadata"].get("deletionTimestamp"):
+            problems.append(f"claim {cname} still going")
+            continue
+        if cname not in named:
+            problems.append(f"claim {cname}: no worker's status names it")
+        for uid in filter(None, ((claim["metadata"].get("annotations") or {}).get(
+                BOOKED) or "").split(",")):
+            holder = uids.get(uid)
+            if holder is not None and (workers[holder].get("status") or {}).get(
+                    "claimName") != cname:
+                problems.append(f"claim {cname} lists {holder}, which is on another claim")
+    return problems
+
+
+def test_a_move_converges_whichever_write_the_controller_dies_at(orw: Env,
+                                                                 node: GpuNode) -> None:
+    size = wide(node)
+    plain = controller(orw, moves=False)
+    try:
+        orw.create_worker("a0", size, movable=True)
+        orw.create_worker("b0", size, movable=True)
+        seated = {"a0": running(orw, "a0"), "b0": running(orw, "b0")}
+        rounds: list[str] = []
+        for i, point in enumerate(crash_points()):
+            joiner = f"j{i}"
+            orw.create_worker(joiner, size, movable=True)
+            shared = running(orw, joiner)
+            assert shared in seated.values(), f"{joiner} cut a claim of its own: {shared}"
+            leaver = next(w for w, c in seated.items() if c != shared)
+            if i:  # the last round's controller moves: this round's setup needs one that does not
+                stop(plain)
+                plain = controller(orw, moves=False)
+            orw.delete_worker(leaver)
+            orw.cluster.wait_for(lambda w=leaver: orw.worker(w) is None, timeout=60,
+                                 what=f"{leaver} gone")
+            stop(plain)  # the move is the crashing controller's
+            started = time.monotonic()
+            crashing = controller(orw, crash_at=point)
+            try:
+                crashing.wait(60)
+            except subprocess.TimeoutExpired:
+                stop(crashing)
+                raise AssertionError(f"the controller never reached {point}") from None
+            plain = controller(orw)
+            # Whatever the crash left, the plain controller carries the move through (or
+            # makes it afresh): the round ends with the joiner on a claim of its own.
+            orw.cluster.wait_for(
+                lambda j=joiner, c=shared: not sound(orw) and orw.status(j)["claimName"] != c,
+                timeout=90, interval=1, what=f"convergence after a crash at {point}")
+            took = time.monotonic() - started
+            rounds.append(f"{point} {took:.0f}s")
+            seated = {w["metadata"]["name"]: (w.get("status") or {})["claimName"]
+                      for w in orw.workers()}
+            assert len(set(seated.values())) == len(seated) == 2, seated
+        print("\nmove crashes: " + "; ".join(rounds))
+    finally:
+        stop(plain)
+        orw.start()  # cleanup needs a controller to take the finalizers off
