@@ -230,12 +230,23 @@ def baseline(k: testbed.Kube, namespace: str,
 
 
 def delete_all_claims(k: testbed.Kube, namespace: str) -> None:
+    """Every claim of the namespace deleted, and gone: DRA deallocates each once its pods
+    are gone, which takes minutes for thousands. A burst started before that would find
+    their devices held by another namespace's claims, and be measured on a smaller fleet:
+    past the bound, it stops with an error instead."""
     def names() -> list[str]:
         return [c["metadata"]["name"] for c in k.list(CLAIMS, namespace=namespace)]
 
-    for name in names():
+    left = names()
+    for name in left:
         k.delete(CLAIMS, name, namespace=namespace)
-    testbed.wait_for("the claims to go", 120, lambda: (not names(), "claims left"), every=0.5)
+    bound = max(120.0, 0.3 * len(left))
+    done, took, _ = testbed.wait_for("the claims to go", bound,
+                                     lambda: (not (now := names()), f"{len(now)} claims left"),
+                                     every=1.0)
+    if not done:
+        raise SystemExit(f"burst: {namespace}'s claims still there after {took:.0f}s; "
+                         "the next burst would run on devices they hold")
 
 
 def main() -> int:

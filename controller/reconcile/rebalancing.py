@@ -308,7 +308,7 @@ def old_seat_back(ctx: Context, case: Case) -> Conclusion | None:
     return Conclusion(Outcome(
         WorkerPhase.PENDING, ReasonKind.MOVING,
         f"moving {_describe(move)}: its old pod is gone, its seat on claim {old} is given "
-        "back; its pod on the new claim comes next", move=move),
+        "back; its pod on the new claim comes next", claim=str(move["to"]), move=move),
         (Write("patch", kube.CLAIMS, old, body),), requeue_after=0.2, wake=True)
 
 

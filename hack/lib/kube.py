@@ -29,6 +29,7 @@ import base64
 import dataclasses
 import json
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator
 from functools import cached_property
@@ -313,7 +314,8 @@ def refusal(probe: Callable[[], Any]) -> KubeError | None:
 
 def wait_for(what: str, timeout: float, poll: Callable[[], tuple[bool, str]],
              every: float = 1.0, report_every: float = 10.0) -> tuple[bool, float, str]:
-    """Poll until done or ``timeout`` seconds; progress printed now and then.
+    """Poll until done or ``timeout`` seconds; progress printed now and then (on stderr:
+    a command's stdout may be its JSON).
 
     (done, seconds taken, the last detail ``poll`` gave).
     """
@@ -325,10 +327,12 @@ def wait_for(what: str, timeout: float, poll: Callable[[], tuple[bool, str]],
         if done:
             return True, now - t0, detail
         if now - t0 > timeout:
-            print(f"  timed out after {timeout:g}s waiting for {what}: {detail}", flush=True)
+            print(f"  timed out after {timeout:g}s waiting for {what}: {detail}", flush=True,
+                  file=sys.stderr)
             return False, now - t0, detail
         if now - last_report >= report_every:
-            print(f"  ... {now - t0:4.0f}s waiting for {what}: {detail}", flush=True)
+            print(f"  ... {now - t0:4.0f}s waiting for {what}: {detail}", flush=True,
+                  file=sys.stderr)
             last_report = now
         time.sleep(every)
 
