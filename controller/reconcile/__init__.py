@@ -14,6 +14,10 @@ Module map:
   template, and the seat decision.
 * ``moves``: when a placed worker is placed again (node lost or not ready, pod
   wedged), and how often.
+* ``rebalancing``: moves for efficiency: the timed pass that decides one (the
+  ``REBALANCE`` key), and what explain says of a worker's move.
+* ``moving``: a move under way, step by step: the drain asked of the node's
+  time-slicer, the old pod, the old seat, the new pod.
 * ``standing``: autoscaling: a waiting worker's standing, unpinned claim and pod.
 * ``status``: the status an outcome means, and when a write and an Event are due.
 * ``render``: the worker pod: template, overlay and placement's stamps.

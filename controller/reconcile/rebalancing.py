@@ -1,101 +1,77 @@
-"""Moves for efficiency: a movable worker taking turns gets free devices of its own.
+"""Moves for efficiency: the timed pass that decides one, and what explain says of it.
 
 The rule is placement's (``placement.rebalance``: who moves, where, when);
-this module carries it out on the cluster. A timed pass (the ``REBALANCE``
-queue key, never beside a reconcile) decides; the worker's own reconciles
-then walk the move through these steps (the stages' table runs them):
+this module applies it to the cache's fleet. A timed pass (the ``REBALANCE``
+queue key, so never beside a reconcile) keeps the rule's records of time
+and, when a move is due, makes its first writes; the worker's own reconciles
+carry it on (``moving.py``, its table):
 
-  the moving worker                      its step                 writes
-  -------------------------------------  -----------------------  --------------------------
-  chosen by the pass (``decide``)        its new claim cut and    the claim (assumed), the
-                                         the move recorded        status: Moving, ``move``
-  pod on the old claim, not asked yet    ask the time-slicer to   the pod's openrl.io/drain
-    (``drain``)                          end its turns
-  pod asked, openrl.io/drained on it,    its old pod goes         the pod's delete
-    or alone on its claim, or the
-    time-slicer silent ``drain_timeout``
-  no pod, still on the old claim's list  its old seat given back  the claim's booked list
-    (``old_seat_back``)
-  no pod, off the old claim              the seat stage resumes   the pod on the new claim
-                                         it on the new claim      (``moved``: Placed, naming
-                                         (``seating.held_claim``)  both claims)
-  pod on the new claim                   done: the ``own pod``
-                                         stage says
-  new claim gone before the ask          the move is dropped:     none (the status's
-                                         it stays where it is     ``move`` goes)
+  strategy  who moves (the rule's, and)       its first writes
+  --------  --------------------------------  ----------------------------------------
+  spread    a movable worker that joined the  its own claim cut on the devices it would
+            claim it shares (the claim is      get as a newcomer (assumed), then the
+            named for the worker that cut it,  status: Moving, ``move`` naming both
+            so that one stays)                 claims and nodes
+  binpack   a movable worker alone on its      the join committed on the claim it moves
+            node, autoscaling on (an emptied   to (the claim's booked list), then the
+            node is the autoscaler's to        status as above; a move that would need
+            remove), that a join can seat      a new claim is not made
+            elsewhere
 
 Rules:
 
-* Only under ``spread``, and only a worker that joined the claim it shares
-  moves: the claim is named for the worker that cut it (``claim_name``), so
-  its cutter stays and the joiner takes a claim of its own name.
 * Waiting workers come first: no move is decided while any worker waits for
-  a seat (or is between the two pods of a move): one move at a time.
-* The new seat is held before the old one is given back: the new claim is
-  cut (and assumed) when the move is decided, the old join is taken off only
-  once the old pod is gone, and the new pod made only after that.
-* The time-slicer's word is the turn's boundary: the pod is asked to drain,
-  and goes once the agent says the worker parked, at once if it shares its
-  claim with nobody now, and after ``drain_timeout`` at most.
+  a seat (or is between the two pods of a move), and one move at a time.
+* The new seat is held before the old one is given back: cut or committed
+  when the move is decided, the old one released only once the old pod is
+  gone (``moving.py``).
 * Moves count against the same limit as the moves a lost node forces
-  (``status.moves``), and for efficiency at most once an hour each.
-* The pass's records of free devices are sampled each pass and kept in
-  memory: after a restart the clocks start again, so a move comes at most
-  ``rebalance_after`` later than it would have.
-* A claim named for a worker that holds a pod on another claim, with no
-  move under way and nobody on it, is what a move left before its status was
-  written: it is deleted (``drain``, before the ``own pod`` stage).
+  (``status.moves``), and for efficiency at most once an hour each
+  (``APART``).
+* The records of time (free devices, lone nodes) are sampled each pass and
+  kept in memory: after a restart the clocks start again, so a move comes at
+  most ``rebalance_after`` later than it would have.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Iterator, Mapping
 
-import attrs
-
-from controller.fleet.claims import booked_uids, build_claim
-from controller.k8s import kube, naming
+from controller.fleet.claims import build_claim, commit_join
+from controller.k8s import kube
 from controller.k8s.naming import ReasonKind, WorkerPhase
 from controller.k8s.objects import (
-    Obj,
     Worker,
-    annotations_of,
     format_time,
     is_deleting,
-    name_of,
     parse_time,
-    pod_alive,
     pod_claim,
-    pod_phase,
-    uid_of,
-    worker_owner_uid,
 )
-from controller.reconcile.vocabulary import Case, Conclusion, Context, Outcome, Write, delete_pod
+from controller.reconcile.moving import WHY, describe, moving_to
+from controller.reconcile.vocabulary import Conclusion, Context, Outcome, Write
 from controller.settings import Settings
-from placement.decide import NewClaim, best_pool
+from placement.decide import JoinClaim, NewClaim, best_pool
 from placement.fleet import Fleet
-from placement.model import per_device_share
+from placement.model import Request, Role, per_device_share
 from placement.policy import Strategy
-from placement.rebalance import FreeSince, Move, MoveLimit, MoveReason, Shape, spread_move
+from placement.rebalance import (
+    AloneSince,
+    FreeSince,
+    Move,
+    MoveLimit,
+    MoveReason,
+    Shape,
+    pack_move,
+    spread_move,
+)
 
-__all__ = ["APART", "Rebalancer", "drain", "moved", "moving_to", "old_seat_back", "outlook"]
+__all__ = ["APART", "Rebalancer", "outlook"]
 
 APART = 3600.0  # seconds between two moves of one worker for efficiency
 # The pending kinds that hold moves back: a worker that could take a seat, or one moving.
 _HOLDS_MOVES = frozenset({"", ReasonKind.WAITING_FOR_CAPACITY, ReasonKind.NODE_LOST,
                           ReasonKind.NODE_NOT_READY, ReasonKind.POD_WEDGED, ReasonKind.MOVING})
-
-
-def moving_to(worker: Worker) -> Obj | None:
-    """The move for efficiency under way (``status.move``), or None."""
-    move = worker.status.get("move")
-    return move if isinstance(move, dict) and move.get("to") and move.get("from") else None
-
-
-def _describe(move: Obj) -> str:
-    return (f"from claim {move['from']} on node {move.get('fromNode') or '(unknown)'} to "
-            f"claim {move['to']} on node {move.get('node') or '(unknown)'}")
 
 
 # ------------------------------------------------------------------ the pass
@@ -107,13 +83,15 @@ class Rebalancer:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.free = FreeSince()
+        self.alone = AloneSince()
         self.limit = MoveLimit(settings.move_limit, settings.move_window, APART)
         self.stranded = 0  # devices free while a movable worker shares, at the last pass
 
     @property
     def on(self) -> bool:
-        return (self.settings.rebalance_after > 0
-                and self.settings.policy.strategy is Strategy.SPREAD)
+        """Moves are on: spread, or binpack where an autoscaler may remove emptied nodes."""
+        return self.settings.rebalance_after > 0 and (
+            self.settings.policy.strategy is Strategy.SPREAD or self.settings.autoscaling)
 
     def interval(self) -> float:
         """How often the pass runs: often enough to keep ``rebalance_after`` close."""
@@ -123,6 +101,8 @@ class Rebalancer:
         """The move to start now, if one is due. Called under the cache's lock (the
         stages' rule): what it cuts is assumed before the lock goes. ``waiting``: the
         reason kinds of the pending workers."""
+        if self.settings.policy.strategy is not Strategy.SPREAD:
+            return self._pack(ctx, waiting)
         view, now = ctx.cache.view, ctx.now.timestamp()
         fleet = view.fleet
         present = set()
@@ -144,6 +124,30 @@ class Rebalancer:
         if not isinstance(found, Move):
             return None
         worker = workers[found.worker]
+        return worker, self._start(ctx, worker, found)
+
+    def _pack(self, ctx: Context, waiting: Iterable[str]) -> tuple[Worker, Conclusion] | None:
+        """Binpack: a movable worker alone on its node for ``rebalance_after`` joins a
+        claim on another node that holds workers, so its node empties."""
+        fleet, now = ctx.cache.view.fleet, ctx.now.timestamp()
+        present = set()
+        for node in fleet.nodes:
+            present.add(node.name)
+            self.alone.observe(node.name, fleet.workers_on_node(node.name), now)
+        for gone in [n for n, _ in self.alone.nodes() if n not in present]:
+            self.alone.observe(gone, 0, now)
+        if any(kind in _HOLDS_MOVES for kind in waiting):
+            return None
+        workers = _Workers(ctx)
+        found = pack_move(fleet, self.alone, workers, ctx.settings.policy, now=now,
+                          after=self.settings.rebalance_after, removable=lambda _: True,
+                          may_move=lambda name: workers.may_move(name, self.limit, now))
+        # A new claim elsewhere would need a second claim named for the worker while its
+        # own still stands: only a join moves it (the rule tries joins first).
+        if not isinstance(found, Move) or not isinstance(found.seat, JoinClaim):
+            return None
+        worker = workers.worker(found.worker)
+        assert worker is not None  # may_move read it
         return worker, self._start(ctx, worker, found)
 
     def _sharing(self, ctx: Context) -> tuple[dict[Shape, list[str]], dict[str, Worker], bool]:
@@ -181,12 +185,20 @@ class Rebalancer:
     def _start(self, ctx: Context, worker: Worker, move: Move) -> Conclusion:
         """The move's first writes: the new claim, then the status naming both claims."""
         seat = move.seat
-        assert isinstance(seat, NewClaim)  # spread moves to devices of its own
-        body = build_claim(worker.own_claim, seat, namespace=ctx.namespace,
-                           device_class=ctx.settings.device_class,
-                           driver=ctx.settings.device_driver, worker=worker.name,
-                           worker_uid=worker.uid)
-        record = {"from": move.claim, "fromNode": move.node, "to": worker.own_claim,
+        if isinstance(seat, NewClaim):  # spread: devices of its own, a claim of its name
+            to = worker.own_claim
+            body = build_claim(to, seat, namespace=ctx.namespace,
+                               device_class=ctx.settings.device_class,
+                               driver=ctx.settings.device_driver, worker=worker.name,
+                               worker_uid=worker.uid)
+            hold = Write("create", kube.CLAIMS, to, body, assumed=True)
+        else:  # binpack: a join, committed on the claim's booked list now
+            to = seat.claim
+            claim = ctx.cache.get(kube.CLAIMS, to)
+            assert claim is not None  # the fleet read it
+            hold = Write("patch", kube.CLAIMS, to,
+                         commit_join(claim, worker.uid, ctx.cache.view.live_uid))
+        record = {"from": move.claim, "fromNode": move.node, "to": to,
                   "node": seat.node, "reason": str(move.reason), "at": format_time(ctx.now)}
         kept = [m for m in worker.status.get("moves") or [] if isinstance(m, dict)]
         entry = {"at": record["at"], "reason": str(move.reason), "node": move.node,
@@ -194,135 +206,54 @@ class Rebalancer:
         devices = worker.status.get("deviceCount")
         return Conclusion(Outcome(
             WorkerPhase.RUNNING, ReasonKind.MOVING,
-            f"moving {_describe(record)}: {_WHY[move.reason]} (1/{move.round} of the turns "
-            "here); its turn ends first", claim=move.claim, devices=devices,
+            f"moving {describe(record)}: {WHY[move.reason]}"
+            + (f" (1/{move.round} of the turns here); its turn ends first"
+               if move.reason is MoveReason.OWN_DEVICES else ""), claim=move.claim, devices=devices,
             memory_per_device=per_device_share(worker.memory, devices) if devices else None,
             node=str(worker.status.get("nodeName") or ""), pod=worker.pod_name,
             moves=tuple([*kept, entry][-(ctx.settings.move_limit + 1):]), move=record),
-            (Write("create", kube.CLAIMS, worker.own_claim, body, assumed=True),),
-            requeue_after=1.0)
+            (hold,), requeue_after=1.0)
 
 
-_WHY: dict[str, str] = {MoveReason.OWN_DEVICES: "devices of its own have stayed free",
-                        MoveReason.EMPTIES_NODE: "it empties its node"}
+class _Workers(Mapping[str, Request]):
+    """The workers the binpack rule asks about, read from the cache as it asks (a lone
+    node's one worker each): their requests, and whether each may move now."""
+
+    def __init__(self, ctx: Context) -> None:
+        self._ctx = ctx
+        self._read: dict[str, Worker | None] = {}
+
+    def worker(self, name: str) -> Worker | None:
+        if name not in self._read:
+            obj = self._ctx.cache.get(kube.WORKERS, name)
+            self._read[name] = Worker.from_obj(obj) if obj is not None else None
+        return self._read[name]
+
+    def __getitem__(self, name: str) -> Request:
+        worker = self.worker(name)
+        # A pod whose worker is gone holds its seat, and is never moved.
+        return worker.request if worker is not None else Request(name, Role.TRAINER, 0)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._read)
+
+    def __len__(self) -> int:
+        return len(self._read)
+
+    def may_move(self, name: str, limit: MoveLimit, now: float) -> bool:
+        worker = self.worker(name)
+        if worker is None or moving_to(worker) is not None or not worker.movable \
+                or worker.spec_error or worker.deleting or worker.phase != WorkerPhase.RUNNING:
+            return False
+        pod = self._ctx.cache.get(kube.PODS, worker.pod_name)
+        return (pod is not None and not is_deleting(pod) and bool(pod_claim(pod))
+                and limit.allows(_move_times(worker), now))
 
 
 def _move_times(worker: Worker) -> list[float]:
     times = [parse_time(str(m.get("at") or "")) for m in worker.status.get("moves") or []
              if isinstance(m, dict)]
     return sorted(t.timestamp() for t in times if t is not None)
-
-
-# ------------------------------------------------------------------ the steps
-
-
-def drain(ctx: Context, case: Case) -> Conclusion | None:
-    """A moving worker's old pod: ask its turns to end, then delete it (the module's
-    table). None: the ``own pod`` stage says (no move, or it is done or dropped)."""
-    worker, pod = case.worker, case.pod
-    if pod is None or worker_owner_uid(pod) != worker.uid:
-        return None
-    move = moving_to(worker)
-    claim = pod_claim(pod)
-    if move is None:
-        return _stray(ctx, worker, claim)
-    if claim != move["from"]:
-        return None  # on its new claim (or somewhere the move never meant): the pod says
-    view = ctx.cache.view
-    notes = annotations_of(pod)
-    asked = parse_time(notes.get(naming.ANNOTATION_DRAIN) or "")
-    if move["to"] not in view.claims and asked is None:
-        return None  # its new claim went before its turns were touched: it stays
-    state = _outcome(worker, pod, move)
-    if is_deleting(pod):
-        return Conclusion(state("its old pod is going"), requeue_after=1.0)
-    booked = view.fleet.claim(claim)
-    alone = booked is None or len(booked.bookings) <= 1
-    waited = (ctx.now - asked).total_seconds() if asked is not None else 0.0
-    why = ("nobody shares its claim now" if alone else
-           "the time-slicer says it parked" if notes.get(naming.ANNOTATION_DRAINED) else
-           "its pod is not running" if not pod_alive(pod) else
-           f"the time-slicer said nothing in {waited:.0f}s" if asked is not None
-           and waited >= ctx.settings.drain_timeout else "")
-    if why:
-        return Conclusion(state(f"{why}: its old pod {name_of(pod)} is deleted"),
-                          (delete_pod(pod),), requeue_after=1.0)
-    if asked is None:
-        ask = Write("patch", kube.PODS, name_of(pod), {"metadata": {"annotations": {
-            naming.ANNOTATION_DRAIN: format_time(ctx.now)}}})
-        return Conclusion(state("its node's time-slicer is asked to end its turns"), (ask,),
-                          requeue_after=ctx.settings.drain_timeout + 0.5)
-    return Conclusion(state(f"waiting for its node's time-slicer to say it parked (asked "
-                            f"{waited:.0f}s ago)"),
-                      requeue_after=max(0.5, ctx.settings.drain_timeout - waited + 0.5))
-
-
-def _outcome(worker: Worker, pod: Obj, move: Obj) -> Callable[[str], Outcome]:
-    """The status while the old pod drains, its detail to say."""
-    devices = worker.status.get("deviceCount")
-    phase = (WorkerPhase.RUNNING if pod_phase(pod) == naming.PodPhase.RUNNING
-             else WorkerPhase.PLACING)
-
-    def state(now: str) -> Outcome:
-        return Outcome(phase, ReasonKind.MOVING, f"moving {_describe(move)}: {now}",
-                       claim=str(move["from"]), devices=devices,
-                       memory_per_device=per_device_share(worker.memory, devices)
-                       if devices else None, node=str(worker.status.get("nodeName") or ""),
-                       pod=name_of(pod), move=move)
-    return state
-
-
-def _stray(ctx: Context, worker: Worker, claim: str) -> Conclusion | None:
-    """Delete the worker's own claim when its pod is on another claim, no move is under
-    way and nobody sits on it (a move whose status was never written left it)."""
-    own = worker.own_claim
-    view = ctx.cache.view.claims.get(own)
-    if claim == own or view is None or view.allocated or view.reserved:
-        return None
-    booked = ctx.cache.view.fleet.claim(own)
-    obj = ctx.cache.get(kube.CLAIMS, own)
-    if (booked is not None and booked.bookings) or obj is None:
-        return None
-    return Conclusion(None, (Write("delete", kube.CLAIMS, own, {}, uid=uid_of(obj)),),
-                      requeue_after=1.0, wake=True)
-
-
-def old_seat_back(ctx: Context, case: Case) -> Conclusion | None:
-    """A moving worker whose old pod is gone: take it off the old claim's booked list.
-    None once it is off: the seat stage resumes it on its new claim."""
-    worker = case.worker
-    move = moving_to(worker)
-    if move is None:
-        return None
-    old = str(move["from"])
-    obj = ctx.cache.get(kube.CLAIMS, old)
-    if obj is None or old == worker.own_claim:
-        return None
-    uids = booked_uids(obj)
-    if worker.uid not in uids:
-        return None
-    body = {"metadata": {
-        "resourceVersion": (obj.get("metadata") or {}).get("resourceVersion"),
-        "annotations": {naming.ANNOTATION_BOOKED: ",".join(u for u in uids if u != worker.uid)
-                        or None}}}
-    return Conclusion(Outcome(
-        WorkerPhase.PENDING, ReasonKind.MOVING,
-        f"moving {_describe(move)}: its old pod is gone, its seat on claim {old} is given "
-        "back; its pod on the new claim comes next", claim=str(move["to"]), move=move),
-        (Write("patch", kube.CLAIMS, old, body),), requeue_after=0.2, wake=True)
-
-
-def moved(ctx: Context, case: Case, done: Conclusion) -> Conclusion:
-    """The seat's conclusion for a moving worker resumed on its new claim: Placed, naming
-    both claims (and the move ends). Any other conclusion ends the move as it is."""
-    move = moving_to(case.worker)
-    outcome = done.outcome
-    if move is None or outcome is None or outcome.phase != WorkerPhase.PLACING \
-            or outcome.claim != move["to"]:
-        return done
-    why = _WHY.get(str(move.get("reason") or ""), "moved for efficiency")
-    return attrs.evolve(done, outcome=attrs.evolve(
-        outcome, detail=f"moved {_describe(move)}: {why}", move=None))
 
 
 # ------------------------------------------------------------------ explain
@@ -336,7 +267,7 @@ def outlook(worker: Worker, fleet: Fleet, *, claim: str, own_claim_taken: bool,
     says where, and how long devices must stay free, not since when they have been."""
     move = moving_to(worker)
     if move is not None:
-        return f"moving {_describe(move)} (decided {move.get('at', '?')})"
+        return f"moving {describe(move)} (decided {move.get('at', '?')})"
     if after <= 0:
         return "moves for efficiency are off (--rebalance-after 0)"
     if strategy is not Strategy.SPREAD:

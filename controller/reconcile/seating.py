@@ -50,7 +50,7 @@ from controller.k8s import kube
 from controller.k8s.logs import kv
 from controller.k8s.naming import ReasonKind, WorkerPhase
 from controller.k8s.objects import Obj, Worker
-from controller.reconcile import moves, parking, privileges, rebalancing, render
+from controller.reconcile import moves, moving, parking, privileges, render
 from controller.reconcile.vocabulary import Case, Conclusion, Context, Outcome, Write
 from placement import Fleet, JoinClaim, NewClaim, Policy, Request, Wait, decide
 from placement.decide import Decision, seat_why
@@ -68,7 +68,7 @@ def held_claim(ctx: Context, worker: Worker) -> ClaimView | None:
     join committed on a claim's booked list."""
     view = ctx.cache.view
     booked = view.bookings.get(worker.name)
-    move = rebalancing.moving_to(worker)
+    move = moving.moving_to(worker)
     for claim in (move["to"] if move else "", worker.claim, worker.own_claim,
                   booked.claim if booked else ""):
         if claim and claim in view.claims:

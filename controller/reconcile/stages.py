@@ -34,7 +34,7 @@ import attrs
 
 from controller.k8s.naming import FINISHED_PHASES
 from controller.k8s.objects import Obj, Worker
-from controller.reconcile import moves, rebalancing, seating, standing, tracking
+from controller.reconcile import moves, moving, seating, standing, tracking
 from controller.reconcile.vocabulary import Case, Conclusion, Context
 
 __all__ = ["REFINERS", "STAGES", "Refiner", "Stage", "When", "conclude"]
@@ -104,10 +104,10 @@ STAGES: tuple[Stage, ...] = (
     Stage("standing pod", (When.AUTOSCALING, When.STANDING_POD), standing.standing_pod),
     Stage("lost race", (When.AUTOSCALING, When.PINNED_POD), standing.lost_race),
     Stage("moved pod", (When.POD,), moves.moved_pod),
-    Stage("moving", (When.POD,), rebalancing.drain),
+    Stage("moving", (When.POD,), moving.drain),
     Stage("own pod", (When.POD,), tracking.own_pod),
     Stage("standing claim left", (When.AUTOSCALING, When.NO_POD), standing.standing_claim_left),
-    Stage("old seat back", (When.NO_POD,), rebalancing.old_seat_back),
+    Stage("old seat back", (When.NO_POD,), moving.old_seat_back),
     Stage("seat given back", (When.NO_POD,), moves.give_seat_back),
     Stage("held back", (When.NO_SEAT,), moves.held_back),
     Stage("template", (When.NO_POD,), seating.template),
@@ -118,7 +118,7 @@ STAGES: tuple[Stage, ...] = (
 REFINERS: tuple[Refiner, ...] = (
     Refiner("wedge due", "own pod", (), moves.back_when_wedged),
     Refiner("placed again", "seat", (), moves.placed_again),
-    Refiner("moved", "seat", (), rebalancing.moved),
+    Refiner("moved", "seat", (), moving.moved),
     Refiner("stands instead", "seat", (When.AUTOSCALING,), standing.stand_instead),
 )
 

@@ -534,7 +534,6 @@ def test_long_run_every_fault_in_rounds(turning: Proof) -> None:
           f"{proof.evictions} evictions, {rounds} extra rounds of faults")
 
 
-MOVERS = {"move-a": "owner-a", "move-b": "owner-b"}
 REBALANCE_AFTER = 10.0
 
 
@@ -543,6 +542,18 @@ def test_a_movable_worker_moves_to_a_freed_device_at_its_turns_end(proof: Proof)
     node (a fake one, enabled): within rebalanceAfter + 30 s the claim's joiner runs
     there, its old pod deleted only once the time-slicer marked it drained (its last
     turn ended: no open interval, no overlap), nothing Failed, the cutter now alone."""
+    move_story(proof, "move", agent_killed=False)
+
+
+def test_the_agent_killed_mid_drain_still_ends_the_turn_before_the_move(proof: Proof) -> None:
+    """The same, with the agent stopped before the ask reaches it and killed once the ask
+    is on the pod: the restarted agent finds the ask, retires the member and marks it
+    drained; the move goes on from there (the controller's bound never met)."""
+    move_story(proof, "kmove", agent_killed=True)
+
+
+def move_story(proof: Proof, prefix: str, *, agent_killed: bool) -> None:
+    movers = {f"{prefix}-a": "owner-a", f"{prefix}-b": "owner-b"}
     for name in OWNERS:  # the turn proof's workers, if the module's other tests left them
         proof.delete_worker(name)
     proof.cluster.wait_for(lambda: not set(proof.workers()) & set(OWNERS), timeout=120,
@@ -555,7 +566,7 @@ def test_a_movable_worker_moves_to_a_freed_device_at_its_turns_end(proof: Proof)
     spare = next(n.metadata.name for n in proof.core.list_node().items
                  if n.metadata.name != NODE)
     try:
-        for name, owner in MOVERS.items():
+        for name, owner in movers.items():
             body = {"apiVersion": naming.API_VERSION, "kind": naming.KIND,
                     "metadata": {"name": name},
                     "spec": {"role": "sampler", "modelId": "e2e/turns", "memory": "2Gi",
@@ -567,20 +578,38 @@ def test_a_movable_worker_moves_to_a_freed_device_at_its_turns_end(proof: Proof)
             proof.cluster.wait_for(
                 lambda n=name: (proof.workers().get(n, {}).get("status") or {}).get("phase")
                 == "Running", timeout=120, interval=1, what=f"{name} Running")
-        statuses = {n: proof.workers()[n]["status"] for n in MOVERS}
-        claim = statuses["move-a"]["claimName"]
-        assert statuses["move-b"]["claimName"] == claim, statuses
+        statuses = {n: proof.workers()[n]["status"] for n in movers}
+        claim = statuses[f"{prefix}-a"]["claimName"]
+        assert statuses[f"{prefix}-b"]["claimName"] == claim, statuses
         # Both take turns before anything frees.
         since = time.monotonic()
         proof.cluster.wait_for(lambda: all(
             any(e["ev"] == "start" and e["t"] >= since for e in proof.logs.events(n))
-            for n in MOVERS), timeout=60, interval=0.5, what="both movers taking turns")
+            for n in movers), timeout=60, interval=0.5, what="both movers taking turns")
+        stopped = 0
+        if agent_killed:  # the ask will reach a stopped agent, and be found by its successor
+            agent = proof.wait_agent()
+            restarts = agent.status.container_statuses[0].restart_count
+            stopped = agent_pid(agent)
+            os.kill(stopped, signal.SIGSTOP)
         proof.core.patch_node(spare, {"metadata": {"labels": {naming.NODE_ENABLED: "true"}}})
         freed = time.monotonic()
+        if agent_killed:
+            proof.cluster.wait_for(lambda: any(
+                (p := proof.pod(n)) is not None
+                and (p.metadata.annotations or {}).get(naming.ANNOTATION_DRAIN)
+                for n in movers), timeout=REBALANCE_AFTER + 30, interval=0.3,
+                what="the ask to drain on a mover's pod")
+            os.kill(stopped, signal.SIGKILL)
+            proof.faults.append("agent SIGKILL mid-drain")
+            proof.cluster.wait_for(
+                lambda: bool(pods := proof.agent_pods())
+                and pods[0].status.container_statuses[0].restart_count > restarts,
+                timeout=120, interval=0.5, what="the agent restarted")
         seen: dict[str, dict[str, str]] = {}  # the old pod's annotations, last seen
 
         def moved() -> str | None:
-            for name in MOVERS:
+            for name in movers:
                 pod = proof.pod(name)
                 if pod is not None and pod.spec.node_name == NODE:
                     seen[name] = dict(pod.metadata.annotations or {})
@@ -590,7 +619,8 @@ def test_a_movable_worker_moves_to_a_freed_device_at_its_turns_end(proof: Proof)
             proof.check()
             return None
         try:
-            mover = proof.cluster.wait_for(moved, timeout=REBALANCE_AFTER + 30 + 15,
+            mover = proof.cluster.wait_for(moved, timeout=REBALANCE_AFTER + 30 + 15
+                                           + (60 if agent_killed else 0),
                                            interval=0.3, what=f"a mover Running on {spare}")
         except AssertionError:
             for name, w in proof.workers().items():
@@ -600,14 +630,15 @@ def test_a_movable_worker_moves_to_a_freed_device_at_its_turns_end(proof: Proof)
             print(proof.cluster.kubectl("logs", "-n", AGENT_NS, "daemonset/" + AGENT,
                                         "--tail=80", check=False).stdout)
             print({n: (proof.pod(n).metadata.annotations if proof.pod(n) else None)
-                   for n in MOVERS})
+                   for n in movers})
             raise
         took = time.monotonic() - freed
-        stayer = next(n for n in MOVERS if n != mover)
+        stayer = next(n for n in movers if n != mover)
         workers = proof.workers()
         print(f"\nmove: {mover} Running on {spare} {took:.1f}s after the device freed "
               f"(rebalanceAfter {REBALANCE_AFTER:.0f}s); {workers[mover]['status']['moves']}")
-        assert took <= REBALANCE_AFTER + 30, f"{mover} moved {took:.0f}s after the device freed"
+        assert agent_killed or took <= REBALANCE_AFTER + 30, (
+            f"{mover} moved {took:.0f}s after the device freed")
         assert workers[stayer]["status"]["claimName"] == claim, "the cutter stays"
         assert workers[mover]["status"]["claimName"] != claim
         assert workers[mover]["status"]["moves"][-1]["reason"] == "OwnDevices"
@@ -624,8 +655,8 @@ def test_a_movable_worker_moves_to_a_freed_device_at_its_turns_end(proof: Proof)
             NS, field_selector=f"involvedObject.name={mover}").items]
         assert any(f"moved from claim {claim}" in m for m in notes_said), notes_said
     finally:
-        for name in MOVERS:
+        for name in movers:
             proof.delete_worker(name)
-        proof.cluster.wait_for(lambda: not set(proof.workers()) & set(MOVERS), timeout=120,
+        proof.cluster.wait_for(lambda: not set(proof.workers()) & set(movers), timeout=120,
                                what="the movers gone")
         proof.core.patch_node(spare, {"metadata": {"labels": {naming.NODE_ENABLED: None}}})

@@ -237,3 +237,42 @@ def test_the_time_slicers_drained_mark_wakes_the_moving_worker() -> None:
         **turned["metadata"]["annotations"], naming.ANNOTATION_DRAINED: "2026-01-01T00:00:01Z"}}}
     pod_feed.event("MODIFIED", marked)
     assert "w1" in q._due
+
+
+def test_under_binpack_a_lone_worker_joins_a_claim_elsewhere_and_its_node_empties() -> None:
+    """Autoscaling on, binpack: x alone on one node, a and b on a claim with a free seat on
+    the other; after two minutes alone, x joins that claim (the join committed first), its
+    pod goes at once (nobody to take turns with), its own claim is released, and its pod
+    is made on the claim it joined."""
+    c = Cluster(nodes=2, devices=1, node_labels={"openrl.io/max-workers-per-claim": "3"},
+                rebalance_after="2m", strategy="binpack", autoscaling=True)
+    running(c, "a", movable=True)
+    running(c, "b", movable=True)  # binpack: joins a's claim
+    shared = c.status("a")["claimName"]
+    assert c.status("b")["claimName"] == shared
+    # x lands alone on the other node: the claim it would join is made full for a moment.
+    c.api.edit(kube.NODES, c.status("a")["nodeName"], {"metadata": {"labels": {
+        "openrl.io/max-workers-per-claim": "2"}}})
+    running(c, "x", movable=True)
+    lone, own = c.status("x")["nodeName"], c.status("x")["claimName"]
+    assert lone != c.status("a")["nodeName"]
+    c.api.edit(kube.NODES, c.status("a")["nodeName"], {"metadata": {"labels": {
+        "openrl.io/max-workers-per-claim": "3"}}})
+    rebalance(c)
+    c.api.advance(121)
+    rebalance(c)
+    status = c.status("x")
+    assert status["move"]["to"] == shared and status["move"]["reason"] == "EmptiesNode"
+    assert c.worker("x")["metadata"]["uid"] in c.api.obj(kube.CLAIMS, shared)["metadata"][
+        "annotations"][naming.ANNOTATION_BOOKED]
+    c.reconcile("x")  # alone on its claim: its pod goes at once
+    assert "nobody shares its claim now" in c.status("x")["reason"]
+    c.api.finish_pod("orw-x")
+    c.reconcile("x")  # its own claim released
+    assert c.api.obj(kube.CLAIMS, own) is None or c.api.obj(kube.CLAIMS, own)["metadata"].get(
+        "deletionTimestamp")
+    c.reconcile("x")
+    status = c.status("x")
+    assert status["phase"] == "Placing" and status["claimName"] == shared, status
+    assert status["reason"].startswith(f"Placed: moved from claim {own} on node {lone}")
+    assert "it empties its node" in status["reason"]
