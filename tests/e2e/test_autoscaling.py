@@ -396,3 +396,48 @@ def test_books_hold_when_a_worker_leaves_a_standing_claim(auto: Env) -> None:
     claims = {auto.status(n)["claimName"] for n in names}
     assert len(claims) < len(names) or len(books.nodes_seen) >= 1
     books.wait_no_standing()
+
+
+def test_binpack_packs_two_lone_movable_workers_and_the_emptied_node_goes(auto: Env) -> None:
+    """Binpack with moves (rebalanceAfter 10s): a wave of movable workers over several
+    nodes; then all leave but two, each alone on its node. One joins the other's claim
+    (its pod stopped at once: nobody to take turns with), and Karpenter removes the node
+    it emptied."""
+    books = Books(auto)
+    _start(auto, strategy="binpack", rebalance_after="0")  # the wave lands as it would
+    wave = [f"m{i:02d}" for i in range(24)]  # more than one node can park: two nodes at least
+    for name in wave:
+        auto.create_worker(name, "50Gi", movable=True)
+    books.wait_running(wave, timeout=300)
+    on = {name: auto.status(name)["nodeName"] for name in wave}
+    assert len(set(on.values())) >= 2, f"the wave fit on one node: {on}"
+    first = wave[0]
+    second = next(n for n in wave if on[n] != on[first])
+    keep = {first, second}
+    auto.stop()
+    _start(auto, strategy="binpack", rebalance_after="10s", drain_timeout="5s")
+    for name in wave:
+        if name not in keep:
+            auto.delete_worker(name)
+    auto.cluster.wait_for(lambda: {w["metadata"]["name"] for w in auto.workers()} == keep,
+                          timeout=120, what="the wave gone but two")
+    t0 = time.monotonic()
+
+    def packed() -> bool:
+        books.check()
+        statuses = {n: auto.status(n) for n in keep}
+        return (len({s.get("claimName") for s in statuses.values()}) == 1
+                and all(s.get("phase") == "Running" for s in statuses.values()))
+    auto.cluster.wait_for(packed, timeout=120, interval=2, what="the two packed on one claim")
+    took = time.monotonic() - t0
+    mover = next(n for n in keep if auto.status(n).get("moves"))
+    emptied = on[mover]
+    assert auto.status(mover)["moves"][-1]["reason"] == "EmptiesNode"
+    _wait_gone = time.monotonic()
+    auto.cluster.wait_for(lambda: emptied not in {n.metadata.name for n in books.nodes()},
+                          timeout=180, interval=2, what=f"node {emptied} removed")
+    print(f"\n[binpack moves] {mover} joined the other's claim {took:.0f}s after the wave "
+          f"left (rebalanceAfter 10s); node {emptied} removed "
+          f"{time.monotonic() - _wait_gone:.0f}s later (consolidateAfter "
+          f"{CONSOLIDATE_AFTER}s)")
+    books.check()
