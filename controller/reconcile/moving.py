@@ -67,6 +67,7 @@ from placement.rebalance import MoveReason
 
 __all__ = ["WHY", "describe", "drain", "moved", "moving_to", "old_seat_back"]
 
+
 def moving_to(worker: Worker) -> Obj | None:
     """The move for efficiency under way (``status.move``), or None."""
     move = worker.status.get("move")
