@@ -164,10 +164,15 @@ class Rebalancer:
                 obj = ctx.cache.get(kube.WORKERS, booking.worker)
                 if obj is None:
                     continue
-                worker = Worker.from_obj(obj)
-                if moving_to(worker) is not None:
+                # Most workers are not movable: read that off the object before the
+                # worker is parsed (the pass walks every shared claim).
+                move = (obj.get("status") or {}).get("move")
+                if isinstance(move, dict) and move.get("to"):
                     busy = True
                     continue
+                if (obj.get("spec") or {}).get("movable") is not True:
+                    continue
+                worker = Worker.from_obj(obj)
                 if not (worker.movable and not worker.spec_error and not worker.deleting
                         and worker.phase == WorkerPhase.RUNNING
                         and claim.name != worker.own_claim
