@@ -106,3 +106,10 @@ def test_rebalance_after_is_five_minutes_zero_turns_moves_off(seen: dict[str, Se
     assert seen["settings"].rebalance_after == 0
     refused = CliRunner().invoke(main.command, ["--rebalance-after", "soon"])
     assert refused.exit_code == 2 and "not a duration" in refused.output
+
+
+def test_drain_timeout_is_five_minutes_and_must_be_positive() -> None:
+    assert Settings(namespace="openrl").drain_timeout == 300
+    assert Settings(namespace="openrl", drain_timeout="90s").drain_timeout == 90
+    with pytest.raises(SettingsError, match="drain-timeout"):
+        Settings(namespace="openrl", drain_timeout=0)

@@ -453,6 +453,14 @@ def test_rebalance_after_reaches_the_scheduler_only_when_not_the_default(
     assert "rebalanceAfter" in refused(helm_env, "--set", "scheduler.rebalanceAfter=soon")
 
 
+def test_drain_timeout_reaches_the_scheduler_only_when_not_the_default(
+        helm_env: dict[str, str], defaults: list[Doc]) -> None:
+    assert "OPEN_RL_DRAIN_TIMEOUT" not in env_of(defaults)
+    assert env_of(template(helm_env, "--set", "scheduler.drainTimeout=90s"))[
+        "OPEN_RL_DRAIN_TIMEOUT"] == "90s"
+    assert "drainTimeout" in refused(helm_env, "--set", "scheduler.drainTimeout=soon")
+
+
 def test_autoscaling_reaches_the_scheduler_only_when_enabled(
         helm_env: dict[str, str], defaults: list[Doc]) -> None:
     assert "OPEN_RL_AUTOSCALING" not in env_of(defaults)
