@@ -15,9 +15,11 @@
 # Running it outside a cluster, it is told (config.yaml, filled in by up):
 #   - no internal certificate management: the harness signs the webhook's serving
 #     certificate with a CA of its own (.cluster/pki/kueue) and registers Kueue's
-#     webhooks by URL on 127.0.0.1 with that CA;
-#   - no leader election (one process) and no on-demand visibility API server
-#     (an aggregated API, which would want certificates and an APIService too).
+#     webhooks by URL on 127.0.0.1 with that CA (left on, Kueue waits for a Secret
+#     in kueue-system and names its certificate for an in-cluster Service);
+#   - no leader election (one process; left on, it exits wanting a namespace,
+#     having no in-cluster one) and no on-demand visibility API server (an
+#     aggregated API; left on, it exits, its certificates absent from /visibility).
 # With its certificate management off, Kueue reads the metrics server's
 # certificate from a fixed path under /etc; up gives the process a mount namespace
 # of its own in which /etc is an overlay carrying that path (a bind of the
