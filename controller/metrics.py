@@ -107,7 +107,8 @@ class Metrics:
             self.seat_to_running.labels(role=role)
         self.moves = Counter(f"{PREFIX}_moves_total",
                              "Workers placed again, by why (NodeLost, NodeNotReady, PodWedged), "
-                             "or moved for efficiency (OwnDevices).", ["reason"], registry=r)
+                             "or moved for efficiency (OwnDevices, EmptiesNode).", ["reason"],
+                             registry=r)
         self.stranded = Gauge(f"{PREFIX}_devices_stranded",
                               "Free devices while movable workers take turns on shared "
                               "claims (read by each pass of the move rule).", registry=r)

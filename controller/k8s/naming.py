@@ -93,8 +93,8 @@ class ReasonKind(enum.StrEnum):
     NODE_NOT_READY = "NodeNotReady"  # also on a placed worker whose pod waits for its node
     POD_WEDGED = "PodWedged"
     PLACED_TOO_OFTEN = "PlacedTooOften"
-    # Placed, moving for efficiency (rebalancing.py): a seat of its own is held for it
-    # while its pod finishes its turn and goes; Pending between its two pods.
+    # Placed, moving for efficiency (moving.py): its new seat is held for it while its
+    # pod finishes its turn and goes; Pending between its two pods.
     MOVING = "Moving"
     # Succeeded.
     COMPLETED = "Completed"

@@ -15,7 +15,7 @@ Rules:
   placed, or ``PlacedTooOften`` (controller.reconcile.moves).
 * ``moves`` lists the worker's latest moves (when, why, from which node and
   claim), newest last; an outcome that says nothing of them keeps them.
-  ``move`` is the move for efficiency under way (rebalancing.py): only the
+  ``move`` is the move for efficiency under way (moving.py): only the
   steps carrying it out keep it, any other outcome ends it.
 * ``status.reason`` reads ``<Kind>: <detail>``; the ``Placed`` condition
   carries the kind as its reason and the detail as its message. Placed is

@@ -226,7 +226,7 @@ def _pod_signature(obj: Obj) -> Hashable:
     # news: a pinned pod whose devices were taken is wedged at once, any other once its
     # grace runs out (moves.py), and neither can be judged by a worker never woken.
     scheduled = pod_condition(obj, "PodScheduled") or {}
-    # The time-slicer's word that a moving worker parked is news too (rebalancing.py).
+    # The time-slicer's word that a moving worker parked is news too (moving.py).
     drained = (meta(obj).get("annotations") or {}).get(naming.ANNOTATION_DRAINED)
     return (meta(obj).get("uid"), owner.get("uid"), pod_phase(obj), pod_node(obj),
             meta(obj).get("deletionTimestamp"), scheduled.get("status"), scheduled.get("reason"),
