@@ -38,6 +38,7 @@ from controller.k8s.logs import kv
 from controller.metrics import Health, Metrics
 from controller.reconcile import moves
 from controller.reconcile.housekeeping import tally
+from controller.reconcile.rebalancing import moves_on, pass_interval
 from controller.reconcile.reconciler import Reconciler
 from controller.reconcile.vocabulary import Write
 from controller.reconcile.writes import NotLeading, Verdict, Writer
@@ -124,8 +125,8 @@ class Controller:
         self.health.set_ready(True, "leading")
         self.queue.add(SWEEP, after=min(5.0, self.settings.reclaim_interval),
                        order=HOUSEKEEPING_ORDER)
-        if self.reconciler.rebalancer.on:
-            self.queue.add(REBALANCE, after=self.reconciler.rebalancer.interval(),
+        if moves_on(self.settings):
+            self.queue.add(REBALANCE, after=pass_interval(self.settings),
                            order=HOUSEKEEPING_ORDER)
         log.info("controller running", extra=kv(namespace=self.settings.namespace,
                                                 device_class=self.settings.device_class))

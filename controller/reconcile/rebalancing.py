@@ -66,7 +66,7 @@ from placement.rebalance import (
     spread_move,
 )
 
-__all__ = ["APART", "Rebalancer", "outlook"]
+__all__ = ["APART", "Rebalancer", "moves_on", "outlook", "pass_interval"]
 
 APART = 3600.0  # seconds between two moves of one worker for efficiency
 # The pending kinds that hold moves back: a worker that could take a seat, or one moving.
@@ -75,6 +75,17 @@ _HOLDS_MOVES = frozenset({"", ReasonKind.WAITING_FOR_CAPACITY, ReasonKind.NODE_L
 
 
 # ------------------------------------------------------------------ the pass
+
+
+def moves_on(settings: Settings) -> bool:
+    """Moves are on: spread, or binpack where an autoscaler may remove emptied nodes."""
+    return settings.rebalance_after > 0 and (
+        settings.policy.strategy is Strategy.SPREAD or settings.autoscaling)
+
+
+def pass_interval(settings: Settings) -> float:
+    """How often the pass runs: often enough to keep ``rebalance_after`` close."""
+    return max(1.0, min(15.0, settings.rebalance_after / 4))
 
 
 class Rebalancer:
@@ -89,13 +100,10 @@ class Rebalancer:
 
     @property
     def on(self) -> bool:
-        """Moves are on: spread, or binpack where an autoscaler may remove emptied nodes."""
-        return self.settings.rebalance_after > 0 and (
-            self.settings.policy.strategy is Strategy.SPREAD or self.settings.autoscaling)
+        return moves_on(self.settings)
 
     def interval(self) -> float:
-        """How often the pass runs: often enough to keep ``rebalance_after`` close."""
-        return max(1.0, min(15.0, self.settings.rebalance_after / 4))
+        return pass_interval(self.settings)
 
     def decide(self, ctx: Context, waiting: Iterable[str]) -> tuple[Worker, Conclusion] | None:
         """The move to start now, if one is due. Called under the cache's lock (the

@@ -140,7 +140,13 @@ def test_a_message_out_of_order_gets_an_error_and_the_connection_stays(tmp_path:
         reader, writer = await asyncio.open_unix_connection(str(paths["m"]))
         writer.write(b'{"op":"want"}\nnot json\n{"op":["want"]}\n{"op":"want","x":'
                      + b"[" * 1500 + b"]" * 1500 + b'}\n{"op":"hello","v":2,"resident":false}\n')
-        answers = [await reader.readline() for _ in range(5)]
+        # The answers in order; the agent's own asks (a recovering group's yield, which a
+        # loaded machine may send before the first answer) are not answers: passed over.
+        answers: list[bytes] = []
+        while len(answers) < 5:
+            line = await reader.readline()
+            if not line.startswith(b'{"op":"yield"'):
+                answers.append(line)
         assert b"first message is hello" in answers[0]
         assert b"not JSON" in answers[1]
         assert b'\\"op\\" must be a string' in answers[2]
