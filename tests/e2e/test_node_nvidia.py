@@ -116,7 +116,9 @@ def no_workers(node: Node) -> None:
     """Every worker deleted, and gone with its claims."""
     for w in node.workers():
         node.delete_worker(w["metadata"]["name"])
-    node.cluster.wait_for(lambda: not node.workers() and not node.claims(), timeout=120,
+    # A claim goes once the kubelet has stopped its pods and the driver unprepared it:
+    # minutes on a loaded machine running other lanes beside this one.
+    node.cluster.wait_for(lambda: not node.workers() and not node.claims(), timeout=300,
                           what="every worker and claim gone")
 
 
