@@ -256,3 +256,24 @@ def orw(cluster: Any, namespace: str, crd: None, gpu_nodes: list[GpuNode]) -> It
         yield env
     finally:
         env.cleanup()
+
+
+@pytest.fixture
+def node(orw: Env, gpu_nodes: list[GpuNode]) -> Iterator[GpuNode]:
+    """The first node, enabled with two seats per claim; every other node disabled."""
+    first, *rest = gpu_nodes
+    changed = {first.name: {"openrl.io/max-workers-per-claim": "2"},
+               **{n.name: {"openrl.io/enabled": "false"} for n in rest}}
+    for name, labels in changed.items():
+        orw.core.patch_node(name, {"metadata": {"labels": labels}})
+    try:
+        yield first
+    finally:
+        for name, labels in changed.items():
+            back = {k: ("1" if k.endswith("max-workers-per-claim") else "true") for k in labels}
+            orw.core.patch_node(name, {"metadata": {"labels": back}})
+
+
+def wide(node: GpuNode) -> str:
+    """Half the node's devices, exactly: two such claims fill it."""
+    return f"{((node.devices // 2 - 1) * node.device_memory + GiB) // GiB}Gi"

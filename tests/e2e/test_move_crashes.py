@@ -30,11 +30,9 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-from controller_fixtures import Env, GiB, GpuNode, crd, gpu_nodes, orw  # noqa: F401
+from controller_fixtures import Env, GpuNode, crd, gpu_nodes, node, orw, wide  # noqa: F401
 
 from hack.crashpoint import launcher
 
@@ -50,26 +48,6 @@ def crash_points() -> list[str]:
         return [f"{w}:1:{when}" for w in WRITES for when in ("before", "after")]
     rng = random.Random(int(os.environ.get("E2E_MOVE_CRASH_SEED", "7")))
     return [f"{w}:1:{rng.choice(('before', 'after'))}" for w in WRITES]
-
-
-@pytest.fixture
-def node(orw: Env, gpu_nodes: list[GpuNode]) -> Iterator[GpuNode]:
-    """The first node, enabled with two seats per claim; every other node disabled."""
-    first, *rest = gpu_nodes
-    changed = {first.name: {"openrl.io/max-workers-per-claim": "2"},
-               **{n.name: {"openrl.io/enabled": "false"} for n in rest}}
-    for name, labels in changed.items():
-        orw.core.patch_node(name, {"metadata": {"labels": labels}})
-    try:
-        yield first
-    finally:
-        for name, labels in changed.items():
-            back = {k: ("1" if k.endswith("max-workers-per-claim") else "true") for k in labels}
-            orw.core.patch_node(name, {"metadata": {"labels": back}})
-
-
-def wide(node: GpuNode) -> str:
-    return f"{((node.devices // 2 - 1) * node.device_memory + GiB) // GiB}Gi"
 
 
 def controller(orw: Env, crash_at: str = "", moves: bool = True) -> subprocess.Popen[bytes]:

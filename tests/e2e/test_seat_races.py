@@ -15,39 +15,16 @@ import socket
 import subprocess
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-from controller_fixtures import Env, GiB, GpuNode, crd, gpu_nodes, orw  # noqa: F401
+from controller_fixtures import Env, GpuNode, crd, gpu_nodes, node, orw, wide  # noqa: F401
 from kubernetes import client
 
 from hack.crashpoint import launcher
 
 TEMPLATE = "openrl-template-trainer"
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def node(orw: Env, gpu_nodes: list[GpuNode]) -> Iterator[GpuNode]:
-    """The first node, enabled with two seats per claim; every other node disabled."""
-    first, *rest = gpu_nodes
-    changed = {first.name: {"openrl.io/max-workers-per-claim": "2"},
-               **{n.name: {"openrl.io/enabled": "false"} for n in rest}}
-    for name, labels in changed.items():
-        orw.core.patch_node(name, {"metadata": {"labels": labels}})
-    try:
-        yield first
-    finally:
-        for name, labels in changed.items():
-            back = {k: ("1" if k.endswith("max-workers-per-claim") else "true") for k in labels}
-            orw.core.patch_node(name, {"metadata": {"labels": back}})
-
-
-def wide(node: GpuNode) -> str:
-    """Half the node's devices, exactly: two such claims fill it."""
-    return f"{((node.devices // 2 - 1) * node.device_memory + GiB) // GiB}Gi"
 
 
 def pods_on(orw: Env, claim: str) -> list[str]:
