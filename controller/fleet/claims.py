@@ -127,6 +127,19 @@ def commit_join(claim: Obj, worker_uid: str, live: Callable[[str], bool]) -> Obj
     }}
 
 
+def leave_join(claim: Obj, worker_uid: str) -> Obj | None:
+    """The merge patch that takes a worker off the claim's booked list (the claim's
+    resourceVersion a precondition, as for a commit); None when it is not on it."""
+    uids = booked_uids(claim)
+    if worker_uid not in uids:
+        return None
+    return {"metadata": {
+        "resourceVersion": (claim.get("metadata") or {}).get("resourceVersion"),
+        "annotations": {naming.ANNOTATION_BOOKED: ",".join(u for u in uids if u != worker_uid)
+                        or None},
+    }}
+
+
 def requested_devices(claim: Obj) -> int:
     for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
         exactly = request.get("exactly") or request  # v1 nests under exactly; older flat

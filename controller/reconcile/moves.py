@@ -56,10 +56,10 @@ from typing import Any, Protocol
 
 import attrs
 
-from controller.fleet.claims import ClaimView, booked_uids
+from controller.fleet.claims import ClaimView, leave_join
 from controller.fleet.health import Trouble, trouble
 from controller.fleet.rules import FleetReading
-from controller.k8s import kube, naming
+from controller.k8s import kube
 from controller.k8s.naming import CONDITION_PLACED, PodPhase, ReasonKind, WorkerPhase
 from controller.k8s.objects import (
     Obj,
@@ -290,14 +290,8 @@ def _release(ctx: Context, worker: Worker, seat: ClaimView, *, node_gone: bool) 
         if others and not node_gone:
             return ()
         return (Write("delete", kube.CLAIMS, seat.name, {}, uid=uid_of(obj)),)
-    uids = booked_uids(obj)
-    if worker.uid not in uids:
-        return ()
-    body = {"metadata": {
-        "resourceVersion": (obj.get("metadata") or {}).get("resourceVersion"),
-        "annotations": {naming.ANNOTATION_BOOKED: ",".join(u for u in uids if u != worker.uid)
-                        or None}}}
-    return (Write("patch", kube.CLAIMS, seat.name, body),)
+    body = leave_join(obj, worker.uid)
+    return () if body is None else (Write("patch", kube.CLAIMS, seat.name, body),)
 
 
 def held_back(ctx: Context, case: Case) -> Conclusion | None:

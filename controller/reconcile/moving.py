@@ -44,7 +44,7 @@ from collections.abc import Callable
 
 import attrs
 
-from controller.fleet.claims import booked_uids
+from controller.fleet.claims import leave_join
 from controller.k8s import kube, naming
 from controller.k8s.naming import ReasonKind, WorkerPhase
 from controller.k8s.objects import (
@@ -175,13 +175,9 @@ def old_seat_back(ctx: Context, case: Case) -> Conclusion | None:
             "its pod on the new claim comes next", claim=str(move["to"]), move=move),
             (Write("delete", kube.CLAIMS, old, {}, uid=uid_of(obj)),), requeue_after=0.2,
             wake=True)
-    uids = booked_uids(obj)
-    if worker.uid not in uids:
+    body = leave_join(obj, worker.uid)
+    if body is None:
         return None
-    body = {"metadata": {
-        "resourceVersion": (obj.get("metadata") or {}).get("resourceVersion"),
-        "annotations": {naming.ANNOTATION_BOOKED: ",".join(u for u in uids if u != worker.uid)
-                        or None}}}
     return Conclusion(Outcome(
         WorkerPhase.PENDING, ReasonKind.MOVING,
         f"moving {describe(move)}: its old pod is gone, its seat on claim {old} is given "
