@@ -98,7 +98,8 @@ class Controller:
             for feed in feeds(self.queue, self.settings.device_driver, self._enabled,
                               device_class=self.settings.device_class,
                               namespace=self.settings.namespace,
-                              placed_on=lambda node: moves.workers_on_node(self.cache, node)):
+                              placed_on=lambda node: moves.workers_on_node(self.cache, node),
+                              kueue=self.settings.kueue):
                 done = threading.Event()
                 watcher = Watcher(self.api, feed, self.cache, stop, done)
                 watcher.start()

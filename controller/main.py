@@ -180,6 +180,10 @@ def _settings(**options: Any) -> Settings:
                    "COUNTxMEMORY[:ROLE[+ROLE]] entries (e.g. '8x80Gi:trainer, 4x40Gi'); a worker "
                    "none of them (nor any node) fits is NoCapacity. Unset: workers wait for a "
                    "node to be added.")
+@click.option("--kueue/--no-kueue", envvar="OPEN_RL_KUEUE", default=False, show_default=True,
+              help="Team quotas through Kueue: a worker labelled kueue.x-k8s.io/queue-name "
+                   "gets a Workload in that queue and is placed only once Kueue admits it "
+                   "(needs Kueue's CRDs, and OpenRLWorker among its external frameworks).")
 @click.option("--kubeconfig", type=click.Path(dir_okay=False),
               help="[default: $KUBECONFIG, else in-cluster]")
 @click.option("--log-format", envvar="OPEN_RL_LOG_FORMAT", default="json", show_default=True,

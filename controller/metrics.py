@@ -51,7 +51,8 @@ ROLES = tuple(role.value for role in Role)
 # "Other" a reason this scheduler never writes (so the label set stays bounded).
 NEW, OTHER = "New", "Other"
 WAIT_KINDS = (NEW, ReasonKind.NO_CAPACITY.value, ReasonKind.WAITING_FOR_CAPACITY.value,
-              ReasonKind.WAITING_FOR_PREDECESSOR.value, ReasonKind.TEMPLATE_NOT_FOUND.value, OTHER)
+              ReasonKind.WAITING_FOR_PREDECESSOR.value, ReasonKind.TEMPLATE_NOT_FOUND.value,
+              ReasonKind.QUEUED.value, ReasonKind.EVICTED.value, OTHER)
 # Seconds to minutes (a free GPU) up to hours (contention); then image pulls and starts.
 SEAT_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400)
 RUNNING_BUCKETS = (0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200)

@@ -37,6 +37,9 @@ Rules:
   ``autoscale_pools`` are the node pools the operator says it can add, as
   ``COUNTxMEMORY[:ROLE[+ROLE]]`` entries (``controller.fleet.pools``): with autoscaling
   on, NoCapacity is judged against those alone (and the nodes present).
+* ``kueue`` (off by default) takes admission for queue-labelled workers from
+  Kueue (``controller.reconcile.admission``); off, Kueue's objects are neither
+  watched nor written, and the label means nothing.
 """
 
 from __future__ import annotations
@@ -235,6 +238,7 @@ class Settings:
     strategy: str = attrs.field(default=Strategy.SPREAD.value, validator=_strategy)
     autoscaling: bool = False
     autoscale_pools: tuple[DeclaredPool, ...] = attrs.field(default=(), converter=_pools)
+    kueue: bool = False
     # Built from the four above once they are checked.
     template_policy: TemplatePolicy = attrs.field(init=False, factory=TemplatePolicy)
     # Lease timings (client-go's defaults): a leader that cannot renew within

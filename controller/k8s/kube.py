@@ -88,6 +88,9 @@ NODES = Resource("", "v1", "nodes", False)
 CONFIGMAPS = Resource("", "v1", "configmaps", True)
 EVENTS = Resource("events.k8s.io", "v1", "events", True)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", True)
+# Kueue's, read and written only where team quotas are on (settings.kueue).
+WORKLOADS = Resource("kueue.x-k8s.io", "v1beta2", "workloads", True)
+PRIORITY_CLASSES = Resource("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses", False)
 
 
 class KubeError(Exception):

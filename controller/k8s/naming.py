@@ -96,6 +96,10 @@ class ReasonKind(enum.StrEnum):
     # Placed, moving for efficiency (moving.py): its new seat is held for it while its
     # pod finishes its turn and goes; Pending between its two pods.
     MOVING = "Moving"
+    # Pending under a team quota (admission.py): its Workload waits for Kueue to admit
+    # it; or Kueue evicted it and its pod is stopped, its seat and quota handed back.
+    QUEUED = "Queued"
+    EVICTED = "Evicted"
     # Succeeded.
     COMPLETED = "Completed"
     # Placing: the condition's reason names the condition itself, as Kubernetes does.
@@ -151,6 +155,16 @@ ANNOTATION_TURN = "timeslice.io/turn"
 # evicted for silence), with the time (RFC 3339), in the same write as its turn annotation.
 ANNOTATION_DRAIN = "openrl.io/drain"
 ANNOTATION_DRAINED = "openrl.io/drained"
+
+# Team quotas through Kueue (controller.reconcile.admission): a worker carrying the queue
+# label is placed only once Kueue admits the Workload written for it; the priority label
+# names a WorkloadPriorityClass. Kueue's own keys, read as Kueue's jobs carry them.
+LABEL_QUEUE = "kueue.x-k8s.io/queue-name"
+LABEL_PRIORITY_CLASS = "kueue.x-k8s.io/priority-class"
+LABEL_JOB_UID = "kueue.x-k8s.io/job-uid"
+# What a Workload's one pod requests: the worker's memory estimate, which its team's
+# ClusterQueue covers (a quota of accelerator memory, whatever sharing makes of it).
+ACCELERATOR_MEMORY = "openrl.io/accelerator-memory"
 
 ENV_GROUP = "OPEN_RL_TIME_SLICE_GROUP"
 ENV_OWNER = "OPEN_RL_TIME_SLICE_OWNER"
@@ -212,6 +226,13 @@ def claim_name(worker: str, worker_uid: str) -> str:
     """
     tail = f"-{worker_uid}"
     return f"orw-{worker}"[: OBJECT_NAME_MAX - len(tail)].rstrip("-.") + tail
+
+
+def workload_name(worker: str, worker_uid: str) -> str:
+    """The Kueue Workload a worker incarnation queues with: ``openrlworker-<worker>-<hash>``,
+    the hash over the name and UID (a recreated worker queues afresh). Cut as a pod's is."""
+    name = f"openrlworker-{worker}"[: OBJECT_NAME_MAX - 6].rstrip("-.")
+    return f"{name}-{short_hash(f'{worker}/{worker_uid}')[:5]}"
 
 
 def owner_reference(worker: dict[str, Any]) -> dict[str, Any]:

@@ -34,7 +34,7 @@ import attrs
 
 from controller.k8s.naming import FINISHED_PHASES
 from controller.k8s.objects import Obj, Worker
-from controller.reconcile import moves, moving, seating, standing, tracking
+from controller.reconcile import admission, moves, moving, seating, standing, tracking
 from controller.reconcile.vocabulary import Case, Conclusion, Context
 
 __all__ = ["REFINERS", "STAGES", "Refiner", "Stage", "When", "conclude"]
@@ -52,6 +52,8 @@ class When(enum.Enum):
     PINNED_POD = "that pod is pinned to a node (not a standing one)"
     NO_POD = "no pod is named for the worker"
     NO_SEAT = "no pod, and no live claim the worker holds"
+    KUEUE = "team quotas through Kueue are on"
+    QUEUED = "the worker is labelled with a Kueue queue (and team quotas are on)"
 
     def holds(self, ctx: Context, case: Case) -> bool:
         return _HOLDS[self](ctx, case)
@@ -68,6 +70,8 @@ _HOLDS: dict[When, Callable[[Context, Case], bool]] = {
                                       and not standing.is_standing(case.pod)),
     When.NO_POD: lambda _, case: case.pod is None,
     When.NO_SEAT: lambda _, case: case.pod is None and case.held is None,
+    When.KUEUE: lambda ctx, _: ctx.settings.kueue,
+    When.QUEUED: lambda ctx, case: admission.queued(ctx, case.worker),
 }
 
 
@@ -104,11 +108,13 @@ STAGES: tuple[Stage, ...] = (
     Stage("standing pod", (When.AUTOSCALING, When.STANDING_POD), standing.standing_pod),
     Stage("lost race", (When.AUTOSCALING, When.PINNED_POD), standing.lost_race),
     Stage("moved pod", (When.POD,), moves.moved_pod),
+    Stage("not admitted", (When.QUEUED, When.POD), admission.stop),
     Stage("moving", (When.POD,), moving.drain),
     Stage("own pod", (When.POD,), tracking.own_pod),
     Stage("standing claim left", (When.AUTOSCALING, When.NO_POD), standing.standing_claim_left),
     Stage("old seat back", (When.NO_POD,), moving.old_seat_back),
     Stage("seat given back", (When.NO_POD,), moves.give_seat_back),
+    Stage("admission", (When.QUEUED, When.NO_POD), admission.admit),
     Stage("held back", (When.NO_SEAT,), moves.held_back),
     Stage("template", (When.NO_POD,), seating.template),
     Stage("seat", (When.NO_POD,), seating.seat),
@@ -116,6 +122,8 @@ STAGES: tuple[Stage, ...] = (
 
 # What rewords a stage's conclusion, in order.
 REFINERS: tuple[Refiner, ...] = (
+    Refiner("workload deleted", "deleting", (When.KUEUE,), admission.forget),
+    Refiner("workload finished", "finished", (When.KUEUE,), admission.finish),
     Refiner("wedge due", "own pod", (), moves.back_when_wedged),
     Refiner("placed again", "seat", (), moves.placed_again),
     Refiner("moved", "seat", (), moving.moved),

@@ -123,6 +123,9 @@ ON_FAILURE: tuple[Failure, ...] = (
     Failure("create", kube.PODS, kube.Forbidden, Then.REFUSED,
             "a ResourceQuota refused the pod (its memory, or anything else, past the "
             "namespace's quota)", says="exceeded quota"),
+    Failure("create", kube.WORKLOADS, kube.AlreadyExists, Verdict.SOON,
+            "a Workload written before the cache saw it (an earlier reconcile, a replica "
+            "before this one): its watch brings it"),
     Failure(None, None, kube.Conflict, Verdict.SOON,
             "someone changed the object since we read it: decide again shortly"),
     Failure(None, None, kube.KubeError, Verdict.RETRY, "anything else: again, with back-off"),

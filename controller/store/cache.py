@@ -51,7 +51,8 @@ from controller.store.work import Waiting
 __all__ = ["Assumption", "Cache", "strip"]
 
 KINDS = (kube.WORKERS, kube.PODS, kube.CLAIMS, kube.SLICES, kube.NODES, kube.CONFIGMAPS,
-         kube.NODE_PODS, kube.DEVICE_CLASSES, kube.OTHER_CLAIMS)
+         kube.NODE_PODS, kube.DEVICE_CLASSES, kube.OTHER_CLAIMS, kube.WORKLOADS,
+         kube.PRIORITY_CLASSES)
 
 
 def _rv(record: Record | None) -> int | None:

@@ -217,10 +217,15 @@ def _asks(container: Obj) -> Obj:
     return kept
 
 
+def _kueue(key: str) -> bool:
+    return key.startswith("kueue.x-k8s.io/")
+
+
 def _worker(obj: Obj) -> Obj:
+    # Of its labels, only Kueue's (its queue, its priority class: admission.py).
     return {"apiVersion": obj.get("apiVersion", f"{naming.GROUP}/v1alpha1"),
             "kind": obj.get("kind", naming.KIND),
-            "metadata": _meta(obj, finalizers=True),
+            "metadata": _meta(obj, labels=_kueue, finalizers=True),
             "spec": obj.get("spec") or {}, "status": obj.get("status") or {}}
 
 
@@ -232,11 +237,29 @@ def _config_map(obj: Obj) -> Obj:
     return {"metadata": kept, "data": (obj.get("data") or {}) if marked else {}}
 
 
+def _workload(obj: Obj) -> Obj:
+    # Its conditions whole: handing its quota back writes the list again (a merge patch
+    # replaces a list), and must not lose what Kueue put in them.
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    kept: Obj = {"metadata": _meta(obj, ownerReferences=True),
+                 "spec": {k: spec[k] for k in ("queueName",) if k in spec}}
+    cluster_queue = (status.get("admission") or {}).get("clusterQueue")
+    kept["status"] = {
+        **({"conditions": status["conditions"]} if status.get("conditions") else {}),
+        **({"admission": {"clusterQueue": cluster_queue}} if cluster_queue else {})}
+    return kept
+
+
+def _priority_class(obj: Obj) -> Obj:
+    return {"metadata": _meta(obj), "value": obj.get("value")}
+
+
 _STRIP: dict[str, Callable[[Obj], Obj]] = {
     kube.PODS.key: _pod, kube.CLAIMS.key: _claim, kube.SLICES.key: _slice,
     kube.NODES.key: _node, kube.WORKERS.key: _worker,
     kube.CONFIGMAPS.key: _config_map, kube.NODE_PODS.key: _node_pod,
-    kube.OTHER_CLAIMS.key: _foreign_claim,
+    kube.OTHER_CLAIMS.key: _foreign_claim, kube.WORKLOADS.key: _workload,
+    kube.PRIORITY_CLASSES.key: _priority_class,
 }
 
 

@@ -34,7 +34,9 @@ Rules:
   - a pod other than a worker's left an enabled node (finished, deleted):
     wake-all, since a pod slot came free there. Those pods are watched in
     every namespace, filtered by the server to the bound, unfinished,
-    unmanaged ones.
+    unmanaged ones;
+  - a Workload of a worker (team quotas on) whose conditions changed: its worker;
+    WorkloadPriorityClasses are watched for the cache only.
 * Wake-all is debounced (``WAKE_DELAY``): a burst of capacity events costs one
   pass over the pending workers.
 """
@@ -215,9 +217,19 @@ class Watcher(threading.Thread):
 
 def _worker_signature(obj: Obj) -> Hashable:
     # Not the finalizers: the controller adds its own, and reacting to that write
-    # would cost a reconcile per worker for nothing.
+    # would cost a reconcile per worker for nothing. Its Kueue queue is news (a label
+    # changes no generation).
     m = meta(obj)
-    return (m.get("uid"), m.get("generation"), m.get("deletionTimestamp"))
+    return (m.get("uid"), m.get("generation"), m.get("deletionTimestamp"),
+            (m.get("labels") or {}).get(naming.LABEL_QUEUE))
+
+
+def _workload_signature(obj: Obj) -> Hashable:
+    # Kueue's verdicts and its words for them; not the times it touched them.
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return (meta(obj).get("uid"), meta(obj).get("deletionTimestamp"),
+            tuple((c.get("type"), c.get("status"), c.get("reason"), c.get("message"))
+                  for c in conditions if isinstance(c, dict)))
 
 
 def _pod_signature(obj: Obj) -> Hashable:
@@ -264,11 +276,13 @@ def _node_pod_signature(obj: Obj) -> Hashable:
 def feeds(queue: WorkQueue, driver: str,
           enabled: Callable[[str], bool] = lambda _node: True, *,
           device_class: str | None = None, namespace: str | None = None,
-          placed_on: Callable[[str], Iterable[str]] = lambda _node: ()) -> list[Feed]:
+          placed_on: Callable[[str], Iterable[str]] = lambda _node: (),
+          kueue: bool = False) -> list[Feed]:
     """The watches' feeds; ``enabled`` says whether placement knows a node;
     ``device_class``: the DeviceClass whose selectors pick the devices (None: unwatched);
     ``namespace``: ours, whose managed claims are the only ones not foreign (None: claims
-    not ours unwatched); ``placed_on``: the workers booked on a node's claims."""
+    not ours unwatched); ``placed_on``: the workers booked on a node's claims; ``kueue``:
+    team quotas are on (Kueue's Workloads and priority classes watched)."""
     def wake(*_: Any) -> None:
         queue.add(WAKE, after=WAKE_DELAY, order=HOUSEKEEPING_ORDER)
 
@@ -340,4 +354,19 @@ def feeds(queue: WorkQueue, driver: str,
         Feed(kube.NODE_PODS, _node_pod_signature, on_node_pod,
              label_selector=naming.OTHER_PODS_LABELS, field_selector=naming.OTHER_PODS_FIELDS),
         *foreign,
+        *(_quota_feeds(queue) if kueue else []),
     ]
+
+
+def _quota_feeds(queue: WorkQueue) -> list[Feed]:
+    """Kueue's objects, watched with team quotas on: the Workloads wake their workers."""
+    def on_workload(kind: str, obj: Obj) -> None:
+        owner = controller_owner(obj) or {}
+        if owner.get("kind") != naming.KIND or not owner.get("name"):
+            return
+        if kind == "ADDED" and not (obj.get("status") or {}).get("conditions"):
+            return  # just written (by us): Kueue has said nothing of it yet
+        queue.add(str(owner["name"]))
+
+    return [Feed(kube.PRIORITY_CLASSES, lambda o: repr(o.get("value")), lambda *_: None),
+            Feed(kube.WORKLOADS, _workload_signature, on_workload)]

@@ -133,7 +133,8 @@ class Cluster:
 def sync_cache(cache: Cache, api: FakeKube) -> None:
     """What the watches would list: managed pods and claims, the driver's slices, the rest."""
     for res in (kube.SLICES, kube.NODES, kube.CLAIMS, kube.WORKERS, kube.PODS,
-                kube.CONFIGMAPS, kube.NODE_PODS):  # every namespace's pods: the rule picks
+                kube.CONFIGMAPS, kube.NODE_PODS,  # every namespace's pods: the rule picks
+                kube.WORKLOADS, kube.PRIORITY_CLASSES):
         items = api.all(res)
         if res in (kube.PODS, kube.CLAIMS):
             items = [o for o in items if (o["metadata"].get("labels") or {}).get(
