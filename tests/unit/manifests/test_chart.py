@@ -416,6 +416,11 @@ def test_monitoring_is_the_same_rules_and_dashboard(helm_env: dict[str, str]) ->
     ("nosuchvalue=1", "nosuchvalue"),
     ("scheduler.httpPort=0", "httpPort"),
     ("dnsPolicy=Sometimes", "dnsPolicy"),
+    ("kueue.enabled=yes", "enabled"),
+    ("kueue.queues.preemption.reclaimWithinCohort=Sometimes", "reclaimWithinCohort"),
+    ("kueue.queues.preemption.withinClusterQueue=Any", "withinClusterQueue"),
+    ("kueue.queues.teams[0].name=a", "nominalQuota"),  # a team without its quota
+    ("kueue.queues.teams[0].nominalQuota=lots", "nominalQuota"),
 ])
 def test_bad_values_are_refused_naming_the_value(helm_env: dict[str, str], value: str,
                                                  named: str) -> None:
