@@ -18,6 +18,9 @@ Rules:
   the move under way, or where it would go once devices stay free
   ``--rebalance-after``, read from the controller's environment variable, or
   why it stays).
+* A worker labelled with a Kueue queue is told its queue, its Workload and
+  what that says: admitted (in which ClusterQueue), waiting (in Kueue's own
+  words), evicted, or not written yet.
 * Read-only; the cluster is read once (``cli.live``). A cluster that cannot
   be read, or no such worker, is one line on stderr and exit status 2.
 """
@@ -40,7 +43,11 @@ from controller.inspect_fleet import (
     standing_claims,
     turn_state,
 )
+from controller.k8s import kube, naming
+from controller.k8s.objects import Worker
+from controller.reconcile import workloads
 from controller.reconcile.rebalancing import APART, outlook
+from controller.reconcile.workloads import State
 from controller.settings import parse_duration
 from placement import Policy, Strategy
 from placement.quantity import format_quantity
@@ -86,6 +93,7 @@ def build(flags: Flags) -> click.Command:
                                 str(status.get("phase") or "Pending"), status.get("reason"),
                                 claim, live, diagnosis)
         document["standingClaim"] = standing
+        document["queue"] = _queue(api, found)
         if claim is not None:
             document["turn"] = turn_state(live, found)
             document["move"] = outlook(
@@ -97,12 +105,43 @@ def build(flags: Flags) -> click.Command:
             click.echo(json.dumps(document, indent=2))
         else:
             lines = _explanation_lines(document, diagnosis)
+            if document["queue"] is not None:
+                lines.insert(1, queue_line(document["queue"]))
             if claim is not None:
                 lines.append(turn_line(document["turn"]))
                 lines.append(f"move: {document['move']}")
             click.echo("\n".join(lines))
 
     return explain
+
+
+def _queue(api: kube.Kube, worker: Worker) -> dict[str, Any] | None:
+    """The worker's Kueue queue and what its Workload says; None: it names no queue."""
+    queue = workloads.queue_of(worker)
+    if not queue:
+        return None
+    name = naming.workload_name(worker.name, worker.uid)
+    document: dict[str, Any] = {"queue": queue, "workload": name}
+    try:
+        found = workloads.read(api.get(kube.WORKLOADS, name))
+    except kube.NotFound:
+        return {**document, "state": "no Workload yet (the scheduler writes it when it "
+                "looks at the worker, if it runs with --kueue)"}
+    except kube.KubeError as exc:
+        return {**document, "state": f"its Workload cannot be read: {exc.message}"}
+    return {**document, "state": found.state.value, "clusterQueue": found.cluster_queue or None,
+            "kueueSays": workloads.why_waiting(found) if found.state is not State.ADMITTED
+            else None}
+
+
+def queue_line(queue: dict[str, Any]) -> str:
+    """The worker's queue and its admission, in one line."""
+    line = f"queue: {queue['queue']}, Workload {queue['workload']}: {queue['state']}"
+    if queue.get("clusterQueue"):
+        line += f" in ClusterQueue {queue['clusterQueue']}"
+    if queue.get("kueueSays"):
+        line += f" (Kueue: {queue['kueueSays']})"
+    return line
 
 
 def _duration(text: str) -> float:

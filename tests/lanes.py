@@ -14,8 +14,9 @@ control plane          each lane its own: ``CLUSTER_DIR`` (``.cluster/lanes/lane
                        machine listens on when the run starts (a second
                        checkout's run, a developer's ``make cluster-up``, which
                        a run without lanes still uses as it always has)
-Karpenter              its metrics and health ports follow the lane (the
-                       modules that run it are one group: one lane at a time)
+Karpenter, Kueue      their ports follow the lane (the modules that run
+                       Karpenter are one group: one lane at a time; one module
+                       runs Kueue)
 the real node          one host's kubelet, containerd and cgroups: every module
                        that brings it up is in one group, so one lane runs them
                        one after another, on that lane's control plane
@@ -60,6 +61,9 @@ PORTS = {  # variable read by hack/cluster.sh or hack/karpenter.sh -> offset in 
     "KUBE_CONTROLLER_MANAGER_PORT": 4,
     "KARPENTER_METRICS_PORT": 5,
     "KARPENTER_HEALTH_PORT": 6,
+    "KUEUE_WEBHOOK_PORT": 7,
+    "KUEUE_METRICS_PORT": 8,
+    "KUEUE_HEALTH_PORT": 9,
 }
 BASE_VAR = "OPENRL_TEST_PORT_BASE"  # the run's base, handed to its lanes
 
