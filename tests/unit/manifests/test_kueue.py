@@ -9,13 +9,19 @@ checks need no tool; the ones that render run Helm and kustomize (``tools``).
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
 from controller.k8s import kube, naming
-from tests.tools import run
+from tests.tools import ROOT, run
 from tests.unit.manifests import test_chart
 from tests.unit.manifests.test_chart import (
     by_key,
@@ -239,3 +245,67 @@ def test_helm_lint_passes_with_kueue(helm_env: dict[str, str]) -> None:
     proc = run("helm", "lint", "--strict", str(test_chart.CHART),
                "--set", "kueue.enabled=true", *EXAMPLE_VALUES, env=helm_env)
     assert "0 chart(s) failed" in proc.stdout, proc.stdout
+
+
+def kueue_crds() -> dict[tuple[str, str], Doc]:
+    """Kueue's own CRD schemas, (apiVersion, kind) -> openAPIV3Schema, from the module
+    hack/kueue builds Kueue from (fetched into Go's module cache if it is not there)."""
+    go = shutil.which("go") or "/usr/local/go/bin/go"
+    proc = subprocess.run([go, "mod", "download", "-json", "sigs.k8s.io/kueue"],
+                          cwd=ROOT / "hack" / "kueue", capture_output=True, text=True,
+                          timeout=600, check=False,
+                          env={**os.environ, "GOFLAGS": "-mod=readonly"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    bases = Path(json.loads(proc.stdout)["Dir"]) / "config" / "components" / "crd" / "bases"
+    out = {}
+    for path in bases.glob("*.yaml"):
+        crd = yaml.safe_load(path.read_text())
+        for version in crd["spec"]["versions"]:
+            out[(f"{crd['spec']['group']}/{version['name']}", crd["spec"]["names"]["kind"])] = (
+                version["schema"]["openAPIV3Schema"])
+    return out
+
+
+def breaches(value: Any, schema: Doc, path: str) -> list[str]:
+    """Where ``value`` leaves its CRD schema: a field the API server would drop as
+    unknown, a wrong type, a value outside an enum or pattern, a required field missing.
+    (CEL rules are the API server's: the e2e tier applies queues.)"""
+    found = []
+    if "enum" in schema and value not in schema["enum"]:
+        found.append(f"{path}: {value!r} is none of {schema['enum']}")
+    if "pattern" in schema and isinstance(value, str) and not re.search(schema["pattern"], value):
+        found.append(f"{path}: {value!r} does not match {schema['pattern']}")
+    if isinstance(value, dict):
+        found += [f"{path}: {key} missing" for key in schema.get("required", ())
+                  if key not in value]
+        known = schema.get("properties")
+        for key, sub in value.items():
+            if known is not None and key not in known:
+                found.append(f"{path}.{key}: no such field")
+            elif known is not None:
+                found += breaches(sub, known[key], f"{path}.{key}")
+    elif isinstance(value, list):
+        found += [b for i, item in enumerate(value)
+                  for b in breaches(item, schema.get("items", {}), f"{path}[{i}]")]
+    return found
+
+
+@pytest.mark.tools
+def test_the_example_queues_are_kueues_own_objects(helm_env: dict[str, str]) -> None:
+    crds = kueue_crds()
+    docs = load_all(EXAMPLE) + [
+        d for d in template(helm_env, *EXAMPLE_VALUES, "--set",
+                            "kueue.queues.preemption.withinClusterQueue=LowerPriority")
+        if d["apiVersion"].startswith("kueue.x-k8s.io/")]
+    for doc in docs:
+        schema = crds[(doc["apiVersion"], doc["kind"])]
+        body = {k: v for k, v in doc.items() if k not in ("apiVersion", "kind", "metadata")}
+        assert not breaches(body, schema, doc["kind"]), doc["metadata"]["name"]
+    # The chart's choices for the preemption values are Kueue's own.
+    queue = crds[(f"{kube.WORKLOADS.group}/{kube.WORKLOADS.version}", "ClusterQueue")]
+    preemption = queue["properties"]["spec"]["properties"]["preemption"]["properties"]
+    chart = test_chart.CHART / "values.schema.json"
+    ours = json.loads(chart.read_text())["properties"]["kueue"]["properties"]["queues"][
+        "properties"]["preemption"]["properties"]
+    for field in ("reclaimWithinCohort", "withinClusterQueue"):
+        assert ours[field]["enum"] == preemption[field]["enum"], field
