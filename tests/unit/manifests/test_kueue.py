@@ -241,6 +241,16 @@ def test_the_names_and_namespace_follow(helm_env: dict[str, str]) -> None:
 
 
 @pytest.mark.tools
+def test_the_install_notes_say_what_kueue_needs(helm_env: dict[str, str],
+                                                tmp_path: Path) -> None:
+    assert "externalFrameworks" not in test_chart.notes(helm_env, tmp_path / "off")
+    text = " ".join(test_chart.notes(helm_env, tmp_path / "on", "--set",
+                                     "kueue.enabled=true").split())
+    assert "OpenRLWorker.v1alpha1.openrl.io in integrations.externalFrameworks" in text
+    assert "LocalQueue must be in namespace openrl" in text
+
+
+@pytest.mark.tools
 def test_helm_lint_passes_with_kueue(helm_env: dict[str, str]) -> None:
     proc = run("helm", "lint", "--strict", str(test_chart.CHART),
                "--set", "kueue.enabled=true", *EXAMPLE_VALUES, env=helm_env)
