@@ -37,6 +37,9 @@ browser:
 ## session starts (a cold build takes 7-20 minutes on 2 cores, in the background, from
 ## hack/early.sh). OPENRL_E2E_KARPENTER_BUILD=0 leaves it unbuilt: the modules then skip, saying so.
 OPENRL_E2E_KARPENTER_BUILD ?= 1
+## The team quota e2e tests run on Kueue (hack/kueue.sh), built the same way (about 3 minutes
+## cold); OPENRL_E2E_KUEUE_BUILD=0 leaves it unbuilt and those tests skip.
+OPENRL_E2E_KUEUE_BUILD ?= 1
 
 ## The suite runs in LANES processes at once (pytest-xdist): each lane with its own local
 ## control plane, the real node's modules in one lane (tests/lanes.py, docs/testing.md).
@@ -51,11 +54,13 @@ wall = echo "make $(1): $$(( ($$(date +%s) - $(STARTED)) / 60 )) min $$(( ($$(da
 ## The e2e tier's slow builds (the control plane, the real node's parts and images, Helm,
 ## kustomize, promtool, Karpenter) started in the background before set-up and lint.
 early-builds:
-	@OPENRL_E2E_KARPENTER_BUILD=$(OPENRL_E2E_KARPENTER_BUILD) hack/early.sh
+	@OPENRL_E2E_KARPENTER_BUILD=$(OPENRL_E2E_KARPENTER_BUILD) \
+	  OPENRL_E2E_KUEUE_BUILD=$(OPENRL_E2E_KUEUE_BUILD) hack/early.sh
 
 ## Lint and type-check, then every test (the e2e tests bring up the local control plane).
 test: early-builds lint browser
-	@rc=0; OPENRL_E2E_KARPENTER_BUILD=$(OPENRL_E2E_KARPENTER_BUILD) GOTOOL_EARLY=started \
+	@rc=0; OPENRL_E2E_KARPENTER_BUILD=$(OPENRL_E2E_KARPENTER_BUILD) \
+	  OPENRL_E2E_KUEUE_BUILD=$(OPENRL_E2E_KUEUE_BUILD) GOTOOL_EARLY=started \
 	  $(BIN)/pytest --durations=40 $(LANE_ARGS) || rc=$$?; \
 	  $(call wall,test); exit $$rc
 

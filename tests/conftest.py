@@ -99,6 +99,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     # Karpenter for the autoscaling tests, where the session is told to build it.
     if "test_autoscaling.py" in selected and os.environ.get("OPENRL_E2E_KARPENTER_BUILD") == "1":
         builds.append("karpenter")
+    # Kueue for the team quota tests, unless the session is told not to build it.
+    if "test_kueue.py" in selected and os.environ.get("OPENRL_E2E_KUEUE_BUILD", "1") == "1":
+        builds.append("kueue")
     if builds:  # hack/early.sh starts them detached and returns at once
         subprocess.run([str(ROOT / "hack" / "early.sh"), *builds], cwd=ROOT, check=True,
                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)

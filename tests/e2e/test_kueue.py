@@ -21,13 +21,23 @@ claims; nothing Failed.
 ``make test`` builds Kueue as the session starts (``hack/kueue.sh build``,
 about 3 minutes cold); with OPENRL_E2E_KUEUE_BUILD=0 and no hack/bin/kueue
 the module skips, saying so.
+
+The controller is also killed at each write of admission and eviction
+(``hack/crashpoint.py``: the Workload written, the preempted pod deleted, its
+claim given back, its quota handed back, the newcomer's claim, a status),
+before or after it by a seeded draw (``E2E_KUEUE_CRASHES=all`` for both):
+each round must settle with the newcomer running, the preempted worker
+waiting with no pod and no quota held, and no claim left unnamed.
 """
 # ruff: noqa: F811
 
 from __future__ import annotations
 
 import os
+import random
+import signal
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -38,11 +48,14 @@ import pytest
 from controller_fixtures import Env, GpuNode, crd, gpu_nodes, orw  # noqa: F401
 from kubernetes import client
 
+from hack.crashpoint import launcher
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "hack" / "kueue.sh"
 BINARY = REPO / "hack" / "bin" / "kueue"
 GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 SIZE = "80Gi"  # one fake device
 QUOTA = "160Gi"  # two workers a team
 
@@ -199,9 +212,11 @@ def teams(orw: Env, kueue: None) -> Iterator[Teams]:
         made.delete()
 
 
-def queued_worker(env: Env, name: str, team: str) -> None:
+def queued_worker(env: Env, name: str, team: str,
+                  labels: dict[str, str] | None = None) -> None:
     body = {"apiVersion": "openrl.io/v1alpha1", "kind": "OpenRLWorker",
-            "metadata": {"name": name, "labels": {QUEUE_LABEL: f"team-{team}"}},
+            "metadata": {"name": name,
+                         "labels": {QUEUE_LABEL: f"team-{team}", **(labels or {})}},
             "spec": {"role": "trainer", "modelId": "e2e-model", "memory": SIZE}}
     env.custom.create_namespaced_custom_object("openrl.io", "v1alpha1", env.namespace,
                                                "openrlworkers", body)
@@ -266,4 +281,134 @@ def test_two_teams_borrow_reclaim_and_get_their_workers_placed_again(
         books.stop.set()
         books.join(5)
     assert books.reads >= 5
+    assert not books.breaches, books.breaches
+
+
+# ------------------------------------------------------------------ crashes
+
+# The writes of admission and eviction, in the order a preemption makes them: the
+# newcomer's Workload, the preempted worker's pod stopped, its own claim given back, its
+# quota handed back, the newcomer's claim, a status.
+CRASH_WRITES = ("create:workloads", "delete:pods", "delete:resourceclaims",
+                "patch:workloads/status", "create:resourceclaims",
+                "patch:openrlworkers/status")
+CRASH_LOG = Path(tempfile.gettempdir()) / "openrl-e2e-kueue-crash.log"
+
+
+def crash_points() -> list[str]:
+    if os.environ.get("E2E_KUEUE_CRASHES") == "all":
+        return [f"{w}:1:{when}" for w in CRASH_WRITES for when in ("before", "after")]
+    rng = random.Random(int(os.environ.get("E2E_KUEUE_CRASH_SEED", "7")))
+    return [f"{w}:1:{rng.choice(('before', 'after'))}" for w in CRASH_WRITES]
+
+
+def controller(env: Env, crash_at: str = "") -> subprocess.Popen[bytes]:
+    log = open(CRASH_LOG, "ab")  # noqa: SIM115 - the process keeps it
+    args = [*launcher(crash_at), f"--kubeconfig={env.cluster.kubeconfig}",
+            f"--namespace={env.namespace}", f"--device-class={env.cluster.driver}",
+            "--retry-interval=2s", "--reclaim-interval=2s", "--reclaim-grace=5s",
+            "--kueue", "--no-leader-elect", "--http-address=", "--log-format=text"]
+    return subprocess.Popen(args, cwd=REPO, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def settled(env: Env, teams: Teams, seated: str, waiting: str | None = None) -> list[str]:
+    """What is wrong now: ``seated`` must run on the claim its status names, ``waiting``
+    (if any) wait for Kueue with no pod and no quota held, and no claim be left unnamed."""
+    problems = []
+    workloads = teams.workloads()
+    status = env.status(seated)
+    pod = env.pod(f"orw-{seated}")
+    if status.get("phase") != "Running" or pod is None or pod.metadata.deletion_timestamp:
+        problems.append(f"{seated}: {status.get('phase')} {status.get('reason')}")
+    elif not any(c.resource_claim_name == status.get("claimName")
+                 for c in pod.spec.resource_claims or []):
+        problems.append(f"{seated}: its pod is not on claim {status.get('claimName')}")
+    if waiting is not None:
+        held = env.status(waiting)
+        if not str(held.get("reason") or "").startswith("Queued:") or held.get("claimName"):
+            problems.append(f"{waiting}: {held.get('phase')} {held.get('reason')}")
+        if env.pod(f"orw-{waiting}") is not None:
+            problems.append(f"{waiting}: still has a pod")
+        if condition(workloads.get(waiting), "QuotaReserved"):
+            problems.append(f"{waiting}: its Workload still holds quota")
+    named = {(w.get("status") or {}).get("claimName") for w in env.workers()}
+    for name, claim in env.claims().items():
+        if claim["metadata"].get("deletionTimestamp"):
+            problems.append(f"claim {name} still going")
+        elif name not in named:
+            problems.append(f"claim {name}: no worker's status names it")
+    return problems
+
+
+def test_admission_and_eviction_converge_whichever_write_the_controller_dies_at(
+        orw: Env, teams: Teams) -> None:
+    """One team's quota seats one worker; each round a higher-priority worker arrives,
+    Kueue preempts the one running, and the controller carrying that out dies at one of
+    its writes; a plain controller takes over. Then the newcomer leaves and the
+    preempted worker is placed again, for the next round. The books are read throughout:
+    no pod without quota, whatever the crash left."""
+    custom = orw.custom
+    for name, value in (("e2e-low", 10), ("e2e-high", 100)):
+        teams._cluster_object("workloadpriorityclasses", {
+            "apiVersion": f"{GROUP}/{VERSION}", "kind": "WorkloadPriorityClass",
+            "metadata": {"name": f"{teams.prefix}-{name}"}, "value": value})
+    flavor = f"{teams.prefix}-flavor"
+    teams._cluster_object("clusterqueues", {
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "ClusterQueue",
+        "metadata": {"name": f"{teams.prefix}-solo"},
+        "spec": {"namespaceSelector": {},
+                 "preemption": {"withinClusterQueue": "LowerPriority"},
+                 "resourceGroups": [{
+                     "coveredResources": ["openrl.io/accelerator-memory"],
+                     "flavors": [{"name": flavor, "resources": [
+                         {"name": "openrl.io/accelerator-memory", "nominalQuota": SIZE}]}]}]}})
+    custom.create_namespaced_custom_object(GROUP, VERSION, orw.namespace, "localqueues", {
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "LocalQueue",
+        "metadata": {"name": "team-solo"}, "spec": {"clusterQueue": f"{teams.prefix}-solo"}})
+
+    def worker(name: str, priority: str) -> None:
+        queued_worker(orw, name, "solo", {PRIORITY_LABEL: f"{teams.prefix}-e2e-{priority}"})
+
+    plain = controller(orw)
+    rounds: list[str] = []
+    books = Books(orw, teams)
+    books.start()
+    try:
+        worker("low", "low")
+        orw.wait_phase("low", "Running", timeout=90)
+        for i, point in enumerate(crash_points()):
+            stop(plain)
+            started = time.monotonic()
+            crashing = controller(orw, crash_at=point)
+            newcomer = f"high{i}"
+            worker(newcomer, "high")
+            try:
+                crashing.wait(60)
+            except subprocess.TimeoutExpired:
+                stop(crashing)
+                raise AssertionError(f"the controller never reached {point}") from None
+            plain = controller(orw)
+            orw.cluster.wait_for(lambda n=newcomer: not settled(orw, teams, n, "low"),
+                                 timeout=90, interval=1,
+                                 what=f"convergence after a crash at {point}")
+            rounds.append(f"{point} {time.monotonic() - started:.0f}s")
+            orw.delete_worker(newcomer)
+            orw.cluster.wait_for(lambda: not settled(orw, teams, "low"),
+                                 timeout=90, interval=1, what="the preempted worker placed again")
+        print("\nkueue crashes: " + "; ".join(rounds) + f"; books read {books.reads} times")
+    finally:
+        books.stop.set()
+        books.join(5)
+        stop(plain)
+        orw.start(kueue=True)  # cleanup needs a controller to take the finalizers off
     assert not books.breaches, books.breaches
