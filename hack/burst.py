@@ -21,6 +21,11 @@ template, with the same role affinity but no node pinned), created directly
 and timed until every pod runs. It prints both times and their ratio. The two
 sides share the machine, so compare ratios, not absolute times.
 
+With --kueue both it plays two bursts likewise: without Kueue, then with every
+worker labelled for one LocalQueue whose ClusterQueue has quota for all of them
+(Kueue must be running: hack/kueue.sh up), the controller run with --kueue; it
+prints the ratio of their settle times and the extra API requests per worker.
+
 With --autoscaling both it plays two bursts in one run, each in its own
 namespace on the same nodes: the controller with autoscaling off, then on,
 and prints the ratio of their settle times. With the nodes present a worker
@@ -33,7 +38,7 @@ namespace is deleted at the end. Usage:
 
   KUBECONFIG=.cluster/admin.kubeconfig .venv/bin/python -m hack.burst \\
       [--workers 200] [--memory 10Gi] [--maxw 16] [--baseline] [--json]
-      [--autoscaling off|on|both]
+      [--autoscaling off|on|both] [--kueue off|on|both]
 
 (from the repository root, as ``make burst`` runs it)
 """
@@ -41,6 +46,7 @@ namespace is deleted at the end. Usage:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -267,32 +273,77 @@ def main() -> int:
     parser.add_argument("--autoscaling", choices=("off", "on", "both"), default="off",
                         help="the controller's autoscaling mode; both: one burst with it off, "
                              "then one with it on, and the ratio of their settle times")
+    parser.add_argument("--kueue", choices=("off", "on", "both"), default="off",
+                        help="workers queued through Kueue (ample quota); both: one burst "
+                             "without, then one with, and the ratio of their settle times")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--log-level", default="warning")
     args = parser.parse_args()
     logging.basicConfig(level=getattr(logging, args.log_level.upper()), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
 
-    modes = {"off": [False], "on": [True], "both": [False, True]}[args.autoscaling]
-    runs = [burst(args, autoscaling=mode, baseline_too=args.baseline and i == len(modes) - 1)
-            for i, mode in enumerate(modes)]
+    if args.autoscaling == "both" and args.kueue == "both":
+        parser.error("--autoscaling both and --kueue both: compare one at a time")
+    choice = {"off": [False], "on": [True], "both": [False, True]}
+    kueue = args.kueue != "off"
+    modes = ([(mode, kueue) for mode in choice[args.autoscaling]] if args.kueue != "both"
+             else [(args.autoscaling == "on", mode) for mode in choice["both"]])
+    runs = [burst(args, autoscaling=mode, kueue=queued,
+                  baseline_too=args.baseline and i == len(modes) - 1)
+            for i, (mode, queued) in enumerate(modes)]
     if len(runs) == 1:
         report(runs[0], args)
         return 0
+    what = "kueue" if args.kueue == "both" else "autoscaling"
     ratio = round(runs[1]["settle_seconds"] / max(runs[0]["settle_seconds"], 1e-9), 2)
+    extra = round(runs[1]["api_requests_per_placed_worker"]
+                  - runs[0]["api_requests_per_placed_worker"], 2)
     if args.json:
-        print(json.dumps({"off": runs[0], "on": runs[1], "autoscaling_ratio": ratio},
-                         indent=2))
+        print(json.dumps({"off": runs[0], "on": runs[1], f"{what}_ratio": ratio,
+                          "extra_requests_per_worker": extra}, indent=2))
         return 0
     for figures in runs:
-        print(f"autoscaling {'on' if figures['autoscaling'] else 'off'}:")
+        print(f"{what} {'on' if figures[what] else 'off'}:")
         report(figures, args)
-    print(f"settled with autoscaling on / off, nodes present: {runs[1]['settle_seconds']}s / "
-          f"{runs[0]['settle_seconds']}s = {ratio}x (target <= 1.1x)")
+    target = "1.15x" if what == "kueue" else "1.1x"
+    print(f"settled with {what} on / off, nodes present: {runs[1]['settle_seconds']}s / "
+          f"{runs[0]['settle_seconds']}s = {ratio}x (target <= {target}); API requests per "
+          f"placed worker {runs[1]['api_requests_per_placed_worker']} / "
+          f"{runs[0]['api_requests_per_placed_worker']} ({extra:+} per worker)")
     return 0
 
 
-def burst(args: argparse.Namespace, *, autoscaling: bool, baseline_too: bool) -> dict[str, Any]:
+KUEUE = "kueue.x-k8s.io"
+FLAVORS = testbed.Resource(KUEUE, "v1beta2", "resourceflavors", namespaced=False)
+CLUSTER_QUEUES = testbed.Resource(KUEUE, "v1beta2", "clusterqueues", namespaced=False)
+LOCAL_QUEUES = testbed.Resource(KUEUE, "v1beta2", "localqueues")
+
+
+def queue_for(k: testbed.Kube, namespace: str, quota: str) -> None:
+    """A flavor, a ClusterQueue with ``quota`` of accelerator memory, and a LocalQueue
+    ``burst`` in the namespace (both cluster-wide objects named for it)."""
+    try:
+        k.create(FLAVORS, {"metadata": {"name": namespace}})
+    except testbed.KubeError as exc:
+        raise SystemExit(f"--kueue: Kueue's API is not served here ({exc}): run "
+                         "hack/kueue.sh up first") from None
+    k.create(CLUSTER_QUEUES, {"metadata": {"name": namespace}, "spec": {
+        "namespaceSelector": {}, "resourceGroups": [{
+            "coveredResources": [naming.ACCELERATOR_MEMORY],
+            "flavors": [{"name": namespace, "resources": [
+                {"name": naming.ACCELERATOR_MEMORY, "nominalQuota": quota}]}]}]}})
+    k.create(LOCAL_QUEUES, {"metadata": {"name": "burst"},
+                            "spec": {"clusterQueue": namespace}})
+
+
+def drop_queue(k: testbed.Kube, namespace: str) -> None:
+    for res in (CLUSTER_QUEUES, FLAVORS):
+        with contextlib.suppress(testbed.KubeError):  # gone already: what was wanted
+            k.delete(res, namespace)
+
+
+def burst(args: argparse.Namespace, *, autoscaling: bool, kueue: bool,
+          baseline_too: bool) -> dict[str, Any]:
     """One burst in a fresh namespace; its figures (and the baseline's, when asked)."""
     namespace = f"burst-{uuid.uuid4().hex[:6]}"
     k = testbed.Kube.connect(namespace=namespace)  # the harness's own requests
@@ -312,8 +363,11 @@ def burst(args: argparse.Namespace, *, autoscaling: bool, baseline_too: bool) ->
         if before is not None:
             saved[node] = before
 
+    if kueue:  # quota for every worker twice over: Kueue admits, it never holds one back
+        queue_for(k, namespace, f"{2 * args.workers * parse_quantity(args.memory)}")
     settings = Settings(namespace=namespace, leader_elect=False, http_address="",
-                        device_class=args.driver, identity="burst", autoscaling=autoscaling)
+                        device_class=args.driver, identity="burst", autoscaling=autoscaling,
+                        kueue=kueue)
     subject: InProcess | Subprocess = (
         Subprocess(settings, os.environ.get("KUBECONFIG", "")) if args.subprocess
         else InProcess(settings))
@@ -328,7 +382,8 @@ def burst(args: argparse.Namespace, *, autoscaling: bool, baseline_too: bool) ->
         def create(i: int) -> None:
             k.create(WORKERS, {
                 "apiVersion": naming.API_VERSION, "kind": naming.KIND,
-                "metadata": {"name": f"burst-{i:03d}"},
+                "metadata": {"name": f"burst-{i:03d}",
+                             **({"labels": {naming.LABEL_QUEUE: "burst"}} if kueue else {})},
                 "spec": {"role": "trainer", "modelId": "burst", "memory": args.memory,
                          "ownerId": f"owner-{i % 7}"}})
 
@@ -417,6 +472,7 @@ def burst(args: argparse.Namespace, *, autoscaling: bool, baseline_too: bool) ->
             "peak_rss_mb": rss,
             "controller": "subprocess" if args.subprocess else "in-process",
             "autoscaling": autoscaling,
+            "kueue": kueue,
             "create_concurrency": args.create_concurrency,
             "seconds_by_call": {k: round(v, 2) for k, v in sorted(api_seconds.items())},
         }
@@ -444,6 +500,8 @@ def burst(args: argparse.Namespace, *, autoscaling: bool, baseline_too: bool) ->
         # which the next controller rightly leaves out (and, autoscaling on, stands for).
         delete_all_claims(k, namespace)
         k.delete(NAMESPACES, namespace)
+        if kueue:
+            drop_queue(k, namespace)
         for node, values in saved.items():
             k.label_node(node, values)
 

@@ -18,6 +18,9 @@ Module map:
   ``REBALANCE`` key), and what explain says of a worker's move.
 * ``moving``: a move under way, step by step: the drain asked of the node's
   time-slicer, the old pod, the old seat, the new pod.
+* ``admission``: team quotas through Kueue: a queue-labelled worker placed only
+  while Kueue admits it; an eviction's pod, seat and quota handed back in order.
+* ``workloads``: the Kueue Workload written for a worker, and what its status says.
 * ``standing``: autoscaling: a waiting worker's standing, unpinned claim and pod.
 * ``status``: the status an outcome means, and when a write and an Event are due.
 * ``render``: the worker pod: template, overlay and placement's stamps.
