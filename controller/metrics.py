@@ -165,7 +165,8 @@ class _Waiting(Collector):
                                   "answered yet).", labels=["reason"]),
                 GaugeMetricFamily(f"{PREFIX}_longest_wait_seconds",
                                   "How long the oldest Pending worker of each role has waited "
-                                  "so far (0: none).", labels=["role"]))
+                                  "so far (0: none; workers Queued on their team's Kueue quota "
+                                  "not counted).", labels=["role"]))
 
     def describe(self) -> Iterator[Metric]:
         yield from self._families()

@@ -64,6 +64,8 @@ def tally(waiting: Iterable[Waiting]) -> Census:
     oldest: dict[str, float] = {}
     for worker in waiting:
         kinds[worker.reason or NEW] += 1
+        if worker.reason == naming.ReasonKind.QUEUED:
+            continue  # its team's quota holds it back, by the team's own policy: not the fleet
         oldest[worker.role] = min(worker.created, oldest.get(worker.role, worker.created))
     return kinds, oldest
 

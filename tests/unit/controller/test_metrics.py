@@ -58,10 +58,13 @@ def test_the_census_counts_pending_workers_by_reason_kind_and_each_roles_oldest(
                created=T0 + dt.timedelta(minutes=2)),
         worker("running", phase="Running", created=T0 - dt.timedelta(hours=1)),
         worker("gone", created=T0 - dt.timedelta(hours=2), deleting=True),
+        # Held back by its team's Kueue quota: counted, but not the fleet's longest wait.
+        worker("quota", phase="Pending", reason="Queued: waiting for Kueue to admit it",
+               created=T0 - dt.timedelta(hours=3)),
     ]
     kinds, oldest = census(objs)
     assert dict(kinds) == {"New": 1, "WaitingForCapacity": 1, "NoCapacity": 1,
-                           "SomethingElse": 1}
+                           "SomethingElse": 1, "Queued": 1}
     minute = dt.timedelta(minutes=1)
     assert oldest == {"trainer": T0.timestamp(), "sampler": (T0 + minute).timestamp()}
 
