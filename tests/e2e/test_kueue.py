@@ -173,6 +173,15 @@ class Books(threading.Thread):
     def breach(self, kind: str, what: str) -> None:
         self.breaches.setdefault(kind, what)
 
+    def confirmed(self, name: str) -> bool:
+        """The pod read between two reads of the Workload, neither holding quota: the lists
+        above are read one after another, and a pod gone (then its quota handed back)
+        between them is no breach."""
+        before = condition(self.teams.workloads().get(name), "QuotaReserved")
+        pod = self.env.pod(f"orw-{name}")
+        after = condition(self.teams.workloads().get(name), "QuotaReserved")
+        return pod is not None and not before and not after
+
     def check(self) -> None:
         env = self.env
         pods = {p.metadata.name: p for p in env.core.list_namespaced_pod(env.namespace).items}
@@ -185,7 +194,8 @@ class Books(threading.Thread):
             if status.get("phase") == "Failed":
                 self.breach("failed", f"{name}: {status.get('reason')}")
             pod = pods.get(f"orw-{name}")
-            if pod is not None and not condition(workloads.get(name), "QuotaReserved"):
+            if pod is not None and not condition(workloads.get(name), "QuotaReserved") \
+                    and self.confirmed(name):
                 self.breach("pod without quota",
                             f"{name}: pod {pod.metadata.name} exists while its Workload holds "
                             "no quota")
