@@ -54,7 +54,7 @@ from placement.quantity import format_quantity
 from placement.rebalance import MoveLimit
 from placement.remedy import Diagnosis, NodeVerdict, diagnose
 
-__all__ = ["build", "command", "kubectl_command"]
+__all__ = ["build", "command", "kubectl_command", "queue_line", "queue_state"]
 
 
 def build(flags: Flags) -> click.Command:
@@ -93,7 +93,7 @@ def build(flags: Flags) -> click.Command:
                                 str(status.get("phase") or "Pending"), status.get("reason"),
                                 claim, live, diagnosis)
         document["standingClaim"] = standing
-        document["queue"] = _queue(api, found)
+        document["queue"] = queue_state(api, found)
         if claim is not None:
             document["turn"] = turn_state(live, found)
             document["move"] = outlook(
@@ -115,7 +115,7 @@ def build(flags: Flags) -> click.Command:
     return explain
 
 
-def _queue(api: kube.Kube, worker: Worker) -> dict[str, Any] | None:
+def queue_state(api: kube.Kube, worker: Worker) -> dict[str, Any] | None:
     """The worker's Kueue queue and what its Workload says; None: it names no queue."""
     queue = workloads.queue_of(worker)
     if not queue:

@@ -142,7 +142,8 @@ class Subprocess:
                    "--no-leader-elect", "--http-address", f"127.0.0.1:{port}",
                    "--device-class", settings.device_class, "--kubeconfig", kubeconfig,
                    "--log-format", "text", "--log-level", "warning",
-                   *(["--autoscaling"] if settings.autoscaling else [])]
+                   *(["--autoscaling"] if settings.autoscaling else []),
+                   *(["--kueue"] if settings.kueue else [])]
         self.proc = subprocess.Popen(command, cwd=ROOT)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

@@ -246,3 +246,36 @@ def test_the_snapshot_keeps_a_workers_exact_device_count_and_replays_its_claim()
     # Without the count a replay would give tp 2 devices: the check says so.
     del arrivals["tp"]["devices"]
     assert verify_snapshot(live, document) != []
+
+
+def test_explain_names_a_queued_workers_queue_and_what_kueue_says() -> None:
+    from cli.explain import queue_line, queue_state
+    from controller.k8s import naming
+
+    c = Cluster(kueue=True)
+    c.add_worker("q", "50Gi")
+    c.api.edit(kube.WORKERS, "q", {"metadata": {"labels": {naming.LABEL_QUEUE: "team-a"}}})
+    live = read_live_fleet(c.api, DRIVER)  # type: ignore[arg-type]
+    found = queue_state(c.api, live.workers["q"])  # type: ignore[arg-type]
+    assert found is not None and found["state"].startswith("no Workload yet")
+    c.reconcile("q")  # the scheduler writes it; Kueue says why it holds it back
+    name = found["workload"]
+    c.api.edit(kube.WORKLOADS, name, {"status": {"conditions": [{
+        "type": "QuotaReserved", "status": "False", "reason": "Pending",
+        "message": "couldn't assign flavors to pod set main: insufficient quota"}]}})
+    found = queue_state(c.api, live.workers["q"])  # type: ignore[arg-type]
+    assert found is not None
+    assert queue_line(found) == (
+        f"queue: team-a, Workload {name}: waiting for admission (Kueue: Pending: couldn't "
+        "assign flavors to pod set main: insufficient quota)")
+    c.api.edit(kube.WORKLOADS, name, {"status": {
+        "admission": {"clusterQueue": "team-a-cq"}, "conditions": [
+            {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved"},
+            {"type": "Admitted", "status": "True", "reason": "Admitted"}]}})
+    found = queue_state(c.api, live.workers["q"])  # type: ignore[arg-type]
+    assert found is not None
+    assert queue_line(found) == (f"queue: team-a, Workload {name}: admitted in ClusterQueue "
+                                 "team-a-cq")
+    c.add_worker("plain")
+    live = read_live_fleet(c.api, DRIVER)  # type: ignore[arg-type]
+    assert queue_state(c.api, live.workers["plain"]) is None  # type: ignore[arg-type]
