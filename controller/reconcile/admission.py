@@ -13,8 +13,9 @@ out, each a function below:
   no pod, no seat, Workload waiting        waits: Queued, naming its  none
                                            queue and Kueue's words
   no pod, no seat, Workload admitted       placed as any worker       (the later stages')
-  a pod, Workload not admitted (evicted,   its pod stopped            the pod's delete
-    gone, waiting) (``stop``)
+  a live pod (a standing one too),         its pod stopped            the pod's delete
+    Workload not admitted (evicted, gone,
+    waiting) (``stop``)
   no pod, a seat, not admitted (``admit``) its seat given back        its own claim deleted (if
                                                                       nobody else sits on it),
                                                                       else off the booked list;
@@ -57,6 +58,7 @@ from controller.k8s.objects import (
     Worker,
     is_deleting,
     name_of,
+    pod_alive,
     uid_of,
     worker_owner_uid,
 )
@@ -100,8 +102,9 @@ def stop(ctx: Context, case: Case) -> Conclusion | None:
     """A labelled worker's pod while its Workload is not admitted: stopped. None: admitted,
     or not its pod (the later stages say)."""
     worker, pod = case.worker, case.pod
-    if pod is None or worker_owner_uid(pod) != worker.uid or not queued(ctx, worker):
-        return None
+    if pod is None or worker_owner_uid(pod) != worker.uid or not queued(ctx, worker) \
+            or not pod_alive(pod):
+        return None  # a pod that ended is the later stages' (it succeeded, or it failed)
     obj = _workload(ctx, worker)
     found = workloads.read(obj) if obj is not None else None
     if found is not None and found.state is State.ADMITTED:

@@ -244,3 +244,17 @@ def test_a_priority_class_label_needs_the_class_and_sets_the_priority() -> None:
     assert workload["spec"]["priority"] == 1000
     assert workload["spec"]["priorityClassRef"] == {
         "group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": "high"}
+
+
+def test_a_pod_that_succeeded_as_kueue_evicted_it_finishes_the_worker_not_stops_it() -> None:
+    c = queued_cluster()
+    placed_and_running(c, "a")
+    c.api.edit(kube.PODS, "orw-a", {"status": {"phase": "Succeeded"}})
+    evict(c, "a")
+    c.reconcile("a")
+    assert c.status("a")["phase"] == "Succeeded"
+    c.reconcile("a")
+    workload = workload_of(c, "a")
+    assert workload is not None
+    conds = {x["type"]: x for x in workload["status"]["conditions"]}
+    assert conds["Finished"]["status"] == "True"
