@@ -324,17 +324,22 @@ def queue_for(k: testbed.Kube, namespace: str, quota: str) -> None:
     """A flavor, a ClusterQueue with ``quota`` of accelerator memory, and a LocalQueue
     ``burst`` in the namespace (both cluster-wide objects named for it)."""
     try:
-        k.create(FLAVORS, {"metadata": {"name": namespace}})
+        k.create(FLAVORS, {**_kueue_kind("ResourceFlavor"), "metadata": {"name": namespace}})
     except testbed.KubeError as exc:
-        raise SystemExit(f"--kueue: Kueue's API is not served here ({exc}): run "
-                         "hack/kueue.sh up first") from None
-    k.create(CLUSTER_QUEUES, {"metadata": {"name": namespace}, "spec": {
+        raise SystemExit(f"--kueue: no ResourceFlavor could be made ({exc}); is Kueue "
+                         "installed and running (hack/kueue.sh up)?") from None
+    k.create(CLUSTER_QUEUES, {**_kueue_kind("ClusterQueue"), "metadata": {"name": namespace},
+                              "spec": {
         "namespaceSelector": {}, "resourceGroups": [{
             "coveredResources": [naming.ACCELERATOR_MEMORY],
             "flavors": [{"name": namespace, "resources": [
                 {"name": naming.ACCELERATOR_MEMORY, "nominalQuota": quota}]}]}]}})
-    k.create(LOCAL_QUEUES, {"metadata": {"name": "burst"},
+    k.create(LOCAL_QUEUES, {**_kueue_kind("LocalQueue"), "metadata": {"name": "burst"},
                             "spec": {"clusterQueue": namespace}})
+
+
+def _kueue_kind(kind: str) -> dict[str, str]:
+    return {"apiVersion": f"{KUEUE}/v1beta2", "kind": kind}
 
 
 def drop_queue(k: testbed.Kube, namespace: str) -> None:
