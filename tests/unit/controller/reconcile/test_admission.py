@@ -258,3 +258,20 @@ def test_a_pod_that_succeeded_as_kueue_evicted_it_finishes_the_worker_not_stops_
     assert workload is not None
     conds = {x["type"]: x for x in workload["status"]["conditions"]}
     assert conds["Finished"]["status"] == "True"
+
+
+def test_a_deactivated_workload_stops_its_worker_and_is_not_requeued() -> None:
+    c = queued_cluster()
+    placed_and_running(c, "a")
+    evict(c, "a", reason="Deactivated", message="The workload is deactivated")
+    c.reconcile("a")
+    c.api.finish_pod("orw-a")
+    c.reconcile("a")  # the seat
+    c.reconcile("a")  # the quota
+    workload = workload_of(c, "a")
+    assert workload is not None
+    conds = {x["type"]: x for x in workload["status"]["conditions"]}
+    assert conds["QuotaReserved"]["status"] == "False"
+    assert (conds["Requeued"]["status"], conds["Requeued"]["reason"]) == ("False", "Deactivated")
+    c.reconcile("a")
+    assert c.status("a")["reason"].endswith("Deactivated: The workload is deactivated")
