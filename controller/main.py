@@ -36,7 +36,8 @@ log = logging.getLogger("openrl.controller")
 def run(settings: Settings, *, stop: threading.Event | None = None,
         api: kube.Kube | None = None, metrics: Metrics | None = None,
         started: Any = None) -> int:
-    """Run until ``stop`` is set (0) or leadership is lost (1).
+    """Run until ``stop`` is set (0) or leadership is lost (1); 2 at once when ``--kueue``
+    is on and the API server does not serve Kueue's Workloads.
 
     ``started``, if given, is called with the Controller once it is built
     (tests and hack/burst.py use it to watch the loop).
@@ -47,6 +48,11 @@ def run(settings: Settings, *, stop: threading.Event | None = None,
     if api is None:
         api = kube.Kube(kube.load_api_client(settings.kubeconfig), settings.namespace,
                         hook=metrics.api_request)
+    if settings.kueue and not api.serves(kube.WORKLOADS):
+        # Its watch would fail forever, and no worker would be placed: say so and stop.
+        log.error("--kueue, but the API server does not serve Kueue's Workloads "
+                  "(workloads.kueue.x-k8s.io/v1beta2): install Kueue, or run without --kueue")
+        return 2
     server = None
     address = parse_http_address(settings.http_address)
     if address is not None:

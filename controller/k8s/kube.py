@@ -265,6 +265,17 @@ class Kube:
             if not page or not token:
                 return items, version
 
+    def serves(self, res: Resource) -> bool:
+        """Whether the API server serves ``res`` (its group and version list it): a custom
+        resource whose definition is not installed is not served."""
+        base = f"/apis/{res.group}/{res.version}" if res.group else f"/api/{res.version}"
+        try:
+            listed = self._request("discover", res, "GET", base)
+        except NotFound:
+            return False
+        return any(r.get("name") == res.plural for r in listed.get("resources") or []
+                   if isinstance(r, dict))
+
     def get(self, res: Resource, name: str, *, namespace: str | None = None) -> Obj:
         return self._request("get", res, "GET", res.path(self._ns(res, namespace), name))
 

@@ -4,6 +4,8 @@
 established. ``gpu_nodes`` (session): the fake GPU nodes labelled
 ``openrl.io/enabled=true`` and ``openrl.io/max-workers-per-claim=1`` (their
 labels restored afterwards), with what the driver publishes for each.
+``stop_process`` ends a controller a crash test started as its own process;
+``crashed`` waits for one started with a crash planted to die at it.
 ``orw`` (function): a namespace with the default pod templates and a helper
 that starts the controller in-process on it (no leader election, no HTTP) and,
 at teardown, deletes every worker and waits for the controller to let them go
@@ -15,6 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import signal
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -244,6 +248,27 @@ class Env:
         deadline = time.monotonic() + 30
         while self.claims() and time.monotonic() < deadline:
             time.sleep(0.5)
+
+
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    """A controller started as its own process (the crash tests'): SIGTERM, then SIGKILL
+    if it has not gone in 15 s."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def crashed(proc: subprocess.Popen[bytes], point: str, timeout: float = 60) -> None:
+    """Wait for a controller started with a crash planted at ``point`` to die there."""
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        stop_process(proc)
+        raise AssertionError(f"the controller never reached {point}") from None
 
 
 @pytest.fixture

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 import subprocess
 import tempfile
 import threading
@@ -45,7 +44,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from controller_fixtures import Env, GpuNode, crd, gpu_nodes, orw  # noqa: F401
+from controller_fixtures import (  # noqa: F401
+    Env,
+    GpuNode,
+    crashed,
+    crd,
+    gpu_nodes,
+    orw,
+    stop_process,
+)
 from kubernetes import client
 
 from hack.crashpoint import launcher
@@ -321,16 +328,6 @@ def controller(env: Env, crash_at: str = "") -> subprocess.Popen[bytes]:
     return subprocess.Popen(args, cwd=REPO, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
 
 
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 def settled(env: Env, teams: Teams, seated: str, waiting: str | None = None) -> list[str]:
     """What is wrong now: ``seated`` must run on the claim its status names, ``waiting``
     (if any) wait for Kueue with no pod and no quota held, and no claim be left unnamed."""
@@ -397,16 +394,12 @@ def test_admission_and_eviction_converge_whichever_write_the_controller_dies_at(
         worker("low", "low")
         orw.wait_phase("low", "Running", timeout=90)
         for i, point in enumerate(crash_points()):
-            stop(plain)
+            stop_process(plain)
             started = time.monotonic()
             crashing = controller(orw, crash_at=point)
             newcomer = f"high{i}"
             worker(newcomer, "high")
-            try:
-                crashing.wait(60)
-            except subprocess.TimeoutExpired:
-                stop(crashing)
-                raise AssertionError(f"the controller never reached {point}") from None
+            crashed(crashing, point)
             plain = controller(orw)
             orw.cluster.wait_for(lambda n=newcomer: not settled(orw, teams, n, "low"),
                                  timeout=90, interval=1,
@@ -419,6 +412,6 @@ def test_admission_and_eviction_converge_whichever_write_the_controller_dies_at(
     finally:
         books.stop.set()
         books.join(5)
-        stop(plain)
+        stop_process(plain)
         orw.start(kueue=True)  # cleanup needs a controller to take the finalizers off
     assert not books.breaches, books.breaches

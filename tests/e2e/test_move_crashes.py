@@ -26,13 +26,22 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
-from controller_fixtures import Env, GpuNode, crd, gpu_nodes, node, orw, wide  # noqa: F401
+from controller_fixtures import (  # noqa: F401
+    Env,
+    GpuNode,
+    crashed,
+    crd,
+    gpu_nodes,
+    node,
+    orw,
+    stop_process,
+    wide,
+)
 
 from hack.crashpoint import launcher
 
@@ -60,16 +69,6 @@ def controller(orw: Env, crash_at: str = "", moves: bool = True) -> subprocess.P
             "--no-leader-elect",
             "--http-address=", "--log-format=text"]
     return subprocess.Popen(args, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def running(orw: Env, name: str) -> str:
@@ -126,19 +125,15 @@ def test_a_move_converges_whichever_write_the_controller_dies_at(orw: Env,
             assert shared in seated.values(), f"{joiner} cut a claim of its own: {shared}"
             leaver = next(w for w, c in seated.items() if c != shared)
             if i:  # the last round's controller moves: this round's setup needs one that does not
-                stop(plain)
+                stop_process(plain)
                 plain = controller(orw, moves=False)
             orw.delete_worker(leaver)
             orw.cluster.wait_for(lambda w=leaver: orw.worker(w) is None, timeout=60,
                                  what=f"{leaver} gone")
-            stop(plain)  # the move is the crashing controller's
+            stop_process(plain)  # the move is the crashing controller's
             started = time.monotonic()
             crashing = controller(orw, crash_at=point)
-            try:
-                crashing.wait(60)
-            except subprocess.TimeoutExpired:
-                stop(crashing)
-                raise AssertionError(f"the controller never reached {point}") from None
+            crashed(crashing, point)
             plain = controller(orw)
             # Whatever the crash left, the plain controller carries the move through (or
             # makes it afresh): the round ends with the joiner on a claim of its own.
@@ -152,5 +147,5 @@ def test_a_move_converges_whichever_write_the_controller_dies_at(orw: Env,
             assert len(set(seated.values())) == len(seated) == 2, seated
         print("\nmove crashes: " + "; ".join(rounds))
     finally:
-        stop(plain)
+        stop_process(plain)
         orw.start()  # cleanup needs a controller to take the finalizers off

@@ -113,3 +113,25 @@ def test_drain_timeout_is_five_minutes_and_must_be_positive() -> None:
     assert Settings(namespace="openrl", drain_timeout="90s").drain_timeout == 90
     with pytest.raises(SettingsError, match="drain-timeout"):
         Settings(namespace="openrl", drain_timeout=0)
+
+
+def test_kueue_is_off_unless_asked_and_needs_kueues_api(seen: dict[str, Settings]) -> None:
+    assert not Settings(namespace="openrl").kueue
+    result = CliRunner().invoke(main.command, [], env={"OPEN_RL_KUEUE": "true"})
+    assert result.exit_code == 0, result.output
+    assert seen["settings"].kueue
+    assert not CliRunner().invoke(main.command, []).exit_code and not seen["settings"].kueue
+
+
+def test_kueue_on_without_kueues_api_stops_at_once_saying_so(
+        caplog: pytest.LogCaptureFixture) -> None:
+    from controller.k8s import kube
+
+    class NoKueue:
+        def serves(self, res: kube.Resource) -> bool:
+            return res is not kube.WORKLOADS
+
+    settings = Settings(namespace="openrl", kueue=True, http_address="", leader_elect=False)
+    with caplog.at_level("ERROR", logger="openrl"):
+        assert main.run(settings, api=NoKueue()) == 2  # type: ignore[arg-type]
+    assert "does not serve Kueue's Workloads" in caplog.text
