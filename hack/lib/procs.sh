@@ -98,7 +98,10 @@ wait_until() { # component timeout-seconds description command...
   shift 3
   local deadline=$((SECONDS + timeout))
   until "$@" >/dev/null 2>&1; do
-    pid_of "$name" >/dev/null || fail_up "$name" "$name exited while waiting for $what"
+    # Asked twice: while a process execs (a launcher's chain of env, unshare, sh and the
+    # binary), its /proc cmdline can read empty for a moment, and it would look gone.
+    pid_of "$name" >/dev/null || { sleep 0.5 && pid_of "$name" >/dev/null; } ||
+      fail_up "$name" "$name exited while waiting for $what"
     ((SECONDS < deadline)) || fail_up "$name" "timed out after ${timeout}s waiting for $what"
     sleep 0.2
   done
