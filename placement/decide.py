@@ -56,7 +56,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from placement.model import Node, Request, devices_for, devices_needed, per_device_share
+from placement.model import Request, devices_for, per_device_share
 from placement.owners import NO_RANK, WORKER_BITS, share_rank
 from placement.policy import (
     DEFAULT_POLICY,
@@ -206,8 +206,8 @@ def best_pool(request: Request, fleet: Fleet) -> tuple[str, int, int] | None:
     best: tuple[int, int, int, str] | None = None
     memory, exact = request.memory, request.devices
     for group, by_free in fleet.index.pool_groups(request.role):
-        if exact is None:
-            needed = devices_needed(memory, group.device_memory)
+        if exact is None:  # devices_needed inlined (two groups a decision): memory >= 1
+            needed = -(-memory // group.device_memory)
         elif per_device_share(memory, exact) <= group.device_memory:
             needed = exact
         else:  # its share of each of N devices outgrows this group's
@@ -261,9 +261,9 @@ def best_claim(request: Request, fleet: Fleet, owner_affinity: bool = True) -> s
         return None
     index = fleet.index
     if owner_affinity:
-        found = index.first_of_owner(request.owner, request.role, request.memory, pairing=True)
+        found = index.first_pairing(request.owner, request.role, request.memory)
         if found is not None:
-            return found[1]
+            return found
     return _first_open(index, request, owner_affinity)
 
 
@@ -314,9 +314,9 @@ _WORKERS = (1 << WORKER_BITS) - 1
 _LEAST_MINE = share_rank(1, 2, 2)  # the best rank of a claim of two workers, one its owner's
 
 
-@dataclass(frozen=True, slots=True)
-class NodeOffer:
-    """The largest worker one node could seat right now, by spreading or by joining.
+def offer_of(fleet: Fleet, node_name: str) -> tuple[Room, Room] | None:
+    """The largest worker one node could seat right now, by spreading or by joining, as
+    (capacity, alone); None: no such node.
 
     A worker of ``memory`` bytes can spread onto ``free`` devices of ``d``
     bytes exactly when ``memory <= free * d``, and join a k-device claim with
@@ -328,20 +328,14 @@ class NodeOffer:
     worker only spreads, so its threshold is ``alone``, the spreading part of
     it. A worker naming N devices only spreads too, and ``alone`` bounds it
     from above (its ``memory <= N * d <= free * d``); the exact test is
-    ``best_pool``'s.
+    ``best_pool``'s. A plain pair, not a value object: the simulation asks on
+    every retry.
     """
-
-    node: Node
-    capacity: Room
-    alone: Room
-
-
-def offer_of(fleet: Fleet, node_name: str) -> NodeOffer | None:
     node = fleet.node(node_name)
     if node is None:
         return None
     if node.pods is not None and not fleet.has_pod_slot(node_name):  # None: unchecked
-        return NodeOffer(node, -math.inf, -math.inf)
+        return _NO_OFFER
     # A new claim takes one group's devices: the largest it can cut is one group's worth.
     alone: Room = (max(free * memory for free, (_count, memory)
                        in zip(fleet.free_by_group(node_name), node.device_groups, strict=True))
@@ -351,11 +345,11 @@ def offer_of(fleet: Fleet, node_name: str) -> NodeOffer | None:
         host_left = node.host_memory - fleet.parked_load(node_name)
         if host_left < alone:
             alone = host_left
-    capacity = alone
     room = fleet.largest_room_on(node_name)
-    if room is not None and room > capacity:
-        capacity = room
-    return NodeOffer(node, capacity, alone)
+    return (room if room is not None and room > alone else alone), alone
+
+
+_NO_OFFER: tuple[Room, Room] = (-math.inf, -math.inf)  # no pod slot: nothing fits
 
 
 def explain(request: Request, fleet: Fleet) -> Reason:

@@ -18,9 +18,11 @@ owner's joiners find it ranked as they would rank it. Rules:
   role policy, the roles the owner holds there; None: a role not known),
   then that owner's rank there, in a sorted list of names. An owner has a
   handful of groups: role policies times the roles it can hold.
-* A joiner's search (``first_of_owner``) reads its owner's groups whose role
-  policy takes it (and, for owner affinity, that ``policy.pairs`` with it),
-  each group's ranks in ascending order, and in a rank's list the first
+* A joiner's search (``first_of_owner``; ``first_pairing`` for owner
+  affinity) reads its owner's groups whose role policy takes it (and, for
+  owner affinity, that ``policy.pairs`` with it: each group is listed, as it
+  is made, under the joiner roles and pairings that read it, so a search
+  passes over none), each group's ranks in ascending order, and in a rank's list the first
   claim with room (read from its open-seat bucket, so a node's parked load
   moving touches no owner list); a group stops at its first hit, or at a rank
   past the best found so far. Only an owner whose claims with no room fill
@@ -91,9 +93,11 @@ class OwnerLists:
         # owner -> its groups -> rank -> sorted names; None: not filed until a join
         # search first reads them.
         self._owners: dict[str, dict[OwnerGroup, RankLists]] | None = None
-        # owner -> its groups as a search reads them: each one's lists, and per joiner
-        # role whether it pairs (True), is taken without pairing (False) or not (None).
-        self._searched: dict[str, list[tuple[RankLists, dict[Role, bool | None]]]] = {}
+        # (owner, joiner role, pairing) -> the lists of the owner's groups a search of
+        # that ``pairing`` reads: True, the groups that pair with such a joiner; False,
+        # those that take it without pairing; None, both. Filed as a group is made, so
+        # a search reads no group it would skip (one owner holds a handful).
+        self._searched: dict[tuple[str, Role, bool | None], list[RankLists]] = {}
         # (owner, role policy, role) of a lone worker -> the owner's group it is filed
         # in; None: in none, as no joiner its node takes pairs with it.
         self._lone: dict[tuple[str, frozenset[Role], str | None], RankLists | None] = {}
@@ -177,26 +181,22 @@ class OwnerLists:
         (the open seats' buckets rank those for any joiner alike)."""
         if self._owners is None:
             self._file_every_owner()
-        searched = self._searched.get(owner)
-        if searched is None:
+        groups = self._searched.get((owner, role, pairing))
+        if groups is None:
             return None
         rows = self._rows
         best_rank, best = to_beat
         found = False
         skip = -1 if alone else ALONE_RANK
-        for by_rank, says in searched:
-            said = says[role]
-            if said is None or (pairing is not None and said is not pairing):
-                continue
+        for by_rank in groups:
             for rank, names in by_rank.items():  # ascending: the group's first hit is its best
                 if rank > best_rank:
                     break
                 if rank == skip:
                     continue
                 hit = None
-                for name in names:  # the first with room
-                    bucket = rows[name].bucket
-                    if bucket is not None and bucket.rooms[name] >= memory:
+                for name in names:  # the first with room (a listed claim is open: a bucket)
+                    if rows[name].bucket.rooms[name] >= memory:  # type: ignore[union-attr]
                         hit = name
                         break
                 if hit is not None:
@@ -205,13 +205,34 @@ class OwnerLists:
                     break
         return (best_rank, best) if found else None
 
+    def first_pairing(self, owner: str, role: Role, memory: int) -> str | None:
+        """``first_of_owner(owner, role, memory, pairing=True)``'s name, for owner affinity
+        (a search per join): an owner's joiners of one role mostly pair with one group
+        of its, whose first claim with room, in its ranks' order, is the best."""
+        if self._owners is None:
+            self._file_every_owner()
+        groups = self._searched.get((owner, role, True))
+        if groups is None:
+            return None
+        if len(groups) > 1:
+            found = self.first_of_owner(owner, role, memory, pairing=True)
+            return None if found is None else found[1]
+        rows = self._rows
+        for names in groups[0].values():  # ascending ranks
+            for name in names:
+                if rows[name].bucket.rooms[name] >= memory:  # type: ignore[union-attr]
+                    return name
+        return None
+
     def _new_group(self, owner: str, group: OwnerGroup) -> RankLists:
         """An owner's new group's lists, filed for its searches too."""
         roles, held = group
         by_rank: RankLists = {}
-        self._searched.setdefault(owner, []).append((by_rank, {
-            role: (pairs(role, held) if not roles or role in roles else None)
-            for role in Role}))
+        searched = self._searched
+        for role in Role:
+            if not roles or role in roles:  # a joiner its node takes: it pairs, or not
+                for pairing in (pairs(role, held), None):
+                    searched.setdefault((owner, role, pairing), []).append(by_rank)
         return by_rank
 
     def _describe_owners(self) -> dict[OwnerKey, tuple[str, ...]]:

@@ -314,7 +314,7 @@ class AutoscaledSimulation(Simulation):
         """A waiting worker counted on nothing: counted on a node coming, or one asked for."""
         alone = self._new_claim_only(request)
         for coming in self._coming:
-            # Spreading needs memory <= free devices x their memory (NodeOffer's rule):
+            # Spreading needs memory <= free devices x their memory (offer_of's rule):
             # a plan without that room is passed over without a decision.
             if alone and coming.plan.free_devices(coming.node.name) * \
                     coming.node.device_memory < request.memory:

@@ -33,14 +33,14 @@ result against a plain full scan):
 
 * Every change touches one node, and a worker that found no seat before can
   only find one there. What a node can seat is one memory threshold per role
-  (``NodeOffer``), and the pending queue (``placement.simulator.pending``) answers "the
+  (``offer_of``), and the pending queue (``placement.simulator.pending``) answers "the
   oldest worker of this role under that threshold" without walking its
   workers or its distinct sizes; a worker leaving while pending is removed
   in O(1).
 * A failure (the threshold can be an upper bound) rules out every larger
   worker of the same role: more memory never needs fewer devices, a smaller
   share or less host RAM. Exclusive workers wait in a queue of their own,
-  against what a new claim there can take (``NodeOffer.alone``: the free
+  against what a new claim there can take (``offer_of``'s ``alone``: the free
   devices, and on a node that may share the host memory left): one of them
   failing says nothing of a worker that could join. (A subclass may send
   more workers that way, new claim only: ``_new_claim_only``.) A worker
@@ -421,16 +421,17 @@ class Simulation:
                 exact and any(queue.size for queue in exact)):
             offer = offer_of(self.fleet, changed_node)
             assert offer is not None
+            capacity, spread = offer
             # A worker that cannot be placed means no larger worker of its role (and
             # queue) can be either (more memory never needs fewer devices, a smaller
             # share or less host RAM): a failure lowers that bound until the fleet changes.
-            classes = ([(pending, role, [offer.capacity]) for role in roles]
+            classes = ([(pending, role, [capacity]) for role in roles]
                        if pending.size else [])
             if alone is not None and alone.size:
-                classes += [(alone, role, [offer.alone]) for role in roles]
+                classes += [(alone, role, [spread]) for role in roles]
             for queue in exact:
                 if queue.size:
-                    classes += [(queue, role, [offer.alone]) for role in roles]
+                    classes += [(queue, role, [spread]) for role in roles]
             while True:
                 oldest: tuple[int, str, int] | None = None
                 bound_of_oldest: list[float] = []

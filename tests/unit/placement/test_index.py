@@ -13,6 +13,7 @@ then on.
 from __future__ import annotations
 
 import contextlib
+import math
 
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -32,6 +33,7 @@ from placement import (
     Role,
 )
 from placement.decide import find_seat
+from placement.policy import pairs, turn_round
 from tests.strategies import nodes, requests
 
 NODE_NAMES = [f"node-{c}" for c in "abcd"]
@@ -111,6 +113,44 @@ class Books(RuleBasedStateMachine):
         for node in self.fleet.nodes:
             assert self.fleet.free_devices(node.name) == rebuilt.free_devices(node.name)
             assert self.fleet.parked_load(node.name) == rebuilt.parked_load(node.name)
+
+
+    @invariant()
+    def owner_searches_read_plainly(self) -> None:
+        # Owner affinity's search and the general one, against the books read plainly:
+        # on a rebuild, and on the fleet itself once a search has filed its lists.
+        rebuilt = Fleet(self.fleet.nodes, self.fleet.claims)
+        fleets = [rebuilt, *([self.fleet] if self.fleet.index.owners_filed else [])]
+        rooms = {name: room for by_key in rebuilt.index.describe()["seats"].values()
+                 for entries in by_key.values() for name, room in entries}
+        memories = sorted({1, *(int(room) for room in rooms.values()
+                                if 0 < room < math.inf)})[:4]
+        for owner in sorted({b.owner for c in self.fleet.claims for b in c.bookings}):
+            for role in Role:
+                for memory in memories:
+                    want = _plain_first_pairing(self.fleet, rooms, owner, role, memory)
+                    for fleet in fleets:
+                        assert fleet.index.first_pairing(owner, role, memory) == want
+                        found = fleet.index.first_of_owner(owner, role, memory, pairing=True)
+                        assert (found[1] if found is not None else None) == want
+
+
+def _plain_first_pairing(fleet: Fleet, rooms: dict[str, float], owner: str, role: Role,
+                         memory: int) -> str | None:
+    """The open claim of ``owner``'s that pairs with a joiner of ``role`` and takes
+    ``memory``, ranked by turn round, workers, then name: read from the books claim by
+    claim (the index's rooms only say which claims are open and what they take)."""
+    ranked = []
+    for claim in fleet.claims:
+        node = fleet.node(claim.node)
+        if rooms.get(claim.name, -math.inf) < memory or node is None or (
+                node.roles and role not in node.roles):
+            continue
+        held = [booking.role for booking in claim.bookings if booking.owner == owner]
+        if pairs(role, held):
+            owners = len({booking.owner for booking in claim.bookings})
+            ranked.append((turn_round(owners, len(held)), len(claim.bookings), claim.name))
+    return min(ranked)[2] if ranked else None
 
 
 Books.TestCase.settings = settings(max_examples=150, stateful_step_count=30, deadline=None)
