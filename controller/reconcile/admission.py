@@ -71,8 +71,11 @@ __all__ = ["ANSWER_WAIT", "admit", "finish", "forget", "queued", "stop"]
 log = logging.getLogger("openrl.controller")
 
 # A Workload just written is looked at again this long after, if Kueue has not answered
-# by then (its answer wakes the worker first): its status then says it waits.
-ANSWER_WAIT = 5.0
+# by then (its answer wakes the worker first): its status then says it waits. Kueue says
+# nothing of a Workload it can admit until it does, and in a burst of 800 it took 20-30 s
+# to reach the last: at 5 s, half to four fifths of a burst's workers got a status and an
+# Event saying they waited, two writes each that the admission made stale at once.
+ANSWER_WAIT = 30.0
 
 
 def queued(ctx: Context, worker: Worker) -> bool:
