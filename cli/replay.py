@@ -173,7 +173,7 @@ class _Run:
         try:
             if isinstance(event, Arrive):
                 return self._arrive(index, event)
-            if isinstance(event, Leave | Finish):
+            if isinstance(event, _LEAVING):
                 return self._leave(index, event)
             where = _where_in_scenario(index, event)
             if isinstance(event, LoseNode):
@@ -374,6 +374,9 @@ class _Run:
         mover = self.sim.mover
         stranded = mover.stranded_seconds if mover is not None and mover.settings.measure else None
         return Report(self.scenario.dra, log, workers, claims, nodes, turns, stranded)
+
+
+_LEAVING = (Leave, Finish)  # made once: ``Leave | Finish`` in a call makes one per event
 
 
 def _where_in_scenario(index: int, event: Event) -> str:

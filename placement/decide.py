@@ -56,7 +56,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from placement.model import Request, devices_for, per_device_share
+from placement.model import Node, Request, devices_for, per_device_share
 from placement.owners import NO_RANK, WORKER_BITS, share_rank
 from placement.policy import (
     DEFAULT_POLICY,
@@ -314,9 +314,9 @@ _WORKERS = (1 << WORKER_BITS) - 1
 _LEAST_MINE = share_rank(1, 2, 2)  # the best rank of a claim of two workers, one its owner's
 
 
-def offer_of(fleet: Fleet, node_name: str) -> tuple[Room, Room] | None:
-    """The largest worker one node could seat right now, by spreading or by joining, as
-    (capacity, alone); None: no such node.
+def offer_of(fleet: Fleet, node: Node) -> tuple[Room, Room]:
+    """The largest worker one of the fleet's nodes could seat right now, by spreading or by
+    joining, as (capacity, alone).
 
     A worker of ``memory`` bytes can spread onto ``free`` devices of ``d``
     bytes exactly when ``memory <= free * d``, and join a k-device claim with
@@ -331,9 +331,7 @@ def offer_of(fleet: Fleet, node_name: str) -> tuple[Room, Room] | None:
     ``best_pool``'s. A plain pair, not a value object: the simulation asks on
     every retry.
     """
-    node = fleet.node(node_name)
-    if node is None:
-        return None
+    node_name = node.name
     if node.pods is not None and not fleet.has_pod_slot(node_name):  # None: unchecked
         return _NO_OFFER
     # A new claim takes one group's devices: the largest it can cut is one group's worth.

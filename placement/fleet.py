@@ -232,7 +232,9 @@ class Fleet(Ledger):
                      else row.parked_memory - before if counted else 0)
             if shift:
                 self._shift_parked(row.node, shift)
-            self.index.file_claim(row, node, self._host_left(node))
+            host = node.node.host_memory  # _host_left inlined: every join
+            self.index.file_claim(row, node, math.inf if host is None
+                                  else host - self._parked.get(row.node, 0))
             if node.node.pods is not None:  # else never at its limit
                 self._check_pods(node)
 
@@ -256,7 +258,9 @@ class Fleet(Ledger):
                      else row.parked_memory - before if counted else 0)
             if shift:
                 self._shift_parked(row.node, shift)
-            self.index.file_claim(row, node, self._host_left(node))
+            host = node.node.host_memory  # _host_left inlined: every leaver
+            self.index.file_claim(row, node, math.inf if host is None
+                                  else host - self._parked.get(row.node, 0))
             if node.node.pods is not None:  # else never at its limit
                 self._check_pods(node)
         return claim
@@ -323,7 +327,9 @@ class Fleet(Ledger):
             # Its share of the parked load (``_parked_share``, inlined: every new claim).
             self._shift_parked(row.node, row.footprint if node.shares
                                else row.parked_memory if row.allocated else 0, pooled=False)
-            self.index.file_claim(row, node, self._host_left(node))
+            host = node.node.host_memory  # _host_left inlined: every new claim
+            self.index.file_claim(row, node, math.inf if host is None
+                                  else host - self._parked.get(row.node, 0))
             self._file_pool(node)
             if node.node.pods is not None:  # else never at its limit
                 self._check_pods(node)

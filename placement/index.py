@@ -70,13 +70,15 @@ class Index(OwnerLists):
 
     __slots__ = ("_blocked", "_exclusive", "_full", "_groups", "_open", "_pod_full",
                  "_podless", "_pool_views", "_pools", "_seat_views", "_seats", "_shapes",
-                 "_unallocated")
+                 "_spare", "_unallocated")
 
     def __init__(self, rows: Mapping[str, ClaimRow]) -> None:
         """``rows``: the books' claims, read when owner affinity first searches."""
         super().__init__(rows)
         self._groups = Groups()
         self._pools: dict[PoolGroup, dict[int, RoomIndex]] = {}
+        # Pool buckets gone (each still holding the one name it had), for new ones.
+        self._spare: list[RoomIndex] = []
         self._seats: dict[frozenset[Role], dict[int, RoomIndex]] = {}
         self._exclusive: dict[SeatGroup, int] = {}
         self._shapes: dict[tuple[PoolGroup, int], int] = {}
@@ -133,12 +135,14 @@ class Index(OwnerLists):
             if by_free is None:
                 by_free = self._pools[group] = {}
                 self._pool_views.clear()
-            bucket = by_free.get(free[0])
-            if bucket is None:
-                bucket = by_free[free[0]] = RoomIndex()
             # _pool_room inlined: every new claim and every claim gone refiles its node.
             cap = free[0] * row.node.device_memory
-            bucket.add(name, host_left if row.shares and host_left < cap else cap)
+            room = host_left if row.shares and host_left < cap else cap
+            bucket = by_free.get(free[0])
+            if bucket is not None:
+                bucket.add(name, room)
+            else:
+                self._new_pool(by_free, free[0], name, room)
             return
         room = _pool_room(row, host_left, free)
         for group, (devices, _memory), left in zip(row.pool_groups, row.node.groups, free,
@@ -151,9 +155,10 @@ class Index(OwnerLists):
                 by_free = self._pools[group] = {}
                 self._pool_views.clear()
             bucket = by_free.get(left)
-            if bucket is None:
-                bucket = by_free[left] = RoomIndex()
-            bucket.add(name, room)
+            if bucket is not None:
+                bucket.add(name, room)
+            else:
+                self._new_pool(by_free, left, name, room)
 
     def unfile_pool(self, row: NodeRow, free: tuple[int, ...]) -> None:
         name = row.node.name
@@ -162,6 +167,7 @@ class Index(OwnerLists):
             bucket = by_free[free[0]]
             if len(bucket.rooms) == 1:  # gone: the new-claim search reads every key it finds
                 del by_free[free[0]]
+                self._spare.append(bucket)
             else:
                 bucket.remove(name)
             return
@@ -178,8 +184,20 @@ class Index(OwnerLists):
             bucket = by_free[left]
             if len(bucket.rooms) == 1:
                 del by_free[left]
+                self._spare.append(bucket)
             else:
                 bucket.remove(name)
+
+    def _new_pool(self, by_free: dict[int, RoomIndex], free: int, name: str,
+                  room: Room) -> None:
+        """A pool bucket for a new count of free devices, holding the node: a bucket gone
+        taken again where there is one (nodes cross counts all the time)."""
+        if self._spare:
+            bucket = by_free[free] = self._spare.pop()
+            bucket.hold_only(name, room)
+        else:
+            by_free[free] = RoomIndex()
+            by_free[free].add(name, room)
 
     def file_claim(self, claim: ClaimRow, row: NodeRow, host_left: Room) -> None:
         """File a claim on a known node; ``host_left`` is what the node can still park."""

@@ -78,10 +78,6 @@ class Role(enum.StrEnum):
     SAMPLER = "sampler"
 
 
-def _ceil_div(numerator: int, denominator: int) -> int:
-    return -(-numerator // denominator)
-
-
 def devices_needed(memory: int, device_memory: int) -> int:
     """Devices a worker of ``memory`` bytes needs when each holds ``device_memory``."""
     needed = -(-memory // device_memory)
@@ -100,7 +96,7 @@ def devices_for(memory: int, device_memory: int, exact: int | None) -> int | Non
 
 def per_device_share(memory: int, devices: int) -> int:
     """Bytes of each device a worker uses when spread over a ``devices``-wide claim."""
-    return _ceil_div(memory, devices)
+    return -(-memory // devices)  # rounded up
 
 
 DeviceGroup = tuple[int, int]  # (devices, bytes of memory each) of one size on a node

@@ -99,8 +99,10 @@ class OwnerLists:
         # a search reads no group it would skip (one owner holds a handful).
         self._searched: dict[tuple[str, Role, bool | None], list[RankLists]] = {}
         # (owner, role policy, role) of a lone worker -> the owner's group it is filed
-        # in; None: in none, as no joiner its node takes pairs with it.
-        self._lone: dict[tuple[str, frozenset[Role], str | None], RankLists | None] = {}
+        # in, as its claim's ``owner_lists`` (one tuple for them all); None: in none, as
+        # no joiner its node takes pairs with it.
+        self._lone: dict[tuple[str, frozenset[Role], str | None],
+                         tuple[tuple[RankLists, int]] | None] = {}
 
     def _file_owners(self, claim: ClaimRow, roles: frozenset[Role], workers: int) -> None:
         owners = self._owners
@@ -109,17 +111,19 @@ class OwnerLists:
         if workers == 1:  # the common case: one owner, one role
             for owner, _parked, _exclusive, role in claim.bookings.values():
                 key = (owner, roles, role)
-                by_rank = self._lone.get(key, _UNSEEN)
-                if by_rank is _UNSEEN:
-                    by_rank = self._lone[key] = self._lone_group(owner, roles, role)
-                if by_rank is None:  # only owner affinity reads it, and no joiner pairs
+                lists = self._lone.get(key, _UNSEEN)
+                if lists is _UNSEEN:
+                    alone = self._lone_group(owner, roles, role)
+                    lists = self._lone[key] = None if alone is None else ((alone, ALONE_RANK),)
+                if lists is None:  # only owner affinity reads it, and no joiner pairs
                     return
-                names = by_rank.get(ALONE_RANK)
+                ranks = lists[0][0]
+                names = ranks.get(ALONE_RANK)
                 if names is None:
-                    _new_rank(by_rank, ALONE_RANK, name)
+                    _new_rank(ranks, ALONE_RANK, name)
                 else:
                     insort(names, name)
-                claim.owner_lists = ((by_rank, ALONE_RANK),)
+                claim.owner_lists = lists
             return
         by_owner = claim.tally
         assert by_owner is not None
@@ -292,7 +296,7 @@ def _names(roles: frozenset[Role] | frozenset[str | None]) -> tuple[str, ...]:
     return tuple(sorted(str(role) for role in roles))
 
 
-_UNSEEN: RankLists = {}  # a key not met yet
+_UNSEEN: tuple[tuple[RankLists, int]] = (({}, 0),)  # a key not met yet
 
 # A role's plain name (None: not known) alone, as the roles an owner holds.
 _ONLY: dict[str | None, frozenset[str | None]] = {

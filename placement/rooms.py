@@ -138,6 +138,17 @@ class RoomIndex:
             self._raise_chunk(index, room)
         return index
 
+    def hold_only(self, name: str, room: Room) -> None:
+        """Of one name, now hold ``name`` alone with ``room``, as a new index given it would:
+        a bucket emptied and filled again (the free pools' refiling) costs no new index.
+        A plain ``RoomIndex``'s, not an ``OwnedRooms``'."""
+        rooms = self._rooms
+        assert len(rooms) == 1 and len(self._blocks) == 1 and type(self) is RoomIndex
+        rooms.clear()
+        rooms[name] = room
+        self._blocks[0][0] = self._heads[0] = name
+        self._maxima[0] = self._chunk_maxima[0] = room
+
     def bounds_hold(self) -> bool:
         """Blocks sorted and headed right, and no bound below what it bounds (for tests)."""
         names = [name for block in self._blocks for name in block]

@@ -113,6 +113,8 @@ __all__ = ["AutoscaledSimulation", "Change", "NodeAsked", "NodeDown", "NodeGroup
 class AutoscaledSimulation(Simulation):
     """A ``Simulation`` whose fleet grows and shrinks by node groups (the module's rules)."""
 
+    _more_alone = True  # under spread, a worker a template would seat waits for a node
+
     def __init__(self, nodes: tuple[Node, ...] = (), groups: Sequence[NodeGroup] = (), *,
                  deferred_allocation: bool = False, policy: Policy = DEFAULT_POLICY,
                  moves: MoveSettings | None = None) -> None:

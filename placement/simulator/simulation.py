@@ -142,6 +142,8 @@ class WorkerState:
 
 
 class Simulation:
+    _more_alone = False  # a subclass's ``_new_claim_only`` sends more workers new claim only
+
     def __init__(self, nodes: tuple[Node, ...] = (), *, deferred_allocation: bool = False,
                  policy: Policy = DEFAULT_POLICY, moves: MoveSettings | None = None) -> None:
         self.now = 0.0
@@ -373,7 +375,10 @@ class Simulation:
         # find_seat's steps, read plainly: no decision object per event. (``steps_for``'s
         # rule: a worker that is not new-claim-only is not exclusive either.)
         fleet = self.fleet
-        for step in ALONE if self._new_claim_only(request) else self._steps:
+        # _new_claim_only inlined where no subclass sends more workers that way.
+        alone = (request.exclusive or request.devices is not None
+                 or (self._more_alone and self._new_claim_only(request)))
+        for step in ALONE if alone else self._steps:
             if step is _NEW_CLAIM:
                 pool = best_pool(request, fleet)
                 if pool is not None:
@@ -419,9 +424,7 @@ class Simulation:
         roles = [role for role in _ROLES if role in node.roles] if node.roles else _ROLES
         while pending.size or (alone is not None and alone.size) or (
                 exact and any(queue.size for queue in exact)):
-            offer = offer_of(self.fleet, changed_node)
-            assert offer is not None
-            capacity, spread = offer
+            capacity, spread = offer_of(self.fleet, node)
             # A worker that cannot be placed means no larger worker of its role (and
             # queue) can be either (more memory never needs fewer devices, a smaller
             # share or less host RAM): a failure lowers that bound until the fleet changes.

@@ -114,3 +114,31 @@ def test_rooms_reads_every_room_as_it_changes() -> None:
     index.update("a", 7)
     index.remove("d")
     assert dict(rooms) == {"a": 7, "b": 50, "c": 20}  # the same view, current
+
+
+@settings(max_examples=100, deadline=None)
+@given(operations, names, rooms, operations)
+def test_an_index_of_one_name_taken_over_is_a_new_one(
+        before: list[tuple[str, str, float]], name: str, room: float,
+        after: list[tuple[str, str, float]]) -> None:
+    # A pool bucket gone and taken again (``hold_only``) reads as a new index given the
+    # name, then under more operations as the plain dict does.
+    index, plain = RoomIndex(), {}
+    for op, other, other_room in before:
+        apply(index, plain, op, other, other_room)
+    for other in sorted(plain)[1:]:
+        index.remove(other)
+    if not len(index):
+        index.add("claim-x", 0)
+    index.hold_only(name, room)
+    fresh = RoomIndex()
+    fresh.add(name, room)
+    assert (list(index), index.room(name), index.heads, index.first(room)) == (
+        list(fresh), fresh.room(name), fresh.heads, fresh.first(room))
+    plain = {name: room}
+    for op, other, other_room in after:
+        apply(index, plain, op, other, other_room)
+        assert index.first(other_room) == next(
+            (n for n in sorted(plain) if plain[n] >= other_room), None)
+        assert index.bounds_hold()
+    assert list(index) == sorted(plain)
