@@ -134,7 +134,7 @@ def replay(scenario: Scenario, *, idle_allocations: bool = False,
             links += tuple(run.group_link(group, node.name)
                            for group, node in zip(sim.started_groups, sim.started, strict=True))
     else:
-        steps = tuple(run.apply(index, event) for index, event in enumerate(scenario.events))
+        steps = tuple([run.apply(index, event) for index, event in enumerate(scenario.events)])
         times = scenario.times
     log = EventLog(steps, times, links, scenario.turns,
                    tuple(group.name for group in scenario.groups))

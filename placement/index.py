@@ -246,7 +246,13 @@ class Index(OwnerLists):
         bucket = by_key.get(key)
         if bucket is None:
             bucket = _new_bucket(by_key, key, self._owners_on)
-        bucket.add(claim.name, join_room(devices, device_memory, host_left, row.shares))
+        room = devices * device_memory  # join_room inlined: every claim filed
+        if row.shares:
+            if host_left < room:
+                room = host_left
+        elif host_left < 0:
+            room = -math.inf
+        bucket.add(claim.name, room)
         claim.bucket = bucket
         self._open[group] = self._open.get(group, 0) + 1
         claim.open_key = group

@@ -110,6 +110,15 @@ class Ledger:
         except KeyError:
             raise _unknown_claim(claim) from None
 
+    def claim_figures(self, claim: str) -> tuple[str, int, int, bool]:
+        """(node, devices, workers, allocated) of the claim, as the four reads above give
+        them, in one: the simulation reads them on every join and every worker's state."""
+        try:
+            row = self._claims[claim]
+        except KeyError:
+            raise _unknown_claim(claim) from None
+        return row.node, row.devices, len(row.bookings), row.allocated
+
     def free_devices(self, node: str) -> int:
         """The node's devices that no claim holds or reserves."""
         try:

@@ -344,12 +344,10 @@ class Simulation:
         if claim_name is None:
             return WorkerState(worker, request.role, request.memory, request.owner, _PENDING,
                                None, None, None, None, self._waiting_reason(request))
-        fleet = self.fleet
-        allocated = fleet.is_allocated(claim_name)
-        devices = fleet.claim_devices(claim_name)
+        node, devices, _, allocated = self.fleet.claim_figures(claim_name)
         return WorkerState(worker, request.role, request.memory, request.owner,
                            _PLACED if allocated else _PLACING, claim_name,
-                           fleet.claim_node(claim_name) if allocated else None, devices,
+                           node if allocated else None, devices,
                            per_device_share(request.memory, devices), None)
 
     # --------------------------------------------------------------- internal
@@ -394,9 +392,9 @@ class Simulation:
             claim = best_claim(request, fleet, self.policy.owner_affinity)
             if claim is not None:
                 fleet.book(claim, request)
-                return Placement(request.name, claim, fleet.claim_node(claim),
-                                 fleet.claim_devices(claim), False, True, retried,
-                                 fleet.workers_on(claim))
+                node, devices, workers, _ = fleet.claim_figures(claim)
+                return Placement(request.name, claim, node, devices, False, True, retried,
+                                 workers)
         return None
 
     def _retry_pending(self, changed_node: str, *, joins_only: bool = False) -> list[Placement]:

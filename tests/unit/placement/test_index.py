@@ -110,6 +110,10 @@ class Books(RuleBasedStateMachine):
         twin = self.fleet.copy()
         assert twin.index.describe() == described
         assert (twin.nodes, twin.claims) == (self.fleet.nodes, self.fleet.claims)
+        for claim in self.fleet.claims:  # the four reads at once, as each gives it
+            fleet, name = self.fleet, claim.name
+            assert fleet.claim_figures(name) == (fleet.claim_node(name), fleet.claim_devices(
+                name), fleet.workers_on(name), fleet.is_allocated(name))
         for node in self.fleet.nodes:
             assert self.fleet.free_devices(node.name) == rebuilt.free_devices(node.name)
             assert self.fleet.parked_load(node.name) == rebuilt.parked_load(node.name)
