@@ -246,7 +246,7 @@ class Index(OwnerLists):
         bucket = by_key.get(key)
         if bucket is None:
             bucket = _new_bucket(by_key, key, self._owners_on)
-        room = devices * device_memory  # join_room inlined: every claim filed
+        room: Room = devices * device_memory  # join_room inlined: every claim filed
         if row.shares:
             if host_left < room:
                 room = host_left

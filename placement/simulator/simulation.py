@@ -199,9 +199,9 @@ class Simulation:
         if claim is None:
             self._queue(request).remove(arrival)
             return []
-        node = self.fleet.claim_node(claim)
+        node, _, workers, _ = self.fleet.claim_figures(claim)
         self.fleet.unbook(worker)
-        if self.fleet.workers_on(claim) == 0:
+        if workers == 1:  # it was the last: the claim goes
             self.fleet.remove_claim(claim)
             self._names.released(claim)
         return self._retry_pending(node)
