@@ -22,7 +22,9 @@ and hands over a kubeconfig with the scheduler's ServiceAccount token
 Faults: kill -9 at random; kill -9 exactly before/after the k-th write of a
 kind (planted by hack/crashpoint.py's launcher); API server and etcd killed
 and restarted; two replicas with the leader killed, SIGTERMed, or stopped
-(SIGSTOP) past its lease and resumed; and under its feet: a pod deleted, a
+(SIGSTOP) past its lease and resumed; a move for efficiency with the
+scheduler killed before or after its ask to drain (every worker is movable;
+that round alone has moves on, due after 5 s); and under its feet: a pod deleted, a
 claim deleted, the node disabled, its seats per claim lowered, a slice
 deleted, the template removed or garbled (each undone before the round
 converges). Node faults act on nodes this run plays itself
@@ -85,6 +87,8 @@ ROOT = Path(__file__).resolve().parents[1]
 NS = os.environ.get("OPENRL_NAMESPACE", NAMESPACE)
 TEMPLATE = template_name("trainer")
 MAXW = int(os.environ.get("MAXW", "2"))
+# How long the ``move`` fault waits for its replica to reach the crash point.
+MOVE_WAIT = 60.0
 MOVE_BOUND = float(os.environ.get("CHAOS_MOVE_BOUND", "150"))
 SPARE = fakenodes.Profile(devices=2, device_memory="80Gi", product="Chaos GPU 80GB",
                           host_memory="1Ti", cpu="64")
@@ -128,10 +132,11 @@ class Api(kube.Kube):
     def pod(self, name: str) -> Obj | None:
         return self.get(PODS, name)
 
-    def create_worker(self, name: str, memory: str) -> None:
+    def create_worker(self, name: str, memory: str, movable: bool = False) -> None:
         body = {"apiVersion": API_VERSION, "kind": KIND,
                 "metadata": {"name": name, "labels": {RUN_LABEL: "chaos"}},
-                "spec": {"role": "trainer", "modelId": "chaos/model", "memory": memory}}
+                "spec": {"role": "trainer", "modelId": "chaos/model", "memory": memory,
+                         **({"movable": True} if movable else {})}}
         self.create(WORKERS, body)
 
     def delete_worker(self, name: str) -> None:
@@ -282,12 +287,17 @@ class Scheduler:
         self.ports: dict[int, int] = {}  # pid -> its /metrics port
         self.started = 0
 
-    def start(self, crash_at: str = "") -> subprocess.Popen[bytes]:
+    def start(self, crash_at: str = "", moves: bool = False) -> subprocess.Popen[bytes]:
+        """One replica; with ``moves``, moves for efficiency due after 5 s (the ``move``
+        fault's; every other replica has them off, so the oversubscribed rounds stay as
+        they were). A moving worker's old pod goes 5 s after the ask to drain at most:
+        these nodes run no time-slicer to answer it."""
         kubeconfig = os.environ["CHAOS_SA_KUBECONFIG"]
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        env = {**os.environ, "KUBECONFIG": kubeconfig}
+        env = {**os.environ, "KUBECONFIG": kubeconfig,
+               "OPEN_RL_REBALANCE_AFTER": "5s" if moves else "0", "OPEN_RL_DRAIN_TIMEOUT": "5s"}
         self.started += 1
         log = open(self.state / f"controller-{self.started}.log", "wb")  # noqa: SIM115
         proc = subprocess.Popen(
@@ -417,6 +427,8 @@ class Faults:
             "template removed": lambda: self.template(remove=True),
             "template garbled": lambda: self.template(remove=False),
         })
+        for when in ("before", "after"):
+            out[f"move: kill -9 {when} the drain ask"] = functools.partial(self.move, when)
         if self.spare is not None:
             out["node lost"] = self.lose_node
             out["node NotReady"] = self.node_not_ready
@@ -438,6 +450,41 @@ class Faults:
         verb, res = spec.split(":")
         self.sched.stop_all()
         self.sched.start(crash_at=f"{verb}:{res}:{self.rng.randint(1, 6)}:{when}")
+
+    def move(self, when: str) -> None:
+        """A move for efficiency with the scheduler killed at its ask to drain (the only pod
+        patch it makes): nobody may wait (every worker not Running goes) and devices free
+        under the workers taking turns (every worker alone on its claim goes, or one shared
+        claim's where all are shared), so a worker that joined a shared claim (every
+        worker here is movable) is moved to devices of its own once they stay free 5 s."""
+        deadline = time.monotonic() + MOVE_WAIT  # the round's new workers placed first
+        while time.monotonic() < deadline and any(
+                (w.get("status") or {}).get("phase") not in ("Running", "Pending")
+                for w in self.api.workers()):
+            time.sleep(1)
+        self.sched.stop_all()
+        workers = [w for w in self.api.workers() if not w["metadata"].get("deletionTimestamp")]
+        on: dict[str, list[str]] = defaultdict(list)  # claim -> its Running workers
+        for w in workers:
+            status = w.get("status") or {}
+            if status.get("phase") == "Running" and status.get("claimName"):
+                on[str(status["claimName"])].append(w["metadata"]["name"])
+        shared = [names for names in on.values() if len(names) > 1]
+        # Keep the shared claims (a joiner on one is due to move), but the last one whole
+        # where every claim is shared (its devices are what frees): the rest goes.
+        keep = {n for names in (shared[:-1] if len(shared) == len(on) else shared)
+                for n in names}
+        for w in workers:
+            if w["metadata"]["name"] not in keep:
+                self.api.delete_worker(w["metadata"]["name"])
+        proc = self.sched.start(crash_at=f"patch:pods:1:{when}", moves=True)
+        # The move is due 5 s after the devices free, decided within 1.25 s of that.
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(MOVE_WAIT)
+        reached = proc.poll() == -signal.SIGKILL
+        print(f"  the move's crash point was {'reached' if reached else 'not reached'} "
+              "(a plain replica takes over)", flush=True)
+        self.sched.stop_all()  # moves stay off in the rounds after this one
 
     def restart_component(self, name: str) -> None:
         run = Path(os.environ["CLUSTER_RUN_DIR"])
@@ -669,7 +716,7 @@ def run() -> int:
                 api.delete_worker(name)
             for _ in range(target - len(live) + len(live) // 4):
                 serial += 1
-                api.create_worker(f"w{serial:04d}", rng.choice(["10Gi", "50Gi"]))
+                api.create_worker(f"w{serial:04d}", rng.choice(["10Gi", "50Gi"]), movable=True)
             print(f"round {index + 1}/{rounds}: {fault}", flush=True)
             injected = time.monotonic()
             menu[fault]()
