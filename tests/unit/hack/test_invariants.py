@@ -1,4 +1,4 @@
-"""hack/lib/invariants.py's node rules: a lost node's workers, a node not ready."""
+"""hack/lib/invariants.py: a lost node's workers, a node not ready, moves, stale reservations."""
 
 from __future__ import annotations
 
@@ -53,3 +53,21 @@ def test_final_catches_a_worker_still_placed_on_a_lost_node() -> None:
     world = inv.World(workers={"w": worker("w", phase="Running", nodeName="gone",
                                            claimName="c", podName="orw-w")})
     assert any("which is gone" in v.detail for v in inv.final(world))
+
+
+def test_a_reservation_of_a_pod_already_gone_takes_no_seat() -> None:
+    def pod(name: str) -> dict:
+        return {"metadata": {"name": name, "uid": f"uid-{name}"},
+                "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimName": "c"}]},
+                "status": {"phase": "Running"}}
+
+    claim = {"metadata": {"name": "c", "labels": {"openrl.io/managed": "true"},
+                          "annotations": {"openrl.io/sized-for-node": "n"}},
+             "status": {"reservedFor": [{"resource": "pods", "name": n, "uid": f"uid-{n}"}
+                                        for n in ("a", "b", "gone")]}}
+    world = inv.World(claims={"c": claim}, max_seats={"n": 2},
+                      pods={"a": pod("a"), "b": pod("b")})
+    assert inv.continuous(world) == []  # the claim controller has not dropped it yet
+    world.pods["gone"] = {**pod("gone"), "status": {"phase": "Succeeded"}}
+    assert [v.detail for v in inv.continuous(world)] == [
+        "claim c on n: 3 reservedFor entries > 2 seats"]
