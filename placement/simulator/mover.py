@@ -92,12 +92,12 @@ class TrackedFleet(Fleet):
 
     def book(self, claim: str, request: Request, *, observed: bool = False) -> None:
         super().book(claim, request, observed=observed)
-        self.touched_nodes.add(self.claim_node(claim))
+        self.touched_nodes.add(self._claims[claim].node)  # booked: the claim is there
         self.touched_claims.add(claim)
 
     def unbook(self, worker: str) -> str:
         claim = super().unbook(worker)
-        self.touched_nodes.add(self.claim_node(claim))
+        self.touched_nodes.add(self._claims[claim].node)  # unbooking leaves the claim
         self.touched_claims.add(claim)
         return claim
 
@@ -166,8 +166,12 @@ class Mover:
                 heappush(due, now + after)
         shared_now = False
         if self.spread or self.settings.measure:  # binpack reads no claim's sharing
+            on_claim, sharing = self._on_claim, fleet.sharing
             for claim in claims:
-                shared_now |= self._refile(fleet, requests, claim)
+                # Most changes leave a claim of one worker as it was: nothing to refile.
+                workers = sharing(claim)
+                if workers or claim in on_claim:
+                    shared_now |= self._refile(requests, claim, workers)
         if shared_now and after > 0 and self.spread:
             oldest = self.free.oldest()
             if oldest is not None and oldest <= now - after:
@@ -182,10 +186,11 @@ class Mover:
         if self.settings.measure:
             self._measure(fleet, requests, now)
 
-    def _refile(self, fleet: TrackedFleet, requests: dict[str, Request], claim: str) -> bool:
-        """File the claim's workers as sharing or not; True when it became shared."""
+    def _refile(self, requests: dict[str, Request], claim: str,
+                workers: tuple[str, ...]) -> bool:
+        """File the claim's workers (``workers``: those sharing it now) as sharing or not;
+        True when it became shared."""
         before = self._on_claim.pop(claim, ())
-        workers = fleet.sharing(claim)
         if before == workers:  # most changes: a claim of one worker, before and after
             if workers:
                 self._on_claim[claim] = workers

@@ -149,11 +149,14 @@ class Simulation:
         self.now = 0.0
         # Moves need the fleet's changes: a tracked fleet only then, the plain one costs less.
         self._mover: Mover | None = None
+        self._tracked: TrackedFleet | None = None  # the fleet, where moves track it
         if moves is not None and (moves.after > 0 or moves.measure):
             if deferred_allocation:
                 raise PlacementError("moves need claims allocated when they are cut "
                                      "(instant allocation)")
-            self.fleet: Fleet = TrackedFleet(nodes)
+            tracked = TrackedFleet(nodes)
+            self.fleet: Fleet = tracked
+            self._tracked = tracked
             self._mover = Mover(moves, policy)
         else:
             self.fleet = Fleet(nodes)
@@ -256,9 +259,10 @@ class Simulation:
         """The clock moves to ``now``: the moves due by then are made, each at its time."""
         if now < self.now:
             raise PlacementError(f"time goes back: {now} is before {self.now}")
-        mover = self._mover
-        if mover is not None:
-            self._settle()
+        mover, tracked = self._mover, self._tracked
+        if mover is not None and tracked is not None:
+            if tracked.touched_nodes or tracked.touched_claims or tracked.gone:
+                mover.settle(tracked, self._requests, self.now)  # else nothing changed
             while (due := mover.next_due()) is not None and due <= now:
                 self.now = max(self.now, due)
                 self._play_moves()
@@ -275,9 +279,9 @@ class Simulation:
         return self._mover
 
     def _settle(self) -> None:
-        mover = self._mover
-        assert mover is not None and isinstance(self.fleet, TrackedFleet)
-        mover.settle(self.fleet, self._requests, self.now)
+        mover, tracked = self._mover, self._tracked
+        assert mover is not None and tracked is not None
+        mover.settle(tracked, self._requests, self.now)
 
     def _play_moves(self) -> None:
         """A due check: moves made one at a time until the rule gives none."""
