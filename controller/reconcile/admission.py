@@ -49,7 +49,6 @@ import logging
 
 import attrs
 
-from controller.fleet.claims import leave_join
 from controller.k8s import kube, naming
 from controller.k8s.logs import kv
 from controller.k8s.naming import FINISHED_PHASES, ReasonKind, WorkerPhase
@@ -62,7 +61,7 @@ from controller.k8s.objects import (
     uid_of,
     worker_owner_uid,
 )
-from controller.reconcile import workloads
+from controller.reconcile import moves, workloads
 from controller.reconcile.vocabulary import Case, Conclusion, Context, Outcome, Write, delete_pod
 from controller.reconcile.workloads import Admission, State
 
@@ -159,16 +158,8 @@ def _give_seat_back(ctx: Context, worker: Worker, claim: str, why: str) -> Concl
     device: its own claim deleted where nobody else sits on it, else off the claim's
     booked list; the status no longer names the claim."""
     view = ctx.cache.view
-    obj = ctx.cache.get(kube.CLAIMS, claim)
-    writes: tuple[Write, ...] = ()
-    if obj is not None and claim not in view.closing:
-        booked = view.fleet.claim(claim) if view.fleet.has_claim(claim) else None
-        others = [b for b in (booked.bookings if booked else ()) if b.worker != worker.name]
-        if claim == worker.own_claim and not others:
-            writes = (Write("delete", kube.CLAIMS, claim, {}, uid=uid_of(obj)),)
-        else:
-            body = leave_join(obj, worker.uid)
-            writes = () if body is None else (Write("patch", kube.CLAIMS, claim, body),)
+    held = view.claims.get(claim) or view.closing.get(claim)
+    writes = () if held is None else moves.release(ctx, worker, held, others_on_own="leave")
     return Conclusion(Outcome(WorkerPhase.PENDING, ReasonKind.EVICTED,
                               f"{why}: its seat on claim {claim} is given back"),
                       writes, requeue_after=1.0, wake=True, sweep=True)

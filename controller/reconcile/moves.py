@@ -52,7 +52,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import attrs
 
@@ -80,8 +80,8 @@ from controller.k8s.objects import (
 from controller.reconcile.vocabulary import Case, Conclusion, Context, Outcome, Write, delete_pod
 from placement.model import per_device_share
 
-__all__ = ["MOVE_KINDS", "back_when_wedged", "give_seat_back", "held_back",
-           "moved_pod", "moving", "placed_again", "wedged_on", "workers_on_node"]
+__all__ = ["MOVE_KINDS", "OthersOnOwn", "back_when_wedged", "give_seat_back", "held_back",
+           "moved_pod", "moving", "placed_again", "release", "wedged_on", "workers_on_node"]
 
 # The kinds a worker being placed again is Pending with.
 MOVE_KINDS = frozenset({ReasonKind.NODE_LOST, ReasonKind.NODE_NOT_READY,
@@ -263,7 +263,7 @@ def give_seat_back(ctx: Context, case: Case) -> Conclusion | None:
         return None
     kind = sick.kind if sick is not None else ReasonKind.POD_WEDGED
     why = sick.why if sick is not None else f"its pod was wedged on node {seat.node}"
-    writes = _release(ctx, worker, seat, node_gone=sick is not None)
+    writes = release(ctx, worker, seat, others_on_own="delete" if sick is not None else "keep")
     if not writes and sick is None and seat.name == worker.own_claim:
         # Others sit on its own claim, whose name a new claim would need: it keeps the
         # seat and tries it again; a pod wedged again counts as another move.
@@ -275,10 +275,16 @@ def give_seat_back(ctx: Context, case: Case) -> Conclusion | None:
         writes, requeue_after=1.0, wake=True)
 
 
-def _release(ctx: Context, worker: Worker, seat: ClaimView, *, node_gone: bool) -> tuple[
-        Write, ...]:
-    """The writes giving the seat back: the worker's own claim deleted (on a healthy node
-    only once nobody else sits on it), else its join taken off the claim's list."""
+OthersOnOwn = Literal["delete", "keep", "leave"]
+
+
+def release(ctx: Context, worker: Worker, seat: ClaimView, *,
+            others_on_own: OthersOnOwn) -> tuple[Write, ...]:
+    """The writes giving the seat back: the worker's own claim deleted where nobody else
+    sits on it, else its join taken off the claim's booked list. Where others sit on its
+    own claim, ``others_on_own`` says: ``delete`` it all the same (its node is gone),
+    ``keep`` the seat (a new claim would need its name: nothing is written), or ``leave``
+    it to them (only the worker's entry comes off its booked list)."""
     if seat.deleting:
         return ()
     obj = ctx.cache.get(kube.CLAIMS, seat.name)
@@ -287,9 +293,10 @@ def _release(ctx: Context, worker: Worker, seat: ClaimView, *, node_gone: bool) 
     if seat.name == worker.own_claim:
         booked = ctx.cache.view.fleet.claim(seat.name)
         others = [b for b in (booked.bookings if booked else ()) if b.worker != worker.name]
-        if others and not node_gone:
+        if not others or others_on_own == "delete":
+            return (Write("delete", kube.CLAIMS, seat.name, {}, uid=uid_of(obj)),)
+        if others_on_own == "keep":
             return ()
-        return (Write("delete", kube.CLAIMS, seat.name, {}, uid=uid_of(obj)),)
     body = leave_join(obj, worker.uid)
     return () if body is None else (Write("patch", kube.CLAIMS, seat.name, body),)
 
