@@ -4,8 +4,9 @@
 established. ``gpu_nodes`` (session): the fake GPU nodes labelled
 ``openrl.io/enabled=true`` and ``openrl.io/max-workers-per-claim=1`` (their
 labels restored afterwards), with what the driver publishes for each.
-``stop_process`` ends a controller a crash test started as its own process;
-``crashed`` waits for one started with a crash planted to die at it.
+``run_script`` runs a harness script of hack/; ``stop_process`` ends a controller
+a crash test started as its own process; ``crashed`` waits for one started with
+a crash planted to die at it.
 ``orw`` (function): a namespace with the default pod templates and a helper
 that starts the controller in-process on it (no leader election, no HTTP) and,
 at teardown, deletes every worker and waits for the controller to let them go
@@ -248,6 +249,13 @@ class Env:
         deadline = time.monotonic() + 30
         while self.claims() and time.monotonic() < deadline:
             time.sleep(0.5)
+
+
+def run_script(script: Path, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """One of hack/'s harness scripts (hack/karpenter.sh build, hack/kueue.sh up, ...),
+    its output kept for the failure message, never stopping the test itself."""
+    return subprocess.run([str(script), *args], capture_output=True, text=True,
+                          timeout=timeout, check=False, stdin=subprocess.DEVNULL)
 
 
 def stop_process(proc: subprocess.Popen[bytes]) -> None:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from controller_fixtures import TEMPLATES, Env, crd  # noqa: F401
+from controller_fixtures import TEMPLATES, Env, crd, run_script  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "hack" / "karpenter.sh"
@@ -43,8 +43,7 @@ SCALE = 2 if LONG else 1
 
 
 def _script(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True,
-                          timeout=timeout, check=False, stdin=subprocess.DEVNULL)
+    return run_script(SCRIPT, *args, timeout=timeout)
 
 
 @pytest.fixture(scope="module")

@@ -51,6 +51,7 @@ from controller_fixtures import (  # noqa: F401
     crd,
     gpu_nodes,
     orw,
+    run_script,
     stop_process,
 )
 from kubernetes import client
@@ -68,8 +69,7 @@ QUOTA = "160Gi"  # two workers a team
 
 
 def _script(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True,
-                          timeout=timeout, check=False, stdin=subprocess.DEVNULL)
+    return run_script(SCRIPT, *args, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
