@@ -47,6 +47,7 @@ from controller.k8s import kube, naming
 from controller.k8s.objects import Worker
 from controller.reconcile import workloads
 from controller.reconcile.rebalancing import APART, outlook
+from controller.reconcile.vocabulary import claim_to_cut
 from controller.reconcile.workloads import State
 from controller.settings import parse_duration
 from placement import Policy, Strategy
@@ -98,7 +99,7 @@ def build(flags: Flags) -> click.Command:
             document["turn"] = turn_state(live, found)
             document["move"] = outlook(
                 found, live.view.fleet, claim=claim,
-                own_claim_taken=found.own_claim in live.view.claims,
+                names_taken=claim_to_cut(live.view, found) is None,
                 now=dt.datetime.now(dt.UTC), after=_duration(rebalance_after),
                 strategy=Strategy(strategy), limit=MoveLimit(apart=APART))
         if output == "json":

@@ -228,6 +228,15 @@ def claim_name(worker: str, worker_uid: str) -> str:
     return f"orw-{worker}"[: OBJECT_NAME_MAX - len(tail)].rstrip("-.") + tail
 
 
+def claim_names(worker: str, worker_uid: str) -> tuple[str, str]:
+    """The two claims a worker incarnation may cut: ``claim_name``, and the same with
+    ``-2`` after the UID. A move holds its new seat before it gives the old one back,
+    so a worker that moves off the claim cut for it (others stay on it) cuts the
+    other name; at most two claims are ever cut for one incarnation at once, and
+    both names are known without reading anything (the sweep spares them)."""
+    return claim_name(worker, worker_uid), claim_name(worker, f"{worker_uid}-2")
+
+
 def workload_name(worker: str, worker_uid: str) -> str:
     """The Kueue Workload a worker incarnation queues with: ``openrlworker-<worker>-<hash>``,
     the hash over the name and UID (a recreated worker queues afresh). Cut as a pod's is."""

@@ -197,6 +197,11 @@ class Worker:
     def own_claim(self) -> str:
         return naming.claim_name(self.name, self.uid)
 
+    @property
+    def own_claims(self) -> tuple[str, str]:
+        """Both names a claim cut for this worker may bear (``naming.claim_names``)."""
+        return naming.claim_names(self.name, self.uid)
+
 
 def _flag(spec: Obj, key: str, errors: list[str]) -> bool:
     """A boolean field of a worker's spec (absent: false); anything else is a spec error."""

@@ -77,7 +77,7 @@ def sweep(api: kube.Kube, cache: Cache, settings: Settings, metrics: Metrics,
     workers = [Worker.from_obj(o) for o in cache.items(kube.WORKERS)]
     # A finished worker pins nothing: its pod, while it exists, speaks for it.
     live = [w for w in workers if w.phase not in naming.FINISHED_PHASES]
-    referenced = {w.claim for w in live} | {w.own_claim for w in live}
+    referenced = {w.claim for w in live} | {name for w in live for name in w.own_claims}
     for pod in cache.items(kube.PODS):
         referenced |= pod_claims(pod)
     if any(_orphan(claim, referenced, now, settings.reclaim_grace) for claim in claims):

@@ -20,8 +20,9 @@ them in its order; for a pod, the first row that matches here wins):
   no pod; its seat on a lost or not-ready  Pending, the move's kind; the seat given back
     node, or its pod was wedged              (its own claim deleted, a join taken off the
     (give_seat_back)                         claim's booked list)
-  no seat, moving, its own claim still     Pending, the move's kind, until the claim is gone
-    going (held_back)                        (the new claim takes its name)
+  no seat, moving, a claim cut for it      Pending, the move's kind, until the claim is gone
+    still going, its other name taken        (a new claim takes one of its two names:
+    too (held_back)                          ``claim_to_cut``)
   no seat, moved more than move_limit      Pending PlacedTooOften until the oldest of those
     times within move_window (held_back)     moves leaves the window (an alert fires)
   no seat, moving (placed_again)           the normal decision; a wait keeps the move's kind,
@@ -77,7 +78,15 @@ from controller.k8s.objects import (
     uid_of,
     worker_owner_uid,
 )
-from controller.reconcile.vocabulary import Case, Conclusion, Context, Outcome, Write, delete_pod
+from controller.reconcile.vocabulary import (
+    Case,
+    Conclusion,
+    Context,
+    Outcome,
+    Write,
+    claim_to_cut,
+    delete_pod,
+)
 from placement.model import per_device_share
 
 __all__ = ["MOVE_KINDS", "OthersOnOwn", "back_when_wedged", "give_seat_back", "held_back",
@@ -264,9 +273,10 @@ def give_seat_back(ctx: Context, case: Case) -> Conclusion | None:
     kind = sick.kind if sick is not None else ReasonKind.POD_WEDGED
     why = sick.why if sick is not None else f"its pod was wedged on node {seat.node}"
     writes = release(ctx, worker, seat, others_on_own="delete" if sick is not None else "keep")
-    if not writes and sick is None and seat.name == worker.own_claim:
-        # Others sit on its own claim, whose name a new claim would need: it keeps the
-        # seat and tries it again; a pod wedged again counts as another move.
+    if not writes and sick is None and seat.name in worker.own_claims:
+        # Others sit on the claim cut for it: it keeps the seat and tries it again
+        # rather than leave them a claim of its name; a pod wedged again counts as
+        # another move.
         return None
     return Conclusion(Outcome(
         WorkerPhase.PENDING, kind,
@@ -290,7 +300,7 @@ def release(ctx: Context, worker: Worker, seat: ClaimView, *,
     obj = ctx.cache.get(kube.CLAIMS, seat.name)
     if obj is None:
         return ()
-    if seat.name == worker.own_claim:
+    if seat.name in worker.own_claims:
         booked = ctx.cache.view.fleet.claim(seat.name)
         others = [b for b in (booked.bookings if booked else ()) if b.worker != worker.name]
         if not others or others_on_own == "delete":
@@ -302,17 +312,19 @@ def release(ctx: Context, worker: Worker, seat: ClaimView, *,
 
 
 def held_back(ctx: Context, case: Case) -> Conclusion | None:
-    """A moving worker with no seat waits while its own claim is still on its way out
-    (its name is taken until then), and, moved more than the limit within the window,
-    until the oldest of those moves leaves it."""
+    """A moving worker with no seat waits while a claim cut for it is still on its way
+    out and its other name is taken too (a new claim needs one of them), and, moved
+    more than the limit within the window, until the oldest of those moves leaves it."""
     worker = case.worker
     move = moving(worker)
     if move is None:
         return None
-    if worker.own_claim in ctx.cache.view.closing:
+    view = ctx.cache.view
+    closing = [name for name in worker.own_claims if name in view.closing]
+    if closing and claim_to_cut(view, worker) is None:
         return Conclusion(Outcome(
             WorkerPhase.PENDING, str(move.get("reason") or ReasonKind.NODE_LOST),
-            f"to be placed again after {_after(move)}: its claim {worker.own_claim} is "
+            f"to be placed again after {_after(move)}: its claim {closing[0]} is "
             "being released first"), requeue_after=ctx.settings.retry_interval)
     recent = _recent(worker, ctx.now, ctx.settings.move_window)
     limit = ctx.settings.move_limit

@@ -14,7 +14,8 @@ any two writes picks up where they say:
     or alone on its claim, or the
     time-slicer silent ``drain_timeout``
   no pod, still on the old claim's list  its old seat given back  the claim's booked list
-    (``old_seat_back``)                                           (its own claim: deleted)
+    (``old_seat_back``)                                           (a claim cut for it that
+                                                                  nobody else holds: deleted)
   no pod, off the old claim              the seat stage resumes   the pod on the new claim
                                          it on the new claim      (``moved``: Placed, naming
                                          (``seating.held_claim``)  both claims)
@@ -22,8 +23,9 @@ any two writes picks up where they say:
                                          stage says
   new claim gone before the ask          the move is dropped:     none (the status's
                                          it stays where it is     ``move`` goes)
-  no move, its own claim cut with        that claim goes          the claim's delete
-    nobody on it, its pod elsewhere
+  no move, a claim cut for it (either    that claim goes          the claim's delete
+    of its names) with nobody on it, its
+    pod elsewhere
     (``drain``: a move whose status
     was never written)
 
@@ -140,18 +142,19 @@ def _outcome(worker: Worker, pod: Obj, move: Obj) -> Callable[[str], Outcome]:
 
 
 def _stray(ctx: Context, worker: Worker, claim: str) -> Conclusion | None:
-    """Delete the worker's own claim when its pod is on another claim, no move is under
-    way and nobody sits on it (a move whose status was never written left it)."""
-    own = worker.own_claim
-    view = ctx.cache.view.claims.get(own)
-    if claim == own or view is None or view.allocated or view.reserved:
-        return None
-    booked = ctx.cache.view.fleet.claim(own)
-    obj = ctx.cache.get(kube.CLAIMS, own)
-    if (booked is not None and booked.bookings) or obj is None:
-        return None
-    return Conclusion(None, (Write("delete", kube.CLAIMS, own, {}, uid=uid_of(obj)),),
-                      requeue_after=1.0, wake=True)
+    """Delete a claim cut for the worker when its pod is on another claim, no move is
+    under way and nobody sits on it (a move whose status was never written left it)."""
+    for own in worker.own_claims:
+        view = ctx.cache.view.claims.get(own)
+        if claim == own or view is None or view.allocated or view.reserved:
+            continue
+        booked = ctx.cache.view.fleet.claim(own)
+        obj = ctx.cache.get(kube.CLAIMS, own)
+        if (booked is not None and booked.bookings) or obj is None:
+            continue
+        return Conclusion(None, (Write("delete", kube.CLAIMS, own, {}, uid=uid_of(obj)),),
+                          requeue_after=1.0, wake=True)
+    return None
 
 
 def old_seat_back(ctx: Context, case: Case) -> Conclusion | None:
@@ -165,10 +168,10 @@ def old_seat_back(ctx: Context, case: Case) -> Conclusion | None:
     obj = ctx.cache.get(kube.CLAIMS, old)
     if obj is None or is_deleting(obj):
         return None
-    if old == worker.own_claim:  # binpack: its own claim, which nobody else holds, goes
-        booked = ctx.cache.view.fleet.claim(old)
-        if booked is not None and any(b.worker != worker.name for b in booked.bookings):
-            return None
+    booked = ctx.cache.view.fleet.claim(old)
+    if old in worker.own_claims and not (booked is not None and any(
+            b.worker != worker.name for b in booked.bookings)):
+        # A claim cut for it that nobody else holds goes; one others hold stays theirs.
         return Conclusion(Outcome(
             WorkerPhase.PENDING, ReasonKind.MOVING,
             f"moving {describe(move)}: its old pod is gone, its claim {old} is released; "

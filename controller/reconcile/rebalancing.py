@@ -8,20 +8,25 @@ carry it on (``moving.py``, its table):
 
   strategy  who moves (the rule's, and)       its first writes
   --------  --------------------------------  ----------------------------------------
-  spread    a movable worker that joined the  its own claim cut on the devices it would
-            claim it shares (the claim is      get as a newcomer (assumed), then the
-            named for the worker that cut it,  status: Moving, ``move`` naming both
-            so that one stays)                 claims and nodes
-  binpack   a movable worker alone on its      the join committed on the claim it moves
-            node, autoscaling on (an emptied   to (the claim's booked list), then the
-            node is the autoscaler's to        status as above; a move that would need
-            remove), that a join can seat      a new claim is not made
-            elsewhere
+  spread    a movable worker on a claim it    a claim of its own cut on the devices it
+            shares, one of its two claim      would get as a newcomer (assumed), then
+            names free (``claim_to_cut``: a   the status: Moving, ``move`` naming both
+            worker moving off the claim cut   claims and nodes
+            for it leaves that one to the
+            others and cuts the other name)
+  binpack   a movable worker alone on its      a join: committed on the claim it moves
+            node, autoscaling on (an emptied   to (the claim's booked list); a new
+            node is the autoscaler's to        claim: cut as above, under its other
+            remove)                            name; then the status as above
 
 Rules:
 
-* Waiting workers come first: no move is decided while any worker waits for
-  a seat (or is between the two pods of a move), and one move at a time.
+* Waiting workers come first: no move is made while a waiting worker could be
+  seated now (its reconcile is on its way), while one is not answered yet or
+  between two seats (a lost node, a wedged pod, a move), and one move at a
+  time. A worker waiting for capacity the fleet lacks does not hold moves
+  back: it could not take what a move takes (the simulator's rule too, which
+  retries its waiting workers after every change).
 * The new seat is held before the old one is given back: cut or committed
   when the move is decided, the old one released only once the old pod is
   gone (``moving.py``).
@@ -49,9 +54,10 @@ from controller.k8s.objects import (
     pod_claim,
 )
 from controller.reconcile.moving import WHY, describe, moving_to
-from controller.reconcile.vocabulary import Conclusion, Context, Outcome, Write
+from controller.reconcile.vocabulary import Conclusion, Context, Outcome, Write, claim_to_cut
 from controller.settings import Settings
-from placement.decide import JoinClaim, NewClaim, best_pool
+from controller.store.work import Waiting
+from placement.decide import NewClaim, best_pool, find_seat
 from placement.fleet import Fleet
 from placement.model import Request, Role, per_device_share
 from placement.policy import Strategy
@@ -69,9 +75,11 @@ from placement.rebalance import (
 __all__ = ["APART", "Rebalancer", "moves_on", "outlook", "pass_interval"]
 
 APART = 3600.0  # seconds between two moves of one worker for efficiency
-# The pending kinds that hold moves back: a worker that could take a seat, or one moving.
-_HOLDS_MOVES = frozenset({"", ReasonKind.WAITING_FOR_CAPACITY, ReasonKind.NODE_LOST,
-                          ReasonKind.NODE_NOT_READY, ReasonKind.POD_WEDGED, ReasonKind.MOVING})
+# The pending kinds that hold moves back whatever the fleet: a worker not answered yet,
+# one between two seats (lost node, wedged pod, a move). A worker waiting for capacity
+# holds them only while the fleet could seat it now (its reconcile is on its way).
+_HOLDS_MOVES = frozenset({"", ReasonKind.NODE_LOST, ReasonKind.NODE_NOT_READY,
+                          ReasonKind.POD_WEDGED, ReasonKind.MOVING})
 
 
 # ------------------------------------------------------------------ the pass
@@ -105,10 +113,11 @@ class Rebalancer:
     def interval(self) -> float:
         return pass_interval(self.settings)
 
-    def decide(self, ctx: Context, waiting: Iterable[str]) -> tuple[Worker, Conclusion] | None:
+    def decide(self, ctx: Context,
+               waiting: Iterable[Waiting]) -> tuple[Worker, Conclusion] | None:
         """The move to start now, if one is due. Called under the cache's lock (the
         stages' rule): what it cuts is assumed before the lock goes. ``waiting``: the
-        reason kinds of the pending workers."""
+        pending workers."""
         if self.settings.policy.strategy is not Strategy.SPREAD:
             return self._pack(ctx, waiting)
         view, now = ctx.cache.view, ctx.now.timestamp()
@@ -121,7 +130,7 @@ class Rebalancer:
             self.free.forget(gone)
         sharing, workers, busy = self._sharing(ctx)
         self.stranded = sum(n for _, n in self.free.free_nodes()) if workers else 0
-        if busy or any(kind in _HOLDS_MOVES for kind in waiting):
+        if busy:
             return None
         requests = {name: w.request for name, w in workers.items()}
         found = spread_move(fleet, sharing, requests, self.free, now=now,
@@ -129,12 +138,13 @@ class Rebalancer:
                             may_move=lambda name: self.limit.allows(
                                 _move_times(workers[name]), now),
                             age=lambda name: int(workers[name].created.timestamp() * 1000))
-        if not isinstance(found, Move):
+        if not isinstance(found, Move) or _held(ctx, waiting):
             return None
         worker = workers[found.worker]
         return worker, self._start(ctx, worker, found)
 
-    def _pack(self, ctx: Context, waiting: Iterable[str]) -> tuple[Worker, Conclusion] | None:
+    def _pack(self, ctx: Context,
+              waiting: Iterable[Waiting]) -> tuple[Worker, Conclusion] | None:
         """Binpack: a movable worker alone on its node for ``rebalance_after`` joins a
         claim on another node that holds workers, so its node empties."""
         fleet, now = ctx.cache.view.fleet, ctx.now.timestamp()
@@ -144,18 +154,16 @@ class Rebalancer:
             self.alone.observe(node.name, fleet.workers_on_node(node.name), now)
         for gone in [n for n, _ in self.alone.nodes() if n not in present]:
             self.alone.observe(gone, 0, now)
-        if any(kind in _HOLDS_MOVES for kind in waiting):
-            return None
         workers = _Workers(ctx)
         found = pack_move(fleet, self.alone, workers, ctx.settings.policy, now=now,
                           after=self.settings.rebalance_after, removable=lambda _: True,
                           may_move=lambda name: workers.may_move(name, self.limit, now))
-        # A new claim elsewhere would need a second claim named for the worker while its
-        # own still stands: only a join moves it (the rule tries joins first).
-        if not isinstance(found, Move) or not isinstance(found.seat, JoinClaim):
+        if not isinstance(found, Move) or _held(ctx, waiting):
             return None
         worker = workers.worker(found.worker)
         assert worker is not None  # may_move read it
+        if isinstance(found.seat, NewClaim) and claim_to_cut(ctx.cache.view, worker) is None:
+            return None  # both its names taken: it stays
         return worker, self._start(ctx, worker, found)
 
     def _sharing(self, ctx: Context) -> tuple[dict[Shape, list[str]], dict[str, Worker], bool]:
@@ -183,9 +191,7 @@ class Rebalancer:
                 worker = Worker.from_obj(obj)
                 if not (worker.movable and not worker.spec_error and not worker.deleting
                         and worker.phase == WorkerPhase.RUNNING
-                        and claim.name != worker.own_claim
-                        and worker.own_claim not in view.claims
-                        and worker.own_claim not in view.closing):
+                        and claim_to_cut(view, worker) is not None):
                     continue
                 pod = ctx.cache.get(kube.PODS, worker.pod_name)
                 if pod is None or is_deleting(pod) or pod_claim(pod) != claim.name:
@@ -198,8 +204,9 @@ class Rebalancer:
     def _start(self, ctx: Context, worker: Worker, move: Move) -> Conclusion:
         """The move's first writes: the new claim, then the status naming both claims."""
         seat = move.seat
-        if isinstance(seat, NewClaim):  # spread: devices of its own, a claim of its name
-            to = worker.own_claim
+        if isinstance(seat, NewClaim):  # devices of its own, a claim of its name
+            to = claim_to_cut(ctx.cache.view, worker)
+            assert to is not None  # the callers checked
             body = build_claim(to, seat, namespace=ctx.namespace,
                                device_class=ctx.settings.device_class,
                                driver=ctx.settings.device_driver, worker=worker.name,
@@ -226,6 +233,33 @@ class Rebalancer:
             node=str(worker.status.get("nodeName") or ""), pod=worker.pod_name,
             moves=tuple([*kept, entry][-(ctx.settings.move_limit + 1):]), move=record),
             (hold,), requeue_after=1.0)
+
+
+def _held(ctx: Context, waiting: Iterable[Waiting]) -> bool:
+    """Whether a pending worker holds the move back: one between seats or not answered
+    yet, or one waiting for capacity that the fleet could seat now. Asked only once a
+    move is found (seldom), and of each shape once."""
+    fleet, policy = ctx.cache.view.fleet, ctx.settings.policy
+    asked: dict[tuple[object, ...], bool] = {}
+    for pending in waiting:
+        if pending.reason in _HOLDS_MOVES:
+            return True
+        if pending.reason != ReasonKind.WAITING_FOR_CAPACITY:
+            continue
+        obj = ctx.cache.get(kube.WORKERS, pending.key)
+        if obj is None:
+            continue
+        worker = Worker.from_obj(obj)
+        if worker.spec_error:
+            continue
+        request = worker.request
+        shape = (request.role, request.memory, request.owner, request.exclusive,
+                 request.devices)
+        if shape not in asked:
+            asked[shape] = find_seat(request, fleet, policy) is not None
+        if asked[shape]:
+            return True
+    return False
 
 
 class _Workers(Mapping[str, Request]):
@@ -272,7 +306,7 @@ def _move_times(worker: Worker) -> list[float]:
 # ------------------------------------------------------------------ explain
 
 
-def outlook(worker: Worker, fleet: Fleet, *, claim: str, own_claim_taken: bool,
+def outlook(worker: Worker, fleet: Fleet, *, claim: str, names_taken: bool,
             now: dt.datetime, after: float, strategy: Strategy,
             limit: MoveLimit) -> str:
     """Whether and where a seated worker would move for efficiency, in one line, as the
@@ -290,9 +324,9 @@ def outlook(worker: Worker, fleet: Fleet, *, claim: str, own_claim_taken: bool,
     booked = fleet.claim(claim)
     if booked is None or len(booked.bookings) < 2:
         return "stays: nobody shares its claim"
-    if claim == worker.own_claim or own_claim_taken:
-        return ("stays: the claim is named for it; a movable worker that joined it moves "
-                "instead")
+    if names_taken:
+        return ("stays: both names a claim of its own may bear are taken (others hold the "
+                "claims cut for it)")
     times = _move_times(worker)
     stamp = now.timestamp()
     if not limit.allows(times, stamp):

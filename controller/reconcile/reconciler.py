@@ -95,8 +95,7 @@ class Reconciler:
             return Result()
         ctx = self._context()
         with self.cache.lock:
-            waiting = [w.reason for w in self.cache.waiting()]
-            found = self.rebalancer.decide(ctx, waiting)
+            found = self.rebalancer.decide(ctx, self.cache.waiting())
             if found is not None:
                 for write in found[1].writes:
                     if write.assumed:

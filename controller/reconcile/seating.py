@@ -10,9 +10,10 @@ What ``seat`` concludes, by what placement decided:
   ----------------------------  -----------------------------  ---------------------------------
   back on the live claim it     the pod                        Placing: resumed on the claim
   holds (``held_claim``)
-  NewClaim                      the claim (its own name), the  Placing: the new claim, sized
-                                pod                            for the node placement chose
-  NewClaim, its own claim       none                           Pending WaitingForCapacity
+  NewClaim                      the claim (named for it: the   Placing: the new claim, sized
+                                first of its two names free,   for the node placement chose
+                                ``claim_to_cut``), the pod
+  NewClaim, both its names      none                           Pending WaitingForCapacity
   taken by others
   JoinClaim                     the join's commit on the       Placing: joined, and why
                                 claim, the pod                 that claim
@@ -51,7 +52,14 @@ from controller.k8s.logs import kv
 from controller.k8s.naming import ReasonKind, WorkerPhase
 from controller.k8s.objects import Obj, Worker
 from controller.reconcile import moves, moving, parking, privileges, render
-from controller.reconcile.vocabulary import Case, Conclusion, Context, Outcome, Write
+from controller.reconcile.vocabulary import (
+    Case,
+    Conclusion,
+    Context,
+    Outcome,
+    Write,
+    claim_to_cut,
+)
 from placement import Fleet, JoinClaim, NewClaim, Policy, Request, Wait, decide
 from placement.decide import Decision, seat_why
 from placement.model import per_device_share
@@ -64,12 +72,12 @@ log = logging.getLogger("openrl.controller")
 
 def held_claim(ctx: Context, worker: Worker) -> ClaimView | None:
     """The live claim the worker already holds, most certain first: the claim a move
-    for efficiency cut for it, its status, its own claim (cut before a lost write), a
+    for efficiency cut for it, its status, a claim cut for it (before a lost write), a
     join committed on a claim's booked list."""
     view = ctx.cache.view
     booked = view.bookings.get(worker.name)
     move = moving.moving_to(worker)
-    for claim in (move["to"] if move else "", worker.claim, worker.own_claim,
+    for claim in (move["to"] if move else "", worker.claim, *worker.own_claims,
                   booked.claim if booked else ""):
         if claim and claim in view.claims:
             return view.claims[claim]
@@ -139,25 +147,27 @@ def seat(ctx: Context, case: Case) -> Conclusion:
     request = worker.request
     decision = _elsewhere(request, fleet, settings.policy, moves.wedged_on(worker),
                           decide(request, fleet, settings.policy))
-    if isinstance(decision, NewClaim) and worker.own_claim in view.claims:
-        # The claim named for this worker exists and others fill it: it cannot cut
-        # another, so it waits for a seat like anyone else.
+    name = claim_to_cut(view, worker) if isinstance(decision, NewClaim) else None
+    if isinstance(decision, NewClaim) and name is None:
+        # Both names a claim cut for this worker may bear are taken (others fill the
+        # claims it cut): it cannot cut another, so it waits for a seat like anyone else.
         return Conclusion(Outcome(WorkerPhase.PENDING, ReasonKind.WAITING_FOR_CAPACITY,
-                                  f"claim {worker.own_claim}, cut for this worker, is "
-                                  "taken by others; waiting for a seat"),
+                                  f"claims {' and '.join(worker.own_claims)}, cut for this "
+                                  "worker, are taken by others; waiting for a seat"),
                           requeue_after=settings.retry_interval)
     if isinstance(decision, NewClaim):
-        body = build_claim(worker.own_claim, decision, namespace=ctx.namespace,
+        assert name is not None
+        body = build_claim(name, decision, namespace=ctx.namespace,
                            device_class=settings.device_class, driver=settings.device_driver,
                            worker=worker.name, worker_uid=worker.uid)
-        log.info("cut claim", extra=kv(worker=worker.name, claim=worker.own_claim,
+        log.info("cut claim", extra=kv(worker=worker.name, claim=name,
                                        node=decision.node, devices=decision.devices,
                                        floor=format_quantity(decision.memory_floor),
                                        ceiling=format_quantity(decision.memory_ceiling)))
-        cut = Write("create", kube.CLAIMS, worker.own_claim, body, assumed=True)
+        cut = Write("create", kube.CLAIMS, name, body, assumed=True)
         return _start(
-            ctx, worker, prepared, worker.own_claim, decision.devices, "",
-            f"new claim {worker.own_claim}: {decision.devices} device(s) of "
+            ctx, worker, prepared, name, decision.devices, "",
+            f"new claim {name}: {decision.devices} device(s) of "
             f"{format_quantity(decision.memory_floor)}..."
             f"{format_quantity(decision.memory_ceiling)}, sized for node {decision.node}",
             pin=decision.node, before=(cut,), decided="new_claim")

@@ -32,7 +32,8 @@ from controller.k8s.naming import WorkerPhase
 from controller.k8s.objects import Obj, Worker, name_of, uid_of
 from controller.settings import Settings
 
-__all__ = ["CacheReading", "Case", "Conclusion", "Context", "Outcome", "Write", "delete_pod"]
+__all__ = ["CacheReading", "Case", "Conclusion", "Context", "Outcome", "Write", "claim_to_cut",
+           "delete_pod"]
 
 
 class CacheReading(Protocol):
@@ -109,6 +110,15 @@ class Conclusion:
     wake: bool = False  # capacity changed: retry every pending worker
     sweep: bool = False  # a claim may have lost its last reference
     decided: str = ""  # a decision's outcome, for the decisions metric
+
+
+def claim_to_cut(view: FleetReading, worker: Worker) -> str | None:
+    """The name a new claim for ``worker`` takes: the first of its two (``own_claims``)
+    that no claim bears, closing ones included; None while both are taken."""
+    for name in worker.own_claims:
+        if name not in view.claims and name not in view.closing:
+            return name
+    return None
 
 
 def delete_pod(pod: Obj) -> Write:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from controller.k8s import kube, naming
 from controller.k8s.objects import Worker
 from controller.reconcile.rebalancing import outlook
-from controller.store.work import REBALANCE
+from controller.reconcile.vocabulary import claim_to_cut
+from controller.store.work import REBALANCE, SWEEP
 from placement.policy import Strategy
 from placement.rebalance import MoveLimit
 from tests.unit.controller.conftest import Cluster
@@ -21,10 +22,11 @@ def running(c: Cluster, name: str, **spec: object) -> None:
 
 def sharing_story(**settings: object) -> tuple[Cluster, str, str, str]:
     """Two nodes of one device: a and b each alone, then c joins one of them; the worker
-    not sharing leaves. Returns (cluster, the claim's cutter, the joiner c, the free node)."""
+    not sharing leaves. Only c is movable. Returns (cluster, the claim's cutter, the
+    joiner c, the free node)."""
     c = Cluster(nodes=2, devices=1, node_labels=TWO, rebalance_after="2m", **settings)
-    running(c, "a", movable=True)
-    running(c, "b", movable=True)
+    running(c, "a")
+    running(c, "b")
     running(c, "c", movable=True)
     shared = c.status("c")["claimName"]
     cutter = next(w for w in ("a", "b") if c.status(w)["claimName"] == shared)
@@ -111,17 +113,57 @@ def test_a_joiner_moves_to_the_freed_device_at_its_turns_end_seat_held_first() -
     assert "move" not in c.status(cutter)
 
 
-def test_the_claims_cutter_stays_and_an_unmovable_joiner_never_moves() -> None:
+def test_unmovable_workers_never_move() -> None:
     c = Cluster(nodes=2, devices=1, node_labels=TWO, rebalance_after="1m")
-    running(c, "a", movable=True)
+    running(c, "a")
     running(c, "b")
-    running(c, "c")  # joins: not movable
+    running(c, "c")  # joins one of them
     leaver = "b" if c.status("c")["claimName"] == c.status("a")["claimName"] else "a"
     leave(c, leaver)
     for _ in range(3):
         rebalance(c)
         c.api.advance(120)
     assert all("move" not in c.status(w) for w in ("a", "b", "c") if w != leaver)
+
+
+def test_the_claims_cutter_moves_under_its_second_name_and_leaves_its_claim_to_the_joiner() -> None:
+    """a cut its claim and c joined it; only a is movable. a's new claim cannot bear the
+    name of the one it leaves (c stays on it): it takes the other name a claim of a's may
+    bear, and its old claim stays c's, a off its booked list."""
+    c = Cluster(nodes=2, devices=1, node_labels=TWO, rebalance_after="1m")
+    running(c, "a", movable=True)
+    running(c, "b")
+    running(c, "c")
+    cutter = "a"
+    assert c.status("c")["claimName"] == c.status("a")["claimName"]  # ties go by name
+    leave(c, "b")
+    uid = c.worker(cutter)["metadata"]["uid"]
+    old = c.status(cutter)["claimName"]
+    assert old == f"orw-{cutter}-{uid}"
+    rebalance(c)
+    c.api.advance(61)
+    rebalance(c)
+    move = c.status(cutter)["move"]
+    assert move["from"] == old and move["to"] == f"orw-{cutter}-{uid}-2"
+    assert c.api.obj(kube.CLAIMS, move["to"]) is not None
+    c.reconcile(cutter)  # asked to drain
+    c.api.edit(kube.PODS, f"orw-{cutter}", {"metadata": {"annotations": {
+        naming.ANNOTATION_DRAINED: "2026-01-01T00:00:00Z"}}})
+    c.reconcile(cutter)
+    c.api.finish_pod(f"orw-{cutter}")
+    c.reconcile(cutter)  # off its old claim's list: the claim stays, c's
+    claim = c.api.obj(kube.CLAIMS, old)
+    assert claim is not None and not claim["metadata"].get("deletionTimestamp")
+    assert uid not in claim["metadata"]["annotations"][naming.ANNOTATION_BOOKED]
+    c.reconcile(cutter)
+    c.allocate_and_run(cutter)
+    assert c.status(cutter)["phase"] == "Running"
+    assert c.status(cutter)["claimName"] == move["to"]
+    assert c.status("c")["claimName"] == old
+    c.api.advance(3600)
+    c.reconcile(SWEEP)  # both claims stay: each is someone's
+    assert c.api.obj(kube.CLAIMS, old) is not None
+    assert c.api.obj(kube.CLAIMS, move["to"]) is not None
 
 
 def test_waiting_workers_come_first_and_a_worker_moves_once_an_hour_at_most() -> None:
@@ -143,6 +185,17 @@ def test_waiting_workers_come_first_and_a_worker_moves_once_an_hour_at_most() ->
     rebalance(c)
     assert "move" not in c.status(joiner), "an hour has not passed since its last move"
     c.api.advance(601)
+    rebalance(c)
+    assert c.status(joiner)["move"]
+
+
+def test_a_worker_waiting_for_what_the_fleet_lacks_does_not_hold_moves_back() -> None:
+    c, _, joiner, _ = sharing_story()
+    c.add_worker("huge", role="sampler", memory="200Gi")  # no node has two devices
+    c.api.edit(kube.WORKERS, "huge", {"status": {
+        "phase": "Pending", "reason": "WaitingForCapacity: no node has 3 free devices"}})
+    rebalance(c)
+    c.api.advance(121)
     rebalance(c)
     assert c.status(joiner)["move"]
 
@@ -195,14 +248,15 @@ def test_explain_says_where_a_worker_would_move_or_why_it_stays() -> None:
     def says(name: str, **overrides: object) -> str:
         worker = Worker.from_obj(c.worker(name))
         args: dict = {"claim": c.status(name)["claimName"],
-                      "own_claim_taken": worker.own_claim in c.cache.view.claims,
+                      "names_taken": claim_to_cut(c.cache.view, worker) is None,
                       "now": c.api.clock(), "after": 120.0, "strategy": Strategy.SPREAD,
                       "limit": MoveLimit(apart=3600)}
         return outlook(worker, c.cache.view.fleet, **{**args, **overrides})
 
     assert says(joiner) == (f"would move to 1 device(s) of its own on node {free_node} once "
                             "they have stayed free 120s and no worker waits for a seat")
-    assert says(cutter).startswith("stays: the claim is named for it")
+    assert says(cutter) == "stays: not movable (spec.movable is false)"
+    assert says(joiner, names_taken=True).startswith("stays: both names")
     assert says(joiner, after=0.0).startswith("moves for efficiency are off")
     assert says(joiner, strategy=Strategy.BINPACK).endswith("under spread only")
     c.place("x", memory="70Gi")  # takes the free device

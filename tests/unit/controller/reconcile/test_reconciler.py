@@ -275,7 +275,7 @@ def test_seat_stays_booked_while_the_template_is_missing() -> None:
 def test_recreated_pod_never_overfills_its_claim() -> None:
     """A worker whose booking was lost comes back through the decision, not onto a
     claim that others have filled meanwhile."""
-    c = Cluster(devices=2)
+    c = Cluster(devices=3)
     first = c.place("a")
     c.allocate_and_run("a")
     c.api.delete(kube.PODS, "orw-a")
@@ -287,8 +287,20 @@ def test_recreated_pod_never_overfills_its_claim() -> None:
                                               "phase": "Running"}})
     c.reconcile("a")
     status = c.status("a")
-    # Its own claim (named for it) is taken, so it cannot cut one: it waits.
+    # The claim cut for it is b's now: it cuts one under its other name on the free device.
+    assert status["phase"] == "Placing" and status["claimName"] == first["claimName"] + "-2"
+    assert [p["metadata"]["name"] for p in c.api.all(kube.PODS)] == ["orw-a"]
+    # Lost again, and d took that one: neither name a claim of a's may bear is free.
+    c.api.delete(kube.PODS, "orw-a")
+    c.api.finish_pod("orw-a")
+    c.api.edit(kube.WORKERS, "a", {"status": {"claimName": None, "phase": "Pending"}})
+    c.add_worker("d", "50Gi")
+    c.api.edit(kube.WORKERS, "d", {"status": {"claimName": first["claimName"] + "-2",
+                                              "phase": "Running"}})
+    c.reconcile("a")
+    status = c.status("a")
     assert status["phase"] == "Pending" and "claimName" not in status
+    assert "are taken by others" in status["reason"]
     assert len(c.api.all(kube.PODS)) == 0
 
 
