@@ -77,6 +77,25 @@ sees both. Then:
   kube-scheduler's and how many nodes to add is Karpenter's own packing: both
   show up as a difference in the partition or the count when they differ.
 
+A scenario that sets ``rebalanceAfter`` (``--moves`` generates them) is played
+with moves on: arrivals marked ``movable`` are created so, and the controller
+moves workers for efficiency ``FIDELITY_MOVE_AFTER`` seconds (2) after devices
+free, on this clock; the fake nodes run no time-slicer, so a moving worker's
+old pod goes half a second after it is asked to drain (the controller's drain
+timeout). Then:
+
+* Settled also means no worker is moving (``status.move``), and the settled
+  cluster has held still long enough for every move the step made due to
+  have begun: rebalanceAfter, then two passes of the move rule.
+* The simulator is read once the step's moves are made: the steps so far and
+  the marker at rebalanceAfter and a second after the last step. The events
+  must be further apart than rebalanceAfter (each step's moves come before
+  the next) and span less than an hour (a worker moves at most once an hour,
+  and the cluster plays the scenario in minutes); moves are not played with
+  node groups.
+* A move is compared as what it leaves: which workers share a claim, where,
+  on how many devices (the moved worker's new claim among them).
+
 Known disagreement (``--groups``, seed 17): Karpenter's own simulation of a
 pending pod's claims does not honour DRA device taints. A standing claim
 whose shape a mixed fixed node fits only by counting its tainted devices has
@@ -86,6 +105,8 @@ simulator (and the controller, which never counts them either) adds a node.
 
   python -m hack.replay [SCENARIO.yaml ...]        play these files
   python -m hack.replay --generate N --seed S  play N generated scenarios
+  --moves (generated scenarios set rebalanceAfter and mark workers movable;
+  not with --groups),
   --groups (generated scenarios declare a node group, a Karpenter instance
   type as template, events ten minutes apart: played with Karpenter),
   --keep-going, --save DIR (write each generated scenario), --verbose,
@@ -102,6 +123,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
+import itertools
 import json
 import logging
 import os
@@ -137,8 +159,10 @@ from controller.fleet.claims import read_claim
 from controller.k8s import kube, naming
 from controller.loop import Controller
 from controller.main import run
+from controller.reconcile.rebalancing import APART as MOVE_APART
+from controller.reconcile.rebalancing import pass_interval
 from controller.settings import Settings
-from controller.store.work import SWEEP
+from controller.store.work import REBALANCE, SWEEP
 from hack import replay_pool as pool
 from hack.fakenodes import fakenodes
 from hack.lib import kube as testbed
@@ -163,6 +187,10 @@ CATCH_UP = float(os.environ.get("FIDELITY_CATCH_UP", "6"))
 # provisioned for once the nomination lapses.
 GROUP_SETTLE_TIMEOUT = float(os.environ.get("FIDELITY_GROUP_SETTLE_TIMEOUT", "180"))
 GROUP_CATCH_UP = float(os.environ.get("FIDELITY_GROUP_CATCH_UP", "30"))
+# With moves: the controller's rebalanceAfter (seconds of this clock) and how long a
+# moving worker's old pod waits for a time-slicer the fake nodes do not run.
+LIVE_AFTER = float(os.environ.get("FIDELITY_MOVE_AFTER", "2"))
+DRAIN_TIMEOUT = 0.5
 POLL = 0.25
 GiB = 1 << 30
 
@@ -174,7 +202,7 @@ class Unplayable(Exception):
 # ----------------------------------------------------------------- generation
 
 
-def generate(seed: int, *, groups: bool = False) -> dict[str, Any]:
+def generate(seed: int, *, groups: bool = False, moves: bool = False) -> dict[str, Any]:
     """A small scenario that keeps a small fleet busy: mixed hardware, roles, host memory, churn.
 
     Small on purpose: each step costs real API round trips. Every node names
@@ -192,6 +220,12 @@ def generate(seed: int, *, groups: bool = False) -> dict[str, Any]:
     to one to three, a minute to come up, two idle before going. The events
     get times ten minutes apart (groups need a clock, and each step must
     settle before the next: replay_pool.horizon); the rest is unchanged.
+
+    With ``moves`` (opt-in, not with ``groups``) it sets ``rebalanceAfter``
+    (two minutes), gives the events times five minutes apart (so each step's
+    moves come before the next, and the whole stays within the hour a worker
+    waits between two moves) and marks about three arrivals in four movable,
+    from a stream of its own; the rest is unchanged.
     """
     rng = random.Random(seed)
     extras = _Extras(random.Random(f"pods-{seed}"), random.Random(f"mixed-{seed}"))
@@ -201,12 +235,17 @@ def generate(seed: int, *, groups: bool = False) -> dict[str, Any]:
     present: list[str] = []
     arrived = 0
     added = False
-    for _ in range(rng.randint(8, 11)):
+    count = rng.randint(8, 11)
+    for index in range(count):
+        # With moves: arrivals crowd the fleet first, then departures and a node added
+        # free devices while others still share (what a move needs).
+        leaves, adds = ((0.25, 0.07) if not moves else
+                        (0.0, 0.0) if index < count * 0.6 else (0.5, 0.2))
         roll = rng.random()
-        if present and roll < 0.25:
+        if present and roll < leaves:
             worker = present.pop(rng.randrange(len(present)))
             events.append({"leave": worker})
-        elif not added and roll < 0.32:
+        elif not added and roll < leaves + adds:
             added = True
             events.append({"addNode": _generated_node(rng, next(names), extras)})
         else:
@@ -229,10 +268,23 @@ def generate(seed: int, *, groups: bool = False) -> dict[str, Any]:
         document["nodeGroups"] = [_generated_group(random.Random(f"groups-{seed}"))]
         for index, event in enumerate(events):
             event["at"] = index * GROUP_EVENTS_APART
+    elif moves:
+        movable = random.Random(f"moves-{seed}")
+        document["rebalanceAfter"] = f"{MOVES_AFTER:.0f}s"
+        # Claims that may be shared (a move is from one), with room to park.
+        for node in [*nodes, *(e["addNode"] for e in events if "addNode" in e)]:
+            node["maxWorkersPerClaim"] = movable.choice([2, 2, 3, 4])
+            node["hostMemory"] = movable.choice(["256Gi", "512Gi", "1024Gi"])
+        for index, event in enumerate(events):
+            event["at"] = index * MOVE_EVENTS_APART
+            if "arrive" in event and movable.random() < 0.75:
+                event["arrive"]["movable"] = True
     return document
 
 
 GROUP_EVENTS_APART = 600  # seconds: more than replay_pool.horizon of the generated group
+MOVES_AFTER = 120.0  # a generated scenario's rebalanceAfter (scenario seconds)
+MOVE_EVENTS_APART = 300  # more than MOVES_AFTER; 11 events stay within the hour
 
 
 def _generated_group(rng: random.Random) -> dict[str, Any]:
@@ -338,10 +390,13 @@ MARKER = Arrive(name="fidelity-marker", role="trainer", memory=1 << 60)
 def simulated_view(scenario: Scenario, steps: int) -> View:
     """``simulate -o json`` of the scenario's first ``steps`` events, as a View; with a
     node group, read once the group is done (the marker, replay_pool.horizon)."""
-    if scenario.groups and scenario.times is not None:
+    if (scenario.groups or scenario.rebalance_after) and scenario.times is not None:
+        # Read once the group is done, or once the step's moves are made (they are due
+        # rebalanceAfter after the step; playable() keeps the next step further off).
         at = scenario.times[steps - 1] if steps else 0.0
+        later = (pool.horizon(scenario) if scenario.groups else scenario.rebalance_after + 1)
         prefix = attrs.evolve(scenario, events=(*scenario.events[:steps], MARKER),
-                              times=(*scenario.times[:steps], at + pool.horizon(scenario)))
+                              times=(*scenario.times[:steps], at + later))
     else:
         prefix = Scenario(scenario.dra, scenario.nodes, scenario.events[:steps])
     report = replay(prefix)
@@ -362,6 +417,10 @@ def simulated_view(scenario: Scenario, steps: int) -> View:
     phases = tuple(sorted((name, _phase(worker["phase"], worker["reason"]))
                           for name, worker in document["workers"].items()))
     shows = {"a shared claim" for workers, _, _ in groups if len(workers) > 1}
+    made = [step for step in document["steps"] if step["event"] == "move"]
+    if any(step["at"] >= (scenario.times[steps - 1] if scenario.times and steps else 0)
+           for step in made):
+        shows.add("a move")
     shows |= {"a multi-device claim" for _, _, devices in groups if devices > 1}
     for worker in document["workers"].values():
         reason = worker["reason"] or ""
@@ -405,6 +464,16 @@ class Stage:
     moving: str = ""  # why the cluster was last found unsettled
     group: NodeGroupSpec | None = None  # played by Karpenter as a NodePool (replay_pool)
     watch: pool.PoolWatch | None = None  # that NodePool, once created
+    moves: bool = False  # the scenario sets rebalanceAfter: the controller moves workers
+    # How long a settled step must hold still to count (with moves): every move it makes
+    # due has begun by then (rebalanceAfter, then a pass, its clock sampled a pass late).
+    quiet: float = 0.0
+    movable: set[str] = field(default_factory=set)  # the workers created movable
+
+    def may_move(self, view: View) -> bool:
+        """Whether a move could still come: a movable worker shares a claim."""
+        return self.moves and any(len(workers) > 1 and self.movable.intersection(workers)
+                                  for workers, _, _ in view.groups)
 
     def __post_init__(self) -> None:
         self.admin = testbed.Kube.connect(self.kubeconfig, self.namespace)
@@ -507,7 +576,14 @@ class Stage:
             autoscaling=self.group is not None,
             autoscale_pools=(pool.declared_pool(self.group.template)
                              if self.group is not None else ""),
+            # Moves: due LIVE_AFTER after devices free (the scenario's rebalanceAfter is
+            # its own clock's); the fake nodes run no time-slicer, so a moving worker's
+            # old pod goes DRAIN_TIMEOUT after the ask.
+            rebalance_after=LIVE_AFTER if self.moves else 0.0,
+            drain_timeout=DRAIN_TIMEOUT,
         )
+        if self.moves:
+            self.quiet = LIVE_AFTER + 2 * pass_interval(settings) + 0.5
         ready = threading.Event()
 
         def started(controller: Controller) -> None:
@@ -565,6 +641,9 @@ class Stage:
                                 "memory": format_quantity(event.memory)}
         if event.owner:
             spec["ownerId"] = event.owner
+        if event.movable:
+            spec["movable"] = True
+            self.movable.add(event.name)
         body = {"apiVersion": f"{naming.GROUP}/v1alpha1", "kind": naming.KIND,
                 "metadata": {"name": event.name, "namespace": self.namespace}, "spec": spec}
         created = self.admin.create(testbed.WORKERS, body)
@@ -592,6 +671,8 @@ class Stage:
             status = obj.get("status") or {}
             phase = status.get("phase")
             name = obj["metadata"]["name"]
+            if (status.get("move") or {}).get("to"):
+                return self._unsettled(f"worker {name} is moving: {status.get('reason')}")
             if obj["metadata"].get("deletionTimestamp") or phase not in ("Pending", "Running",
                                                                          "Failed"):
                 return self._unsettled(f"worker {name} is {phase or 'unreconciled'}"
@@ -608,8 +689,9 @@ class Stage:
             return None
         groups, hosts = placed
         # The sweep comes round every second; a claim it has yet to take is caught above.
+        # The sweep and the move pass come round on their own; a move shows on its worker.
         due = [key for key in (self.controller.queue.due_within(1.0) if self.controller else ["-"])
-               if key != SWEEP]
+               if key not in (SWEEP, REBALANCE)]
         if due:
             return self._unsettled(f"the controller's queue has work due: {due}")
         if self.controller is not None and self.controller.writer.in_flight():
@@ -718,7 +800,35 @@ def playable(scenario: Scenario) -> Scenario:
         raise Unplayable("dra: deferred cannot be played against a cluster: DRA allocates a "
                          "claim as soon as its pod is scheduled, so there is no moment to play "
                          "allocate at; use dra: instant")
+    if scenario.rebalance_after:
+        why = _moves_refusal(scenario)
+        if why is not None:
+            raise Unplayable(f"rebalanceAfter: {why}")
     return scenario
+
+
+def _moves_refusal(scenario: Scenario) -> str | None:
+    """Why a scenario with moves cannot be played step by step, or None.
+
+    Each step is settled, its moves included, before the next: on the scenario's
+    clock the next event must come later than the moves the step makes due. And a
+    worker moves at most once an hour: the cluster plays the scenario in minutes,
+    so a scenario that spans an hour could move a worker twice where the cluster
+    would not."""
+    if scenario.groups:
+        return "moves are not played with node groups (binpack moves empty a group's node)"
+    times = scenario.times or ()
+    played = [at for at, event in zip(times, scenario.events, strict=True)
+              if not isinstance(event, Expect)]
+    for before, after in itertools.pairwise(played):
+        if after - before <= scenario.rebalance_after:
+            return (f"events at {before:.0f}s and {after:.0f}s are not more than "
+                    f"rebalanceAfter ({scenario.rebalance_after:.0f}s) apart: each step's "
+                    "moves are played before the next step")
+    if played and played[-1] - played[0] >= MOVE_APART:
+        return (f"the events span {played[-1] - played[0]:.0f}s: a worker moves at most once "
+                f"in {MOVE_APART:.0f}s, and the cluster plays the scenario in minutes")
+    return None
 
 
 def play(scenario: Scenario, name: str, tag: str, kubeconfig: str,
@@ -731,7 +841,8 @@ def play(scenario: Scenario, name: str, tag: str, kubeconfig: str,
     """
     playable(scenario)
     outcome = Outcome(name)
-    stage = Stage(kubeconfig, tag, group=scenario.groups[0] if scenario.groups else None)
+    stage = Stage(kubeconfig, tag, group=scenario.groups[0] if scenario.groups else None,
+                  moves=scenario.rebalance_after > 0)
     if stage.group is not None:
         why = pool.check_cluster(stage.admin)
         if why is not None:
@@ -794,9 +905,14 @@ def settle(stage: Stage, present: set[str], expected: View, catch_up: float = CA
     deadline = time.monotonic() + timeout
     previous: View | None = None
     agreed_by: float | None = None
+    still_since = time.monotonic()
     while True:
         view = stage.settled_view(present)
-        if view is not None and view == previous:
+        if view is None or view != previous:
+            still_since = time.monotonic()
+        elif stage.may_move(view) and time.monotonic() - still_since < stage.quiet:
+            pass  # a move the step made due may not have begun yet
+        else:
             if not view.differences(expected):
                 return view
             agreed_by = agreed_by or time.monotonic() + catch_up
@@ -812,14 +928,14 @@ def settle(stage: Stage, present: set[str], expected: View, catch_up: float = CA
 
 
 def scenarios(paths: list[str], count: int, seed: int, save: Path | None,
-              groups: bool = False) -> Iterator[tuple[str, Scenario]]:
+              groups: bool = False, moves: bool = False) -> Iterator[tuple[str, Scenario]]:
     for path in paths:
         try:
             yield path, load_scenario(Path(path).read_text(encoding="utf-8"))
         except (OSError, ScenarioError) as error:
             raise Unplayable(f"{path}: {error}") from None
     for index in range(count):
-        document = generate(seed + index, groups=groups)
+        document = generate(seed + index, groups=groups, moves=moves)
         name = f"seed-{seed + index}"
         if save is not None:
             save.mkdir(parents=True, exist_ok=True)
@@ -838,6 +954,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--save", type=Path, help="write each generated scenario here")
     parser.add_argument("--groups", action="store_true",
                         help="generated scenarios declare a node group (played with Karpenter)")
+    parser.add_argument("--moves", action="store_true",
+                        help="generated scenarios set rebalanceAfter and mark workers movable")
     parser.add_argument("--stay", action="store_true",
                         help="leave the last scenario's fleet standing until interrupted")
     parser.add_argument("--verbose", "-v", action="store_true")
@@ -855,7 +973,12 @@ def main(argv: list[str] | None = None) -> int:
     run_tag = f"{int(time.time()) % 100000:05d}"
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # taken down like Ctrl-C
     try:
-        every = list(scenarios(args.files, args.generate, args.seed, args.save, args.groups))
+        if args.groups and args.moves:
+            print("cannot play: --moves and --groups together (moves are not played with "
+                  "node groups)", file=sys.stderr)
+            return 2
+        every = list(scenarios(args.files, args.generate, args.seed, args.save, args.groups,
+                               args.moves))
         for number, (name, scenario) in enumerate(every):
             outcome = play(playable(scenario), name, f"r{run_tag}-{number}", kubeconfig,
                            args.keep_going, stay=args.stay and number == len(every) - 1)

@@ -7,8 +7,10 @@ Rules:
   the rest. The pending workers are kept by the fleet cache as they change
   (``Cache.waiting``): a wake or a scrape costs the pending, never the fleet.
 * The sweep deletes a managed claim only when nothing references it: no
-  unfinished worker's ``status.claimName`` or UID-derived claim name (a claim
-  cut just before a lost pod write), no pod in the namespace (in any phase),
+  unfinished worker's ``status.claimName``, nor one of its two UID-derived
+  claim names that still books it (a claim cut just before a lost pod write;
+  a claim it moved off and left to others books it no more, and goes once
+  they leave), no pod in the namespace (in any phase),
   no consumer in the claim's ``status.reservedFor``. Only when the cache finds
   such a claim are the namespace's pods listed (an unmanaged pod, which the
   cache does not hold, may use it too). Never one younger than the
@@ -31,7 +33,7 @@ import logging
 from collections import Counter
 from collections.abc import Iterable
 
-from controller.fleet.claims import read_claim
+from controller.fleet.claims import booked_uids, read_claim
 from controller.k8s import kube, naming
 from controller.k8s.logs import kv
 from controller.k8s.objects import Obj, Worker, is_deleting, pod_claims, uid_of, version_of
@@ -70,6 +72,11 @@ def tally(waiting: Iterable[Waiting]) -> Census:
     return kinds, oldest
 
 
+def _books(claim: Obj | None, uid: str) -> bool:
+    """Whether the claim lists the worker of ``uid`` on its booked list."""
+    return claim is not None and uid in booked_uids(claim)
+
+
 def sweep(api: kube.Kube, cache: Cache, settings: Settings, metrics: Metrics,
           now: dt.datetime) -> tuple[Result, list[Write]]:
     """When to sweep again, and the deletes of the orphaned claims old enough to go."""
@@ -77,7 +84,8 @@ def sweep(api: kube.Kube, cache: Cache, settings: Settings, metrics: Metrics,
     workers = [Worker.from_obj(o) for o in cache.items(kube.WORKERS)]
     # A finished worker pins nothing: its pod, while it exists, speaks for it.
     live = [w for w in workers if w.phase not in naming.FINISHED_PHASES]
-    referenced = {w.claim for w in live} | {name for w in live for name in w.own_claims}
+    referenced = {w.claim for w in live} | {name for w in live for name in w.own_claims
+                                             if _books(cache.get(kube.CLAIMS, name), w.uid)}
     for pod in cache.items(kube.PODS):
         referenced |= pod_claims(pod)
     if any(_orphan(claim, referenced, now, settings.reclaim_grace) for claim in claims):

@@ -150,3 +150,53 @@ def test_without_left_out_devices_a_fake_node_publishes_what_it_always_did() -> 
     fake = fakenodes.FakeNodes(None, ["n"], fakenodes.PROFILES["devbox"], "d.example.com", {})
     fake.node_uids["n"] = "uid"
     assert all("taints" not in d for d in fake.slice_body("n")["spec"]["devices"])
+
+
+def test_generated_scenarios_with_moves_are_playable_and_some_move() -> None:
+    moved = 0
+    for seed in range(1, 41):
+        document = replay.generate(seed, moves=True)
+        scenario = build_scenario(document)
+        assert scenario.rebalance_after == replay.MOVES_AFTER
+        assert replay.playable(scenario) is scenario
+        arrivals = [e["arrive"] for e in document["events"] if "arrive" in e]
+        assert any(a.get("movable") for a in arrivals) or len(arrivals) < 3
+        moved += sum("a move" in replay.simulated_view(scenario, k).shows
+                     for k in range(1, len(scenario.events) + 1))
+    assert moved >= 5
+    # The plain scenarios of the same seeds are what they always were.
+    assert "rebalanceAfter" not in replay.generate(3)
+
+
+def _moves_scenario(*times: float, **top: object) -> dict[str, object]:
+    names = iter("abcdefgh")
+    return {"rebalanceAfter": "2m", **top,
+            "nodes": [{"name": "n0", "devices": 1, "deviceMemory": "80Gi",
+                       "maxWorkersPerClaim": 2},
+                      {"name": "n1", "devices": 1, "deviceMemory": "80Gi",
+                       "maxWorkersPerClaim": 2}],
+            "events": [{"at": at, "arrive": {"name": next(names), "role": "trainer",
+                                             "memory": "30Gi", "movable": True}}
+                       for at in times]}
+
+
+@pytest.mark.parametrize(("times", "why"), [
+    ((0, 120), "events at 0s and 120s are not more than rebalanceAfter"),
+    ((0, 1800, 3600), "the events span 3600s: a worker moves at most once"),
+])
+def test_a_scenario_with_moves_the_cluster_cannot_play_is_refused_saying_why(
+        times: tuple[float, ...], why: str) -> None:
+    with pytest.raises(replay.Unplayable, match=why):
+        replay.playable(build_scenario(_moves_scenario(*times)))
+
+
+def test_a_step_is_read_once_the_moves_it_made_due_are_made() -> None:
+    """a and b each alone, c joins a; b leaves: two minutes later c (or a) moves to the
+    device b freed. The simulator is read after that, as the settled cluster is."""
+    document = _moves_scenario(0, 300, 600)
+    document["events"].append({"at": 900, "leave": "b"})  # type: ignore[attr-defined]
+    scenario = build_scenario(document)
+    view = replay.simulated_view(scenario, 4)
+    assert "a move" in view.shows
+    assert sorted(workers for workers, _, _ in view.groups) == [("a",), ("c",)]
+    assert "a move" not in replay.simulated_view(scenario, 3).shows

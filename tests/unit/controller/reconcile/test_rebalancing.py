@@ -164,6 +164,17 @@ def test_the_claims_cutter_moves_under_its_second_name_and_leaves_its_claim_to_t
     c.reconcile(SWEEP)  # both claims stay: each is someone's
     assert c.api.obj(kube.CLAIMS, old) is not None
     assert c.api.obj(kube.CLAIMS, move["to"]) is not None
+    # c leaves: a's old claim books nobody now, a's name on it notwithstanding: it goes.
+    c.api.delete(kube.WORKERS, "c")
+    c.reconcile("c")
+    c.api.finish_pod("orw-c")
+    c.reconcile("c")
+    c.reconcile("c")
+    assert c.api.obj(kube.WORKERS, "c") is None
+    c.api.advance(3600)
+    c.reconcile(SWEEP)
+    assert c.api.obj(kube.CLAIMS, old) is None
+    assert c.api.obj(kube.CLAIMS, move["to"]) is not None
 
 
 def test_waiting_workers_come_first_and_a_worker_moves_once_an_hour_at_most() -> None:
