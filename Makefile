@@ -6,6 +6,7 @@ STAMP  := $(VENV)/.installed
 
 FIDELITY_SCENARIOS ?= 20
 FIDELITY_SEED      ?= 1
+FIDELITY_FLAGS     ?=
 
 # hack/node.sh: one real node (containerd, runc, kubelet, a DRA plugin) beside the fake ones.
 .PHONY: node-up node-down node-status image node-bench
@@ -185,10 +186,11 @@ fuzz: setup
 
 ## Play generated scenarios on the local control plane (or $$KUBECONFIG) and compare every
 ## step with simulate; ends with "fidelity: A/N scenarios, S/T steps agree".
+## FIDELITY_FLAGS=--moves: scenarios with moves (rebalanceAfter, movable workers).
 fidelity: setup
 	@if [ -n "$$KUBECONFIG" ]; then $(FIDELITY); else $(call on_local_cluster,$(FIDELITY)); fi
 FIDELITY = $(BIN)/python -m hack.replay --keep-going --generate $(FIDELITY_SCENARIOS) \
-	--seed $(FIDELITY_SEED)
+	--seed $(FIDELITY_SEED) $(FIDELITY_FLAGS)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
