@@ -341,3 +341,36 @@ def test_under_binpack_a_lone_worker_joins_a_claim_elsewhere_and_its_node_emptie
     assert status["phase"] == "Placing" and status["claimName"] == shared, status
     assert status["reason"].startswith(f"Placed: moved from claim {own} on node {lone}")
     assert "it empties its node" in status["reason"]
+
+
+def test_under_binpack_a_lone_worker_no_claim_takes_cuts_its_second_name_on_a_busy_node() -> None:
+    """Autoscaling on, binpack: x alone on one node, a (not movable) alone on the other,
+    whose claim is full (one worker per claim there) but which has a device free. After
+    two minutes alone, x moves onto a new claim on that node, under the other name a
+    claim of x's may bear (its own still stands until its pod is gone), and its own claim
+    is released."""
+    c = Cluster(nodes=2, devices=2, node_labels={"openrl.io/max-workers-per-claim": "1"},
+                rebalance_after="2m", strategy="binpack", autoscaling=True)
+    running(c, "a")
+    busy = c.status("a")["nodeName"]
+    # x lands alone on the other node: a's node is left out for a moment.
+    c.api.edit(kube.NODES, busy, {"metadata": {"labels": {naming.NODE_ENABLED: "false"}}})
+    running(c, "x", movable=True)
+    lone, own = c.status("x")["nodeName"], c.status("x")["claimName"]
+    assert lone != busy
+    c.api.edit(kube.NODES, busy, {"metadata": {"labels": {naming.NODE_ENABLED: "true"}}})
+    rebalance(c)
+    c.api.advance(121)
+    rebalance(c)
+    status = c.status("x")
+    uid = c.worker("x")["metadata"]["uid"]
+    assert status["move"]["to"] == f"{own}-2" == f"orw-x-{uid}-2", status
+    assert status["move"]["node"] == busy and status["move"]["reason"] == "EmptiesNode"
+    c.reconcile("x")  # alone on its claim: its pod goes at once
+    c.api.finish_pod("orw-x")
+    c.reconcile("x")  # its own claim released
+    assert c.api.obj(kube.CLAIMS, own) is None or c.api.obj(kube.CLAIMS, own)["metadata"].get(
+        "deletionTimestamp")
+    c.reconcile("x")
+    assert c.status("x")["claimName"] == f"{own}-2"
+    assert c.status("x")["phase"] == "Placing"
