@@ -455,8 +455,8 @@ class Faults:
         """A move for efficiency with the scheduler killed at its ask to drain (the only pod
         patch it makes): nobody may wait (every worker not Running goes) and devices free
         under the workers taking turns (every worker alone on its claim goes, or one shared
-        claim's where all are shared), so a worker that joined a shared claim (every
-        worker here is movable) is moved to devices of its own once they stay free 5 s."""
+        claim's where all are shared), so a worker on a shared claim (every worker here is
+        movable) is moved to devices of its own once they stay free 5 s."""
         deadline = time.monotonic() + MOVE_WAIT  # the round's new workers placed first
         while time.monotonic() < deadline and any(
                 (w.get("status") or {}).get("phase") not in ("Running", "Pending")
@@ -470,7 +470,7 @@ class Faults:
             if status.get("phase") == "Running" and status.get("claimName"):
                 on[str(status["claimName"])].append(w["metadata"]["name"])
         shared = [names for names in on.values() if len(names) > 1]
-        # Keep the shared claims (a joiner on one is due to move), but the last one whole
+        # Keep the shared claims (a worker on one is due to move), but the last one whole
         # where every claim is shared (its devices are what frees): the rest goes.
         keep = {n for names in (shared[:-1] if len(shared) == len(on) else shared)
                 for n in names}

@@ -539,9 +539,9 @@ REBALANCE_AFTER = 10.0
 
 def test_a_movable_worker_moves_to_a_freed_device_at_its_turns_end(proof: Proof) -> None:
     """Two movable workers take turns on the node's one device; a device frees on another
-    node (a fake one, enabled): within rebalanceAfter + 30 s the claim's joiner runs
-    there, its old pod deleted only once the time-slicer marked it drained (its last
-    turn ended: no open interval, no overlap), nothing Failed, the cutter now alone."""
+    node (a fake one, enabled): within rebalanceAfter + 30 s one of them runs there (the
+    rule's pick), its old pod deleted only once the time-slicer marked it drained (its
+    last turn ended: no open interval, no overlap), nothing Failed, the other now alone."""
     move_story(proof, "move", agent_killed=False)
 
 
