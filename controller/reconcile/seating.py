@@ -46,7 +46,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from controller.fleet.claims import ClaimView, build_claim, commit_join
+from controller.fleet.claims import ClaimView, booked_uids, build_claim, commit_join
 from controller.k8s import kube
 from controller.k8s.logs import kv
 from controller.k8s.naming import ReasonKind, WorkerPhase
@@ -72,12 +72,15 @@ log = logging.getLogger("openrl.controller")
 
 def held_claim(ctx: Context, worker: Worker) -> ClaimView | None:
     """The live claim the worker already holds, most certain first: the claim a move
-    for efficiency cut for it, its status, a claim cut for it (before a lost write), a
-    join committed on a claim's booked list."""
+    for efficiency cut for it, its status, a claim cut for it that still books it (cut
+    before a lost write; one it moved off and left to others books it no more), a join
+    committed on a claim's booked list."""
     view = ctx.cache.view
     booked = view.bookings.get(worker.name)
     move = moving.moving_to(worker)
-    for claim in (move["to"] if move else "", worker.claim, *worker.own_claims,
+    own = [name for name in worker.own_claims if name in view.claims
+           and worker.uid in booked_uids(ctx.cache.get(kube.CLAIMS, name) or {})]
+    for claim in (move["to"] if move else "", worker.claim, *own,
                   booked.claim if booked else ""):
         if claim and claim in view.claims:
             return view.claims[claim]
