@@ -8,8 +8,10 @@ request of that verb and resource (named as RBAC names them, e.g.
 ``create:pods:3:before`` or ``patch:openrlworkers/status:1:after``) the process
 
 * ``before``: kills itself (SIGKILL) just before sending it;
-* ``after``: kills itself just after its answer came back (a refused request
-  raises as it would, and nothing is killed);
+* ``after``: kills itself just after its answer came back; a refused request
+  raises as it would, nothing is killed, and it is not counted: K counts the
+  answered ones (a write refused on a conflict, say, is written again, and
+  that is the write the point means);
 * ``stop``: stops itself (SIGSTOP) just before sending it, as a long pause
   would, and sends it once resumed (SIGCONT).
 
@@ -73,15 +75,20 @@ def plant(point: CrashPoint, kill: Kill = os.kill) -> Callable[[], None]:
         res: kube.Resource = call["res"]
         sub = call.get("subresource")
         key = (str(call["verb"]), f"{res.plural}/{sub}" if sub else res.plural)
+        if point.when == "after":
+            response = original(*args, **kwargs)  # refused: raises, and is not counted
+            with lock:
+                seen[key] += 1
+                hit = key == (point.verb, point.resource) and seen[key] == point.count
+            if hit:
+                kill(os.getpid(), signal.SIGKILL)
+            return response
         with lock:
             seen[key] += 1
             hit = key == (point.verb, point.resource) and seen[key] == point.count
-        if hit and point.when != "after":
+        if hit:
             kill(os.getpid(), signal.SIGSTOP if point.when == "stop" else signal.SIGKILL)
-        response = original(*args, **kwargs)
-        if hit and point.when == "after":
-            kill(os.getpid(), signal.SIGKILL)
-        return response
+        return original(*args, **kwargs)
 
     kube.Kube._send = send  # type: ignore[method-assign]
 

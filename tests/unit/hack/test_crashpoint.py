@@ -74,11 +74,16 @@ def test_the_kth_request_of_its_verb_and_resource(when: str, sent: int, sig: int
         assert kills == [(sent, sig)]
 
 
-def test_a_refused_request_raises_and_kills_nothing_after() -> None:
+def test_a_refused_request_raises_kills_nothing_and_is_not_counted_after() -> None:
+    """The second create is refused (p1 exists): nothing is killed then, and the point
+    waits for the second answered create (p2's), as a write written again after a
+    conflict is the write the point means."""
     api = FakeApi(taken=frozenset({"p1"}))
     with planted("create:pods:2:after", api) as kills:
-        pods(api, 3)
-        assert kills == []
+        pods(api, 2)
+        assert kills == []  # p1's create refused: raised, not counted
+        pods(api, 3)  # p0's create answered again: the second answered one
+        assert kills == [(6, signal.SIGKILL)]
 
 
 def test_a_subresource_is_named_as_rbac_names_it() -> None:
