@@ -318,7 +318,8 @@ def outlook(worker: Worker, fleet: Fleet, *, claim: str, names_taken: bool,
     if after <= 0:
         return "moves for efficiency are off (--rebalance-after 0)"
     if strategy is not Strategy.SPREAD:
-        return "the scheduler moves workers for efficiency under spread only"
+        return ("under binpack a worker moves for efficiency only alone on its node, with "
+                "autoscaling on, to empty that node")
     if not worker.movable:
         return "stays: not movable (spec.movable is false)"
     booked = fleet.claim(claim)
