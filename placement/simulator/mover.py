@@ -4,15 +4,25 @@ What this keeps, and when it acts:
 
     record              kept from                         read by
     ------------------  --------------------------------  -------------------------------
-    free since          every node whose books changed    spread: a newcomer's devices
-    (``FreeSince``)     (``TrackedFleet``), settled at    free long enough
+    free since          every node whose free devices     spread: a newcomer's devices
+    (``FreeSince``)     may have changed (noted by        free long enough
+                        ``TrackedFleet``), settled at
                         the time of the change
-    alone since         the same                          binpack: a node held by one
-    (``AloneSince``)                                      worker long enough
-    sharing, by shape   every claim whose books changed:  spread's candidates (the
-                        its workers while it has two or   movable ones), and the
-                        more, allocated                   stranded devices measured
+    alone since         every node whose workers may      binpack: a node held by one
+    (``AloneSince``)    have changed, the same            worker long enough
+    sharing, by shape   every claim noted (two workers    spread's candidates (the
+                        or more, before or after a        movable ones), and the
+                        change) and every worker gone     stranded devices measured
+                        from a claim: its workers while
+                        it has two or more, allocated --
+                        filed when read, not per change
     moves per worker    each move made                    the move limit
+
+The sharing workers are filed only when read (``_file_sharing``: spread's
+rule reads them once free devices are old enough, the measure at every
+change), so a claim shared and left between two reads costs nothing; a
+claim that *becomes* shared is still seen at the change, when devices are
+old enough for it to make a check due.
 
 A check is due when a record says a move may have become possible: a level
 of free devices (or a node alone) turning ``after`` seconds old, at once
@@ -32,7 +42,7 @@ the stranded device-seconds ``compare`` shows.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping, ValuesView
 from dataclasses import dataclass
 from heapq import heappop, heappush
 
@@ -64,60 +74,109 @@ class MoveSettings:
 
 
 class TrackedFleet(Fleet):
-    """A ``Fleet`` that remembers which nodes and claims each change touched."""
+    """A ``Fleet`` that notes, per change, what the mover's records may have to take in.
 
-    __slots__ = ("gone", "touched_claims", "touched_nodes")
+    A record read from the books changes only with what it reads, so a change
+    notes only what it can change (``Mover.settle`` reads the books as they are
+    then, so a note too many costs a look, never a record):
 
-    def __init__(self, nodes: tuple[Node, ...] = ()) -> None:
+        change         node noted                        claim noted
+        -------------  --------------------------------  --------------------------------
+        add_node       yes (its free devices, workers)   --
+        remove_node    in ``gone``                       --
+        cut            yes (free devices fell)           no: one worker shares nothing
+        remove_claim   yes (free devices rose)           no: empty, its last sharer's
+                                                         unbook noted it
+        allocate       yes                               with two workers or more
+        book           ``workers`` only (binpack's       with two workers or more after
+                       lone nodes; free devices stay)
+        unbook         ``workers`` only                  with one worker or more left
+                                                         (two or more before)
+
+    A claim's sharing (its workers while it is allocated with two or more)
+    changes only through a change that leaves it, or finds it, with two
+    workers or more, and each such change is noted.
+    """
+
+    __slots__ = ("gone", "left", "sharers", "touched_claims", "touched_nodes", "workers")
+
+    def __init__(self, nodes: tuple[Node, ...] = (), *, workers: bool = True,
+                 sharers: bool = True) -> None:
         self.touched_nodes: set[str] = set()
-        self.touched_claims: set[str] = set()
+        # claim -> whether it was shared when the changes were last taken (before the
+        # first change noted since), in the order first noted
+        self.touched_claims: dict[str, bool] = {}
         self.gone: set[str] = set()  # nodes removed since the changes were last taken
+        self.left: set[str] = set()  # workers unbooked since the mover last filed sharing
+        self.workers = workers  # note the node of a join or a departure (binpack's records)
+        self.sharers = sharers  # note claims and departures (who shares: spread, the measure)
         super().__init__(nodes)
 
+    # Fleet's own methods called by name: a super() per call costs an object in 3.11.
+
     def add_node(self, node: Node) -> None:
-        super().add_node(node)
+        Fleet.add_node(self, node)
         self.touched_nodes.add(node.name)
 
     def remove_node(self, name: str) -> Node:
-        node = super().remove_node(name)
+        node = Fleet.remove_node(self, name)
         self.gone.add(name)
         return node
 
     def cut(self, name: str, node: str, devices: int, request: Request, *,
             allocated: bool = True, device_memory: int = 0) -> None:
-        super().cut(name, node, devices, request, allocated=allocated,
-                    device_memory=device_memory)
+        Fleet.cut(self, name, node, devices, request, allocated=allocated,
+                  device_memory=device_memory)
         self.touched_nodes.add(node)
-        self.touched_claims.add(name)
 
     def book(self, claim: str, request: Request, *, observed: bool = False) -> None:
-        super().book(claim, request, observed=observed)
-        self.touched_nodes.add(self._claims[claim].node)  # booked: the claim is there
-        self.touched_claims.add(claim)
+        Fleet.book(self, claim, request, observed=observed)
+        row = self._claims[claim]
+        workers = len(row.bookings)
+        if workers > 1 and self.sharers and claim not in self.touched_claims:
+            self.touched_claims[claim] = workers > 2 and row.allocated  # shared before it
+        if self.workers:
+            self.touched_nodes.add(row.node)
 
     def unbook(self, worker: str) -> str:
-        claim = super().unbook(worker)
-        self.touched_nodes.add(self._claims[claim].node)  # unbooking leaves the claim
-        self.touched_claims.add(claim)
+        claim = Fleet.unbook(self, worker)
+        row = self._claims[claim]  # unbooking leaves the claim
+        if self.sharers:
+            self.left.add(worker)
+            if row.bookings and claim not in self.touched_claims:
+                self.touched_claims[claim] = row.allocated  # two or more before: shared
+        if self.workers:
+            self.touched_nodes.add(row.node)
         return claim
 
     def remove_claim(self, claim: str) -> None:
         node = self.claim_node(claim)
-        super().remove_claim(claim)
+        Fleet.remove_claim(self, claim)
         self.touched_nodes.add(node)
-        self.touched_claims.add(claim)
 
     def allocate(self, claim: str, *, node: str | None = None) -> None:
-        super().allocate(claim, node=node)
-        self.touched_nodes.add(self.claim_node(claim))
-        self.touched_claims.add(claim)
+        Fleet.allocate(self, claim, node=node)
+        row = self._claims[claim]
+        self.touched_nodes.add(row.node)
+        if len(row.bookings) > 1 and self.sharers and claim not in self.touched_claims:
+            self.touched_claims[claim] = False  # not allocated before it: not shared
 
-    def sharing(self, claim: str) -> tuple[str, ...]:
-        """The workers of an allocated claim of two or more; () for any other claim."""
+    def free_now(self, node: str) -> int:
+        """The node's free devices (``free_devices``); -1 for a node not known."""
+        free = self._free.get(node)
+        if free is None:
+            return -1
+        return free[0] if len(free) == 1 else sum(free)
+
+    def shared(self, claim: str) -> bool:
+        """Whether the claim is allocated and holds two workers or more."""
         row = self._claims.get(claim)
-        if row is None or not row.allocated or len(row.bookings) < 2:
-            return ()
-        return tuple(row.bookings)
+        return row is not None and row.allocated and len(row.bookings) > 1
+
+    def workers_of(self, claim: str) -> Collection[str]:
+        """The workers booked on the claim (none for a claim gone); read, never changed."""
+        row = self._claims.get(claim)
+        return () if row is None else row.bookings.keys()
 
 
 class Mover:
@@ -128,10 +187,12 @@ class Mover:
         self.spread = policy.strategy is Strategy.SPREAD
         self.free = FreeSince()
         self.alone = AloneSince()
+        # The sharing workers, filed when read (``_file_sharing``), as of the claims noted:
         self.by_shape: dict[Shape, dict[str, None]] = {}  # movable sharing workers
         self.shapes: dict[Shape, int] = {}  # every sharing worker's shape, and how many
-        self._shape_of: dict[str, Shape] = {}
-        self._on_claim: dict[str, tuple[str, ...]] = {}  # shared claim -> its workers
+        self._filed: dict[str, Request] = {}  # sharing worker -> the request it was filed as
+        self._shared: set[str] = set()  # the shared claims
+        self._unfiled: dict[str, bool] = {}  # claims noted since, in the order first noted
         self.moved: dict[str, list[float]] = {}  # worker -> when it moved
         self._due: list[float] = []
         self._stuck: set[str] = set()  # binpack: lone nodes due that found no seat elsewhere
@@ -151,72 +212,115 @@ class Mover:
             self.free.forget(node)
             self.alone.observe(node, 0, now)
         gone.clear()
-        after = self.settings.after
-        due = self._due if after > 0 else []  # measured only: no checks
+        spread, after = self.spread, self.settings.after
         # Spread reads the free devices, binpack the lone nodes; the measure the free ones.
-        free = self.free if self.spread or self.settings.measure else None
-        alone = None if self.spread else self.alone
-        for node in nodes:
-            if fleet.node(node) is None:  # changed, then removed: taken above
-                continue
-            rose = free is not None and free.observe(node, fleet.free_devices(node), now)
-            if rose and self.spread:
-                heappush(due, now + after)
-            if alone is not None and alone.observe(node, fleet.workers_on_node(node), now):
-                heappush(due, now + after)
-        shared_now = False
-        if self.spread or self.settings.measure:  # binpack reads no claim's sharing
-            on_claim, sharing = self._on_claim, fleet.sharing
-            for claim in claims:
-                # Most changes leave a claim of one worker as it was: nothing to refile.
-                workers = sharing(claim)
-                if workers or claim in on_claim:
-                    shared_now |= self._refile(requests, claim, workers)
-        if shared_now and after > 0 and self.spread:
-            oldest = self.free.oldest()
-            if oldest is not None and oldest <= now - after:
+        if nodes:
+            if spread:
+                self._settle_free(fleet, nodes, now)
+            else:
+                self._settle_alone(fleet, nodes, now)
+        if claims:  # noted only where read: spread, the measure (binpack reads no sharing)
+            if spread and after > 0 and self._became_shared(fleet, claims, now):
                 heappush(self._due, now)
-        if self._stuck and not self.spread and nodes - self._stuck:
+            self._unfiled.update(claims)
+            claims.clear()
+        if self._stuck and not spread and nodes - self._stuck:
             # A lone worker found no seat elsewhere when it was due: a change on another
             # node may have made one. Looked at again, at most once per ``after``.
             heappush(self._due, max(now, self._packed_at + after))
             self._stuck = set()
         nodes.clear()
-        claims.clear()
         if self.settings.measure:
             self._measure(fleet, requests, now)
 
-    def _refile(self, requests: dict[str, Request], claim: str,
-                workers: tuple[str, ...]) -> bool:
-        """File the claim's workers (``workers``: those sharing it now) as sharing or not;
-        True when it became shared."""
-        before = self._on_claim.pop(claim, ())
-        if before == workers:  # most changes: a claim of one worker, before and after
-            if workers:
-                self._on_claim[claim] = workers
+    def _settle_free(self, fleet: TrackedFleet, nodes: set[str], now: float) -> None:
+        """Spread: each noted node's free devices; a level that rose is due ``after`` later."""
+        after = self.settings.after
+        observe, free_now = self.free.observe, fleet.free_now
+        for node in nodes:
+            free = free_now(node)  # -1: changed, then removed (taken with ``gone``)
+            if free >= 0 and observe(node, free, now) and after > 0:
+                heappush(self._due, now + after)
+
+    def _settle_alone(self, fleet: TrackedFleet, nodes: set[str], now: float) -> None:
+        """Binpack: each noted node's workers (and its free devices, when measured); a node
+        just left alone is due ``after`` later."""
+        after = self.settings.after
+        free = self.free if self.settings.measure else None
+        alone = self.alone
+        for node in nodes:
+            if fleet.node(node) is None:  # changed, then removed: taken with ``gone``
+                continue
+            if free is not None:
+                free.observe(node, fleet.free_devices(node), now)
+            if alone.observe(node, fleet.workers_on_node(node), now) and after > 0:
+                heappush(self._due, now + after)
+
+    def _became_shared(self, fleet: TrackedFleet, claims: dict[str, bool],
+                       now: float) -> bool:
+        """Whether a claim became shared while devices have been free ``after`` seconds: a
+        check due at once. (Asked in that order: the free devices are rarely that old.)"""
+        oldest = self.free.oldest()
+        if oldest is None or oldest > now - self.settings.after:
             return False
-        shapes, movable = self.shapes, self.by_shape
-        for worker in before:
-            if worker not in workers:
-                shape = self._shape_of.pop(worker)
-                shapes[shape] -= 1
-                if not shapes[shape]:
-                    del shapes[shape]
-                bucket = movable.get(shape)
-                if bucket is not None and worker in bucket:
-                    del bucket[worker]
-                    if not bucket:
-                        del movable[shape]
-        for worker in workers:
-            if worker not in before:
-                request = requests[worker]
-                shape = self._shape_of[worker] = (request.role, request.memory)
-                shapes[shape] = shapes.get(shape, 0) + 1
-                if request.movable:
-                    movable.setdefault(shape, {})[worker] = None
-        if workers:
-            self._on_claim[claim] = workers
-        return bool(workers) and not before
+        shared = fleet.shared
+        return any(not was and shared(claim) for claim, was in claims.items())
+
+    def _file_sharing(self, fleet: TrackedFleet, requests: dict[str, Request]) -> None:
+        """File the workers of the claims noted since the last call as sharing or not.
+
+        Called only when a record of sharing is read (a due check past its free
+        devices, the measure): a claim that shared and stopped between two reads
+        costs nothing. Everyone who left a claim, or is on one no longer shared, is
+        taken out first, then everyone on a shared claim not filed is filed: a
+        worker may have moved from one claim noted to another, or left and come
+        back as another request.
+        """
+        unfiled, left = self._unfiled, fleet.left
+        if not unfiled and not left:
+            return
+        filed, shared, workers_of = self._filed, self._shared, fleet.workers_of
+        for worker in left:
+            if worker in filed:
+                self._unfile(worker)
+        left.clear()
+        now = [claim for claim in unfiled if fleet.shared(claim)]
+        for claim in unfiled:
+            if claim in shared and not fleet.shared(claim):
+                shared.discard(claim)
+                for worker in workers_of(claim):
+                    if worker in filed:
+                        self._unfile(worker)
+        unfiled.clear()
+        for claim in now:
+            shared.add(claim)
+            for worker in workers_of(claim):
+                if worker not in filed:
+                    self._file(worker, requests[worker])
+
+    def _file(self, worker: str, request: Request) -> None:
+        self._filed[worker] = request
+        shape = (request.role, request.memory)
+        shapes = self.shapes
+        shapes[shape] = shapes.get(shape, 0) + 1
+        if request.movable:
+            bucket = self.by_shape.get(shape)
+            if bucket is None:
+                bucket = self.by_shape[shape] = {}
+            bucket[worker] = None
+
+    def _unfile(self, worker: str) -> None:
+        request = self._filed.pop(worker)
+        shape = (request.role, request.memory)
+        shapes = self.shapes
+        shapes[shape] -= 1
+        if not shapes[shape]:
+            del shapes[shape]
+        if request.movable:
+            bucket = self.by_shape[shape]
+            del bucket[worker]
+            if not bucket:
+                del self.by_shape[shape]
 
     def forget(self, worker: str) -> None:
         """The worker left: its moves no longer count."""
@@ -235,7 +339,7 @@ class Mover:
             found = True
         return found
 
-    def next_move(self, fleet: Fleet, requests: dict[str, Request], policy: Policy,
+    def next_move(self, fleet: TrackedFleet, requests: dict[str, Request], policy: Policy,
                   now: float, age: dict[str, int],
                   removable: Callable[[str], bool]) -> Move | None:
         """The rule's next move now; schedules the next check when it gives none."""
@@ -247,7 +351,8 @@ class Mover:
             return times is None or limit.allows(times, now)
 
         if policy.strategy is Strategy.SPREAD:
-            found = spread_move(fleet, self.by_shape, requests, self.free, now=now,
+            found = spread_move(fleet, _Sharers(self, fleet, requests), requests,
+                                self.free, now=now,
                                 after=settings.after, may_move=may_move, age=age.__getitem__)
         else:
             self._packed_at = now
@@ -265,10 +370,11 @@ class Mover:
 
     # ------------------------------------------------------------- stranded
 
-    def _measure(self, fleet: Fleet, requests: dict[str, Request], now: float) -> None:
+    def _measure(self, fleet: TrackedFleet, requests: dict[str, Request], now: float) -> None:
+        self._file_sharing(fleet, requests)
         self.stranded_seconds += self._stranded * (now - self._stranded_at)
         self._stranded_at = now
-        extra = sum(len(w) - 1 for w in self._on_claim.values())
+        extra = len(self._filed) - len(self._shared)  # beyond one per shared claim
         if not extra:
             self._stranded = 0
             return
@@ -288,9 +394,31 @@ class Mover:
             self.stranded_seconds += self._stranded * (now - self._stranded_at)
             self._stranded_at = now
 
-    def sharing(self) -> Iterator[str]:
-        for workers in self._on_claim.values():
-            yield from workers
+
+
+class _Sharers(Mapping[Shape, dict[str, None]]):
+    """The mover's movable sharing workers by shape, filed when first read."""
+
+    __slots__ = ("_fleet", "_mover", "_requests")
+
+    def __init__(self, mover: Mover, fleet: TrackedFleet, requests: dict[str, Request]) -> None:
+        self._mover, self._fleet, self._requests = mover, fleet, requests
+
+    def _current(self) -> dict[Shape, dict[str, None]]:
+        self._mover._file_sharing(self._fleet, self._requests)
+        return self._mover.by_shape
+
+    def __getitem__(self, shape: Shape) -> dict[str, None]:
+        return self._current()[shape]
+
+    def __iter__(self) -> Iterator[Shape]:
+        return iter(self._current())
+
+    def __len__(self) -> int:
+        return len(self._current())
+
+    def values(self) -> ValuesView[dict[str, None]]:
+        return self._current().values()
 
 
 def _fits_new(node: Node, free: int, role: object, memory: int) -> bool:

@@ -154,10 +154,13 @@ class Simulation:
             if deferred_allocation:
                 raise PlacementError("moves need claims allocated when they are cut "
                                      "(instant allocation)")
-            tracked = TrackedFleet(nodes)
+            self._mover = mover = Mover(moves, policy)
+            # Binpack's lone nodes read every join and departure; who shares is read by
+            # spread and by the measure.
+            tracked = TrackedFleet(nodes, workers=not mover.spread,
+                                   sharers=mover.spread or moves.measure)
             self.fleet: Fleet = tracked
             self._tracked = tracked
-            self._mover = Mover(moves, policy)
         else:
             self.fleet = Fleet(nodes)
         self._made: list[MoveMade] = []
@@ -285,10 +288,10 @@ class Simulation:
 
     def _play_moves(self) -> None:
         """A due check: moves made one at a time until the rule gives none."""
-        mover = self._mover
-        assert mover is not None
+        mover, tracked = self._mover, self._tracked
+        assert mover is not None and tracked is not None
         mover.pop_due(self.now)
-        while (move := mover.next_move(self.fleet, self._requests, self.policy, self.now,
+        while (move := mover.next_move(tracked, self._requests, self.policy, self.now,
                                        self._arrival, self._removable)) is not None:
             self._carry_out(move)
             self._settle()
