@@ -150,9 +150,10 @@ class TrackedFleet(Fleet):
         return claim
 
     def remove_claim(self, claim: str) -> None:
-        node = self.claim_node(claim)
+        row = self._claims.get(claim)  # None: refused below, by name
         Fleet.remove_claim(self, claim)
-        self.touched_nodes.add(node)
+        assert row is not None
+        self.touched_nodes.add(row.node)
 
     def allocate(self, claim: str, *, node: str | None = None) -> None:
         Fleet.allocate(self, claim, node=node)
@@ -194,7 +195,7 @@ class Mover:
         self._shared: set[str] = set()  # the shared claims
         self._unfiled: dict[str, bool] = {}  # claims noted since, in the order first noted
         self.moved: dict[str, list[float]] = {}  # worker -> when it moved
-        self._due: list[float] = []
+        self.due: list[float] = []  # when checks are due, a heap (the clock reads it)
         self._stuck: set[str] = set()  # binpack: lone nodes due that found no seat elsewhere
         self._packed_at = float("-inf")  # binpack: the last check
         self.stranded_seconds = 0.0  # device-seconds, when measured
@@ -206,43 +207,39 @@ class Mover:
     def settle(self, fleet: TrackedFleet, requests: dict[str, Request], now: float) -> None:
         """Take in what changed on the fleet since the last call, as of ``now``."""
         nodes, claims, gone = fleet.touched_nodes, fleet.touched_claims, fleet.gone
-        if not nodes and not claims and not gone:
+        if gone:
+            for node in gone:
+                self.free.forget(node)
+                self.alone.observe(node, 0, now)
+            gone.clear()
+        elif not nodes and not claims:
             return
-        for node in gone:
-            self.free.forget(node)
-            self.alone.observe(node, 0, now)
-        gone.clear()
-        spread, after = self.spread, self.settings.after
-        # Spread reads the free devices, binpack the lone nodes; the measure the free ones.
-        if nodes:
-            if spread:
-                self._settle_free(fleet, nodes, now)
-            else:
-                self._settle_alone(fleet, nodes, now)
+        after = self.settings.after
+        if not self.spread:
+            self._settle_binpack(fleet, nodes, now)
+        elif nodes:
+            # Spread reads the free devices: a level that rose is due ``after`` later. (Read
+            # here, not in a method of its own: nearly every event changes one node.)
+            observe, free_now = self.free.observe, fleet.free_now
+            for node in nodes:
+                free = free_now(node)  # -1: changed, then removed (taken with ``gone``)
+                if free >= 0 and observe(node, free, now) and after > 0:
+                    heappush(self.due, now + after)
+            nodes.clear()
         if claims:  # noted only where read: spread, the measure (binpack reads no sharing)
-            if spread and after > 0 and self._became_shared(fleet, claims, now):
-                heappush(self._due, now)
+            if self.spread and after > 0:
+                # A claim that became shared beside devices free ``after`` seconds: a
+                # check at once. The free devices first: they are rarely that old.
+                oldest = self.free.oldest()
+                if (oldest is not None and oldest <= now - after
+                        and self._became_shared(fleet, claims)):
+                    heappush(self.due, now)
             self._unfiled.update(claims)
             claims.clear()
-        if self._stuck and not spread and nodes - self._stuck:
-            # A lone worker found no seat elsewhere when it was due: a change on another
-            # node may have made one. Looked at again, at most once per ``after``.
-            heappush(self._due, max(now, self._packed_at + after))
-            self._stuck = set()
-        nodes.clear()
         if self.settings.measure:
             self._measure(fleet, requests, now)
 
-    def _settle_free(self, fleet: TrackedFleet, nodes: set[str], now: float) -> None:
-        """Spread: each noted node's free devices; a level that rose is due ``after`` later."""
-        after = self.settings.after
-        observe, free_now = self.free.observe, fleet.free_now
-        for node in nodes:
-            free = free_now(node)  # -1: changed, then removed (taken with ``gone``)
-            if free >= 0 and observe(node, free, now) and after > 0:
-                heappush(self._due, now + after)
-
-    def _settle_alone(self, fleet: TrackedFleet, nodes: set[str], now: float) -> None:
+    def _settle_binpack(self, fleet: TrackedFleet, nodes: set[str], now: float) -> None:
         """Binpack: each noted node's workers (and its free devices, when measured); a node
         just left alone is due ``after`` later."""
         after = self.settings.after
@@ -254,15 +251,17 @@ class Mover:
             if free is not None:
                 free.observe(node, fleet.free_devices(node), now)
             if alone.observe(node, fleet.workers_on_node(node), now) and after > 0:
-                heappush(self._due, now + after)
+                heappush(self.due, now + after)
+        if self._stuck and nodes - self._stuck:
+            # A lone worker found no seat elsewhere when it was due: a change on another
+            # node may have made one. Looked at again, at most once per ``after``.
+            heappush(self.due, max(now, self._packed_at + after))
+            self._stuck = set()
+        nodes.clear()
 
-    def _became_shared(self, fleet: TrackedFleet, claims: dict[str, bool],
-                       now: float) -> bool:
-        """Whether a claim became shared while devices have been free ``after`` seconds: a
-        check due at once. (Asked in that order: the free devices are rarely that old.)"""
-        oldest = self.free.oldest()
-        if oldest is None or oldest > now - self.settings.after:
-            return False
+    @staticmethod
+    def _became_shared(fleet: TrackedFleet, claims: dict[str, bool]) -> bool:
+        """Whether a noted claim is shared now and was not when last taken."""
         shared = fleet.shared
         return any(not was and shared(claim) for claim, was in claims.items())
 
@@ -329,11 +328,11 @@ class Mover:
     # ---------------------------------------------------------------- checks
 
     def next_due(self) -> float | None:
-        return self._due[0] if self._due else None
+        return self.due[0] if self.due else None
 
     def pop_due(self, now: float) -> bool:
         """Drop every check due at or before ``now``; True when there was one."""
-        due, found = self._due, False
+        due, found = self.due, False
         while due and due[0] <= now:
             heappop(due)
             found = True
@@ -365,7 +364,7 @@ class Mover:
             moved.setdefault(found.worker, []).append(now)
             return found
         if found is not None and found > now:
-            heappush(self._due, found)
+            heappush(self.due, found)
         return None
 
     # ------------------------------------------------------------- stranded

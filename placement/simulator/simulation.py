@@ -266,8 +266,9 @@ class Simulation:
         if mover is not None and tracked is not None:
             if tracked.touched_nodes or tracked.touched_claims or tracked.gone:
                 mover.settle(tracked, self._requests, self.now)  # else nothing changed
-            while (due := mover.next_due()) is not None and due <= now:
-                self.now = max(self.now, due)
+            due = mover.due  # the checks' times, a heap: read here at every event
+            while due and due[0] <= now:
+                self.now = max(self.now, due[0])
                 self._play_moves()
         self.now = now
 

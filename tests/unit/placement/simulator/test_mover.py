@@ -95,7 +95,7 @@ class EagerMover(Mover):
             self.free.forget(node)
             self.alone.observe(node, 0, now)
         gone.clear()
-        after, due = self.settings.after, self._due
+        after, due = self.settings.after, self.due
         for node in nodes:
             if fleet.node(node) is None:
                 continue
@@ -166,7 +166,7 @@ def records(sim: Simulation, *, filed: bool = False) -> tuple[object, ...]:
                   for node, count in mover.free.free_nodes())
     # The stranded device-seconds as of now: each counts up to its last measure.
     stranded = mover.stranded_seconds + mover._stranded * (sim.now - mover._stranded_at)
-    held = (free, dict(mover.alone.nodes()), sorted(mover._due), mover.free.oldest(),
+    held = (free, dict(mover.alone.nodes()), sorted(mover.due), mover.free.oldest(),
             stranded, dict(mover.moved))
     if not filed or not (mover.spread or mover.settings.measure):
         return held
