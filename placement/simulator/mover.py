@@ -177,7 +177,7 @@ class TrackedFleet(Fleet):
     def workers_of(self, claim: str) -> Collection[str]:
         """The workers booked on the claim (none for a claim gone); read, never changed."""
         row = self._claims.get(claim)
-        return () if row is None else row.bookings.keys()
+        return () if row is None else row.bookings  # its keys: no view made per call
 
 
 class Mover:
@@ -190,8 +190,9 @@ class Mover:
         self.alone = AloneSince()
         # The sharing workers, filed when read (``_file_sharing``), as of the claims noted:
         self.by_shape: dict[Shape, dict[str, None]] = {}  # movable sharing workers
-        self.shapes: dict[Shape, int] = {}  # every sharing worker's shape, and how many
-        self._filed: dict[str, Request] = {}  # sharing worker -> the request it was filed as
+        self.shapes: dict[Shape, int] = {}  # measured: every sharing worker's shape, how many
+        # sharing worker (measured: every one; else the movable) -> the request it was filed as
+        self._filed: dict[str, Request] = {}
         self._shared: set[str] = set()  # the shared claims
         self._unfiled: dict[str, bool] = {}  # claims noted since, in the order first noted
         self.moved: dict[str, list[float]] = {}  # worker -> when it moved
@@ -273,48 +274,56 @@ class Mover:
         costs nothing. Everyone who left a claim, or is on one no longer shared, is
         taken out first, then everyone on a shared claim not filed is filed: a
         worker may have moved from one claim noted to another, or left and come
-        back as another request.
+        back as another request. Unmeasured, only the movable are filed: nothing
+        else reads the rest.
         """
         unfiled, left = self._unfiled, fleet.left
         if not unfiled and not left:
             return
-        filed, shared, workers_of = self._filed, self._shared, fleet.workers_of
+        filed, shared, unfile = self._filed, self._shared, self._unfile
         for worker in left:
             if worker in filed:
-                self._unfile(worker)
+                unfile(worker)
         left.clear()
-        now = [claim for claim in unfiled if fleet.shared(claim)]
+        is_shared, workers_of = fleet.shared, fleet.workers_of
+        now: list[str] = []
         for claim in unfiled:
-            if claim in shared and not fleet.shared(claim):
+            if is_shared(claim):
+                now.append(claim)
+            elif claim in shared:
                 shared.discard(claim)
                 for worker in workers_of(claim):
                     if worker in filed:
-                        self._unfile(worker)
+                        unfile(worker)
         unfiled.clear()
-        for claim in now:
+        counted = self.shapes if self.settings.measure else None
+        by_shape = self.by_shape
+        for claim in now:  # the filing inlined: thousands of workers between two reads
             shared.add(claim)
             for worker in workers_of(claim):
-                if worker not in filed:
-                    self._file(worker, requests[worker])
-
-    def _file(self, worker: str, request: Request) -> None:
-        self._filed[worker] = request
-        shape = (request.role, request.memory)
-        shapes = self.shapes
-        shapes[shape] = shapes.get(shape, 0) + 1
-        if request.movable:
-            bucket = self.by_shape.get(shape)
-            if bucket is None:
-                bucket = self.by_shape[shape] = {}
-            bucket[worker] = None
+                if worker in filed:
+                    continue
+                request = requests[worker]
+                if counted is None and not request.movable:
+                    continue
+                filed[worker] = request
+                shape = (request.role, request.memory)
+                if counted is not None:
+                    counted[shape] = counted.get(shape, 0) + 1
+                if request.movable:
+                    bucket = by_shape.get(shape)
+                    if bucket is None:
+                        bucket = by_shape[shape] = {}
+                    bucket[worker] = None
 
     def _unfile(self, worker: str) -> None:
         request = self._filed.pop(worker)
         shape = (request.role, request.memory)
-        shapes = self.shapes
-        shapes[shape] -= 1
-        if not shapes[shape]:
-            del shapes[shape]
+        if self.settings.measure:
+            shapes = self.shapes
+            shapes[shape] -= 1
+            if not shapes[shape]:
+                del shapes[shape]
         if request.movable:
             bucket = self.by_shape[shape]
             del bucket[worker]
