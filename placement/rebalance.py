@@ -108,7 +108,8 @@ class Move:
         return f"from {self.claim} on {self.node} to {where}: it empties {self.node}"
 
 
-Shape = tuple[Role, int]  # (role, memory): what a newcomer's devices depend on
+# (role, memory, exact device count or None): what a newcomer's devices depend on
+Shape = tuple[Role, int, int | None]
 
 
 class FreeSince:

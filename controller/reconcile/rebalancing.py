@@ -197,7 +197,8 @@ class Rebalancer:
                 if pod is None or is_deleting(pod) or pod_claim(pod) != claim.name:
                     continue
                 request = worker.request
-                sharing.setdefault((request.role, request.memory), []).append(worker.name)
+                sharing.setdefault((request.role, request.memory, request.devices),
+                                   []).append(worker.name)
                 workers[worker.name] = worker
         return sharing, workers, busy
 

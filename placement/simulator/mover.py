@@ -307,7 +307,7 @@ class Mover:
                 if counted is None and not request.movable:
                     continue
                 filed[worker] = request
-                shape = (request.role, request.memory)
+                shape = (request.role, request.memory, request.devices)
                 if counted is not None:
                     counted[shape] = counted.get(shape, 0) + 1
                 if request.movable:
@@ -318,7 +318,7 @@ class Mover:
 
     def _unfile(self, worker: str) -> None:
         request = self._filed.pop(worker)
-        shape = (request.role, request.memory)
+        shape = (request.role, request.memory, request.devices)
         if self.settings.measure:
             shapes = self.shapes
             shapes[shape] -= 1
@@ -392,7 +392,8 @@ class Mover:
             node = fleet.node(node_name)
             if node is None:
                 continue
-            if any(_fits_new(node, free, role, memory) for role, memory in shapes):
+            if any(_fits_new(node, free, role, memory, devices)
+                   for role, memory, devices in shapes):
                 usable += free
         self._stranded = min(usable, extra)
 
@@ -429,12 +430,12 @@ class _Sharers(Mapping[Shape, dict[str, None]]):
         return self._current().values()
 
 
-def _fits_new(node: Node, free: int, role: object, memory: int) -> bool:
+def _fits_new(node: Node, free: int, role: object, memory: int, devices: int | None) -> bool:
     if node.roles and role not in node.roles:
         return False
     groups = node.device_groups or ((node.devices, node.device_memory),)
     for _, device_memory in groups:
-        needed = devices_for(memory, device_memory, None)
+        needed = devices_for(memory, device_memory, devices)
         if needed is not None and needed <= free:
             return True
     return False

@@ -72,7 +72,7 @@ def test_spread_says_when_the_freed_devices_will_be_old_enough() -> None:
     fleet, requests = _shared_fleet()
     free = FreeSince()
     free.observe("a", fleet.free_devices("a"), 100.0)
-    sharing = {(Role.SAMPLER, 40 * GiB): ["w1", "w2"]}
+    sharing = {(Role.SAMPLER, 40 * GiB, None): ["w1", "w2"]}
     order = {"w1": 0, "w2": 1}
     early = spread_move(fleet, sharing, requests, free, now=150.0, after=120.0,
                         may_move=lambda _: True, age=order.__getitem__)
@@ -91,5 +91,26 @@ def test_moves_off_never_move() -> None:
     fleet, requests = _shared_fleet()
     free = FreeSince()
     free.observe("a", 1, 0.0)
-    assert spread_move(fleet, {(Role.SAMPLER, 40 * GiB): ["w1"]}, requests, free, now=1e6,
+    assert spread_move(fleet, {(Role.SAMPLER, 40 * GiB, None): ["w1"]}, requests, free, now=1e6,
                        after=0.0, may_move=lambda _: True, age=lambda _: 0) is None
+
+
+def test_a_worker_naming_its_device_count_moves_to_that_many_devices() -> None:
+    """Two movable samplers of one role and memory share a claim of two devices, one of
+    them asking exactly two: each is of its own shape, so each is offered the devices it
+    would get as a newcomer (two for the one that names two, one for the other)."""
+    fleet = Fleet((Node("a", 4, 80 * GiB, max_workers_per_claim=2),))
+    requests = {"w1": Request("w1", Role.SAMPLER, 40 * GiB, movable=True, devices=2),
+                "w2": Request("w2", Role.SAMPLER, 40 * GiB, movable=True)}
+    fleet.cut("c1", "a", 2, requests["w1"])
+    fleet.book("c1", requests["w2"], observed=True)
+    free = FreeSince()
+    free.observe("a", fleet.free_devices("a"), 0.0)
+    sharing = {(Role.SAMPLER, 40 * GiB, 2): ["w1"], (Role.SAMPLER, 40 * GiB, None): ["w2"]}
+    widths = {}
+    for mover in ("w1", "w2"):
+        move = spread_move(fleet, sharing, requests, free, now=200.0, after=120.0,
+                           may_move=lambda worker, m=mover: worker == m, age=lambda _: 0)
+        assert isinstance(move, Move) and move.worker == mover
+        widths[mover] = move.seat.devices
+    assert widths == {"w1": 2, "w2": 1}

@@ -139,7 +139,7 @@ class EagerMover(Mover):
             self._measure(fleet, requests, now)
 
     def file(self, worker: str, request: Request) -> None:
-        shape = (request.role, request.memory)
+        shape = (request.role, request.memory, request.devices)
         if self.settings.measure:  # every sharing worker counted, by shape
             self._filed[worker] = request
             self.shapes[shape] = self.shapes.get(shape, 0) + 1
@@ -151,7 +151,7 @@ class EagerMover(Mover):
         request = self._filed.pop(worker, None)
         if request is None:
             return
-        shape = (request.role, request.memory)
+        shape = (request.role, request.memory, request.devices)
         if self.settings.measure:
             self.shapes[shape] -= 1
             if not self.shapes[shape]:
@@ -175,7 +175,7 @@ def sharing_from_scratch(fleet: Fleet, requests: dict[str, Request],
         if claim.allocated and len(claim.bookings) > 1:
             for booking in claim.bookings:
                 request = requests[booking.worker]
-                shape = (request.role, request.memory)
+                shape = (request.role, request.memory, request.devices)
                 if measure:
                     shapes[shape] = shapes.get(shape, 0) + 1
                 if request.movable:
@@ -328,13 +328,13 @@ def test_a_worker_back_under_its_old_name_is_filed_as_it_is_now(measure: bool) -
     sim.arrive(Request("a", Role.SAMPLER, 10 * GiB, movable=True))
     sim.arrive(Request("b", Role.SAMPLER, 10 * GiB, movable=True))
     sim.advance(1.0)
-    assert records(sim, filed=True)[6] == {(Role.SAMPLER, 10 * GiB): {"a", "b"}}
+    assert records(sim, filed=True)[6] == {(Role.SAMPLER, 10 * GiB, None): {"a", "b"}}
     sim.leave("b")
     sim.advance(2.0)
     sim.arrive(Request("b", Role.SAMPLER, 20 * GiB))  # back, not movable, another size
     sim.advance(3.0)
-    assert records(sim, filed=True)[6] == {(Role.SAMPLER, 10 * GiB): {"a"}}
+    assert records(sim, filed=True)[6] == {(Role.SAMPLER, 10 * GiB, None): {"a"}}
     mover = sim.mover
     assert mover is not None
-    assert mover.shapes == ({(Role.SAMPLER, 10 * GiB): 1, (Role.SAMPLER, 20 * GiB): 1}
+    assert mover.shapes == ({(Role.SAMPLER, 10 * GiB, None): 1, (Role.SAMPLER, 20 * GiB, None): 1}
                             if measure else {})
