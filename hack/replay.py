@@ -19,6 +19,8 @@ How a scenario is played:
   the controller leaves them out, as the simulator never counts them. Each
   scenario gets its own DRA driver and DeviceClass, namespace and node names,
   so scenarios never see each other's fleet (nor the cluster's own nodes).
+* The scenario's ``strategy`` is the controller's; ``ownerAffinity: false``
+  cannot be played (the controller always places with owner affinity).
 * ``arrive`` creates an OpenRLWorker, ``leave`` deletes one, ``addNode``
   registers one more fake node and publishes its devices. ``expect`` events
   are the simulator's own checks and are not played.
@@ -406,7 +408,8 @@ def simulated_view(scenario: Scenario, steps: int) -> View:
         prefix = attrs.evolve(scenario, events=(*scenario.events[:steps], MARKER),
                               times=(*scenario.times[:steps], at + later))
     else:
-        prefix = Scenario(scenario.dra, scenario.nodes, scenario.events[:steps])
+        prefix = Scenario(scenario.dra, scenario.nodes, scenario.events[:steps],
+                          policy=scenario.policy)
     report = replay(prefix)
     document = to_document(report)
     document["workers"].pop(MARKER.name, None)
@@ -473,6 +476,7 @@ class Stage:
     group: NodeGroupSpec | None = None  # played by Karpenter as a NodePool (replay_pool)
     watch: pool.PoolWatch | None = None  # that NodePool, once created
     moves: bool = False  # the scenario sets rebalanceAfter: the controller moves workers
+    strategy: str = "spread"  # the scenario's, the controller's --strategy
     # How long a settled step must hold still to count (with moves): every move it makes
     # due has begun by then (rebalanceAfter, then a pass, its clock sampled a pass late).
     quiet: float = 0.0
@@ -589,6 +593,7 @@ class Stage:
             # old pod goes DRAIN_TIMEOUT after the ask.
             rebalance_after=LIVE_AFTER if self.moves else 0.0,
             drain_timeout=DRAIN_TIMEOUT,
+            strategy=self.strategy,
         )
         if self.moves:
             self.quiet = LIVE_AFTER + 2 * pass_interval(settings) + 0.5
@@ -808,6 +813,9 @@ def playable(scenario: Scenario) -> Scenario:
         raise Unplayable("dra: deferred cannot be played against a cluster: DRA allocates a "
                          "claim as soon as its pod is scheduled, so there is no moment to play "
                          "allocate at; use dra: instant")
+    if not scenario.policy.owner_affinity:
+        raise Unplayable("ownerAffinity: false cannot be played: the controller always "
+                         "places with owner affinity")
     if scenario.rebalance_after:
         why = _moves_refusal(scenario)
         if why is not None:
@@ -850,7 +858,8 @@ def play(scenario: Scenario, name: str, tag: str, kubeconfig: str,
     playable(scenario)
     outcome = Outcome(name)
     stage = Stage(kubeconfig, tag, group=scenario.groups[0] if scenario.groups else None,
-                  moves=scenario.rebalance_after > 0)
+                  moves=scenario.rebalance_after > 0,
+                  strategy=str(scenario.policy.strategy))
     if stage.group is not None:
         why = pool.check_cluster(stage.admin)
         if why is not None:

@@ -200,3 +200,17 @@ def test_a_step_is_read_once_the_moves_it_made_due_are_made() -> None:
     assert "a move" in view.shows
     assert sorted(workers for workers, _, _ in view.groups) == [("a",), ("c",)]
     assert "a move" not in replay.simulated_view(scenario, 3).shows
+
+
+def test_the_scenarios_strategy_is_played_and_owner_affinity_off_is_refused() -> None:
+    document = {"strategy": "binpack",
+                "nodes": [{"name": "n", "devices": 2, "deviceMemory": "80Gi",
+                           "maxWorkersPerClaim": 2}],
+                "events": [{"arrive": {"name": w, "role": "trainer", "memory": "30Gi"}}
+                           for w in ("a", "b")]}
+    scenario = replay.playable(build_scenario(document))
+    assert str(scenario.policy.strategy) == "binpack"
+    # The simulator is read under the scenario's strategy too: binpack joins first.
+    assert replay.simulated_view(scenario, 2).groups == frozenset({(("a", "b"), "n", 1)})
+    with pytest.raises(replay.Unplayable, match="ownerAffinity: false cannot be played"):
+        replay.playable(build_scenario({**document, "ownerAffinity": False}))
