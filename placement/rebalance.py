@@ -71,6 +71,7 @@ __all__ = [
     "MoveReason",
     "Shape",
     "pack_move",
+    "shape_of",
     "spread_move",
 ]
 
@@ -110,6 +111,11 @@ class Move:
 
 # (role, memory, exact device count or None): what a newcomer's devices depend on
 Shape = tuple[Role, int, int | None]
+
+
+def shape_of(request: Request) -> Shape:
+    """The request's ``Shape``: workers of one shape get one newcomer's pool."""
+    return request.role, request.memory, request.devices
 
 
 class FreeSince:

@@ -116,6 +116,11 @@ def booked_uids(claim: Obj) -> list[str]:
     return [uid for uid in raw.split(",") if uid]
 
 
+def books(claim: Obj | None, worker_uid: str) -> bool:
+    """Whether the claim (None: no such claim) lists the worker on its booked list."""
+    return claim is not None and worker_uid in booked_uids(claim)
+
+
 def commit_join(claim: Obj, worker_uid: str, live: Callable[[str], bool]) -> Obj:
     """The merge patch that commits a join: the booked list plus the joiner, with the
     claim's resourceVersion as a precondition, so it fails (409) if anyone changed the

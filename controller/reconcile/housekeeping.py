@@ -33,7 +33,7 @@ import logging
 from collections import Counter
 from collections.abc import Iterable
 
-from controller.fleet.claims import booked_uids, read_claim
+from controller.fleet.claims import books, read_claim
 from controller.k8s import kube, naming
 from controller.k8s.logs import kv
 from controller.k8s.objects import Obj, Worker, is_deleting, pod_claims, uid_of, version_of
@@ -72,11 +72,6 @@ def tally(waiting: Iterable[Waiting]) -> Census:
     return kinds, oldest
 
 
-def _books(claim: Obj | None, uid: str) -> bool:
-    """Whether the claim lists the worker of ``uid`` on its booked list."""
-    return claim is not None and uid in booked_uids(claim)
-
-
 def sweep(api: kube.Kube, cache: Cache, settings: Settings, metrics: Metrics,
           now: dt.datetime) -> tuple[Result, list[Write]]:
     """When to sweep again, and the deletes of the orphaned claims old enough to go."""
@@ -85,7 +80,7 @@ def sweep(api: kube.Kube, cache: Cache, settings: Settings, metrics: Metrics,
     # A finished worker pins nothing: its pod, while it exists, speaks for it.
     live = [w for w in workers if w.phase not in naming.FINISHED_PHASES]
     referenced = {w.claim for w in live} | {name for w in live for name in w.own_claims
-                                             if _books(cache.get(kube.CLAIMS, name), w.uid)}
+                                             if books(cache.get(kube.CLAIMS, name), w.uid)}
     for pod in cache.items(kube.PODS):
         referenced |= pod_claims(pod)
     if any(_orphan(claim, referenced, now, settings.reclaim_grace) for claim in claims):

@@ -69,6 +69,7 @@ from placement.rebalance import (
     MoveReason,
     Shape,
     pack_move,
+    shape_of,
     spread_move,
 )
 
@@ -197,8 +198,7 @@ class Rebalancer:
                 if pod is None or is_deleting(pod) or pod_claim(pod) != claim.name:
                     continue
                 request = worker.request
-                sharing.setdefault((request.role, request.memory, request.devices),
-                                   []).append(worker.name)
+                sharing.setdefault(shape_of(request), []).append(worker.name)
                 workers[worker.name] = worker
         return sharing, workers, busy
 

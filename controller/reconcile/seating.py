@@ -46,7 +46,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from controller.fleet.claims import ClaimView, booked_uids, build_claim, commit_join
+from controller.fleet.claims import ClaimView, books, build_claim, commit_join
 from controller.k8s import kube
 from controller.k8s.logs import kv
 from controller.k8s.naming import ReasonKind, WorkerPhase
@@ -78,8 +78,8 @@ def held_claim(ctx: Context, worker: Worker) -> ClaimView | None:
     view = ctx.cache.view
     booked = view.bookings.get(worker.name)
     move = moving.moving_to(worker)
-    own = [name for name in worker.own_claims if name in view.claims
-           and worker.uid in booked_uids(ctx.cache.get(kube.CLAIMS, name) or {})]
+    own = [name for name in worker.own_claims
+           if books(ctx.cache.get(kube.CLAIMS, name), worker.uid)]
     for claim in (move["to"] if move else "", worker.claim, *own,
                   booked.claim if booked else ""):
         if claim and claim in view.claims:
@@ -150,16 +150,15 @@ def seat(ctx: Context, case: Case) -> Conclusion:
     request = worker.request
     decision = _elsewhere(request, fleet, settings.policy, moves.wedged_on(worker),
                           decide(request, fleet, settings.policy))
-    name = claim_to_cut(view, worker) if isinstance(decision, NewClaim) else None
-    if isinstance(decision, NewClaim) and name is None:
-        # Both names a claim cut for this worker may bear are taken (others fill the
-        # claims it cut): it cannot cut another, so it waits for a seat like anyone else.
-        return Conclusion(Outcome(WorkerPhase.PENDING, ReasonKind.WAITING_FOR_CAPACITY,
-                                  f"claims {' and '.join(worker.own_claims)}, cut for this "
-                                  "worker, are taken by others; waiting for a seat"),
-                          requeue_after=settings.retry_interval)
     if isinstance(decision, NewClaim):
-        assert name is not None
+        name = claim_to_cut(view, worker)
+        if name is None:
+            # Both names a claim cut for this worker may bear are taken (others fill the
+            # claims it cut): it cannot cut another, so it waits for a seat like anyone.
+            return Conclusion(Outcome(WorkerPhase.PENDING, ReasonKind.WAITING_FOR_CAPACITY,
+                                      f"claims {' and '.join(worker.own_claims)}, cut for "
+                                      "this worker, are taken by others; waiting for a seat"),
+                              requeue_after=settings.retry_interval)
         body = build_claim(name, decision, namespace=ctx.namespace,
                            device_class=settings.device_class, driver=settings.device_driver,
                            worker=worker.name, worker_uid=worker.uid)

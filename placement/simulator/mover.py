@@ -56,6 +56,7 @@ from placement.rebalance import (
     MoveLimit,
     Shape,
     pack_move,
+    shape_of,
     spread_move,
 )
 
@@ -307,7 +308,7 @@ class Mover:
                 if counted is None and not request.movable:
                     continue
                 filed[worker] = request
-                shape = (request.role, request.memory, request.devices)
+                shape = shape_of(request)
                 if counted is not None:
                     counted[shape] = counted.get(shape, 0) + 1
                 if request.movable:
@@ -318,7 +319,7 @@ class Mover:
 
     def _unfile(self, worker: str) -> None:
         request = self._filed.pop(worker)
-        shape = (request.role, request.memory, request.devices)
+        shape = shape_of(request)
         if self.settings.measure:
             shapes = self.shapes
             shapes[shape] -= 1
