@@ -10,6 +10,7 @@ from placement.rebalance import (
     Move,
     MoveLimit,
     MoveReason,
+    shape_of,
     spread_move,
 )
 
@@ -106,7 +107,8 @@ def test_a_worker_naming_its_device_count_moves_to_that_many_devices() -> None:
     fleet.book("c1", requests["w2"], observed=True)
     free = FreeSince()
     free.observe("a", fleet.free_devices("a"), 0.0)
-    sharing = {(Role.SAMPLER, 40 * GiB, 2): ["w1"], (Role.SAMPLER, 40 * GiB, None): ["w2"]}
+    sharing = {shape_of(requests[w]): [w] for w in ("w1", "w2")}
+    assert len(sharing) == 2  # the device count is part of the shape
     widths = {}
     for mover in ("w1", "w2"):
         move = spread_move(fleet, sharing, requests, free, now=200.0, after=120.0,
