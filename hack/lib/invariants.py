@@ -22,8 +22,9 @@ Kinds:
   placed again, nor Pending with a reason) past a bound; or on a node not
   ready, not saying so (``NodeNotReady``) past the bound.
 * ``pod-outlived-worker``: a worker gone while a pod it owned still exists.
-* ``orphan-claim``: a managed claim nothing references, older than the
-  sweep's grace plus its interval plus a margin.
+* ``orphan-claim``: a managed claim nothing references (no worker's status,
+  pod or reservation, and not cut for a live worker under either of its two
+  names), older than the sweep's grace plus its interval plus a margin.
 * ``final``: at the end of a round, a worker neither Running nor Pending with
   a reason, or whose status disagrees with its pod, claim or node, or one
   still placed on a node that is gone.
@@ -251,7 +252,10 @@ def orphans(world: World, now: dt.datetime, older_than: float) -> list[Violation
     for w in world.workers.values():
         if _status(w).get("phase") != "Failed" and _status(w).get("claimName"):
             referenced.add(str(_status(w)["claimName"]))
-        referenced |= {c for c in world.claims if c.endswith(f"-{_uid(w)}")}
+        # A claim cut for a worker bears its UID last, or its UID then "-2" (the
+        # second name, cut when it moves off the first while others stay there).
+        referenced |= {c for c in world.claims
+                       if c.endswith((f"-{_uid(w)}", f"-{_uid(w)}-2"))}
     referenced |= {pod_claim(p) for p in world.pods.values()}
     found = []
     for name in list(world.unreferenced):

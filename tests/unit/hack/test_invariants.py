@@ -71,3 +71,17 @@ def test_a_reservation_of_a_pod_already_gone_takes_no_seat() -> None:
     world.pods["gone"] = {**pod("gone"), "status": {"phase": "Succeeded"}}
     assert [v.detail for v in inv.continuous(world)] == [
         "claim c on n: 3 reservedFor entries > 2 seats"]
+
+
+def test_a_claim_cut_for_a_live_worker_under_either_name_is_no_orphan() -> None:
+    def claim(name: str) -> dict:
+        return {"metadata": {"name": name, "creationTimestamp": "2025-12-31T00:00:00Z"}}
+
+    # The worker is mid-move: its status still names the claim it leaves, and the one it
+    # moves to (its second name) is referenced by nothing else yet.
+    names = ("orw-w-uid-w", "orw-w-uid-w-2", "orw-x-uid-x-2")
+    world = inv.World(workers={"w": worker("w", phase="Running", claimName="old")},
+                      claims={n: claim(n) for n in names})
+    assert inv.orphans(world, T0, 60) == []
+    later = inv.orphans(world, T0 + dt.timedelta(seconds=61), 60)
+    assert [v.key for v in later] == ["orw-x-uid-x-2"]  # no live worker x: an orphan
