@@ -675,10 +675,37 @@ def converge(checker: Checker, sched: Scheduler, replicas: int, timeout: float,
     return None, last
 
 
+def explain_unsettled(api: Api, left: list[inv.Violation]) -> None:
+    """For each worker a round left unsettled, what its pod and node say: whether
+    kube-scheduler shelved the pod, the kubelet never started it, or the controller never
+    noticed that it runs (a failed round must say which)."""
+    names = {v.key for v in left if v.kind == "final"}
+    nodes = {n["metadata"]["name"]: n for n in api.nodes()}
+    for name in sorted(names):
+        pod = api.pod(pod_name(name))
+        if pod is None:
+            print(f"    {name}: no pod", flush=True)
+            continue
+        status, spec = pod.get("status") or {}, pod.get("spec") or {}
+        scheduled: Obj = next((c for c in status.get("conditions") or []
+                               if c.get("type") == "PodScheduled"), {})
+        node = spec.get("nodeName") or ""
+        ready = "" if not node else (
+            " (node gone)" if node not in nodes else
+            " (node not ready)" if inv.not_ready(nodes[node]) else " (node ready)")
+        print(f"    {name}: pod {pod['metadata']['name']} {status.get('phase')} on "
+              f"{node or 'no node'}{ready}; PodScheduled {scheduled.get('status')} "
+              f"{scheduled.get('reason') or ''} {scheduled.get('message') or ''}".rstrip(),
+              flush=True)
+
+
 def run() -> int:
     seed = int(os.environ.get("CHAOS_SEED") or random.randrange(1 << 30))
     rounds = int(os.environ.get("CHAOS_ROUNDS", "8"))
-    settle = float(os.environ.get("CHAOS_SETTLE", "120"))
+    # Longer than the controller's slowest heal, its wedge grace (120 s by default): a pod
+    # kube-scheduler shelves (an event it missed while the API server restarted, say) is
+    # placed again only after that grace, and the round must leave the time to see it.
+    settle = float(os.environ.get("CHAOS_SETTLE", "180"))
     state = Path(os.environ.get("OPENRL_STATE_DIR", "."))
     rng = random.Random(seed)
     api = Api()
@@ -737,6 +764,9 @@ def run() -> int:
             faults.found.clear()
             for v in left:
                 print(f"  not converged: {v.kind}: {v.detail}", flush=True)
+            if left:
+                with contextlib.suppress(Exception):
+                    explain_unsettled(api, left)
             print(f"  converged in {took:.1f}s" if took is not None else "  did not converge",
                   flush=True)
             sched.ensure(1)

@@ -6,7 +6,8 @@
 #   CHAOS_ROUNDS (8)   rounds; each injects one fault from the menu
 #   CHAOS_SEED         random by default; printed, so a run can be repeated
 #   CHAOS_WORKERS      live workers each round (default: 3 per seat, at most 200)
-#   CHAOS_SETTLE (120) seconds a round may take to converge
+#   CHAOS_SETTLE (180) seconds a round may take to converge (past the
+#                      controller's wedge grace, its slowest heal)
 #   CHAOS_FAULTS       keep only the faults whose names hold one of these
 #                      comma-separated words (e.g. "node lost,node NotReady")
 #   CHAOS_SPARE_NODES (2)  fake nodes the run plays itself, for the node faults

@@ -27,7 +27,7 @@ def test_the_checker_catches_every_kind_of_violation(cluster: Any) -> None:
 
 @pytest.mark.e2e
 def test_a_short_seeded_chaos_run_keeps_every_invariant(cluster: Any) -> None:
-    output = run_chaos(cluster, 900, CHAOS_ROUNDS=os.environ.get("CHAOS_ROUNDS", "5"),
+    output = run_chaos(cluster, 1200, CHAOS_ROUNDS=os.environ.get("CHAOS_ROUNDS", "5"),
                        CHAOS_SEED=os.environ.get("CHAOS_SEED", "1"),
                        CHAOS_WORKERS=os.environ.get("CHAOS_WORKERS", "24"))
     assert output.strip().splitlines()[-1].startswith("chaos: PASS") or "chaos: PASS" in output
