@@ -5,6 +5,8 @@ through the same decision the controller makes.
 - ``pending``: ``PendingQueue``, the waiting workers, oldest first by role and memory.
 - ``autoscaler``: ``AutoscaledSimulation``, the fleet grown and shrunk by ``NodeGroup``s.
 - ``nodegroups``: ``NodeGroup``, the autoscaler's changes and the records it keeps.
+- ``mover``: ``Mover``, moves played on the scenario's clock, over ``tracked``'s
+  ``TrackedFleet``, which notes what each change touched.
 """
 
 from placement.simulator.autoscaler import AutoscaledSimulation, NodeGroup

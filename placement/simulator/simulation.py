@@ -69,8 +69,9 @@ from placement.fleet import Fleet
 from placement.model import Node, PlacementError, Request, Role, per_device_share
 from placement.policy import ALONE, DEFAULT_POLICY, STEPS, Policy, Step
 from placement.rebalance import Move, MoveReason
-from placement.simulator.mover import Mover, MoveSettings, TrackedFleet
+from placement.simulator.mover import Mover, MoveSettings
 from placement.simulator.pending import PendingQueue
+from placement.simulator.tracked import TrackedFleet
 
 __all__ = ["MoveMade", "Moved", "Placement", "Seating", "Simulation", "WorkerState"]
 

@@ -22,8 +22,9 @@ from placement.model import Node as NodeModel
 from placement.rebalance import Shape
 from placement.simulator import simulation as simulation_module
 from placement.simulator.autoscaler import AutoscaledSimulation, NodeGroup
-from placement.simulator.mover import Mover, MoveSettings, TrackedFleet
+from placement.simulator.mover import Mover, MoveSettings
 from placement.simulator.simulation import Simulation
+from placement.simulator.tracked import TrackedFleet
 from tests.strategies import node_lists, requests
 
 
