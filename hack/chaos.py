@@ -675,28 +675,29 @@ def converge(checker: Checker, sched: Scheduler, replicas: int, timeout: float,
     return None, last
 
 
-def explain_unsettled(api: Api, left: list[inv.Violation]) -> None:
-    """For each worker a round left unsettled, what its pod and node say: whether
-    kube-scheduler shelved the pod, the kubelet never started it, or the controller never
-    noticed that it runs (a failed round must say which)."""
-    names = {v.key for v in left if v.kind == "final"}
-    nodes = {n["metadata"]["name"]: n for n in api.nodes()}
-    for name in sorted(names):
-        pod = api.pod(pod_name(name))
+def explain_unsettled(world: inv.World, left: list[inv.Violation]) -> list[str]:
+    """For each worker a round left unsettled, what its pod and node say in the world the
+    verdict was read from: whether kube-scheduler shelved the pod, the kubelet never
+    started it, or the controller never noticed that it runs (a failed round must say
+    which)."""
+    lines = []
+    for name in sorted({v.key for v in left if v.kind == "final"}):
+        pod = world.pods.get(pod_name(name))
         if pod is None:
-            print(f"    {name}: no pod", flush=True)
+            lines.append(f"    {name}: no pod")
             continue
         status, spec = pod.get("status") or {}, pod.get("spec") or {}
         scheduled: Obj = next((c for c in status.get("conditions") or []
                                if c.get("type") == "PodScheduled"), {})
         node = spec.get("nodeName") or ""
         ready = "" if not node else (
-            " (node gone)" if node not in nodes else
-            " (node not ready)" if inv.not_ready(nodes[node]) else " (node ready)")
-        print(f"    {name}: pod {pod['metadata']['name']} {status.get('phase')} on "
-              f"{node or 'no node'}{ready}; PodScheduled {scheduled.get('status')} "
-              f"{scheduled.get('reason') or ''} {scheduled.get('message') or ''}".rstrip(),
-              flush=True)
+            " (node gone)" if node not in world.nodes else
+            " (node not ready)" if inv.not_ready(world.nodes[node]) else " (node ready)")
+        lines.append(f"    {name}: pod {pod['metadata']['name']} {status.get('phase')} on "
+                     f"{node or 'no node'}{ready}; PodScheduled {scheduled.get('status')} "
+                     f"{scheduled.get('reason') or ''} "
+                     f"{scheduled.get('message') or ''}".rstrip())
+    return lines
 
 
 def run() -> int:
@@ -765,8 +766,9 @@ def run() -> int:
             for v in left:
                 print(f"  not converged: {v.kind}: {v.detail}", flush=True)
             if left:
-                with contextlib.suppress(Exception):
-                    explain_unsettled(api, left)
+                with contextlib.suppress(Exception), checker.lock:
+                    for line in explain_unsettled(checker.world, left):
+                        print(line, flush=True)
             print(f"  converged in {took:.1f}s" if took is not None else "  did not converge",
                   flush=True)
             sched.ensure(1)

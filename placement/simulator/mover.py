@@ -298,7 +298,6 @@ class Mover:
             self._stranded_at = now
 
 
-
 class _Sharers(Mapping[Shape, dict[str, None]]):
     """The mover's movable sharing workers by shape, filed when first read."""
 
