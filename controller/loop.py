@@ -99,6 +99,8 @@ class Controller:
                               device_class=self.settings.device_class,
                               namespace=self.settings.namespace,
                               placed_on=lambda node: moves.workers_on_node(self.cache, node),
+                              in_conflict=lambda claim: moves.workers_in_conflict(
+                                  self.cache, claim),
                               kueue=self.settings.kueue):
                 done = threading.Event()
                 watcher = Watcher(self.api, feed, self.cache, stop, done)

@@ -107,8 +107,9 @@ class Metrics:
             self.wait_for_seat.labels(role=role)
             self.seat_to_running.labels(role=role)
         self.moves = Counter(f"{PREFIX}_moves_total",
-                             "Workers placed again, by why (NodeLost, NodeNotReady, PodWedged), "
-                             "or moved for efficiency (OwnDevices, EmptiesNode).", ["reason"],
+                             "Workers placed again, by why (NodeLost, NodeNotReady, PodWedged, "
+                             "DeviceConflict), or moved for efficiency (OwnDevices, "
+                             "EmptiesNode).", ["reason"],
                              registry=r)
         self.stranded = Gauge(f"{PREFIX}_devices_stranded",
                               "Free devices while movable workers take turns on shared "

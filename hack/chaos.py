@@ -90,6 +90,9 @@ MAXW = int(os.environ.get("MAXW", "2"))
 # How long the ``move`` fault waits for its replica to reach the crash point.
 MOVE_WAIT = 60.0
 MOVE_BOUND = float(os.environ.get("CHAOS_MOVE_BOUND", "150"))
+# How long one device may stay in two claims' allocations (kube-scheduler's doing, when
+# the answer to its allocation write is lost) before the controller has ended it.
+CONFLICT_BOUND = float(os.environ.get("CHAOS_CONFLICT_BOUND", "90"))
 SPARE = fakenodes.Profile(devices=2, device_memory="80Gi", product="Chaos GPU 80GB",
                           host_memory="1Ti", cpu="64")
 
@@ -158,6 +161,7 @@ class Checker:
         self.seen: dict[tuple[str, str], inv.Violation] = {}  # everything ever seen
         self.stop = threading.Event()
         self.events = 0
+        self.conflicts = 0  # devices kube-scheduler gave two claims (the controller ends it)
 
     def start(self) -> None:
         self.full_read()
@@ -256,7 +260,13 @@ class Checker:
             found = inv.continuous(self.world)
             found += inv.orphans(self.world, dt.datetime.now(dt.UTC), self.older_than)
             found += inv.stranded(self.world, dt.datetime.now(dt.UTC), MOVE_BOUND)
-            self._record(found)
+            noted, lasting = inv.given_twice(self.world, dt.datetime.now(dt.UTC),
+                                             CONFLICT_BOUND)
+            for v in noted:
+                self.conflicts += 1
+                print(f"  noted: {v.detail} (kube-scheduler's allocation; the controller "
+                      f"must end it within {CONFLICT_BOUND:.0f}s)", flush=True)
+            self._record(found + lasting)
 
     def _periodic(self) -> None:
         while not self.stop.wait(5.0):
@@ -789,7 +799,8 @@ def run() -> int:
     total = sum(r["n"] for r in table.values())
     verdict = "FAIL" if failed or checker.seen else "PASS"
     print(f"chaos: {verdict} (seed {seed}, {total} faults in {rounds} rounds, "
-          f"{len(checker.seen)} violations, {checker.events} watch events checked)")
+          f"{len(checker.seen)} violations, {checker.events} watch events checked, "
+          f"{checker.conflicts} device(s) kube-scheduler gave two claims)")
     return 1 if verdict == "FAIL" else 0
 
 
@@ -856,6 +867,9 @@ def self_test() -> int:
                                                               "name": "planted-other"},
                                          "status": {}}
         checker._record(inv.continuous(world))
+        now = dt.datetime.now(dt.UTC)
+        inv.given_twice(world, now, 1)  # seen: noted, not yet a violation
+        checker._record(inv.given_twice(world, now + dt.timedelta(seconds=2), 1)[1])
         # A worker gone while its pod exists; a claim nobody references; a Running lie.
         checker._record(inv.worker_gone(world, a, api.pod("planted-0")))
         world.claims["planted-lone"] = {**world.claims["planted-claim"], "metadata": {

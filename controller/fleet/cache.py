@@ -21,7 +21,8 @@ Rules:
                                                claim whose node comes from a pool
     a claim of ours                            that claim, dropped and re-added with its
                                                seats; the bookings of the workers its
-                                               booked list gained or lost
+                                               booked list gained or lost; the devices
+                                               its allocation names (``held``)
     a worker                                   its booking, then its pods' bookings as
                                                orphans
     a pod of ours                              its booking as an orphan, then its
@@ -59,6 +60,7 @@ from controller.fleet.rules import (
     ORPHAN_PREFIX,
     Booked,
     committed_uids,
+    device_conflict,
     live_pod_claim,
     orphan_booking,
     placement_claim,
@@ -115,6 +117,7 @@ class FleetCache:
         self._closing: dict[str, ClaimView] = {}  # being deleted: booked until gone
         self._bookings: dict[str, Booked] = {}  # holder -> its booking
         self._by_pool: set[str] = set()  # allocated claims whose node comes from a pool
+        self._held: dict[str, tuple[str, ...]] = {}  # device -> our claims allocated it
         self._in_fleet: dict[str, Claim] = {}
         self._on_node: dict[str, tuple[str, ...]] = {}  # node -> claims in the fleet on it
         self._claim_notes: dict[str, FleetWarning] = {}  # claims the fleet refused, and why
@@ -179,6 +182,9 @@ class FleetCache:
 
     def claim_changed(self, name: str, obj: Obj | None) -> None:
         self._by_pool.discard(name)
+        old = self._claims.get(name) or self._closing.get(name)
+        for device in old.held if old is not None else ():
+            _discard(self._held, device, name)
         if obj is None:
             self._claims.pop(name, None)
             self._closing.pop(name, None)
@@ -190,6 +196,8 @@ class FleetCache:
             else:
                 self._claims[name] = view
                 self._closing.pop(name, None)
+            for device in view.held:
+                _add(self._held, device, name)
             allocation = (obj.get("status") or {}).get("allocation")
             if allocation and not _single_node(allocation):
                 self._by_pool.add(name)
@@ -251,6 +259,17 @@ class FleetCache:
             worker = self._worker_by_uid.get(uid)
             if worker is not None:
                 self._rebook(worker)
+
+    def device_conflict(self, claim: str) -> tuple[str, str] | None:
+        """``fleet_rules.device_conflict`` of one of our claims, from the devices' index."""
+        return device_conflict(self._claims.get(claim) or self._closing.get(claim), lambda d: [
+            self._claims.get(n) or self._closing[n] for n in self._held.get(d, ())])
+
+    def sharing(self, claim: str) -> tuple[str, ...]:
+        """Our other claims whose allocations name a device this one's names."""
+        mine = self._claims.get(claim) or self._closing.get(claim)
+        return tuple(sorted({n for d in (mine.held if mine is not None else ())
+                             for n in self._held.get(d, ()) if n != claim}))
 
     def waiting(self) -> list[Waiting]:
         """The pending workers, as ``work.waiting_of`` reads each (in no set order)."""
@@ -355,6 +374,12 @@ class CachedView:
     def live_uid(self, uid: str) -> bool:
         """Whether a worker of that UID is known and not finished (Failed, Succeeded)."""
         return self._of.live_uid(uid)
+
+    def device_conflict(self, claim: str) -> tuple[str, str] | None:
+        return self._of.device_conflict(claim)
+
+    def sharing(self, claim: str) -> tuple[str, ...]:
+        return self._of.sharing(claim)
 
 
 def _single_node(allocation: Obj) -> bool:

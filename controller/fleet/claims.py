@@ -26,7 +26,9 @@ Rules:
   pools its devices came from; its width from the allocation's results. An
   unallocated claim reserves the node it was sized against. Its device group
   is its memory ceiling label (the size it was priced against; unreadable:
-  none, the node's smallest).
+  none, the node's smallest). The devices its allocation holds are kept by
+  name (``driver/pool/device``): two of our claims holding one device is a
+  conflict to end (``fleet_rules.device_conflict``).
 """
 
 from __future__ import annotations
@@ -103,6 +105,7 @@ class ClaimView:
     created: dt.datetime
     reserved: bool  # DRA lists a consumer in status.reservedFor
     device_memory: int = 0  # the device group's size it was cut from (its ceiling); 0: unknown
+    held: tuple[str, ...] = ()  # driver/pool/device of each device its allocation holds
 
     @property
     def joinable(self) -> bool:
@@ -181,11 +184,14 @@ def read_claim(claim: Obj, pool_nodes: Mapping[str, str]) -> ClaimView:
     allocation = status.get("allocation")
     sized_for = (annotations_of(claim).get(naming.ANNOTATION_SIZED_FOR)
                  or labels_of(claim).get(naming.LABEL_SIZED_FOR, ""))
+    held: tuple[str, ...] = ()
     if allocation:
         results = (allocation.get("devices") or {}).get("results") or []
         node = allocated_node(allocation, pool_nodes)
         devices = len(results) or requested_devices(claim)
         allocated = bool(node)
+        held = tuple(sorted({sys.intern(f"{r.get('driver', '')}/{r.get('pool', '')}/"
+                                        f"{r.get('device', '')}") for r in results}))
     else:
         node, devices, allocated = sized_for, requested_devices(claim), False
     return ClaimView(
@@ -197,6 +203,7 @@ def read_claim(claim: Obj, pool_nodes: Mapping[str, str]) -> ClaimView:
         created=created_at(claim),
         reserved=bool(status.get("reservedFor")),
         device_memory=_ceiling(claim),
+        held=held,
     )
 
 

@@ -54,6 +54,7 @@ from controller.fleet.rules import (
     Seat,
     claim_holder,
     committed_uids,
+    device_conflict,
     left_out_warnings,
     live_pod_claim,
     make_way,
@@ -114,6 +115,18 @@ class FleetView:
 
     def live_uid(self, uid: str) -> bool:
         return uid in self.live_uids
+
+    def device_conflict(self, claim: str) -> tuple[str, str] | None:
+        views = (*self.claims.values(), *self.closing.values())
+        return device_conflict(self.claims.get(claim) or self.closing.get(claim),
+                               lambda device: [v for v in views if device in v.held])
+
+    def sharing(self, claim: str) -> tuple[str, ...]:
+        """Our other claims whose allocations name a device this one's names."""
+        mine = self.claims.get(claim) or self.closing.get(claim)
+        held = set(mine.held) if mine is not None else set()
+        return tuple(sorted(v.name for v in (*self.claims.values(), *self.closing.values())
+                            if v.name != claim and held & set(v.held)))
 
 
 def read_slices(slices: list[Obj], driver: str, selector: DeviceSelector | None = None,

@@ -48,13 +48,22 @@ Rules:
   really held, and the node's reading would offer some of them as free. The
   node is left out of placement, with a warning naming the first such claim
   by name; placement keeps the claim.
+* A device conflict (``device_conflict``): two of our claims whose
+  allocations name one device. Kubernetes never means that (kube-scheduler
+  allocates no device an allocated claim holds, one being deleted included),
+  but it allocates from its cache, and a lost answer to its allocation write
+  (the write done, the answer cut off, as when the API server restarts)
+  leaves the device looking free there until its watch catches up. One claim
+  keeps the device: one not being deleted before one that is, then the
+  oldest (creation, then name); every other one holding it gives it up
+  (moves.py places its workers again), being deleted or not.
 """
 
 from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Container, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from typing import Protocol
 
 import attrs
@@ -77,7 +86,7 @@ from placement import Booking, Claim, Fleet, Node, Role
 from placement.quantity import QuantityError, parse_quantity
 
 __all__ = ["Booked", "FleetReading", "LeftOut", "claim_holder", "committed_uids",
-           "device_memory", "device_product", "foreign_claim", "held_devices",
+           "device_conflict", "device_memory", "device_product", "foreign_claim", "held_devices",
            "left_out_warnings", "live_pod_claim", "make_way", "orphan_booking", "other_pod_node",
            "placement_claim", "pool_devices", "seats_total", "seats_used", "slice_devices",
            "taken_devices", "worker_booking", "worker_pod_slots"]
@@ -121,6 +130,26 @@ class FleetReading(Protocol):
     @property
     def seats_used(self) -> int: ...
     def live_uid(self, uid: str) -> bool: ...
+    def device_conflict(self, claim: str) -> tuple[str, str] | None: ...
+    def sharing(self, claim: str) -> tuple[str, ...]: ...
+
+
+def device_conflict(claim: ClaimView | None, holding: Callable[[str], Iterable[ClaimView]],
+                    ) -> tuple[str, str] | None:
+    """(device, keeper) when ``claim`` must give up a device its allocation names: another
+    of our claims holds it too and keeps it (not being deleted before being deleted, then
+    older: creation, then name). ``holding(device)``: our claims whose allocations name
+    it, being deleted or not. None: no conflict, ``claim`` keeps its devices, or it is
+    unknown."""
+    if claim is None:
+        return None
+    mine = (claim.deleting, claim.created, claim.name)
+    for device in claim.held:
+        keeper = min(((other.deleting, other.created, other.name)
+                      for other in holding(device) if other.name != claim.name), default=None)
+        if keeper is not None and keeper < mine:
+            return device, keeper[2]
+    return None
 
 
 def live_pod_claim(pod: Obj) -> str:

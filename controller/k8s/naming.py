@@ -88,10 +88,12 @@ class ReasonKind(enum.StrEnum):
     WAITING_FOR_PREDECESSOR = "WaitingForPredecessor"
     TEMPLATE_NOT_FOUND = "TemplateNotFound"
     # Pending while placed again (moves.py): its node was lost, its node is not ready,
-    # its pod was wedged; or it was placed again too often lately and waits.
+    # its pod was wedged, a device of its claim was given to another of our claims too;
+    # or it was placed again too often lately and waits.
     NODE_LOST = "NodeLost"
     NODE_NOT_READY = "NodeNotReady"  # also on a placed worker whose pod waits for its node
     POD_WEDGED = "PodWedged"
+    DEVICE_CONFLICT = "DeviceConflict"
     PLACED_TOO_OFTEN = "PlacedTooOften"
     # Placed, moving for efficiency (moving.py): its new seat is held for it while its
     # pod finishes its turn and goes; Pending between its two pods.
@@ -121,6 +123,7 @@ WARNING_REASONS = frozenset({
     ReasonKind.TEMPLATE_NOT_FOUND, ReasonKind.POD_CONFLICT, ReasonKind.POD_FAILED,
     ReasonKind.UNSATISFIABLE, ReasonKind.UNSCHEDULABLE, ReasonKind.CLAIM_DELETING,
     ReasonKind.NODE_LOST, ReasonKind.NODE_NOT_READY, ReasonKind.POD_WEDGED,
+    ReasonKind.DEVICE_CONFLICT,
     ReasonKind.PLACED_TOO_OFTEN,
 })
 

@@ -1,4 +1,4 @@
-"""Placed again: lost and not-ready nodes, wedged pods, and how often.
+"""Placed again: lost and not-ready nodes, wedged pods, devices given twice, and how often.
 
 A placed worker stays put (seating.py), except where staying cannot work. The
 rules, each with the function carrying it out (the stages' table, stages.py, runs
@@ -14,12 +14,18 @@ them in its order; for a pod, the first row that matches here wins):
     (moved_pod)                            it waits until Kubernetes confirms the pod gone
                                            (eviction finished, or the out-of-service taint)
   pod finished on a node not ready         Pending NodeNotReady; the pod deleted
+  pod on a claim that must give up a       Pending DeviceConflict; the pod deleted
+    device another of our claims holds
+    too (moved_pod; fleet_rules.device_
+    conflict says which claim keeps it)
   pod Unschedulable (or failing in the     Pending PodWedged; the pod deleted
     scheduler) past wedge_grace, or
     rejected by the kubelet (moved_pod)
   no pod; its seat on a lost or not-ready  Pending, the move's kind; the seat given back
-    node, or its pod was wedged              (its own claim deleted, a join taken off the
-    (give_seat_back)                         claim's booked list)
+    node, or its pod was wedged, or its      (its own claim deleted, a join taken off the
+    claim gives up a device                  claim's booked list; a claim giving up a
+    (give_seat_back)                         device, or on a lost node, is deleted even
+                                             where others sit on it: their pods go too)
   no seat, moving, a claim cut for it      Pending, the move's kind, until the claim is gone
     still going, its other name taken        (a new claim takes one of its two names:
     too (held_back)                          ``claim_to_cut``)
@@ -39,13 +45,16 @@ Rules:
 * Nothing here force-deletes. A lost node's pods are collected by Kubernetes;
   a not-ready node's wait for their eviction to finish, or for the operator.
 * Workers on healthy nodes never move: only the rows above move a worker.
+  A device conflict is no fault of the node: a worker leaving a claim that
+  gave up its device may be placed on the same node again.
 * A move is recorded in ``status.moves`` when it is first seen (the worker
   was not already moving): when, why, the node and the claim; the newest
   ``move_limit + 1`` are kept, enough to tell whether the limit is passed.
 * A pod still waiting out the grace is looked at again when it runs out
   (``back_when_wedged``, after the ``own pod`` stage).
-* ``workers_on_node`` answers the watches (a node lost or changed), outside
-  any reconcile: it is the one function here that takes the cache's lock.
+* ``workers_on_node`` and ``workers_in_conflict`` answer the watches (a node
+  lost or changed; a claim's allocation changed), outside any reconcile: they
+  are the functions here that take the cache's lock.
 """
 
 from __future__ import annotations
@@ -90,15 +99,19 @@ from controller.reconcile.vocabulary import (
 from placement.model import per_device_share
 
 __all__ = ["MOVE_KINDS", "OthersOnOwn", "back_when_wedged", "give_seat_back", "held_back",
-           "moved_pod", "moving", "placed_again", "release", "wedged_on", "workers_on_node"]
+           "moved_pod", "moving", "placed_again", "release", "wedged_on", "workers_in_conflict",
+           "workers_on_node"]
 
 # The kinds a worker being placed again is Pending with.
 MOVE_KINDS = frozenset({ReasonKind.NODE_LOST, ReasonKind.NODE_NOT_READY,
-                        ReasonKind.POD_WEDGED, ReasonKind.PLACED_TOO_OFTEN})
+                        ReasonKind.POD_WEDGED, ReasonKind.DEVICE_CONFLICT,
+                        ReasonKind.PLACED_TOO_OFTEN})
 # How a move reads in a reason: "placed again after <this>".
 _AFTER: dict[str, str] = {ReasonKind.NODE_LOST: "node {node} was lost",
           ReasonKind.NODE_NOT_READY: "node {node} was not ready",
-          ReasonKind.POD_WEDGED: "its pod was wedged on node {node}"}
+          ReasonKind.POD_WEDGED: "its pod was wedged on node {node}",
+          ReasonKind.DEVICE_CONFLICT: "its claim on node {node} gave up a device another "
+                                      "claim holds too"}
 # kube-scheduler's reasons for a pod it has not bound: judged unschedulable, or failed.
 UNSCHEDULED = frozenset({"Unschedulable", "SchedulerError"})
 # The kubelet's word on a pod it refused to run (its admission failed).
@@ -198,11 +211,16 @@ def moved_pod(ctx: Context, case: Case, *, grace: float | None = None) -> Conclu
             "the node marked out-of-service)", claim=claim, devices=devices,
             memory_per_device=placed.memory_per_device, node=node, pod=name_of(pod)),
             requeue_after=ctx.settings.retry_interval)
-    why = sick.why if sick is not None else _wedged(
-        ctx, pod, ctx.settings.wedge_grace if grace is None else grace)
+    conflict = ctx.cache.view.device_conflict(claim) if sick is None else None
+    if sick is not None:
+        why, kind = sick.why, sick.kind
+    elif conflict is not None:
+        why, kind = _conflict(claim, *conflict), ReasonKind.DEVICE_CONFLICT
+    else:
+        why = _wedged(ctx, pod, ctx.settings.wedge_grace if grace is None else grace)
+        kind = ReasonKind.POD_WEDGED
     if not why:
         return None
-    kind = sick.kind if sick is not None else ReasonKind.POD_WEDGED
     writes = () if is_deleting(pod) else (delete_pod(pod),)
     return Conclusion(Outcome(
         WorkerPhase.PENDING, kind,
@@ -210,6 +228,12 @@ def moved_pod(ctx: Context, case: Case, *, grace: float | None = None) -> Conclu
         claim=claim, devices=devices, memory_per_device=placed.memory_per_device,
         pod=name_of(pod), moves=_record(ctx, worker, kind, node, claim)),
         writes, requeue_after=ctx.settings.retry_interval, wake=True)
+
+
+def _conflict(claim: str, device: str, keeper: str) -> str:
+    return (f"device {device} of claim {claim} is allocated to claim {keeper} too (an "
+            f"allocation whose answer was lost, as across an API server restart, can do "
+            f"that); {keeper} keeps it")
 
 
 def _wedged(ctx: Context, pod: Obj, grace: float) -> str:
@@ -258,22 +282,30 @@ def back_when_wedged(ctx: Context, case: Case, done: Conclusion) -> Conclusion:
 
 
 def give_seat_back(ctx: Context, case: Case) -> Conclusion | None:
-    """No pod: give the seat back when its node is lost or not ready, or its pod was
-    wedged. None: the seat is kept."""
+    """No pod: give the seat back when its node is lost or not ready, its pod was
+    wedged, or its claim gives up a device. None: the seat is kept."""
     worker, view = case.worker, ctx.cache.view
     seat = case.held or (view.closing.get(worker.claim) if worker.claim else None)
     if seat is None:
         return None
     sick = _health(ctx, seat.node)
     move = moving(worker)
-    wedged = (move is not None and move.get("reason") == ReasonKind.POD_WEDGED
-              and move.get("claim") == seat.name)
-    if sick is None and not wedged:
+    left = str(move.get("reason")) if move is not None and move.get("claim") == seat.name \
+        else ""
+    conflict = view.device_conflict(seat.name)
+    if sick is not None:
+        kind, why = sick.kind, sick.why
+    elif conflict is not None or left == ReasonKind.DEVICE_CONFLICT:
+        kind = ReasonKind.DEVICE_CONFLICT
+        why = _conflict(seat.name, *conflict) if conflict is not None else (
+            f"claim {seat.name} gave up a device another claim holds too")
+    elif left == ReasonKind.POD_WEDGED:
+        kind, why = ReasonKind.POD_WEDGED, f"its pod was wedged on node {seat.node}"
+    else:
         return None
-    kind = sick.kind if sick is not None else ReasonKind.POD_WEDGED
-    why = sick.why if sick is not None else f"its pod was wedged on node {seat.node}"
-    writes = release(ctx, worker, seat, others_on_own="delete" if sick is not None else "keep")
-    if not writes and sick is None and seat.name in worker.own_claims:
+    writes = release(ctx, worker, seat,
+                     others_on_own="keep" if kind == ReasonKind.POD_WEDGED else "delete")
+    if not writes and kind == ReasonKind.POD_WEDGED and seat.name in worker.own_claims:
         # Others sit on the claim cut for it: it keeps the seat and tries it again
         # rather than leave them a claim of its name; a pod wedged again counts as
         # another move.
@@ -386,3 +418,17 @@ def workers_on_node(cache: LockedReading, node: str) -> Iterable[str]:
                   if c.node == node}
         return sorted(b.holder for b in view.bookings.values()
                       if b.claim in claims and not b.holder.startswith("pod/"))
+
+
+def workers_in_conflict(cache: LockedReading, claim: str) -> Iterable[str]:
+    """The workers booked on a claim that gives up a device, among ``claim`` and the
+    claims sharing a device with it (queued when its allocation changes): the claim that
+    must give one up may not be the one whose change showed the conflict."""
+    with cache.lock:
+        view = cache.view
+        losers = {name for name in (claim, *view.sharing(claim))
+                  if view.device_conflict(name) is not None}
+        if not losers:
+            return []
+        return sorted(b.holder for b in view.bookings.values()
+                      if b.claim in losers and not b.holder.startswith("pod/"))

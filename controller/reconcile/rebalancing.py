@@ -77,10 +77,12 @@ __all__ = ["APART", "Rebalancer", "moves_on", "outlook", "pass_interval"]
 
 APART = 3600.0  # seconds between two moves of one worker for efficiency
 # The pending kinds that hold moves back whatever the fleet: a worker not answered yet,
-# one between two seats (lost node, wedged pod, a move). A worker waiting for capacity
-# holds them only while the fleet could seat it now (its reconcile is on its way).
+# one between two seats (lost node, wedged pod, a device conflict, a move). A worker
+# waiting for capacity holds them only while the fleet could seat it now (its reconcile
+# is on its way).
 _HOLDS_MOVES = frozenset({"", ReasonKind.NODE_LOST, ReasonKind.NODE_NOT_READY,
-                          ReasonKind.POD_WEDGED, ReasonKind.MOVING})
+                          ReasonKind.POD_WEDGED, ReasonKind.DEVICE_CONFLICT,
+                          ReasonKind.MOVING})
 
 
 # ------------------------------------------------------------------ the pass

@@ -11,8 +11,9 @@ Rules:
   Unschedulable; terminal). A placed worker whose claim is being deleted
   keeps its phase, with reason ``ClaimDeleting``; one whose node is not ready
   keeps it with ``NodeNotReady``. A worker being placed again is Pending with
-  the move's kind (``NodeLost``, ``NodeNotReady``, ``PodWedged``) until it is
-  placed, or ``PlacedTooOften`` (controller.reconcile.moves).
+  the move's kind (``NodeLost``, ``NodeNotReady``, ``PodWedged``,
+  ``DeviceConflict``) until it is placed, or ``PlacedTooOften``
+  (controller.reconcile.moves).
 * ``moves`` lists the worker's latest moves (when, why, from which node and
   claim), newest last; an outcome that says nothing of them keeps them.
   ``move`` is the move for efficiency under way (moving.py): only the

@@ -83,7 +83,8 @@ def _vocabulary() -> bytes:
                                       naming.ANNOTATION_BOOKED: ""}},
          "spec": {"devices": {"requests": [{"exactly": {"count": 1},
                                             "name": naming.CLAIM_REQUEST}]}},
-         "status": {"allocation": {"devices": {"results": [{"pool": ""}]}, "nodeSelector": {
+         "status": {"allocation": {"devices": {"results": [
+             {"device": "", "driver": "", "pool": ""}]}, "nodeSelector": {
              "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In",
                                                      "values": [""]}]}]}},
              "reservedFor": [{"name": "", "resource": "pods", "uid": ""}]}},

@@ -73,7 +73,10 @@ def _claim(obj: Obj) -> Obj:
         results = (allocation.get("devices") or {}).get("results") or []
         kept["allocation"] = {
             "nodeSelector": allocation.get("nodeSelector"),
-            "devices": {"results": [{"pool": r.get("pool")} for r in results]},
+            # Which devices, not only how many: two of our claims given one device
+            # is a conflict the controller ends (fleet_rules.device_conflict).
+            "devices": {"results": [{k: r[k] for k in ("driver", "pool", "device") if k in r}
+                                    for r in results]},
         }
     if status.get("reservedFor"):
         kept["reservedFor"] = status["reservedFor"]

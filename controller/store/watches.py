@@ -21,7 +21,9 @@ Rules:
   - a pod of a worker (scheduled, phase, deletion, kube-scheduler's verdict on an
     unbound pod, the time-slicer's openrl.io/drained mark): its worker;
   - a managed claim deleted, allocated or terminating: wake-all; terminating
-    also wakes the workers whose pods it is reserved for;
+    also wakes the workers whose pods it is reserved for; one allocated a
+    device another of our claims holds too also queues the workers of the
+    claim giving it up (fleet_rules.device_conflict);
   - a ResourceSlice of the driver changed (a taint gone included): wake-all;
   - the configured DeviceClass changed (its selectors): wake-all;
   - a claim not ours (any namespace; every claim but our managed ones)
@@ -245,10 +247,22 @@ def _pod_signature(obj: Obj) -> Hashable:
             drained)
 
 
+def _reserved_for(claim: Obj) -> list[str]:
+    """The workers whose pods the claim is reserved for: its allocation (the node their
+    status names) or its deletion is news to them, and they are not pending, so no
+    wake-all reaches them. Pods are named orw-<worker>; a cut name finds no worker: one
+    empty reconcile."""
+    return [str(consumer.get("name") or "").removeprefix("orw-")
+            for consumer in (claim.get("status") or {}).get("reservedFor") or []
+            if consumer.get("resource") == "pods"
+            and str(consumer.get("name") or "").startswith("orw-")]
+
+
 def _claim_signature(obj: Obj) -> Hashable:
     allocation = (obj.get("status") or {}).get("allocation")
     return (meta(obj).get("uid"), repr(allocation.get("nodeSelector")) if allocation else None,
-            bool(allocation), meta(obj).get("deletionTimestamp"))
+            repr((allocation.get("devices") or {}).get("results")) if allocation else None,
+            meta(obj).get("deletionTimestamp"))
 
 
 def _slice_signature(obj: Obj) -> Hashable:
@@ -277,12 +291,15 @@ def feeds(queue: WorkQueue, driver: str,
           enabled: Callable[[str], bool] = lambda _node: True, *,
           device_class: str | None = None, namespace: str | None = None,
           placed_on: Callable[[str], Iterable[str]] = lambda _node: (),
+          in_conflict: Callable[[str], Iterable[str]] = lambda _claim: (),
           kueue: bool = False) -> list[Feed]:
     """The watches' feeds; ``enabled`` says whether placement knows a node;
     ``device_class``: the DeviceClass whose selectors pick the devices (None: unwatched);
     ``namespace``: ours, whose managed claims are the only ones not foreign (None: claims
-    not ours unwatched); ``placed_on``: the workers booked on a node's claims; ``kueue``:
-    team quotas are on (Kueue's Workloads and priority classes watched)."""
+    not ours unwatched); ``placed_on``: the workers booked on a node's claims;
+    ``in_conflict``: the workers to place again when a claim's allocation names a device
+    another of ours holds (``moves.workers_in_conflict``); ``kueue``: team quotas are on
+    (Kueue's Workloads and priority classes watched)."""
     def wake(*_: Any) -> None:
         queue.add(WAKE, after=WAKE_DELAY, order=HOUSEKEEPING_ORDER)
 
@@ -311,13 +328,11 @@ def feeds(queue: WorkQueue, driver: str,
         if kind != "ADDED":  # a new claim is ours, placed already; its allocation is news
             wake()
         if kind == "MODIFIED":
-            # Its allocation (the node their status names) or its deletion is news to
-            # the workers placed on it, which are not pending: tell them directly. Pods
-            # are named orw-<worker>; a cut name finds no worker: one empty reconcile.
-            for consumer in (obj.get("status") or {}).get("reservedFor") or []:
-                pod = str(consumer.get("name") or "")
-                if consumer.get("resource") == "pods" and pod.startswith("orw-"):
-                    queue.add(pod.removeprefix("orw-"))
+            for worker in _reserved_for(obj):
+                queue.add(worker)
+        if kind != "DELETED" and (obj.get("status") or {}).get("allocation"):
+            for worker in in_conflict(name_of(obj)):
+                queue.add(worker)
 
     def on_node(kind: str, obj: Obj) -> None:
         wake()

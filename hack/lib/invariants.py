@@ -12,7 +12,12 @@ Kinds:
   per claim (the most
   the node was ever labelled with during the run: lowering the label moves
   nobody).
-* ``device-twice``: one device in two claims' allocations.
+* ``device-twice``: one device in two claims' allocations past a bound.
+  kube-scheduler alone allocates, and can do that when the answer to its
+  allocation write is lost (an API server killed under it): the device looks
+  free in its cache until its watch catches up. The controller must end it
+  (the younger claim's workers placed again, the claim deleted): seen, it is
+  noted; lasting past the bound, or at a round's end, it is a violation.
 * ``host-memory``: a node whose workers on shared claims park more than its
   allocatable memory.
 * ``moved``: a placed worker now on another claim, although its old claim was
@@ -40,7 +45,8 @@ from typing import Any
 # The controller's names as the checker spells them (hack/lib/names.py says why).
 from hack.lib.names import LABEL_MANAGED, NODE_MAX_WORKERS, SIZED_FOR
 
-__all__ = ["Violation", "World", "continuous", "final", "not_ready", "stranded"]
+__all__ = ["Violation", "World", "continuous", "devices_twice", "final", "given_twice",
+           "not_ready", "stranded"]
 
 Obj = dict[str, Any]
 
@@ -114,6 +120,8 @@ class World:
     unreferenced: dict[str, dt.datetime] = dataclasses.field(default_factory=dict)  # since
     # worker uid -> since when it has sat on a node gone or not ready
     stuck: dict[str, dt.datetime] = dataclasses.field(default_factory=dict)
+    # device -> since when two claims' allocations have named it
+    doubled: dict[str, dt.datetime] = dataclasses.field(default_factory=dict)
 
     def seen_node(self, node: Obj) -> None:
         raw = str((node["metadata"].get("labels") or {}).get(NODE_MAX_WORKERS, "1"))
@@ -148,7 +156,6 @@ def continuous(world: World) -> list[Violation]:
         if pod_alive(pod) and pod_claim(pod):
             live_pods[pod_claim(pod)].append(_name(pod))
     booked = world.booked()
-    devices: dict[tuple[str, str, str], str] = {}
     for name, claim in world.claims.items():
         if (claim["metadata"].get("labels") or {}).get(LABEL_MANAGED) != "true":
             continue
@@ -164,16 +171,6 @@ def continuous(world: World) -> list[Violation]:
             if count > cap:
                 found.append(Violation("seats", f"{name}/{what}",
                                        f"claim {name} on {node}: {count} {what} > {cap} seats"))
-        results = ((_status(claim).get("allocation") or {}).get("devices") or {}).get(
-            "results") or []
-        for result in results:
-            device = (str(result.get("driver")), str(result.get("pool")),
-                      str(result.get("device")))
-            if device in devices and devices[device] != name:
-                found.append(Violation("device-twice", "/".join(device),
-                                       f"device {'/'.join(device)} in claims "
-                                       f"{devices[device]} and {name}"))
-            devices[device] = name
     parked: Counter[str] = Counter()
     for name, workers in booked.items():
         sharing = world.claims.get(name)
@@ -199,6 +196,40 @@ def continuous(world: World) -> list[Violation]:
                                    f"worker {_name(w)} moved from claim {before} to {held}"))
         world.placed[_uid(w)] = held
     return found
+
+
+def devices_twice(world: World) -> list[Violation]:
+    """Each device two of our claims' allocations name (a round's end must have none)."""
+    found = []
+    devices: dict[str, str] = {}
+    for name, claim in sorted(world.claims.items()):
+        if (claim["metadata"].get("labels") or {}).get(LABEL_MANAGED) != "true":
+            continue
+        results = ((_status(claim).get("allocation") or {}).get("devices") or {}).get(
+            "results") or []
+        for result in results:
+            device = "/".join(str(result.get(k)) for k in ("driver", "pool", "device"))
+            if device in devices and devices[device] != name:
+                found.append(Violation("device-twice", device, f"device {device} in claims "
+                                       f"{devices[device]} and {name}"))
+            devices.setdefault(device, name)
+    return found
+
+
+def given_twice(world: World, now: dt.datetime, bound: float,
+                ) -> tuple[list[Violation], list[Violation]]:
+    """(newly seen, lasting past ``bound`` s): devices two claims' allocations name."""
+    seen, lasting, doubled = [], [], set()
+    for v in devices_twice(world):
+        doubled.add(v.key)
+        if v.key not in world.doubled:
+            world.doubled[v.key] = now
+            seen.append(v)
+        elif (now - world.doubled[v.key]).total_seconds() > bound:
+            lasting.append(dataclasses.replace(v, detail=f"{v.detail} for over {bound:.0f}s"))
+    for key in set(world.doubled) - doubled:
+        del world.doubled[key]
+    return seen, lasting
 
 
 def not_ready(node: Obj) -> bool:
@@ -311,4 +342,4 @@ def final(world: World) -> list[Violation]:
                 ("PodFailed", "TemplateError")):
             found.append(Violation("final", name, f"worker {name} is {phase} "
                                    f"({s.get('reason', 'no reason')})"))
-    return found
+    return found + devices_twice(world)

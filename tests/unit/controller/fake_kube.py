@@ -103,15 +103,24 @@ class FakeKube:
         return copy.deepcopy(self.objects.get(key))
 
     def allocate(self, claim: str, node: str) -> None:
+        """DRA allocates the claim ``free_devices`` of the node."""
         count = self.objects[self.key(kube.CLAIMS, claim)]["spec"]["devices"]["requests"][0][
             "exactly"]["count"]
         self.edit(kube.CLAIMS, claim, {"status": {"allocation": {
             "devices": {"results": [
                 {"request": "gpu", "driver": "gpu.example.com", "pool": node,
-                 "device": f"gpu-{i}"} for i in range(count)]},
+                 "device": device} for device in self.free_devices(node, count)]},
             "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
                 {"key": "metadata.name", "operator": "In", "values": [node]}]}]},
         }}})
+
+    def free_devices(self, node: str, count: int) -> list[str]:
+        """The node's lowest-numbered devices no claim's allocation holds, as DRA picks."""
+        taken = {r.get("device") for c in self.all(kube.CLAIMS)
+                 for r in (((c.get("status") or {}).get("allocation") or {}).get("devices")
+                           or {}).get("results") or [] if r.get("pool") == node}
+        free = (f"gpu-{i}" for i in itertools.count() if f"gpu-{i}" not in taken)
+        return list(itertools.islice(free, count))
 
     def run_pod(self, name: str, node: str, phase: str = "Running") -> None:
         self.edit(kube.PODS, name, {"spec": {"nodeName": node}, "status": {"phase": phase}})

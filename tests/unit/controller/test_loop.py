@@ -126,6 +126,28 @@ def test_a_claims_allocation_queues_the_workers_it_lists() -> None:
     assert "not-ours" not in q._due and "" not in q._due
 
 
+def test_a_claim_allocated_a_device_another_holds_queues_the_workers_giving_it_up() -> None:
+    q = WorkQueue()
+    asked: list[str] = []
+
+    def in_conflict(claim: str) -> list[str]:
+        asked.append(claim)
+        return ["b", "d"] if claim == "orw-b-1" else []
+
+    _, _, claim_feed, *_ = feeds(q, "gpu.example.com", in_conflict=in_conflict)
+    claim = {"metadata": {"name": "orw-b-1", "uid": "1"}}
+    claim_feed.event("ADDED", claim)  # cut by us, unallocated: nothing to ask
+    assert asked == []
+    allocation = {"nodeSelector": {"n": 1}, "devices": {"results": [
+        {"driver": "gpu.example.com", "pool": "n", "device": "gpu-0"}]}}
+    claim_feed.event("MODIFIED", {**claim, "status": {"allocation": allocation}})
+    assert asked == ["orw-b-1"] and {"b", "d"} <= set(q._due)
+    moved = {"nodeSelector": {"n": 1}, "devices": {"results": [
+        {"driver": "gpu.example.com", "pool": "n", "device": "gpu-1"}]}}
+    claim_feed.event("MODIFIED", {**claim, "status": {"allocation": moved}})
+    assert asked == ["orw-b-1"] * 2  # which device is news too
+
+
 def test_a_pod_leaving_an_enabled_node_wakes_the_pending_workers() -> None:
     q = WorkQueue()
     *_, others = feeds(q, "gpu.example.com", enabled=lambda node: node == "gpu-0")

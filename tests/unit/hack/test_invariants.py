@@ -85,3 +85,23 @@ def test_a_claim_cut_for_a_live_worker_under_either_name_is_no_orphan() -> None:
     assert inv.orphans(world, T0, 60) == []
     later = inv.orphans(world, T0 + dt.timedelta(seconds=61), 60)
     assert [v.key for v in later] == ["orw-x-uid-x-2"]  # no live worker x: an orphan
+
+
+def test_a_device_in_two_claims_is_noted_then_caught_only_past_the_bound() -> None:
+    """kube-scheduler may give a device twice (a lost answer); the controller must end it."""
+    def claim(name: str) -> dict:
+        return {"metadata": {"name": name, "labels": {inv.LABEL_MANAGED: "true"}},
+                "status": {"allocation": {"devices": {"results": [
+                    {"driver": "d", "pool": "n", "device": "gpu-0"}]}}}}
+
+    world = inv.World(claims={"a": claim("a"), "b": claim("b")})
+    assert inv.continuous(world) == []  # not at every instant: Kubernetes' own doing
+    noted, lasting = inv.given_twice(world, T0, 90)
+    assert [v.detail for v in noted] == ["device d/n/gpu-0 in claims a and b"] and not lasting
+    assert inv.given_twice(world, T0 + dt.timedelta(seconds=60), 90) == ([], [])
+    noted, lasting = inv.given_twice(world, T0 + dt.timedelta(seconds=91), 90)
+    assert not noted and [v.kind for v in lasting] == ["device-twice"]
+    assert [v.kind for v in inv.final(world)] == ["device-twice"]  # a round's end: never
+    del world.claims["b"]  # ended: forgotten
+    assert inv.given_twice(world, T0 + dt.timedelta(seconds=100), 90) == ([], [])
+    assert world.doubled == {} and inv.final(world) == []

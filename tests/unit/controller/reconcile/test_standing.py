@@ -32,7 +32,7 @@ def kube_scheduler_allocates(c: Cluster, worker: str, node: str) -> None:
     c.api.edit(kube.CLAIMS, claim["metadata"]["name"], {"status": {"allocation": {
         "devices": {"results": [
             {"request": f"gpu/{first['name']}", "driver": "gpu.example.com", "pool": node,
-             "device": f"gpu-{i}"} for i in range(first["count"])]},
+             "device": device} for device in c.api.free_devices(node, first["count"])]},
         "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
             {"key": "metadata.name", "operator": "In", "values": [node]}]}]},
     }}})

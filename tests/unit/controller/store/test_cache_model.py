@@ -118,6 +118,10 @@ def reading_state(view: FleetReading, uids: list[str]) -> Any:
         "seats": (view.seats_used, view.seats_total),
         "live": {uid: view.live_uid(uid) for uid in uids},
         "warnings": sorted(view.warnings),
+        # Which claim gives up a device two of ours were allocated (the model allocates
+        # every claim on a node its first devices, so such conflicts are common here).
+        "conflicts": {name: (view.device_conflict(name), view.sharing(name))
+                      for name in (*view.claims, *view.closing)},
     }
 
 
@@ -405,12 +409,14 @@ class CacheModel(RuleBasedStateMachine):
             self._send(kube.CLAIMS, "DELETED", claim)
 
     def _allocate(self, claim: Obj) -> None:
-        """DRA allocates the claim on the node it was sized for, as the pod's pin demands."""
+        """DRA allocates the claim on the node it was sized for, as the pod's pin demands:
+        its first devices, whoever holds them (as a lost answer can make kube-scheduler do)."""
         node = claim["metadata"]["annotations"]["openrl.io/sized-for-node"]
+        count = claim["spec"]["devices"]["requests"][0]["exactly"]["count"]
         allocation = {"nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
             {"key": "metadata.name", "operator": "In", "values": [node]}]}]},
-            "devices": {"results": [{"pool": node}] * claim["spec"]["devices"][
-                "requests"][0]["exactly"]["count"]}}
+            "devices": {"results": [{"driver": DRIVER, "pool": node, "device": f"gpu-{i}"}
+                                    for i in range(count)]}}
         self._send(kube.CLAIMS, "MODIFIED", {**claim, "status": {"allocation": allocation}})
 
     # ----------------------------------------------------------- the channel
