@@ -28,7 +28,9 @@ Rules:
   is its memory ceiling label (the size it was priced against; unreadable:
   none, the node's smallest). The devices its allocation holds are kept by
   name (``driver/pool/device``): two of our claims holding one device is a
-  conflict to end (``fleet_rules.device_conflict``).
+  conflict to end (``fleet_rules.device_conflict``); a claim marked as giving
+  a device up (``openrl.io/gives-up-device``) stays in conflict until it is
+  gone.
 """
 
 from __future__ import annotations
@@ -106,6 +108,7 @@ class ClaimView:
     reserved: bool  # DRA lists a consumer in status.reservedFor
     device_memory: int = 0  # the device group's size it was cut from (its ceiling); 0: unknown
     held: tuple[str, ...] = ()  # driver/pool/device of each device its allocation holds
+    gives_up: str = ""  # the device it was marked giving up (a conflict seen), or ''
 
     @property
     def joinable(self) -> bool:
@@ -204,6 +207,7 @@ def read_claim(claim: Obj, pool_nodes: Mapping[str, str]) -> ClaimView:
         reserved=bool(status.get("reservedFor")),
         device_memory=_ceiling(claim),
         held=held,
+        gives_up=annotations_of(claim).get(naming.ANNOTATION_GIVES_UP, ""),
     )
 
 

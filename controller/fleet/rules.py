@@ -53,10 +53,13 @@ Rules:
   allocates no device an allocated claim holds, one being deleted included),
   but it allocates from its cache, and a lost answer to its allocation write
   (the write done, the answer cut off, as when the API server restarts)
-  leaves the device looking free there until its watch catches up. One claim
-  keeps the device: one not being deleted before one that is, then the
-  oldest (creation, then name); every other one holding it gives it up
-  (moves.py places its workers again), being deleted or not.
+  leaves the device looking free there until its watch catches up. Every
+  claim holding such a device gives it up (moves.py places its workers
+  again), none keeps it: kube-scheduler keeps the allocated devices as a
+  set, so once either claim lets the device go it counts it free while the
+  other still holds it, and would give it out again. Only once every holder
+  has let it go is its memory true again; so a claim marked as giving a
+  device up stays in conflict after the other claim is gone.
 """
 
 from __future__ import annotations
@@ -136,20 +139,18 @@ class FleetReading(Protocol):
 
 def device_conflict(claim: ClaimView | None, holding: Callable[[str], Iterable[ClaimView]],
                     ) -> tuple[str, str] | None:
-    """(device, keeper) when ``claim`` must give up a device its allocation names: another
-    of our claims holds it too and keeps it (not being deleted before being deleted, then
-    older: creation, then name). ``holding(device)``: our claims whose allocations name
-    it, being deleted or not. None: no conflict, ``claim`` keeps its devices, or it is
-    unknown."""
+    """(device, other) when another of our claims' allocations names a device ``claim``'s
+    names (the first such device, then the first such claim by name), or ``claim`` was
+    marked giving a device up (other: ''): ``claim`` must give it up. ``holding(device)``:
+    our claims whose allocations name it, being deleted or not. None: no conflict, or
+    ``claim`` is unknown."""
     if claim is None:
         return None
-    mine = (claim.deleting, claim.created, claim.name)
     for device in claim.held:
-        keeper = min(((other.deleting, other.created, other.name)
-                      for other in holding(device) if other.name != claim.name), default=None)
-        if keeper is not None and keeper < mine:
-            return device, keeper[2]
-    return None
+        other = min((v.name for v in holding(device) if v.name != claim.name), default=None)
+        if other is not None:
+            return device, other
+    return (claim.gives_up, "") if claim.gives_up else None
 
 
 def live_pod_claim(pod: Obj) -> str:

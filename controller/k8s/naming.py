@@ -57,6 +57,9 @@ ANNOTATION_OWNER = "openrl.io/owner"
 ANNOTATION_MEMORY = "openrl.io/memory"
 # On a claim: the UIDs of the workers that committed a seat on it, comma-separated.
 ANNOTATION_BOOKED = "openrl.io/booked"
+# On a claim: the device (driver/pool/device) it gives up, allocated to another claim too;
+# set once the conflict is seen, so the claim goes even after the other one has.
+ANNOTATION_GIVES_UP = "openrl.io/gives-up-device"
 
 # Node policy, set by the operator.
 NODE_ENABLED = "openrl.io/enabled"

@@ -14,10 +14,9 @@ them in its order; for a pod, the first row that matches here wins):
     (moved_pod)                            it waits until Kubernetes confirms the pod gone
                                            (eviction finished, or the out-of-service taint)
   pod finished on a node not ready         Pending NodeNotReady; the pod deleted
-  pod on a claim that must give up a       Pending DeviceConflict; the pod deleted
-    device another of our claims holds
-    too (moved_pod; fleet_rules.device_
-    conflict says which claim keeps it)
+  pod on a claim whose device another of   Pending DeviceConflict; the pod deleted (on
+    our claims holds too (moved_pod;         both claims: fleet_rules.device_conflict
+    fleet_rules.device_conflict)             says why neither keeps it)
   pod Unschedulable (or failing in the     Pending PodWedged; the pod deleted
     scheduler) past wedge_grace, or
     rejected by the kubelet (moved_pod)
@@ -69,7 +68,7 @@ import attrs
 from controller.fleet.claims import ClaimView, leave_join
 from controller.fleet.health import Trouble, trouble
 from controller.fleet.rules import FleetReading
-from controller.k8s import kube
+from controller.k8s import kube, naming
 from controller.k8s.naming import CONDITION_PLACED, PodPhase, ReasonKind, WorkerPhase
 from controller.k8s.objects import (
     Obj,
@@ -110,8 +109,8 @@ MOVE_KINDS = frozenset({ReasonKind.NODE_LOST, ReasonKind.NODE_NOT_READY,
 _AFTER: dict[str, str] = {ReasonKind.NODE_LOST: "node {node} was lost",
           ReasonKind.NODE_NOT_READY: "node {node} was not ready",
           ReasonKind.POD_WEDGED: "its pod was wedged on node {node}",
-          ReasonKind.DEVICE_CONFLICT: "its claim on node {node} gave up a device another "
-                                      "claim holds too"}
+          ReasonKind.DEVICE_CONFLICT: "its claim on node {node} gave up a device "
+                                      "another claim held too"}
 # kube-scheduler's reasons for a pod it has not bound: judged unschedulable, or failed.
 UNSCHEDULED = frozenset({"Unschedulable", "SchedulerError"})
 # The kubelet's word on a pod it refused to run (its admission failed).
@@ -212,16 +211,18 @@ def moved_pod(ctx: Context, case: Case, *, grace: float | None = None) -> Conclu
             memory_per_device=placed.memory_per_device, node=node, pod=name_of(pod)),
             requeue_after=ctx.settings.retry_interval)
     conflict = ctx.cache.view.device_conflict(claim) if sick is None else None
+    marks: tuple[Write, ...] = ()
     if sick is not None:
         why, kind = sick.why, sick.kind
     elif conflict is not None:
         why, kind = _conflict(claim, *conflict), ReasonKind.DEVICE_CONFLICT
+        marks = _marks(ctx, claim)
     else:
         why = _wedged(ctx, pod, ctx.settings.wedge_grace if grace is None else grace)
         kind = ReasonKind.POD_WEDGED
     if not why:
         return None
-    writes = () if is_deleting(pod) else (delete_pod(pod),)
+    writes = (*marks, *(() if is_deleting(pod) else (delete_pod(pod),)))
     return Conclusion(Outcome(
         WorkerPhase.PENDING, kind,
         f"{why}; pod {name_of(pod)} deleted, the worker is placed again once it is gone",
@@ -230,10 +231,28 @@ def moved_pod(ctx: Context, case: Case, *, grace: float | None = None) -> Conclu
         writes, requeue_after=ctx.settings.retry_interval, wake=True)
 
 
-def _conflict(claim: str, device: str, keeper: str) -> str:
-    return (f"device {device} of claim {claim} is allocated to claim {keeper} too (an "
+def _conflict(claim: str, device: str, other: str) -> str:
+    if not other:
+        return (f"claim {claim} gives up device {device}, which another claim was "
+                "allocated too")
+    return (f"device {device} of claim {claim} is allocated to claim {other} too (an "
             f"allocation whose answer was lost, as across an API server restart, can do "
-            f"that); {keeper} keeps it")
+            f"that); both give it up")
+
+
+def _marks(ctx: Context, claim: str) -> tuple[Write, ...]:
+    """Mark the claim and every claim sharing a device with it as giving it up, where
+    not marked yet: once one lets the device go the conflict no longer shows, and the
+    others must still go (fleet_rules.device_conflict)."""
+    view = ctx.cache.view
+    writes = []
+    for name in (claim, *view.sharing(claim)):
+        found = view.claims.get(name)
+        conflict = view.device_conflict(name)
+        if found is not None and not found.gives_up and conflict is not None:
+            writes.append(Write("patch", kube.CLAIMS, name, {"metadata": {"annotations": {
+                naming.ANNOTATION_GIVES_UP: conflict[0]}}}))
+    return tuple(writes)
 
 
 def _wedged(ctx: Context, pod: Obj, grace: float) -> str:
@@ -298,13 +317,15 @@ def give_seat_back(ctx: Context, case: Case) -> Conclusion | None:
     elif conflict is not None or left == ReasonKind.DEVICE_CONFLICT:
         kind = ReasonKind.DEVICE_CONFLICT
         why = _conflict(seat.name, *conflict) if conflict is not None else (
-            f"claim {seat.name} gave up a device another claim holds too")
+            f"claim {seat.name} gave up a device another claim held too")
     elif left == ReasonKind.POD_WEDGED:
         kind, why = ReasonKind.POD_WEDGED, f"its pod was wedged on node {seat.node}"
     else:
         return None
     writes = release(ctx, worker, seat,
                      others_on_own="keep" if kind == ReasonKind.POD_WEDGED else "delete")
+    if kind == ReasonKind.DEVICE_CONFLICT:
+        writes = (*_marks(ctx, seat.name), *writes)
     if not writes and kind == ReasonKind.POD_WEDGED and seat.name in worker.own_claims:
         # Others sit on the claim cut for it: it keeps the seat and tries it again
         # rather than leave them a claim of its name; a pod wedged again counts as
@@ -421,9 +442,9 @@ def workers_on_node(cache: LockedReading, node: str) -> Iterable[str]:
 
 
 def workers_in_conflict(cache: LockedReading, claim: str) -> Iterable[str]:
-    """The workers booked on a claim that gives up a device, among ``claim`` and the
-    claims sharing a device with it (queued when its allocation changes): the claim that
-    must give one up may not be the one whose change showed the conflict."""
+    """The workers booked on ``claim`` and on the claims sharing a device with it, where
+    those give one up (queued when its allocation changes): the claim whose change showed
+    the conflict is not the only one that must give the device up."""
     with cache.lock:
         view = cache.view
         losers = {name for name in (claim, *view.sharing(claim))

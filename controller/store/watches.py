@@ -262,6 +262,7 @@ def _claim_signature(obj: Obj) -> Hashable:
     allocation = (obj.get("status") or {}).get("allocation")
     return (meta(obj).get("uid"), repr(allocation.get("nodeSelector")) if allocation else None,
             repr((allocation.get("devices") or {}).get("results")) if allocation else None,
+            (meta(obj).get("annotations") or {}).get(naming.ANNOTATION_GIVES_UP),
             meta(obj).get("deletionTimestamp"))
 
 

@@ -16,7 +16,7 @@ Kinds:
   kube-scheduler alone allocates, and can do that when the answer to its
   allocation write is lost (an API server killed under it): the device looks
   free in its cache until its watch catches up. The controller must end it
-  (the younger claim's workers placed again, the claim deleted): seen, it is
+  (both claims' workers placed again, the claims deleted): seen, it is
   noted; lasting past the bound, or at a round's end, it is a violation.
 * ``host-memory``: a node whose workers on shared claims park more than its
   allocatable memory.

@@ -9,6 +9,7 @@ placed worker moved) on the local control plane before it was fixed.
 
 from __future__ import annotations
 
+import functools
 import re
 import signal
 import socket
@@ -261,3 +262,59 @@ def test_a_paused_leader_cannot_give_away_a_seat_twice(orw: Env, node: GpuNode) 
                 proc.send_signal(signal.SIGCONT)
                 proc.terminate()
                 proc.wait(20)
+
+
+def held_devices(claim: dict[str, Any]) -> list[str]:
+    results = (((claim.get("status") or {}).get("allocation") or {}).get("devices")
+               or {}).get("results") or []
+    return [f"{r['driver']}/{r['pool']}/{r['device']}" for r in results]
+
+
+def test_a_device_given_to_two_claims_is_given_up_by_both(orw: Env, node: GpuNode) -> None:
+    """kube-scheduler gives a device only once, from its cache; a lost answer to its
+    allocation write (an API server restarted under it) can make it give a second claim
+    a device another holds. Played here as admin: b's pod held off the node by a taint,
+    its claim is written allocated a's device, the taint goes and kube-scheduler binds
+    the pod to it. kube-scheduler keeps allocated devices as a set: once either claim
+    lets the device go it would count it free while the other holds it. So both give it
+    up, a and b are placed again, and every device ends in one claim."""
+    orw.start()
+    orw.create_worker("a", "10Gi")
+    a_claim = orw.wait_phase("a", "Running")["claimName"]
+    (device,) = held_devices(orw.claims()[a_claim])
+    driver, pool, name = device.split("/")
+    # A new claim may take a name given up: the two are told by their UIDs.
+    given_up = {orw.claims()[a_claim]["metadata"]["uid"]}
+    taints = [t.to_dict() for t in orw.core.read_node(node.name).spec.taints or []]
+    hold = {"key": "e2e.openrl.io/hold", "effect": "NoSchedule"}
+    orw.core.patch_node(node.name, {"spec": {"taints": [*taints, hold]}})
+    try:
+        orw.create_worker("b", "10Gi")
+        b_claim = orw.cluster.wait_for(lambda: orw.status("b").get("claimName"),
+                                       what="b to cut a claim")
+        assert b_claim != a_claim
+        given_up.add(orw.claims()[b_claim]["metadata"]["uid"])
+        orw.cluster.wait_for(lambda: orw.pod("orw-b"), what="b's pod")
+        orw.custom.patch_namespaced_custom_object_status(
+            "resource.k8s.io", "v1", orw.namespace, "resourceclaims", b_claim,
+            {"status": {"allocation": {
+                "devices": {"results": [{"request": "gpu", "driver": driver, "pool": pool,
+                                         "device": name}]},
+                "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                    {"key": "metadata.name", "operator": "In", "values": [node.name]}]}]}}}})
+    finally:
+        orw.core.patch_node(node.name, {"spec": {"taints": taints or None}})
+
+    def placed_again(worker: str) -> dict[str, Any] | None:
+        s = orw.status(worker)
+        return s if s.get("phase") == "Running" and any(
+            m.get("reason") == "DeviceConflict" for m in s.get("moves") or []) else None
+    for worker in ("b", "a"):
+        orw.cluster.wait_for(functools.partial(placed_again, worker), timeout=90,
+                             what=f"{worker} placed again after the conflict")
+    orw.cluster.wait_for(lambda: not given_up & {
+        c["metadata"]["uid"] for c in orw.claims().values()}, what="both claims given up")
+    held = [d for obj in orw.claims().values() for d in held_devices(obj)]
+    assert len(held) == 2 and len(set(held)) == 2, held  # a device each, none twice
+    for worker in ("a", "b"):
+        assert len(orw.status(worker)["moves"]) == 1, orw.status(worker)["moves"]

@@ -1,11 +1,12 @@
-"""Which of our claims gives up a device two of them were allocated (fleet_rules.device_conflict),
-by the rule itself, and kept by the fleet cache as the plain reading reads it."""
+"""Our claims giving up a device two of them were allocated (fleet_rules.device_conflict), by
+the rule itself, and kept by the fleet cache as the plain reading reads it."""
 
 from __future__ import annotations
 
 import datetime as dt
 from typing import Any
 
+import attrs
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -29,20 +30,26 @@ def conflict(claim: ClaimView, *others: ClaimView) -> tuple[str, str] | None:
     return device_conflict(claim, lambda d: [v for v in every if d in v.held])
 
 
-def test_the_oldest_claim_keeps_the_device_and_every_younger_one_gives_it_up() -> None:
+def test_every_claim_holding_a_device_another_holds_gives_it_up() -> None:
+    """None keeps it: kube-scheduler counts a device free once either lets it go."""
     a, b, c = view("a", 0, GPU0), view("b", 1, GPU0, GPU1), view("c", 2, GPU1)
-    assert conflict(a, b, c) is None
-    assert conflict(b, a, c) == (GPU0, "a")
-    assert conflict(c, a, b) == (GPU1, "b")  # b gives gpu-0 up, but is older than c
-    assert conflict(view("x", 0, GPU0), view("y", 0, GPU0)) is None  # same age: by name
-    assert conflict(view("y", 0, GPU0), view("x", 0, GPU0)) == (GPU0, "x")
+    assert conflict(a, b, c) == (GPU0, "b")
+    assert conflict(b, a, c) == (GPU0, "a")  # its first device, then the first holder
+    assert conflict(c, a, b) == (GPU1, "b")
+    being_deleted = view("old", 0, GPU0, deleting=True)
+    assert conflict(view("new", 5, GPU0), being_deleted) == (GPU0, "old")
+    assert conflict(being_deleted, view("new", 5, GPU0)) == (GPU0, "new")
 
 
-def test_a_claim_being_deleted_gives_the_device_up_however_old() -> None:
-    old = view("old", 0, GPU0, deleting=True)
-    new = view("new", 5, GPU0)
-    assert conflict(new, old) is None
-    assert conflict(old, new) == (GPU0, "new")  # its pods must go: it holds the device
+def test_a_claim_marked_giving_a_device_up_stays_in_conflict_alone() -> None:
+    """The other claim gone, kube-scheduler counts the device free: this one goes too."""
+    marked = attrs.evolve(view("a", 0, GPU0), gives_up=GPU0)
+    assert conflict(marked) == (GPU0, "")
+    assert conflict(marked, view("b", 1, GPU0)) == (GPU0, "b")
+
+
+def test_a_claim_alone_on_its_devices_is_no_conflict() -> None:
+    assert conflict(view("a", 0, GPU0), view("b", 1, GPU1)) is None
     assert conflict(view("lone", 0, GPU0, deleting=True)) is None
     assert device_conflict(None, lambda _d: []) is None
 
