@@ -85,8 +85,9 @@ class Cluster:
     def run_hack(self, script: str, *, timeout: float, **env: str) -> str:
         """Run ``hack/<script>`` against this cluster; its output, asserting it passed.
 
-        The tail of the output is printed, so ``-rA`` or a failure shows what the
-        script saw.
+        The tails of its error stream and then of its output are printed, so ``-rA`` or
+        a failure shows what the script saw, its verdict last: noise on the error
+        stream (a watch reconnecting through an API server restart) never hides it.
         """
         proc = subprocess.run(
             [str(REPO / "hack" / script)], cwd=REPO, stdin=subprocess.DEVNULL,
@@ -94,8 +95,9 @@ class Cluster:
             capture_output=True, text=True, timeout=timeout, check=False,
         )
         output = proc.stdout + proc.stderr
-        print(output[-8000:])
-        assert proc.returncode == 0, f"{script} failed ({proc.returncode}):\n{output[-8000:]}"
+        seen = f"{proc.stderr[-3000:]}\n{proc.stdout[-8000:]}"
+        print(seen)
+        assert proc.returncode == 0, f"{script} failed ({proc.returncode}):\n{seen}"
         return output
 
     @staticmethod
