@@ -309,16 +309,15 @@ def give_seat_back(ctx: Context, case: Case) -> Conclusion | None:
         return None
     sick = _health(ctx, seat.node)
     move = moving(worker)
-    left = str(move.get("reason")) if move is not None and move.get("claim") == seat.name \
-        else ""
+    wedged = (move is not None and move.get("reason") == ReasonKind.POD_WEDGED
+              and move.get("claim") == seat.name)
     conflict = view.device_conflict(seat.name)
     if sick is not None:
         kind, why = sick.kind, sick.why
-    elif conflict is not None or left == ReasonKind.DEVICE_CONFLICT:
-        kind = ReasonKind.DEVICE_CONFLICT
-        why = _conflict(seat.name, *conflict) if conflict is not None else (
-            f"claim {seat.name} gave up a device another claim held too")
-    elif left == ReasonKind.POD_WEDGED:
+    elif conflict is not None:  # marked, or still shared: never by the move's record,
+        # which names a claim a new one may bear again once it is gone
+        kind, why = ReasonKind.DEVICE_CONFLICT, _conflict(seat.name, *conflict)
+    elif wedged:
         kind, why = ReasonKind.POD_WEDGED, f"its pod was wedged on node {seat.node}"
     else:
         return None

@@ -22,8 +22,8 @@ Rules:
     unbound pod, the time-slicer's openrl.io/drained mark): its worker;
   - a managed claim deleted, allocated or terminating: wake-all; terminating
     also wakes the workers whose pods it is reserved for; one allocated a
-    device another of our claims holds too also queues the workers of the
-    claim giving it up (fleet_rules.device_conflict);
+    device another of our claims holds too, or marked as giving one up, also
+    queues the workers of every claim giving it up (fleet_rules.device_conflict);
   - a ResourceSlice of the driver changed (a taint gone included): wake-all;
   - the configured DeviceClass changed (its selectors): wake-all;
   - a claim not ours (any namespace; every claim but our managed ones)
