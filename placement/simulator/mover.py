@@ -233,13 +233,11 @@ class Mover:
     def next_due(self) -> float | None:
         return self.due[0] if self.due else None
 
-    def pop_due(self, now: float) -> bool:
-        """Drop every check due at or before ``now``; True when there was one."""
-        due, found = self.due, False
+    def pop_due(self, now: float) -> None:
+        """Drop every check due at or before ``now`` (the caller is making them)."""
+        due = self.due
         while due and due[0] <= now:
             heappop(due)
-            found = True
-        return found
 
     def next_move(self, fleet: TrackedFleet, requests: dict[str, Request], policy: Policy,
                   now: float, age: dict[str, int],
