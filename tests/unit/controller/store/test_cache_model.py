@@ -118,8 +118,8 @@ def reading_state(view: FleetReading, uids: list[str]) -> Any:
         "seats": (view.seats_used, view.seats_total),
         "live": {uid: view.live_uid(uid) for uid in uids},
         "warnings": sorted(view.warnings),
-        # Which claim gives up a device two of ours were allocated (the model allocates
-        # every claim on a node its first devices, so such conflicts are common here).
+        # Which claims give up a device two of ours were allocated (the model allocates
+        # every claim on a node its first devices, whoever holds them).
         "conflicts": {name: (view.device_conflict(name), view.sharing(name))
                       for name in (*view.claims, *view.closing)},
     }
