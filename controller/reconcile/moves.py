@@ -434,10 +434,8 @@ def workers_on_node(cache: LockedReading, node: str) -> Iterable[str]:
     health changes)."""
     with cache.lock:
         view = cache.view
-        claims = {c.name for c in (*view.claims.values(), *view.closing.values())
-                  if c.node == node}
-        return sorted(b.holder for b in view.bookings.values()
-                      if b.claim in claims and not b.holder.startswith("pod/"))
+        return _booked_on(view, {c.name for c in (*view.claims.values(),
+                                                  *view.closing.values()) if c.node == node})
 
 
 def workers_in_conflict(cache: LockedReading, claim: str) -> Iterable[str]:
@@ -448,7 +446,10 @@ def workers_in_conflict(cache: LockedReading, claim: str) -> Iterable[str]:
         view = cache.view
         losers = {name for name in (claim, *view.sharing(claim))
                   if view.device_conflict(name) is not None}
-        if not losers:
-            return []
-        return sorted(b.holder for b in view.bookings.values()
-                      if b.claim in losers and not b.holder.startswith("pod/"))
+        return _booked_on(view, losers) if losers else []
+
+
+def _booked_on(view: FleetReading, claims: set[str]) -> list[str]:
+    """The workers (not orphaned pods) booked on these claims, by name."""
+    return sorted(b.holder for b in view.bookings.values()
+                  if b.claim in claims and not b.holder.startswith("pod/"))
